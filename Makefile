@@ -1,0 +1,34 @@
+# One entry point for a fresh machine. `make setup` is idempotent: it installs only what is missing.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
+
+.PHONY: setup tools venv example test lint bench
+
+setup: tools venv
+
+tools:
+	tools/setup.sh
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# The main job on the bundled example: render the parser app's prod environment to stdout.
+example: setup
+	@$(VENV)/bin/apprafter doctor >&2
+	$(VENV)/bin/apprafter render examples/parser --env prod
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy

@@ -1,0 +1,1 @@
+"""The `apprafter` command: a thin front door that maps argv onto the core libraries."""

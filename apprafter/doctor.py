@@ -1,0 +1,37 @@
+"""`apprafter doctor`: every external tool, its resolved path and version, and whether it matches the pin."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from toolchain.tools import TOOLS, candidate_path, read_version
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--users-only", is_flag=True, help="Check only what `render` needs (the cue binary).")
+def doctor(as_json: bool, users_only: bool) -> None:
+    """Check the pinned toolchain; exit 1 when a required tool is missing or at the wrong version."""
+    rows = []
+    for tool in TOOLS.values():
+        if users_only and not tool.required_for_users:
+            continue
+        path = candidate_path(tool.name)
+        version = read_version(tool.name, path) if path and path.exists() else None
+        ok = version == tool.pinned
+        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version,
+                     "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
+    bad = [r for r in rows if not r["ok"]]
+    if as_json:
+        click.echo(json.dumps({"ok": not bad, "tools": rows}, indent=2, sort_keys=True))
+    else:
+        for r in rows:
+            mark = "ok " if r["ok"] else "BAD"
+            click.echo(f"{mark} {r['tool']:<18} {r['version'] or 'missing':<10} (pinned {r['pinned']})  "
+                       f"{r['path'] or '-'}")
+        if bad:
+            click.echo(f"{len(bad)} tool(s) missing or at the wrong version: run `make setup`", err=True)
+    sys.exit(1 if bad else 0)

@@ -1,0 +1,1 @@
+"""Argo CD Config Management Plugin adapter: Argo CD env -> renderer call -> YAML stream on stdout."""

@@ -1,0 +1,1 @@
+"""Pure core: diff and classify changes (application and platform scope) into MigrationPlans."""

@@ -1,0 +1,1 @@
+"""Platform stack: CUE source -> reproducible umbrella Helm chart -> OCI artifact -> cosign signature."""

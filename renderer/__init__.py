@@ -1,0 +1,1 @@
+"""Pure core: CUE Application -> validated, per-environment, deterministic Kubernetes objects."""

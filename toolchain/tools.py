@@ -1,0 +1,138 @@
+"""Resolves each external tool to a binary at its pinned version, with a remedy when it is not there."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from toolchain.pins import pins
+
+SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
+
+
+class ToolError(RuntimeError):
+    """A required tool is missing or at the wrong version; the message names the remedy."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tool:
+    """One external binary: its pin key, how to read its version, and whether users need it."""
+
+    name: str
+    pin_key: str
+    version_argv: tuple[str, ...]
+    parse: Callable[[str], str | None]
+    purpose: str
+    required_for_users: bool = False
+
+    @property
+    def pinned(self) -> str:
+        return pins()[self.pin_key]
+
+
+def _first(pattern: str) -> Callable[[str], str | None]:
+    rx = re.compile(pattern, re.MULTILINE)
+
+    def parse(text: str) -> str | None:
+        m = rx.search(text)
+        return ("v" + m.group(1).lstrip("v")) if m else None
+
+    return parse
+
+
+def _go_module(module: str) -> Callable[[str], str | None]:
+    """Version of `module` from `go version -m` output (binaries without a version flag)."""
+    return _first(r"^\s*(?:mod|dep)\s+" + re.escape(module) + r"\s+(v[^\s]+)")
+
+
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("cue", "CUE_VERSION", ("version",), _first(r"cue version (v\S+)"),
+             "evaluates Application.cue and the platform stack", required_for_users=True),
+        Tool("helm", "HELM_VERSION", ("version", "--short"), _first(r"^(v\d+\.\d+\.\d+)"),
+             "lints and templates the platform-stack chart"),
+        Tool("cosign", "COSIGN_VERSION", ("version",), _first(r"GitVersion:\s+(v\S+)"),
+             "signs and verifies the platform-stack OCI artifact"),
+        Tool("registry", "GGCR_REGISTRY_VERSION", (), _go_module("github.com/google/go-containerregistry"),
+             "OCI registry on loopback (test bed)"),
+        Tool("etcd", "ETCD_VERSION", ("--version",), _first(r"etcd Version: (\S+)"),
+             "storage for the test-bed API server"),
+        Tool("kube-apiserver", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
+             "the test-bed Kubernetes API server"),
+        Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"), _first(r"argocd: v?(\d+\.\d+\.\d+)"),
+             "Argo CD's binary, run as argocd-cmp-server in the test bed"),
+        Tool("argocd-cmp-client", "ARGOCD_VERSION", (), _go_module("github.com/argoproj/argo-cd/v3"),
+             "calls the plugin server the way argocd-repo-server does (test bed)"),
+    )
+}
+
+
+def tools_dir() -> Path:
+    """The version-keyed cache tools/setup.sh installs into."""
+    env = os.environ.get("APPRAFTER_TOOLS_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "apprafter" / "tools"
+
+
+def candidate_path(name: str) -> Path | None:
+    """Where the binary is: APPRAFTER_<NAME> override, the cache, then PATH."""
+    override = os.environ.get("APPRAFTER_" + name.upper().replace("-", "_"))
+    if override:
+        return Path(override)
+    tool = TOOLS[name]
+    cached = tools_dir() / name
+    if cached.is_dir():
+        exact = cached / tool.pinned / name
+        if exact.exists():
+            return exact
+        if name == "argocd-cmp-client":  # keyed by version + source hash
+            matches = sorted(cached.glob(f"{tool.pinned}-*/{name}"))
+            if matches:
+                return matches[-1]
+    found = shutil.which(name)
+    return Path(found) if found else None
+
+
+def read_version(name: str, path: Path) -> str | None:
+    """Ask the binary for its version (or read its Go build info when it has no version flag)."""
+    tool = TOOLS[name]
+    argv = [str(path), *tool.version_argv] if tool.version_argv else _go_version_argv(path)
+    if argv is None:
+        return None
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tool.parse(proc.stdout + proc.stderr)
+
+
+def _go_version_argv(path: Path) -> list[str] | None:
+    go = shutil.which("go")
+    return [go, "version", "-m", str(path)] if go else None
+
+
+def resolve(name: str) -> Path:
+    """Path of `name` at its pinned version, or ToolError naming the version wanted and the fix."""
+    tool = TOOLS[name]
+    path = candidate_path(name)
+    if path is None or not path.exists():
+        raise ToolError(f"{name} not found (want {tool.pinned}): {SETUP_REMEDY}")
+    return path
+
+
+def check(name: str) -> Path:
+    """Like resolve(), and also verify the version (slower: runs the binary)."""
+    path = resolve(name)
+    tool = TOOLS[name]
+    found = read_version(name, path)
+    if found != tool.pinned:
+        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: {SETUP_REMEDY}")
+    return path

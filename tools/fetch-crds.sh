@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+echo "setup: crds: TODO" >&2

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Installs every external tool the project runs, at the pins in tools/versions.env, into a cache outside
+# the repository keyed by version. Idempotent: only what is missing is built. Prints one line per tool.
+#
+#   tools/setup.sh            install what is missing
+#   APPRAFTER_TOOLS_DIR=...   where the cache lives (default ~/.cache/apprafter/tools)
+#
+# Layout: $TOOLS_DIR/<tool>/<version>/<binary>, plus $TOOLS_DIR/bin/<binary> -> the pinned one.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+TOOLS_DIR=${APPRAFTER_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/apprafter/tools}
+mkdir -p "$TOOLS_DIR/bin"
+export GOFLAGS="${GOFLAGS:--buildvcs=false}" CGO_ENABLED=0
+
+command -v go >/dev/null || { echo "setup: go not found: install Go >= 1.24 (this project's machines ship Go 1.26)" >&2; exit 2; }
+
+log() { printf 'setup: %-22s %s\n' "$1" "$2"; }
+
+# link NAME VERSION: point $TOOLS_DIR/bin/NAME at the cached binary.
+link() { ln -sfn "$TOOLS_DIR/$1/$2/$1" "$TOOLS_DIR/bin/$1"; }
+
+# on_path_at NAME VERSION CMD...: true when NAME on PATH (outside our cache) reports VERSION.
+on_path_at() {
+  local name=$1 version=$2; shift 2
+  local p; p=$(command -v "$name" 2>/dev/null) || return 1
+  [[ "$p" == "$TOOLS_DIR"* ]] && return 1
+  "$@" 2>/dev/null | grep -q -- "${version#v}" || return 1
+  mkdir -p "$TOOLS_DIR/$name/$version"; ln -sfn "$p" "$TOOLS_DIR/$name/$version/$name"
+}
+
+# ensure NAME VERSION BUILD_FN [VERSION_CMD...]: build into the cache when missing, then link.
+ensure() {
+  local name=$1 version=$2 build=$3; shift 3
+  local dest="$TOOLS_DIR/$name/$version"
+  if [[ -x "$dest/$name" ]]; then log "$name $version" "cached"; link "$name" "$version"; return; fi
+  if [[ $# -gt 0 ]] && on_path_at "$name" "$version" "$@"; then log "$name $version" "reused from PATH"; link "$name" "$version"; return; fi
+  local start=$SECONDS tmp="$dest.tmp.$$"
+  mkdir -p "$tmp"
+  "$build" "$tmp" || { rm -rf "$tmp"; echo "setup: building $name $version failed (see above)" >&2; exit 2; }
+  rm -rf "$dest"; mv "$tmp" "$dest"
+  link "$name" "$version"
+  log "$name $version" "built in $((SECONDS - start))s"
+}
+
+build_cue() { GOBIN=$1 go install -trimpath "cuelang.org/go/cmd/cue@$CUE_VERSION"; }
+build_helm() {
+  GOBIN=$1 go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
+    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+}
+build_cosign() {
+  GOBIN=$1 go install -trimpath -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION" \
+    "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
+}
+build_registry() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "github.com/google/go-containerregistry/cmd/registry@$GGCR_REGISTRY_VERSION"; }
+build_etcd() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3); }
+build_kube_apiserver() {
+  local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
+  local major=${v%%.*} minor; minor=${v#*.}; minor=${minor%%.*}
+  (cd "$here/kube" && go build -trimpath -ldflags "-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
+    -o "$1/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+}
+build_argocd() {
+  (cd "$here/argocd" && go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}" \
+    -o "$1/argocd" github.com/argoproj/argo-cd/v3/cmd)
+}
+build_argocd_cmp_client() { (cd "$here/argocd" && go build -trimpath -ldflags "-s -w" -o "$1/argocd-cmp-client" ./cmpclient); }
+
+ensure cue "$CUE_VERSION" build_cue cue version
+ensure helm "$HELM_VERSION" build_helm helm version --short
+ensure cosign "$COSIGN_VERSION" build_cosign cosign version
+ensure registry "$GGCR_REGISTRY_VERSION" build_registry
+ensure etcd "$ETCD_VERSION" build_etcd etcd --version
+ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
+ensure argocd "$ARGOCD_VERSION" build_argocd
+# The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it.
+client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd/go.sum" | sha256sum | cut -c1-12)"
+ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
+
+"$here/fetch-crds.sh" "$TOOLS_DIR"
+log "done" "tools in $TOOLS_DIR/bin"
