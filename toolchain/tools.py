@@ -65,7 +65,8 @@ TOOLS: dict[str, Tool] = {
              "storage for the test-bed API server"),
         Tool("kube-apiserver", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
              "the test-bed Kubernetes API server"),
-        Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"), _first(r"argocd: v?(\d+\.\d+\.\d+)"),
+        Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),
+             _first(r"argocd: v?(\d+\.\d+\.\d+)"),
              "Argo CD's binary, run as argocd-cmp-server in the test bed"),
         Tool("argocd-cmp-client", "ARGOCD_VERSION", (), _go_module("github.com/argoproj/argo-cd/v3"),
              "calls the plugin server the way argocd-repo-server does (test bed)"),
@@ -134,5 +135,36 @@ def check(name: str) -> Path:
     tool = TOOLS[name]
     found = read_version(name, path)
     if found != tool.pinned:
-        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: {SETUP_REMEDY}")
+        raise ToolError(
+            f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: {SETUP_REMEDY}"
+        )
     return path
+
+
+# Each CRD source tools/fetch-crds.sh copies, keyed by its directory prefix, with its pin key.
+CRD_SOURCES: dict[str, str] = {
+    "gateway-api": "GATEWAY_API_VERSION",
+    "keda": "KEDA_VERSION",
+    "cilium": "CILIUM_VERSION",
+    "argocd": "ARGOCD_VERSION",
+    "cloudnative-pg": "CNPG_VERSION",
+    "cert-manager": "CERT_MANAGER_VERSION",
+}
+
+
+def crds_dir() -> Path:
+    """Where tools/fetch-crds.sh puts the CRDs: $TOOLS_DIR/crds/<source>-<version>/."""
+    return tools_dir() / "crds"
+
+
+def crd_files() -> list[Path]:
+    """Every CRD YAML file at the pinned source versions, or ToolError naming the missing source."""
+    files: list[Path] = []
+    for source, pin_key in CRD_SOURCES.items():
+        version = pins()[pin_key]
+        src = crds_dir() / f"{source}-{version}"
+        found = sorted(src.glob("*.yaml")) if src.is_dir() else []
+        if not found:
+            raise ToolError(f"CRDs of {source} {version} not found in {src}: {SETUP_REMEDY}")
+        files.extend(found)
+    return files

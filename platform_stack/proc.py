@@ -1,0 +1,47 @@
+"""Runs an external tool with a timeout and a scrubbed environment, mapping failures to StackToolError."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from platform_stack.errors import StackToolError
+from toolchain.tools import ToolError, resolve
+
+DEFAULT_TIMEOUT = 120.0
+
+
+def tool_path(name: str) -> Path:
+    """The pinned binary for `name`, or StackToolError carrying the `make setup` remedy."""
+    try:
+        return resolve(name)
+    except ToolError as exc:
+        raise StackToolError(str(exc)) from exc
+
+
+def scrubbed_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Only PATH and HOME (a private one) plus what the caller adds: no proxies, tokens or kubeconfigs."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env.update(extra or {})
+    return env
+
+
+def run(name: str, args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run tool `name` with `args`; returns the completed process (callers judge the exit code)."""
+    binary = tool_path(name)
+    with tempfile.TemporaryDirectory(prefix=f"apprafter-{name}-") as home:
+        extra = dict(env or {})
+        if name == "cue":  # a private module cache: never the user's, never shared between runs
+            extra.setdefault("CUE_CACHE_DIR", str(Path(home) / "cue-cache"))
+        full_env = scrubbed_env(Path(home), extra)
+        try:
+            return subprocess.run([str(binary), *args], cwd=cwd, env=full_env, input=stdin,
+                                  capture_output=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise StackToolError(f"{name} timed out after {timeout:.0f}s: {' '.join(args[:2])}") from exc
+        except OSError as exc:
+            raise StackToolError(f"{name} could not be started ({exc}): run `make setup`") from exc

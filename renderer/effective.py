@@ -1,0 +1,53 @@
+"""The effective spec of one environment: environments[E] merged onto base with the spec's override-wins rules."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+# How each field of an environment override combines with base (architecture.md, spec §3.1).
+SUBFIELD_MERGE = frozenset({"expose", "imagePolicy"})  # deep-merge by subfield, override wins
+KEY_MERGE = frozenset({"env", "needs"})  # env: key by key; needs: an override replaces the whole entry per key
+MAP_OF_MAP_MERGE = frozenset({"resources"})  # requests/limits merge key by key, independently
+
+
+def _merge_subfields(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merge_subfields(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge one override onto base; neither argument is modified."""
+    out = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if key in SUBFIELD_MERGE:
+            out[key] = _merge_subfields(base.get(key, {}), value)
+        elif key in KEY_MERGE:
+            out[key] = {**copy.deepcopy(base.get(key, {})), **copy.deepcopy(value)}
+        elif key in MAP_OF_MAP_MERGE:
+            merged = copy.deepcopy(dict(base.get(key, {})))
+            for group, entries in value.items():
+                merged[group] = {**merged.get(group, {}), **entries}
+            out[key] = merged
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def effective_spec(spec: Mapping[str, Any], environment: str) -> dict[str, Any]:
+    """Base merged with environments[environment]; `budget` is resolved to this environment's size.
+
+    Raises KeyError when the environment is not declared (callers report it with the declared list).
+    """
+    override = spec.get("environments", {})[environment]
+    out = merge(spec.get("base", {}), override)
+    budget = spec.get("budget", {}).get(environment)
+    if budget is not None:
+        out["budget"] = budget
+    return out

@@ -1,0 +1,1 @@
+"""`manifests` mode: the Kubernetes objects the reconciler applies for one environment of an Application."""

@@ -1,0 +1,54 @@
+"""Names, labels and metadata shared by every rendered object."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from renderer.context import PlatformContext
+
+ENVIRONMENT_LABEL = "apprafter.io/environment"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What one render is for: the app, its environment, its namespace and the platform around it."""
+
+    app: str
+    environment: str
+    namespace: str | None
+    context: PlatformContext
+
+    @property
+    def instance(self) -> str:
+        return f"{self.app}-{self.environment}"
+
+    def selector(self) -> dict[str, str]:
+        return {"app.kubernetes.io/instance": self.instance, "app.kubernetes.io/name": self.app}
+
+    def labels(self, component: str | None = None) -> dict[str, str]:
+        labels = {
+            "app.kubernetes.io/instance": self.instance,
+            "app.kubernetes.io/managed-by": "apprafter",
+            "app.kubernetes.io/name": self.app,
+            "app.kubernetes.io/part-of": self.app,
+            ENVIRONMENT_LABEL: self.environment,
+        }
+        if component:
+            labels["app.kubernetes.io/component"] = component
+        return dict(sorted(labels.items()))
+
+    def metadata(self, name: str, component: str | None = None,
+                 annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if self.namespace:
+            meta["namespace"] = self.namespace
+        meta["labels"] = self.labels(component)
+        if annotations:
+            meta["annotations"] = dict(sorted(annotations.items()))
+        return meta
+
+
+def connection_secret(app: str, need: str) -> str:
+    """The Secret a ResourceClaim's provider writes the connection fields into."""
+    return f"{app}-{need}-conn"

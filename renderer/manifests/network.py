@@ -1,0 +1,113 @@
+"""Service, HTTPRoute, the app's default-deny NetworkPolicy and its egress CiliumNetworkPolicy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from renderer.manifests.meta import Target
+from renderer.validate import rewrite_prefixes
+
+FAMILY = {"ipv6": "IPv6", "ipv4": "IPv4"}
+# Ports the integrated providers listen on (egress is opened to the provider namespace on these).
+NEED_PORTS: dict[str, tuple[int, ...]] = {
+    "pg": (5432,), "redis": (6379,), "jetstream": (4222,), "clickhouse": (8123, 9000), "s3": (443, 9000),
+}
+
+
+def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    expose = eff["expose"]
+    families = [FAMILY[f] for f in expose.get("protocols", target.context.ip_families)]
+    sticky = expose.get("sticky", expose.get("websocket", False))
+    port: dict[str, Any] = {"name": "http", "port": expose["port"], "protocol": "TCP", "targetPort": "http"}
+    if expose.get("websocket"):
+        port["appProtocol"] = "kubernetes.io/ws"
+    spec: dict[str, Any] = {
+        "type": "ClusterIP",
+        "selector": target.selector(),
+        "ports": [port],
+        "ipFamilies": families,
+        "ipFamilyPolicy": "SingleStack" if len(families) == 1 else "PreferDualStack",
+        "sessionAffinity": "ClientIP" if sticky else "None",
+    }
+    return {"apiVersion": "v1", "kind": "Service", "metadata": target.metadata(target.app, "app"), "spec": spec}
+
+
+def hostname(target: Target, expose: dict[str, Any]) -> str:
+    return str(expose.get("hostname") or f"{target.app}.{target.environment}.{target.context.domain}")
+
+
+def http_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """Only for network: public. Rewrites become their own rules with a ReplacePrefixMatch filter."""
+    expose = eff["expose"]
+    backend = [{"name": target.app, "port": expose["port"]}]
+    timeouts = {"timeouts": {"request": "0s"}} if expose.get("websocket") else {}
+    rules: list[dict[str, Any]] = []
+    rewritten: set[str] = set()
+    for rewrite in expose.get("rewrites", []):
+        prefixes = rewrite_prefixes(rewrite)
+        assert prefixes is not None  # validate.check_environment rejected the rest
+        match, replacement = prefixes
+        rewritten.add(match)
+        rules.append({
+            "matches": [{"path": {"type": "PathPrefix", "value": match}}],
+            "filters": [{"type": "URLRewrite", "urlRewrite": {"path": {
+                "type": "ReplacePrefixMatch", "replacePrefixMatch": replacement}}}],
+            "backendRefs": backend, **timeouts,
+        })
+    plain = [p for p in expose.get("paths", ["/"]) if p.rstrip("/") not in {m.rstrip("/") for m in rewritten}]
+    if plain:
+        rules.append({"matches": [{"path": {"type": "PathPrefix", "value": p}} for p in plain],
+                      "backendRefs": backend, **timeouts})
+    tls = expose.get("tls", True)
+    parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": target.context.gateway_name,
+              "namespace": target.context.gateway_namespace,
+              "sectionName": target.context.gateway_listener if tls else "http"}
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": target.metadata(target.app, "app"),
+            "spec": {"parentRefs": [parent], "hostnames": [hostname(target, expose)], "rules": rules}}
+
+
+def network_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """Default-deny ingress; same-namespace callers reach an exposed port, the Gateway too when public."""
+    ingress: list[dict[str, Any]] = []
+    expose = eff.get("expose")
+    if expose:
+        ports = [{"port": expose["port"], "protocol": "TCP"}]
+        ingress.append({"from": [{"podSelector": {}}], "ports": ports})
+        if expose.get("network") == "public":
+            ingress.append({"from": [{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": target.context.gateway_namespace}}}], "ports": ports})
+    spec: dict[str, Any] = {"podSelector": {"matchLabels": target.selector()}, "policyTypes": ["Ingress"]}
+    if ingress:
+        spec["ingress"] = ingress
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": target.metadata(target.app, "app"), "spec": spec}
+
+
+def egress_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """Egress derived from needs plus connects.egress.external; DNS is always allowed (FQDN rules need it)."""
+    ctx = target.context
+    dns_labels = {"k8s:io.kubernetes.pod.namespace": ctx.dns_namespace, **{f"k8s:{k}": v for k, v in ctx.dns_selector}}
+    egress: list[dict[str, Any]] = [
+        {"toEndpoints": [{"matchLabels": dict(sorted(dns_labels.items()))}],
+         "toPorts": [{"ports": [{"port": "53", "protocol": "ANY"}], "rules": {"dns": [{"matchPattern": "*"}]}}]},
+        {"toEndpoints": [{}]},  # same namespace
+    ]
+    for need in sorted(eff.get("needs", {})):
+        namespace = ctx.provider_namespace(need)
+        if need in NEED_PORTS and namespace:
+            egress.append({
+                "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": namespace}}],
+                "toPorts": [{"ports": [{"port": str(p), "protocol": "TCP"} for p in NEED_PORTS[need]]}],
+            })
+    for rule in eff.get("connects", {}).get("egress", {}).get("external", []):
+        ports = [{"ports": [{"port": str(rule["port"]), "protocol": rule.get("protocol", "TCP")}]}]
+        if "host" in rule:
+            host = rule["host"]
+            fqdn = {"matchPattern": host} if "*" in host else {"matchName": host}
+            egress.append({"toFQDNs": [fqdn], "toPorts": ports})
+        else:
+            egress.append({"toCIDR": [rule["cidr"]], "toPorts": ports})
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+            "metadata": target.metadata(f"{target.app}-egress", "app"),
+            "spec": {"endpointSelector": {"matchLabels": target.selector()}, "egress": egress}}

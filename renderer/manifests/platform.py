@@ -1,0 +1,47 @@
+"""Platform objects: one ResourceClaim per need (§3.3) and the KEDA ScaledObject for autoscale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from renderer.manifests.meta import Target
+
+DEFAULT_SELECTOR = {"tier": "integrated"}
+PARAMETER_FIELDS = ("streams", "buckets", "version", "mountPath")
+
+
+def resource_claims(target: Target, eff: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for need, entry in sorted(eff.get("needs", {}).items()):
+        spec: dict[str, Any] = {"type": need, "selector": dict(sorted(entry.get("selector", DEFAULT_SELECTOR).items()))}
+        if "size" in entry:
+            spec["size"] = entry["size"]
+        parameters = {k: entry[k] for k in PARAMETER_FIELDS if k in entry}
+        if parameters:
+            spec["parameters"] = parameters
+        out.append({"apiVersion": "apprafter.io/v1alpha1", "kind": "ResourceClaim",
+                    "metadata": target.metadata(f"{target.app}-{need}", need), "spec": spec})
+    return out
+
+
+def scaled_object(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    autoscale = eff["autoscale"]
+    on = autoscale["on"]
+    trigger: dict[str, Any]
+    if on in ("cpu", "memory"):
+        target_value = autoscale.get("target", 70)
+        trigger = {"type": on, "metricType": "Utilization", "metadata": {"value": _num(target_value)}}
+    else:  # jetstream_lag: validated to have needs.jetstream with a stream
+        stream = eff["needs"]["jetstream"]["streams"][0]
+        namespace = target.context.provider_namespace("jetstream")
+        trigger = {"type": "nats-jetstream", "metadata": {
+            "natsServerMonitoringEndpoint": f"nats.{namespace}.svc:8222", "account": "$G",
+            "stream": stream, "consumer": target.app, "lagThreshold": _num(autoscale.get("target", 10))}}
+    return {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
+            "metadata": target.metadata(target.app, "app"),
+            "spec": {"scaleTargetRef": {"name": target.app}, "minReplicaCount": autoscale["min"],
+                     "maxReplicaCount": autoscale["max"], "triggers": [trigger]}}
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

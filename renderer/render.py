@@ -1,0 +1,126 @@
+"""The renderer's API: one Application and environment in, ordered Kubernetes objects and warnings out."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any, Literal
+
+from renderer import validate
+from renderer.context import PlatformContext
+from renderer.effective import effective_spec
+from renderer.errors import Problem, UserError
+from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
+from renderer.manifests import network, platform, workload
+from renderer.manifests.meta import ENVIRONMENT_LABEL, Target
+
+Mode = Literal["cr", "manifests"]
+MODES: tuple[Mode, ...] = ("cr", "manifests")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    """Objects for one app and environment, in output order, and the warnings to show on stderr."""
+
+    app: str
+    environment: str
+    objects: list[dict[str, Any]]
+    warnings: list[str]
+
+
+def require_environment(app: LoadedApp, environment: str) -> None:
+    declared = validate.environments(app)
+    if environment not in declared:
+        line, col = app.source.index.find(("spec", "environments"))
+        raise UserError([Problem(app.source.display, line, col, "spec.environments",
+                                 f"environment {environment!r} is not declared; declared: "
+                                 f"{', '.join(declared) or 'none'}")])
+
+
+def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> dict[str, Any]:
+    """The Application CR the plugin emits: the user's document with spec.environment stamped."""
+    doc = copy.deepcopy(app.document)
+    meta = doc["metadata"]
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(sorted({**meta.get("labels", {}), ENVIRONMENT_LABEL: environment,
+                                  "app.kubernetes.io/managed-by": "apprafter"}.items()))
+    ordered_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
+    spec = doc["spec"]
+    spec["environment"] = environment
+    ordered_spec = {k: spec[k] for k in ("environment", "base", "environments", "budget") if k in spec}
+    return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": ordered_meta, "spec": ordered_spec}
+
+
+def manifests(app: LoadedApp, environment: str, namespace: str | None,
+              context: PlatformContext) -> tuple[list[dict[str, Any]], list[str]]:
+    eff = effective_spec(app.document["spec"], environment)
+    target = Target(app.name, environment, namespace, context)
+    warnings: list[str] = []
+    objects = [workload.service_account(target), *platform.resource_claims(target, eff),
+               workload.deployment(target, eff, warnings)]
+    expose = eff.get("expose")
+    if expose:
+        objects.append(network.service(target, eff))
+        if expose.get("network") == "public":
+            objects.append(network.http_route(target, eff))
+    objects += [network.network_policy(target, eff), network.egress_policy(target, eff)]
+    if eff.get("autoscale"):
+        objects.append(platform.scaled_object(target, eff))
+    return objects, warnings
+
+
+def render_loaded(app: LoadedApp, environment: str, mode: Mode = "cr", namespace: str | None = None,
+                  context: PlatformContext | None = None) -> Rendered:
+    """Validate then render one environment of an evaluated Application."""
+    require_environment(app, environment)
+    problems = validate.check(app, [environment])
+    if problems:
+        raise UserError(problems)
+    namespace = namespace or app.document["metadata"].get("namespace")
+    if mode == "cr":
+        return Rendered(app.name, environment, [application_cr(app, environment, namespace)], [])
+    objects, warnings = manifests(app, environment, namespace, context or PlatformContext())
+    return Rendered(app.name, environment, objects, [f"{app.source.display}: {environment}: {w}" for w in warnings])
+
+
+def render(path: Path, environment: str, mode: Mode = "cr", namespace: str | None = None,
+           context: PlatformContext | None = None, root: Path | None = None) -> Rendered:
+    """Load, validate and render the Application at `path` for one environment."""
+    return render_loaded(load(path, root), environment, mode, namespace, context)
+
+
+def discover(directory: Path) -> list[Path]:
+    """Every apprafter/Application.cue below directory, sorted, never following symlinked directories."""
+    found = []
+    for app_file in sorted(directory.rglob(f"{APP_DIR}/{APP_FILE}")):
+        found.append(app_file)
+    return found
+
+
+def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | None = None,
+               ) -> tuple[list[Rendered], list[Problem]]:
+    """Every app under directory, every environment, evaluated in one cue process.
+
+    Returns what rendered and every problem; a broken app does not stop the others.
+    """
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    root = Path(directory)
+    for file in discover(root):
+        try:
+            sources.append(read_source(*locate(file, root)))
+        except UserError as e:
+            problems += e.problems
+    rendered: list[Rendered] = []
+    for result in evaluate_many(sources):
+        if isinstance(result, UserError):
+            problems += result.problems
+            continue
+        for env in validate.environments(result):
+            try:
+                rendered.append(render_loaded(result, env, mode, None, context))
+            except UserError as e:
+                problems += e.problems
+    return rendered, sorted(set(problems))

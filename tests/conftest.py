@@ -1,0 +1,74 @@
+"""Session-scoped loopback test-bed fixtures: oci_registry, kube, argocd_cmp_server (see docs/development.md)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.testbed.cmp import CmpServer, start_cmp_server
+from tests.testbed.kube import KubeTestBed, start_kube
+from tests.testbed.registry import OciRegistry, start_registry
+
+
+@pytest.fixture(scope="session")
+def testbed_dir() -> Iterator[Path]:
+    """One short temp dir for every test-bed server's data, sockets and logs (unix sockets need short paths).
+
+    Kept after the session when APPRAFTER_KEEP_TESTBED=1 (to read the servers' logs)."""
+    path = Path(tempfile.mkdtemp(prefix="apprafter-bed-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
+            shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def oci_registry(testbed_dir: Path) -> Iterator[OciRegistry]:
+    """go-containerregistry's in-memory registry on 127.0.0.1: `.url` "127.0.0.1:PORT", `.host`, `.port`."""
+    reg = start_registry(testbed_dir)
+    try:
+        yield reg
+    finally:
+        reg.process.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(testbed_dir: Path) -> Iterator[KubeTestBed]:
+    """etcd + kube-apiserver on 127.0.0.1 with a system:masters token and every pinned CRD Established."""
+    bed = start_kube(testbed_dir / "kube")
+    try:
+        yield bed
+    finally:
+        bed.stop()
+
+
+StartCmpServer = Callable[..., CmpServer]
+
+
+@pytest.fixture(scope="session")
+def argocd_cmp_server(testbed_dir: Path) -> Iterator[StartCmpServer]:
+    """Factory: start(plugin_dir, path=[...], env={...}, socket_dir=None) -> CmpServer running Argo CD's
+    own plugin server for plugin_dir/plugin.yaml. Servers live until the session ends (or .stop())."""
+    servers: list[CmpServer] = []
+    counter = itertools.count()
+
+    def start(plugin_dir: Path | str, *, path: Sequence[str | os.PathLike[str]] = (),
+              env: dict[str, str] | None = None, socket_dir: Path | None = None, **kw: Any) -> CmpServer:
+        server = start_cmp_server(Path(plugin_dir), testbed_dir / f"cmp{next(counter)}", path=path, env=env,
+                                  socket_dir=socket_dir, **kw)
+        servers.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in reversed(servers):
+            server.stop()

@@ -1,0 +1,121 @@
+"""Process plumbing for the loopback test bed: pinned binaries, free ports, bounded waits, log tails."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from toolchain.tools import ToolError, resolve
+
+T = TypeVar("T")
+
+
+class BedError(RuntimeError):
+    """A test-bed server failed to start or misbehaved; the message carries its log tail."""
+
+
+def tool(name: str) -> Path:
+    """The pinned binary for `name`; fails the test (never skips) with the set-up remedy."""
+    try:
+        return resolve(name)
+    except ToolError as exc:
+        pytest.fail(f"test bed needs {name}: {exc}", pytrace=False)
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
+             proc: ManagedProcess | None = None, interval: float = 0.05) -> T:
+    """Call `probe` until it returns non-None; on timeout or process death raise with the log tail."""
+    deadline = time.monotonic() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            result = probe()
+            if result is not None:
+                return result
+        except Exception as exc:
+            last = exc
+        if proc is not None and proc.popen.poll() is not None:
+            raise BedError(f"{proc.name} exited with {proc.popen.returncode} while waiting for {what}\n"
+                               f"{proc.tail()}")
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last})" if last else ""
+            tail = f"\n{proc.tail()}" if proc is not None else ""
+            raise BedError(f"timed out after {timeout:.0f}s waiting for {what}{detail}{tail}")
+        time.sleep(interval)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the parent dies, so a killed pytest leaves no servers behind."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class ManagedProcess:
+    """A server in its own process group with its output in a log file; stop() kills the whole group.
+
+    Start it from the main thread: the child is tied to the starting thread's life (PR_SET_PDEATHSIG).
+    """
+
+    def __init__(self, name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path,
+                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            [str(a) for a in argv], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+    def tail(self, lines: int = 40) -> str:
+        """The last lines of the process's output, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return f"({self.name}: no log at {self.log_path})"
+        return f"--- last {min(lines, len(text))} lines of {self.log_path} ---\n" + "\n".join(text[-lines:])
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the process group, SIGKILL it after `grace` seconds."""
+        try:
+            if self.popen.poll() is None:
+                try:
+                    os.killpg(self.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                try:
+                    self.popen.wait(grace)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)  # stray children in the group too
+            except (ProcessLookupError, PermissionError):
+                pass
+            if self.popen.poll() is None:
+                self.popen.wait(grace)
+        finally:
+            self._log.close()
