@@ -1,4 +1,4 @@
-"""The umbrella template's rule in Python: which components a chart's values enable, and each one's Application."""
+"""The umbrella template's rule in Python: which components chart values enable, and their config."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ON_BY_DEFAULT = ("required", "default")
 
 
 def deep_merge(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
-    """Merge `src` into a copy of `dst`: maps key by key, other values replace, None deletes (as _helpers.tpl)."""
+    """Merge `src` into a copy of `dst`: maps key by key, else replace, None deletes (as _helpers.tpl)."""
     out = copy.deepcopy(dst)
     for key, value in src.items():
         if value is None:
@@ -33,7 +33,8 @@ def enabled(name: str, component: dict[str, Any], tier: str, override: dict[str,
     if "enabled" in override:
         wanted = bool(override["enabled"])
         if availability == "required" and not wanted:
-            raise StackError(f"overrides.{name}.enabled: {name} is required on tier {tier} and cannot be disabled")
+            raise StackError(f"overrides.{name}.enabled: {name} is required on tier {tier} and cannot be "
+                             "disabled")
         if availability == "unavailable" and wanted:
             raise StackError(f"overrides.{name}.enabled: {name} is not available on tier {tier}")
         on = wanted
@@ -41,7 +42,7 @@ def enabled(name: str, component: dict[str, Any], tier: str, override: dict[str,
 
 
 def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """name -> {source (with the pin applied), namespace, syncWave, selfManaged, syncPolicy, values} per enabled one."""
+    """name -> {source (pin applied), namespace, syncWave, selfManaged, syncPolicy, values}, enabled only."""
     tier = values["tier"]
     overrides: dict[str, Any] = values.get("overrides") or {}
     for name in overrides:
@@ -64,8 +65,9 @@ def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def with_overrides(values: dict[str, Any], tier: str | None, overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """A copy of chart values with `tier` and PlatformStack-style `overrides` applied (as helm --set would)."""
+def with_overrides(values: dict[str, Any], tier: str | None,
+                   overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A copy of chart values with `tier` and PlatformStack-style `overrides` applied (as helm -f would)."""
     out = copy.deepcopy(values)
     if tier is not None:
         out["tier"] = tier

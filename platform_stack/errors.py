@@ -1,4 +1,4 @@
-"""The two failure classes of the platform-stack commands: the user's to fix (exit 1) or the tool's (exit 2)."""
+"""The two failure classes of the stack commands: the user's to fix (exit 1) or the tool's (exit 2)."""
 
 from __future__ import annotations
 
@@ -12,4 +12,4 @@ class StackError(Exception):
 
 
 class StackToolError(Exception):
-    """A tool or environment failure (missing binary, timeout, registry down); the message names the remedy."""
+    """A tool or environment failure (missing binary, timeout, registry down); names the remedy."""

@@ -39,7 +39,8 @@ def template(chart: Path, kube_version: str, values: dict[str, Any] | None = Non
     """`helm template` -> the rendered objects, in helm's order."""
     with tempfile.TemporaryDirectory(prefix="apprafter-helm-") as tmp:
         proc = run("helm", ["template", release, str(chart.resolve()), "--namespace", namespace,
-                            "--kube-version", kube_version, *_values_args(values, Path(tmp))], timeout=HELM_TIMEOUT)
+                            "--kube-version", kube_version, *_values_args(values, Path(tmp))],
+                   timeout=HELM_TIMEOUT)
     if proc.returncode != 0:
         raise StackError(*_problems(chart, proc.stderr.decode(errors="replace")))
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]

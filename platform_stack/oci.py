@@ -1,4 +1,4 @@
-"""Pushes a built chart .tgz to an OCI registry exactly as Helm lays it out, refusing to move an existing tag."""
+"""Pushes a chart .tgz to an OCI registry exactly as Helm lays it out, refusing to move an existing tag."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def parse_reference(text: str) -> Reference:
     """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]`; a bad reference is the user's error."""
     m = _REF.match(text.strip())
     if not m:
-        raise StackError(f"{text}: reference: expected [oci://]host[:port]/repository[:tag][@sha256:<64 hex>]")
+        raise StackError(f"{text}: reference: expected [oci://]host[:port]/repository[:tag][@sha256:<hex>]")
     return Reference(m["host"], m["path"], m["tag"], m["digest"])
 
 
@@ -97,17 +97,18 @@ def read_archive(path: Path) -> ChartArchive:
         raise StackError(f"{path}:1:1: chart: not a readable chart archive ({exc})") from exc
     if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("version"):
         raise StackError(f"{path}:1:1: Chart.yaml: name and version are required")
-    return ChartArchive(path, data, metadata, max(m.mtime for m in members))
+    return ChartArchive(path, data, metadata, int(max(m.mtime for m in members)))
 
 
 def manifest_annotations(archive: ChartArchive) -> dict[str, str]:
     """The annotations helm's pusher sets, with `created` pinned to the archive's fixed mtime."""
     meta = archive.metadata
+    created = datetime.fromtimestamp(archive.mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     annotations.update({
         "org.opencontainers.image.title": archive.name,
         "org.opencontainers.image.version": archive.version,
-        "org.opencontainers.image.created": datetime.fromtimestamp(archive.mtime, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.created": created,
     })
     if meta.get("description"):
         annotations["org.opencontainers.image.description"] = str(meta["description"])
@@ -121,6 +122,14 @@ def manifest_annotations(archive: ChartArchive) -> dict[str, str]:
 def config_json(archive: ChartArchive) -> bytes:
     """The Helm config blob: Chart.yaml metadata as compact JSON with sorted keys."""
     return json.dumps(archive.metadata, sort_keys=True, separators=(",", ":")).encode()
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """cosign (go-containerregistry) talks plain HTTP to loopback registries without being asked."""
+    return host.rsplit(":", 1)[0] in LOOPBACK_HOSTS if not host.startswith("[") else host.startswith("[::1]")
 
 
 def _client(plain_http: bool) -> httpx.Client:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ def cue_files(source: Path) -> list[Path]:
     files = sorted(source.glob("*.cue")) + sorted((source / "components").glob("*.cue")) + \
         sorted((source / "tiers").glob("*.cue"))
     if not (source / "platform.cue").is_file():
-        raise StackError(f"{source}:1:1: source: no platform.cue here (not a platform-stack source directory)")
+        raise StackError(f"{source}:1:1: source: no platform.cue here (not a platform-stack source)")
     return files
 
 
@@ -32,15 +33,38 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
     if tier != ALL and tier not in TIERS:
         raise StackError(f"--tier: {tier!r} is not one of {', '.join((ALL, *TIERS))}")
     files = [str(p.relative_to(source)) for p in cue_files(source)]
-    proc = run("cue", ["export", *files, "-t", f"tier={tier}", "-e", "build", "--out", "json"],
-               cwd=source, timeout=CUE_TIMEOUT)
+    proc = _export(files, source, tier, "build")
     if proc.returncode != 0:
-        raise StackError(*cue_error_lines(proc.stderr.decode(errors="replace"), source))
+        # The build expression reports a missing field at the comprehension that reads it; evaluating
+        # the components alone names the component and tier instead (only on this failure path).
+        detail = _export(files, source, tier, "components")
+        stderr = (detail if detail.returncode != 0 else proc).stderr.decode(errors="replace")
+        raise StackError(*(_point_at_overlay(line, source) for line in cue_error_lines(stderr, source)))
     try:
         data: dict[str, Any] = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
-        raise StackToolError(f"cue export printed invalid JSON ({exc}): run `make setup` to reinstall cue") from exc
+        raise StackToolError(f"cue printed invalid JSON ({exc}): run `make setup` to reinstall cue") from exc
     return data
+
+
+def _export(files: list[str], source: Path, tier: str, expression: str) -> subprocess.CompletedProcess[bytes]:
+    return run("cue", ["export", *files, "-t", f"tier={tier}", "-e", expression, "--out", "json"],
+               cwd=source, timeout=CUE_TIMEOUT)
+
+
+_MISSING_TIER = re.compile(
+    r"^\S+: components\.(?P<c>[^.]+)\.tiers\.(?P<t>[a-z]+)\.availability: incomplete value")
+
+
+def _point_at_overlay(line: str, source: Path) -> str:
+    """A component a tier overlay forgot: point at the overlay file, not at the schema line."""
+    m = _MISSING_TIER.match(line)
+    if not m:
+        return line
+    component, tier = m["c"], m["t"]
+    where = _show(source / "tiers" / (tier + ".cue"))
+    return (f"{where}:1:1: components.{component}.tiers.{tier}.availability: "
+            f"missing: the {tier} overlay must make {component} required, default, opt-in or unavailable")
 
 
 def cue_error_lines(stderr: str, source: Path) -> list[str]:

@@ -30,7 +30,8 @@ class PlatformContext:
     gateway_namespace: str = "apprafter-system"
     gateway_listener: str = "https"
     tier: str = "solo"
-    ip_families: tuple[str, ...] = ("ipv6", "ipv4")
+    # The cluster's IP families; None lets the API server choose (PreferDualStack without ipFamilies).
+    ip_families: tuple[str, ...] | None = None
     cluster_issuer: str = "apprafter-default"
     confidential_runtime_class: str = "kata-cc"
     dns_namespace: str = "kube-system"

@@ -38,8 +38,9 @@ def cue_binary() -> Path:
 
 
 def _limit_memory(megabytes: int) -> None:
+    # RLIMIT_DATA, not RLIMIT_AS: Go reserves large PROT_NONE arenas at start-up that AS would count.
     limit = megabytes * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     # cue stays in our process group on purpose: Argo CD's SIGTERM to the group reaches it too.
 
 
@@ -86,7 +87,8 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
 
 
 def _out_of_memory(stderr: str) -> bool:
-    return "out of memory" in stderr or "cannot allocate memory" in stderr
+    """A Go runtime abort (the data limit was hit), as opposed to an evaluation error."""
+    return "fatal error:" in stderr or "out of memory" in stderr or "cannot allocate memory" in stderr
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:

@@ -7,7 +7,15 @@ from typing import Any
 
 import yaml
 
-_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Base: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):  # type: ignore[valid-type,misc]
+    """Never anchors/aliases: Kubernetes tools expect every object spelled out."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
 
 KIND_ORDER = ("Application", "ServiceAccount", "ResourceClaim", "Deployment", "Service", "HTTPRoute",
               "NetworkPolicy", "CiliumNetworkPolicy", "ScaledObject")

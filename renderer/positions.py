@@ -41,10 +41,11 @@ class PositionIndex:
         chain: list[str] = []
         i, n, line, line_start = 0, len(text), 1, 0
 
-        def element_path() -> Path:
+        def element_path(col: int) -> Path:
             top = frames[-1]
             if top.kind == "list":
                 top.seen = True
+                self.labels.setdefault((*top.base, top.index), (line, col))
                 return (*top.base, top.index)
             return (*top.base, *chain)
 
@@ -82,11 +83,11 @@ class PositionIndex:
                 if "\n" in text[start:i]:
                     line_start = text.rfind("\n", start, i) + 1
             elif c == "{":
-                frames.append(_Frame("struct", element_path()))
+                frames.append(_Frame("struct", element_path(i - line_start + 1)))
                 chain.clear()
                 i += 1
             elif c == "[":
-                frames.append(_Frame("list", element_path()))
+                frames.append(_Frame("list", element_path(i - line_start + 1)))
                 chain.clear()
                 i += 1
             elif c in "}]":

@@ -1,4 +1,4 @@
-"""Session-scoped loopback test-bed fixtures: oci_registry, kube, argocd_cmp_server (see docs/development.md)."""
+"""Session-scoped loopback test-bed fixtures: oci_registry, kube, argocd_cmp_server (docs/development.md)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,22 @@ def argocd_cmp_server(testbed_dir: Path) -> Iterator[StartCmpServer]:
     servers: list[CmpServer] = []
     counter = itertools.count()
 
-    def start(plugin_dir: Path | str, *, path: Sequence[str | os.PathLike[str]] = (),
-              env: dict[str, str] | None = None, socket_dir: Path | None = None, **kw: Any) -> CmpServer:
-        server = start_cmp_server(Path(plugin_dir), testbed_dir / f"cmp{next(counter)}", path=path, env=env,
-                                  socket_dir=socket_dir, **kw)
+    def start(
+        plugin_dir: Path | str,
+        *,
+        path: Sequence[str | os.PathLike[str]] = (),
+        env: dict[str, str] | None = None,
+        socket_dir: Path | None = None,
+        **kw: Any,
+    ) -> CmpServer:
+        server = start_cmp_server(
+            Path(plugin_dir),
+            testbed_dir / f"cmp{next(counter)}",
+            path=path,
+            env=env,
+            socket_dir=socket_dir,
+            **kw,
+        )
         servers.append(server)
         return server
 

@@ -16,7 +16,8 @@ NEED_PORTS: dict[str, tuple[int, ...]] = {
 
 def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
     expose = eff["expose"]
-    families = [FAMILY[f] for f in expose.get("protocols", target.context.ip_families)]
+    wanted = expose.get("protocols", target.context.ip_families)
+    families = [FAMILY[f] for f in wanted] if wanted else []
     sticky = expose.get("sticky", expose.get("websocket", False))
     port: dict[str, Any] = {"name": "http", "port": expose["port"], "protocol": "TCP", "targetPort": "http"}
     if expose.get("websocket"):
@@ -25,10 +26,11 @@ def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
         "type": "ClusterIP",
         "selector": target.selector(),
         "ports": [port],
-        "ipFamilies": families,
         "ipFamilyPolicy": "SingleStack" if len(families) == 1 else "PreferDualStack",
         "sessionAffinity": "ClientIP" if sticky else "None",
     }
+    if families:
+        spec["ipFamilies"] = families
     return {"apiVersion": "v1", "kind": "Service", "metadata": target.metadata(target.app, "app"), "spec": spec}
 
 

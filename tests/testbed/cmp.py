@@ -19,9 +19,19 @@ from tests.testbed.procs import BedError, ManagedProcess, tool, wait_for
 DEFAULT_REVISION = "4f1c2a7e9b0d3c5a8e6f1b2d4c7a9e0f3b5d8c1a"
 DEFAULT_REPO_URL = "https://git.example.com/acme/parser.git"
 # What a stock cluster at the pinned version announces, enough for plugins that branch on API presence.
-DEFAULT_API_VERSIONS = ("v1", "apps/v1", "batch/v1", "networking.k8s.io/v1", "policy/v1",
-                        "gateway.networking.k8s.io/v1", "keda.sh/v1alpha1", "cilium.io/v2",
-                        "postgresql.cnpg.io/v1", "cert-manager.io/v1", "argoproj.io/v1alpha1")
+DEFAULT_API_VERSIONS = (
+    "v1",
+    "apps/v1",
+    "batch/v1",
+    "networking.k8s.io/v1",
+    "policy/v1",
+    "gateway.networking.k8s.io/v1",
+    "keda.sh/v1alpha1",
+    "cilium.io/v2",
+    "postgresql.cnpg.io/v1",
+    "cert-manager.io/v1",
+    "argoproj.io/v1alpha1",
+)
 
 
 class CmpError(BedError):
@@ -57,12 +67,22 @@ class CmpServer:
         """Everything the plugin server logged so far (commands' stderr shows up here)."""
         return self.process.log_text()
 
-    def build_env(self, repo_path: Path, app_path: str, *, app_name: str = "parser",
-                  namespace: str = "argocd", project: str = "default", revision: str = DEFAULT_REVISION,
-                  repo_url: str = DEFAULT_REPO_URL, target_revision: str = "HEAD",
-                  kube_version_: str | None = None, api_versions: Sequence[str] | None = None,
-                  env: Mapping[str, str] | None = None) -> list[str]:
-        """The build env argocd-repo-server passes for GenerateManifest (newEnv + getPluginEnvs), plus `env`."""
+    def build_env(
+        self,
+        repo_path: Path,
+        app_path: str,
+        *,
+        app_name: str = "parser",
+        namespace: str = "argocd",
+        project: str = "default",
+        revision: str = DEFAULT_REVISION,
+        repo_url: str = DEFAULT_REPO_URL,
+        target_revision: str = "HEAD",
+        kube_version_: str | None = None,
+        api_versions: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The build env argocd-repo-server passes to GenerateManifest (newEnv + getPluginEnvs) + `env`."""
         base = {
             "ARGOCD_APP_NAME": app_name,
             "ARGOCD_APP_NAMESPACE": namespace,
@@ -79,10 +99,19 @@ class CmpServer:
         base.update(env or {})
         return [f"{k}={v}" for k, v in base.items()]
 
-    def call(self, op: str, repo_path: Path, app_path: str, env: Sequence[str], *,
-             plugin_env: Mapping[str, str] | None = None, parameters: Sequence[Mapping[str, Any]] | None = None,
-             plugin_name: str | None = None, excluded_globs: Sequence[str] = (),
-             timeout: float = 60.0) -> dict[str, Any]:
+    def call(
+        self,
+        op: str,
+        repo_path: Path,
+        app_path: str,
+        env: Sequence[str],
+        *,
+        plugin_env: Mapping[str, str] | None = None,
+        parameters: Sequence[Mapping[str, Any]] | None = None,
+        plugin_name: str | None = None,
+        excluded_globs: Sequence[str] = (),
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
         """Run argocd-cmp-client once: `op` is generate | parameters | match | check. Raises CmpError."""
         plugin: dict[str, Any] | None = None
         if plugin_env is not None or parameters is not None:
@@ -91,60 +120,119 @@ class CmpServer:
                 plugin["parameters"] = [dict(p) for p in parameters]
         repo = Path(repo_path).resolve()
         request = {
-            "op": op, "socketDir": str(self.socket_dir),
+            "op": op,
+            "socketDir": str(self.socket_dir),
             "pluginName": self.plugin_name if plugin_name is None else plugin_name,
-            "repoPath": str(repo), "appPath": str(repo / app_path), "env": list(env),
-            "plugin": plugin, "excludedGlobs": list(excluded_globs), "timeoutSeconds": max(1, int(timeout)),
+            "repoPath": str(repo),
+            "appPath": str(repo / app_path),
+            "env": list(env),
+            "plugin": plugin,
+            "excludedGlobs": list(excluded_globs),
+            "timeoutSeconds": max(1, int(timeout)),
         }
         try:
-            proc = subprocess.run([str(tool("argocd-cmp-client"))], input=json.dumps(request), text=True,
-                                  capture_output=True, timeout=timeout + 15, check=False)
+            proc = subprocess.run(
+                [str(tool("argocd-cmp-client"))],
+                input=json.dumps(request),
+                text=True,
+                capture_output=True,
+                timeout=timeout + 15,
+                check=False,
+            )
         except subprocess.TimeoutExpired as exc:
-            raise CmpError(f"argocd-cmp-client did not answer within {timeout + 15:.0f}s\n"
-                           f"{self.process.tail()}") from exc
+            raise CmpError(
+                f"argocd-cmp-client did not answer within {timeout + 15:.0f}s\n{self.process.tail()}"
+            ) from exc
         try:
             response: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {}
         except ValueError as exc:
-            raise BedError(f"argocd-cmp-client printed no JSON (exit {proc.returncode}): {proc.stdout[:500]}"
-                           f"{proc.stderr[-2000:]}") from exc
+            raise BedError(
+                f"argocd-cmp-client printed no JSON (exit {proc.returncode}): {proc.stdout[:500]}"
+                f"{proc.stderr[-2000:]}"
+            ) from exc
         if response.get("error"):
             raise CmpError(response["error"], response)
         if proc.returncode != 0:
             raise BedError(f"argocd-cmp-client exited {proc.returncode}: {proc.stderr[-2000:]}")
         return response
 
-    def generate(self, repo_path: Path, app_path: str = ".", *, env: Mapping[str, str] | None = None,
-                 plugin_env: Mapping[str, str] | None = None,
-                 parameters: Sequence[Mapping[str, Any]] | None = None, timeout: float = 60.0,
-                 plugin_name: str | None = None, excluded_globs: Sequence[str] = (),
-                 **app: Any) -> GenerateResult:
+    def generate(
+        self,
+        repo_path: Path,
+        app_path: str = ".",
+        *,
+        env: Mapping[str, str] | None = None,
+        plugin_env: Mapping[str, str] | None = None,
+        parameters: Sequence[Mapping[str, Any]] | None = None,
+        timeout: float = 60.0,
+        plugin_name: str | None = None,
+        excluded_globs: Sequence[str] = (),
+        **app: Any,
+    ) -> GenerateResult:
         """GenerateManifest as the repo-server calls it. `app` overrides build-env fields (app_name,
         namespace, project, revision, repo_url, target_revision, kube_version_, api_versions); `env`
         adds or overrides raw variables; `plugin_env` is the Application's plugin.env (arrives as
         ARGOCD_ENV_<name>); `parameters` its plugin.parameters ([{name, string|array|map}])."""
         build_env = self.build_env(Path(repo_path), app_path, env=env, **app)
-        resp = self.call("generate", repo_path, app_path, build_env, plugin_env=plugin_env,
-                         parameters=parameters, plugin_name=plugin_name, excluded_globs=excluded_globs,
-                         timeout=timeout)
+        resp = self.call(
+            "generate",
+            repo_path,
+            app_path,
+            build_env,
+            plugin_env=plugin_env,
+            parameters=parameters,
+            plugin_name=plugin_name,
+            excluded_globs=excluded_globs,
+            timeout=timeout,
+        )
         return GenerateResult(resp.get("manifests") or [], resp.get("rawManifests") or [])
 
-    def parameters(self, repo_path: Path, app_path: str = ".", *, env: Mapping[str, str] | None = None,
-                   plugin_env: Mapping[str, str] | None = None,
-                   parameters: Sequence[Mapping[str, Any]] | None = None, timeout: float = 60.0,
-                   plugin_name: str | None = None, app_name: str = "parser",
-                   repo_url: str = DEFAULT_REPO_URL, target_revision: str = "HEAD",
-                   revision: str = DEFAULT_REVISION) -> list[dict[str, Any]]:
+    def parameters(
+        self,
+        repo_path: Path,
+        app_path: str = ".",
+        *,
+        env: Mapping[str, str] | None = None,
+        plugin_env: Mapping[str, str] | None = None,
+        parameters: Sequence[Mapping[str, Any]] | None = None,
+        timeout: float = 60.0,
+        plugin_name: str | None = None,
+        app_name: str = "parser",
+        repo_url: str = DEFAULT_REPO_URL,
+        target_revision: str = "HEAD",
+        revision: str = DEFAULT_REVISION,
+    ) -> list[dict[str, Any]]:
         """GetParametersAnnouncement with the smaller env the repo-server sends for it (newEnvRepoQuery)."""
-        base = {"ARGOCD_APP_NAME": app_name, "ARGOCD_APP_REVISION": revision,
-                "ARGOCD_APP_SOURCE_REPO_URL": repo_url, "ARGOCD_APP_SOURCE_PATH": app_path,
-                "ARGOCD_APP_SOURCE_TARGET_REVISION": target_revision, **(env or {})}
-        resp = self.call("parameters", repo_path, app_path, [f"{k}={v}" for k, v in base.items()],
-                         plugin_env=plugin_env, parameters=parameters, plugin_name=plugin_name, timeout=timeout)
+        base = {
+            "ARGOCD_APP_NAME": app_name,
+            "ARGOCD_APP_REVISION": revision,
+            "ARGOCD_APP_SOURCE_REPO_URL": repo_url,
+            "ARGOCD_APP_SOURCE_PATH": app_path,
+            "ARGOCD_APP_SOURCE_TARGET_REVISION": target_revision,
+            **(env or {}),
+        }
+        resp = self.call(
+            "parameters",
+            repo_path,
+            app_path,
+            [f"{k}={v}" for k, v in base.items()],
+            plugin_env=plugin_env,
+            parameters=parameters,
+            plugin_name=plugin_name,
+            timeout=timeout,
+        )
         params: list[dict[str, Any]] = resp.get("parameters") or []
         return params
 
-    def match(self, repo_path: Path, app_path: str = ".", *, env: Mapping[str, str] | None = None,
-              timeout: float = 60.0, **app: Any) -> bool:
+    def match(
+        self,
+        repo_path: Path,
+        app_path: str = ".",
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60.0,
+        **app: Any,
+    ) -> bool:
         """MatchRepository (discovery): True when the plugin claims the app directory."""
         build_env = self.build_env(Path(repo_path), app_path, env=env, **app)
         return bool(self.call("match", repo_path, app_path, build_env, timeout=timeout).get("isSupported"))
@@ -166,9 +254,15 @@ def plugin_socket_name(plugin_dir: Path) -> str:
     return f"{name}-{version}" if version else str(name)
 
 
-def start_cmp_server(plugin_dir: Path, workdir: Path, *, path: Sequence[str | os.PathLike[str]] = (),
-                     env: Mapping[str, str] | None = None, socket_dir: Path | None = None,
-                     timeout: float = 30.0) -> CmpServer:
+def start_cmp_server(
+    plugin_dir: Path,
+    workdir: Path,
+    *,
+    path: Sequence[str | os.PathLike[str]] = (),
+    env: Mapping[str, str] | None = None,
+    socket_dir: Path | None = None,
+    timeout: float = 30.0,
+) -> CmpServer:
     """Start `argocd` as argocd-cmp-server for plugin_dir/plugin.yaml; wait for its socket to accept."""
     argocd = tool("argocd")
     tool("argocd-cmp-client")
@@ -182,20 +276,29 @@ def start_cmp_server(plugin_dir: Path, workdir: Path, *, path: Sequence[str | os
     sockets.mkdir(exist_ok=True)
     server_env = {
         "PATH": os.pathsep.join([*(str(p) for p in path), os.environ.get("PATH", "/usr/bin:/bin")]),
-        "HOME": str(home), "TMPDIR": str(tmp),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
         "ARGOCD_BINARY_NAME": "argocd-cmp-server",
         "ARGOCD_PLUGINSOCKFILEPATH": str(sockets),
         "ARGOCD_CMP_WORKDIR": str(tmp),
         "ARGOCD_CMP_SERVER_LOGFORMAT": "text",
         **(env or {}),
     }
-    proc = ManagedProcess(f"argocd-cmp-server {name}", [argocd, "--config-dir-path", plugin_dir],
-                          workdir / f"cmp-server-{name}.log", env=server_env, cwd=home)
+    proc = ManagedProcess(
+        f"argocd-cmp-server {name}",
+        [argocd, "--config-dir-path", plugin_dir],
+        workdir / f"cmp-server-{name}.log",
+        env=server_env,
+        cwd=home,
+    )
     server = CmpServer(plugin_dir, sockets, name, proc)
     try:
-        wait_for(f"the plugin server socket {server.socket}",
-                 lambda: True if "serving on" in proc.log_text() and server.socket.exists() else None,
-                 timeout, proc)
+        wait_for(
+            f"the plugin server socket {server.socket}",
+            lambda: True if "serving on" in proc.log_text() and server.socket.exists() else None,
+            timeout,
+            proc,
+        )
         return server
     except BaseException:
         proc.stop()

@@ -22,15 +22,11 @@ from tests.testbed.procs import BedError, ManagedProcess, free_port, tool, wait_
 from toolchain.pins import pins
 from toolchain.tools import ToolError, crd_files
 
-try:
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML without libyaml
-    _Loader = yaml.SafeLoader
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: CRDs are ~4 MB
 
 ADMIN_USER = "apprafter-admin"
 FIELD_MANAGER = "apprafter-test"
-_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
-                     "application/json")
+_DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
 
 class ApplyRejected(BedError):
@@ -68,15 +64,17 @@ class ResourceInfo:
 class KubeTestBed:
     """A running API server: `url`, `token`, `kubeconfig` path, `ca_path`, `client` (lightkube), `http`."""
 
-    def __init__(self, url: str, token: str, ca_path: Path, kubeconfig: Path,
-                 processes: list[ManagedProcess]) -> None:
+    def __init__(
+        self, url: str, token: str, ca_path: Path, kubeconfig: Path, processes: list[ManagedProcess]
+    ) -> None:
         self.url = url
         self.token = token
         self.ca_path = ca_path
         self.kubeconfig = kubeconfig
         self.processes = processes
-        self.http = httpx.Client(base_url=url, verify=str(ca_path), timeout=30.0,
-                                 headers={"Authorization": f"Bearer {token}"})
+        self.http = httpx.Client(
+            base_url=url, verify=str(ca_path), timeout=30.0, headers={"Authorization": f"Bearer {token}"}
+        )
         self.client = Client(config=KubeConfig.from_file(str(kubeconfig)), field_manager=FIELD_MANAGER)
         self._lock = threading.Lock()
         self._resources: dict[tuple[str, str], ResourceInfo] = {}
@@ -94,7 +92,9 @@ class KubeTestBed:
             resp.raise_for_status()
             body = resp.json()
             if body.get("kind") != "APIGroupDiscoveryList":
-                raise BedError(f"{root}: the API server did not answer aggregated discovery: {body.get('kind')}")
+                raise BedError(
+                    f"{root}: the API server did not answer aggregated discovery: {body.get('kind')}"
+                )
             for group in body.get("items", []):
                 gname = group.get("metadata", {}).get("name", "")
                 for version in group.get("versions", []):
@@ -118,8 +118,10 @@ class KubeTestBed:
             with self._lock:
                 info = self._resources.get(key)
         if info is None:
-            raise ApplyRejected(f"the API server serves no kind {kind} in {api_version} "
-                                f"(is its CRD among the installed ones?)")
+            raise ApplyRejected(
+                f"the API server serves no kind {kind} in {api_version} "
+                f"(is its CRD among the installed ones?)"
+            )
         return info
 
     def api_versions(self) -> list[str]:
@@ -139,8 +141,10 @@ class KubeTestBed:
                 return
         for path, body in (
             ("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-            (f"/api/v1/namespaces/{name}/serviceaccounts",
-             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
+            (
+                f"/api/v1/namespaces/{name}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+            ),
         ):
             resp = self.http.post(path, json=body)
             if resp.status_code not in (200, 201, 409):
@@ -148,13 +152,22 @@ class KubeTestBed:
         with self._lock:
             self._namespaces.add(name)
 
-    def apply(self, obj: Mapping[str, Any], namespace: str = "default", *, dry_run: bool = False,
-              field_manager: str = FIELD_MANAGER, force: bool = True) -> dict[str, Any]:
+    def apply(
+        self,
+        obj: Mapping[str, Any],
+        namespace: str = "default",
+        *,
+        dry_run: bool = False,
+        field_manager: str = FIELD_MANAGER,
+        force: bool = True,
+    ) -> dict[str, Any]:
         """Server-side apply one object; returns what the server answers (defaulted, with managedFields)."""
         try:
             api_version, kind, name = obj["apiVersion"], obj["kind"], obj["metadata"]["name"]
         except (KeyError, TypeError) as exc:
-            raise ApplyRejected(f"not a Kubernetes object (apiVersion, kind, metadata.name): {exc!r}") from exc
+            raise ApplyRejected(
+                f"not a Kubernetes object (apiVersion, kind, metadata.name): {exc!r}"
+            ) from exc
         info = self.resource_for(api_version, kind)
         ns = None
         if info.namespaced:
@@ -163,16 +176,24 @@ class KubeTestBed:
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
         if dry_run:
             params["dryRun"] = "All"
-        resp = self.http.patch(info.path(name, ns), params=params, content=json.dumps(obj).encode(),
-                               headers={"Content-Type": "application/apply-patch+yaml"})
+        resp = self.http.patch(
+            info.path(name, ns),
+            params=params,
+            content=json.dumps(obj).encode(),
+            headers={"Content-Type": "application/apply-patch+yaml"},
+        )
         if resp.status_code >= 300:
             where = f"{ns}/{name}" if ns else name
             raise _rejected(resp, f"{kind} {where}")
         result: dict[str, Any] = resp.json()
         return result
 
-    def dry_run_apply(self, objs: Iterable[Mapping[str, Any]], namespace: str = "default",
-                      field_manager: str = FIELD_MANAGER) -> list[dict[str, Any]]:
+    def dry_run_apply(
+        self,
+        objs: Iterable[Mapping[str, Any]],
+        namespace: str = "default",
+        field_manager: str = FIELD_MANAGER,
+    ) -> list[dict[str, Any]]:
         """Server-side apply each object with dryRun=All; raises ApplyRejected with the server's message.
 
         Namespaces the objects need are created for real (a dry-run namespace would not exist for the next
@@ -180,7 +201,9 @@ class KubeTestBed:
         """
         return [self.apply(o, namespace, dry_run=True, field_manager=field_manager) for o in objs]
 
-    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+    def get(
+        self, api_version: str, kind: str, name: str, namespace: str | None = None
+    ) -> dict[str, Any] | None:
         """The object as stored, or None when it does not exist."""
         info = self.resource_for(api_version, kind)
         resp = self.http.get(info.path(name, namespace if info.namespaced else None))
@@ -205,8 +228,11 @@ class KubeTestBed:
         crds: list[dict[str, Any]] = []
         for path in files:
             with open(path, "rb") as fh:
-                crds += [d for d in yaml.load_all(fh, Loader=_Loader)
-                         if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+                crds += [
+                    d
+                    for d in yaml.load_all(fh, Loader=_Loader)
+                    if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
+                ]
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(lambda c: self.apply(c, field_manager="apprafter-testbed"), crds))
         pending = {c["metadata"]["name"] for c in crds}
@@ -220,8 +246,12 @@ class KubeTestBed:
             return True if not pending else None
 
         wait_for(f"CRDs to be Established ({len(crds)})", established, timeout, interval=0.1)
-        wanted = {(f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["kind"])
-                  for c in crds for v in c["spec"]["versions"] if v.get("served", True)}
+        wanted = {
+            (f"{c['spec']['group']}/{v['name']}", c["spec"]["names"]["kind"])
+            for c in crds
+            for v in c["spec"]["versions"]
+            if v.get("served", True)
+        }
 
         def served() -> bool | None:
             self.refresh_discovery()
@@ -244,8 +274,11 @@ def _rejected(resp: httpx.Response, what: str) -> ApplyRejected:
     except ValueError:
         status = {"message": resp.text[:2000]}
     message = status.get("message") or resp.text[:2000]
-    return ApplyRejected(f"{what}: rejected by the API server ({resp.status_code} {status.get('reason', '')}): "
-                         f"{message}", status, resp.status_code)
+    return ApplyRejected(
+        f"{what}: rejected by the API server ({resp.status_code} {status.get('reason', '')}): {message}",
+        status,
+        resp.status_code,
+    )
 
 
 def _server_env(home: Path) -> dict[str, str]:
@@ -279,29 +312,63 @@ def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True)
     procs: list[ManagedProcess] = []
     try:
         etcd_url, peer_url = f"http://127.0.0.1:{etcd_port}", f"http://127.0.0.1:{peer_port}"
-        procs.append(ManagedProcess("etcd", [
-            etcd_bin, "--name=testbed", f"--data-dir={workdir / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=testbed={peer_url}", "--unsafe-no-fsync", "--log-level=warn",
-        ], workdir / "etcd.log", env=env))
+        procs.append(
+            ManagedProcess(
+                "etcd",
+                [
+                    etcd_bin,
+                    "--name=testbed",
+                    f"--data-dir={workdir / 'etcd'}",
+                    f"--listen-client-urls={etcd_url}",
+                    f"--advertise-client-urls={etcd_url}",
+                    f"--listen-peer-urls={peer_url}",
+                    f"--initial-advertise-peer-urls={peer_url}",
+                    f"--initial-cluster=testbed={peer_url}",
+                    "--unsafe-no-fsync",
+                    "--log-level=warn",
+                ],
+                workdir / "etcd.log",
+                env=env,
+            )
+        )
         url = f"https://127.0.0.1:{api_port}"
-        apiserver = ManagedProcess("kube-apiserver", [
-            apiserver_bin, f"--etcd-servers={etcd_url}", f"--cert-dir={certs}",
-            f"--tls-cert-file={serving.cert_path}", f"--tls-private-key-file={serving.key_path}",
-            f"--secure-port={api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-            "--authorization-mode=RBAC", f"--token-auth-file={tokens}",
-            f"--service-account-issuer={url}", f"--service-account-key-file={sa_pub}",
-            f"--service-account-signing-key-file={sa_priv}", "--profiling=false", "--v=1",
-        ], workdir / "kube-apiserver.log", env=env)
+        apiserver = ManagedProcess(
+            "kube-apiserver",
+            [
+                apiserver_bin,
+                f"--etcd-servers={etcd_url}",
+                f"--cert-dir={certs}",
+                f"--tls-cert-file={serving.cert_path}",
+                f"--tls-private-key-file={serving.key_path}",
+                f"--secure-port={api_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                "--authorization-mode=RBAC",
+                f"--token-auth-file={tokens}",
+                f"--service-account-issuer={url}",
+                f"--service-account-key-file={sa_pub}",
+                f"--service-account-signing-key-file={sa_priv}",
+                "--profiling=false",
+                "--v=1",
+            ],
+            workdir / "kube-apiserver.log",
+            env=env,
+        )
         procs.append(apiserver)
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, url, token, serving.ca_pem.decode())
-        with httpx.Client(verify=str(serving.ca_path), timeout=5,
-                          headers={"Authorization": f"Bearer {token}"}) as probe:
-            wait_for("kube-apiserver /readyz", lambda: probe.get(url + "/readyz").status_code == 200 or None,
-                     timeout, apiserver, interval=0.2)
+        with httpx.Client(
+            verify=str(serving.ca_path), timeout=5, headers={"Authorization": f"Bearer {token}"}
+        ) as probe:
+            wait_for(
+                "kube-apiserver /readyz",
+                lambda: probe.get(url + "/readyz").status_code == 200 or None,
+                timeout,
+                apiserver,
+                interval=0.2,
+            )
         bed = KubeTestBed(url, token, serving.ca_path, kubeconfig, procs)
     except BaseException:
         for p in reversed(procs):
@@ -325,12 +392,22 @@ def write_kubeconfig(path: Path, url: str, token: str, ca_pem: str) -> None:
     import base64
 
     config = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "testbed",
-        "clusters": [{"name": "testbed", "cluster": {
-            "server": url, "certificate-authority-data": base64.b64encode(ca_pem.encode()).decode()}}],
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "testbed",
+        "clusters": [
+            {
+                "name": "testbed",
+                "cluster": {
+                    "server": url,
+                    "certificate-authority-data": base64.b64encode(ca_pem.encode()).decode(),
+                },
+            }
+        ],
         "users": [{"name": ADMIN_USER, "user": {"token": token}}],
-        "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": ADMIN_USER,
-                                                     "namespace": "default"}}],
+        "contexts": [
+            {"name": "testbed", "context": {"cluster": "testbed", "user": ADMIN_USER, "namespace": "default"}}
+        ],
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)

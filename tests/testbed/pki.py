@@ -1,4 +1,4 @@
-"""Certificates and keys for the test bed, made with `cryptography` (a CA, loopback serving certs, SA keys)."""
+"""Certificates and keys for the test bed made with `cryptography`: a CA, loopback serving certs, SA keys."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 
 def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,14 +37,28 @@ class CA:
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = datetime.datetime.now(datetime.UTC)
         self.cert = (
-            x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
-            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
         )
 
@@ -51,7 +66,9 @@ class CA:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def serving_cert(self, directory: Path, stem: str, dns_names: tuple[str, ...] = ("localhost",)) -> ServingCert:
+    def serving_cert(
+        self, directory: Path, stem: str, dns_names: tuple[str, ...] = ("localhost",)
+    ) -> ServingCert:
         """Write <stem>.crt/.key (SAN IP 127.0.0.1 + dns_names) and ca.crt into `directory`."""
         directory.mkdir(parents=True, exist_ok=True)
         key = ec.generate_private_key(ec.SECP256R1())
@@ -61,15 +78,21 @@ class CA:
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, stem)]))
-            .issuer_name(self.cert.subject).public_key(key.public_key())
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .sign(self.key, hashes.SHA256())
         )
-        cert_path, key_path, ca_path = directory / f"{stem}.crt", directory / f"{stem}.key", directory / "ca.crt"
+        cert_path, key_path, ca_path = (
+            directory / f"{stem}.crt",
+            directory / f"{stem}.key",
+            directory / "ca.crt",
+        )
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(_pem_key(key))
         key_path.chmod(0o600)
@@ -83,6 +106,9 @@ def service_account_keys(directory: Path) -> tuple[Path, Path]:
     priv, pub = directory / "sa.key", directory / "sa.pub"
     priv.write_bytes(_pem_key(key))
     priv.chmod(0o600)
-    pub.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                  serialization.PublicFormat.SubjectPublicKeyInfo))
+    pub.write_bytes(
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     return priv, pub

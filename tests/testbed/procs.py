@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -38,8 +39,13 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
-             proc: ManagedProcess | None = None, interval: float = 0.05) -> T:
+def wait_for(
+    what: str,
+    probe: Callable[[], T | None],
+    timeout: float,
+    proc: ManagedProcess | None = None,
+    interval: float = 0.05,
+) -> T:
     """Call `probe` until it returns non-None; on timeout or process death raise with the log tail."""
     deadline = time.monotonic() + timeout
     last: BaseException | None = None
@@ -51,8 +57,9 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float,
         except Exception as exc:
             last = exc
         if proc is not None and proc.popen.poll() is not None:
-            raise BedError(f"{proc.name} exited with {proc.popen.returncode} while waiting for {what}\n"
-                               f"{proc.tail()}")
+            raise BedError(
+                f"{proc.name} exited with {proc.popen.returncode} while waiting for {what}\n{proc.tail()}"
+            )
         if time.monotonic() > deadline:
             detail = f" (last error: {last})" if last else ""
             tail = f"\n{proc.tail()}" if proc is not None else ""
@@ -65,10 +72,8 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_parent() -> None:
     """In the child: get SIGKILL when the parent dies, so a killed pytest leaves no servers behind."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 class ManagedProcess:
@@ -77,14 +82,25 @@ class ManagedProcess:
     Start it from the main thread: the child is tied to the starting thread's life (PR_SET_PDEATHSIG).
     """
 
-    def __init__(self, name: str, argv: Sequence[str | os.PathLike[str]], log_path: Path,
-                 env: Mapping[str, str] | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str | os.PathLike[str]],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> None:
         self.name = name
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
-            [str(a) for a in argv], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True,
+            [str(a) for a in argv],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
             preexec_fn=_die_with_parent,
         )
 
@@ -103,18 +119,12 @@ class ManagedProcess:
         """SIGTERM the process group, SIGKILL it after `grace` seconds."""
         try:
             if self.popen.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.popen.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     self.popen.wait(grace)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(self.popen.pid, signal.SIGKILL)  # stray children in the group too
-            except (ProcessLookupError, PermissionError):
-                pass
+            with contextlib.suppress(ProcessLookupError, PermissionError):  # stray children too
+                os.killpg(self.popen.pid, signal.SIGKILL)
             if self.popen.poll() is None:
                 self.popen.wait(grace)
         finally:

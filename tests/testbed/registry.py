@@ -36,11 +36,16 @@ def start_registry(workdir: Path, timeout: float = 20.0) -> OciRegistry:
     """Start `registry -port 0` (it listens on localhost only) and read the port it chose from its log."""
     proc = ManagedProcess("registry", [tool("registry"), "-port", "0"], workdir / "registry.log")
     try:
-        port = wait_for("the registry to report its port",
-                        lambda: _port_from_log(proc.log_text()), timeout, proc)
+        port = wait_for(
+            "the registry to report its port", lambda: _port_from_log(proc.log_text()), timeout, proc
+        )
         reg = OciRegistry("127.0.0.1", port, proc)
-        wait_for("the registry to answer /v2/",
-                 lambda: httpx.get(reg.base_url + "/v2/", timeout=2).status_code == 200 or None, timeout, proc)
+        wait_for(
+            "the registry to answer /v2/",
+            lambda: httpx.get(reg.base_url + "/v2/", timeout=2).status_code == 200 or None,
+            timeout,
+            proc,
+        )
         return reg
     except BaseException:
         proc.stop()

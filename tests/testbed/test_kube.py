@@ -50,8 +50,12 @@ def test_api_server_runs_the_pinned_version_and_requires_the_token(kube):
     assert kube.url.startswith("https://127.0.0.1:")
     anonymous = httpx.get(kube.url + "/api/v1/namespaces", verify=str(kube.ca_path), timeout=10)
     assert anonymous.status_code in (401, 403)
-    wrong = httpx.get(kube.url + "/api/v1/namespaces", verify=str(kube.ca_path), timeout=10,
-                      headers={"Authorization": "Bearer not-the-token"})
+    wrong = httpx.get(
+        kube.url + "/api/v1/namespaces",
+        verify=str(kube.ca_path),
+        timeout=10,
+        headers={"Authorization": "Bearer not-the-token"},
+    )
     assert wrong.status_code == 401
     names = {ns.metadata.name for ns in kube.client.list(Namespace)}
     assert {"default", "kube-system"} <= names
@@ -68,18 +72,31 @@ def test_pinned_crds_are_established_and_served(kube, api_version, kind, plural,
 def test_dry_run_apply_validates_against_crd_schemas_and_persists_nothing(kube):
     ns = "dryrun-" + uuid.uuid4().hex[:6]
     route = {
-        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
         "metadata": {"name": "parser", "namespace": ns},
-        "spec": {"parentRefs": [{"name": "public", "namespace": "gateway"}],
-                 "hostnames": ["parser.example.com"],
-                 "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
-                            "backendRefs": [{"name": "parser", "port": 8080}]}]},
+        "spec": {
+            "parentRefs": [{"name": "public", "namespace": "gateway"}],
+            "hostnames": ["parser.example.com"],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+                    "backendRefs": [{"name": "parser", "port": 8080}],
+                }
+            ],
+        },
     }
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "parser"},
-        "spec": {"selector": {"matchLabels": {"app": "parser"}},
-                 "template": {"metadata": {"labels": {"app": "parser"}},
-                              "spec": {"containers": [{"name": "app", "image": "ghcr.io/user/parser:1"}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "parser"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "parser"}},
+            "template": {
+                "metadata": {"labels": {"app": "parser"}},
+                "spec": {"containers": [{"name": "app", "image": "ghcr.io/user/parser:1"}]},
+            },
+        },
     }
     out = kube.dry_run_apply([route, deployment], namespace=ns)
     assert out[0]["spec"]["rules"][0]["backendRefs"][0]["weight"] == 1  # defaulted by the CRD schema
@@ -100,19 +117,34 @@ def test_dry_run_apply_validates_against_crd_schemas_and_persists_nothing(kube):
 
 
 WIDGET_CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
     "metadata": {"name": "widgets.testbed.apprafter.io"},
     "spec": {
-        "group": "testbed.apprafter.io", "scope": "Namespaced",
+        "group": "testbed.apprafter.io",
+        "scope": "Namespaced",
         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                "spec": {"type": "object", "required": ["size"],
-                         "properties": {"size": {"type": "integer", "minimum": 1}}},
-                "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
-            }}},
-        }],
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {"size": {"type": "integer", "minimum": 1}},
+                            },
+                            "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+                        },
+                    }
+                },
+            }
+        ],
     },
 }
 
@@ -131,12 +163,18 @@ def test_crd_and_custom_resource_with_status_subresource(kube):
     kube.ensure_namespace(ns)
     _eventually(lambda: _can_list(kube, widget, ns), "Widget to be served")
 
-    created = kube.client.create(widget(metadata={"name": "w1", "namespace": ns}, spec={"size": 2},
-                                        status={"phase": "Ignored"}))
+    created = kube.client.create(
+        widget(metadata={"name": "w1", "namespace": ns}, spec={"size": 2}, status={"phase": "Ignored"})
+    )
     assert "status" not in created.to_dict() or not created.to_dict().get("status")  # main resource drops it
 
-    patched = kube.client.patch(widget.Status, "w1", {"status": {"phase": "Ready"}, "spec": {"size": 9}},
-                                namespace=ns, patch_type=PatchType.MERGE)
+    patched = kube.client.patch(
+        widget.Status,
+        "w1",
+        {"status": {"phase": "Ready"}, "spec": {"size": 9}},
+        namespace=ns,
+        patch_type=PatchType.MERGE,
+    )
     assert patched.status["phase"] == "Ready"
     stored = kube.client.get(widget, "w1", namespace=ns)
     assert stored.status["phase"] == "Ready"
@@ -158,7 +196,9 @@ def test_server_side_apply_tracks_field_managers(kube):
     managers = {m.manager: m for m in stored.metadata.managedFields}
     assert {"team-a", "team-b"} <= set(managers)
     assert managers["team-a"].operation == "Apply"
-    assert "f:a" in json.dumps(managers["team-a"].fieldsV1) and "f:b" not in json.dumps(managers["team-a"].fieldsV1)
+    assert "f:a" in json.dumps(managers["team-a"].fieldsV1) and "f:b" not in json.dumps(
+        managers["team-a"].fieldsV1
+    )
 
     with pytest.raises(ApplyRejected) as exc:  # team-b may not take team-a's field without force
         kube.apply({**base, "data": {"a": "changed"}}, field_manager="team-b", force=False)
@@ -168,6 +208,7 @@ def test_server_side_apply_tracks_field_managers(kube):
 
 
 # --- validating admission webhook on 127.0.0.1 -------------------------------------------------------
+
 
 class _Reviews:
     def __init__(self) -> None:
@@ -183,7 +224,7 @@ def _webhook_server(tmp_path: Path) -> Iterator[tuple[int, bytes, _Reviews]]:
     reviews = _Reviews()
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
+        def do_POST(self) -> None:
             review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             req = review["request"]
             with reviews.lock:
@@ -193,8 +234,9 @@ def _webhook_server(tmp_path: Path) -> Iterator[tuple[int, bytes, _Reviews]]:
             response = {"uid": req["uid"], "allowed": allowed}
             if not allowed:
                 response["status"] = {"code": 403, "message": f"apprafter-testbed denies {name}"}
-            body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-                               "response": response}).encode()
+            body = json.dumps(
+                {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -222,26 +264,48 @@ def test_validating_webhook_on_loopback_is_called(kube, tmp_path):
 
     ns = "webhook-" + uuid.uuid4().hex[:6]
     kube.ensure_namespace(ns)
-    kube.http.patch(f"/api/v1/namespaces/{ns}", json={"metadata": {"labels": {"apprafter-testbed/webhook": ns}}},
-                    headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    kube.http.patch(
+        f"/api/v1/namespaces/{ns}",
+        json={"metadata": {"labels": {"apprafter-testbed/webhook": ns}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).raise_for_status()
     name = "apprafter-testbed-" + ns
     with _webhook_server(tmp_path) as (port, ca_pem, reviews):
         config = {
-            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
             "metadata": {"name": name},
-            "webhooks": [{
-                "name": "deny.testbed.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                "failurePolicy": "Fail", "timeoutSeconds": 5,
-                "clientConfig": {"url": f"https://127.0.0.1:{port}/validate",
-                                 "caBundle": base64.b64encode(ca_pem).decode()},
-                "namespaceSelector": {"matchLabels": {"apprafter-testbed/webhook": ns}},
-                "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                           "resources": ["configmaps"], "scope": "Namespaced"}],
-            }],
+            "webhooks": [
+                {
+                    "name": "deny.testbed.apprafter.io",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None",
+                    "failurePolicy": "Fail",
+                    "timeoutSeconds": 5,
+                    "clientConfig": {
+                        "url": f"https://127.0.0.1:{port}/validate",
+                        "caBundle": base64.b64encode(ca_pem).decode(),
+                    },
+                    "namespaceSelector": {"matchLabels": {"apprafter-testbed/webhook": ns}},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["configmaps"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                }
+            ],
         }
         kube.apply(config, field_manager="testbed")
         try:
-            canary = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deny-canary", "namespace": ns}}
+            canary = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "deny-canary", "namespace": ns},
+            }
 
             def denied():
                 try:
@@ -253,7 +317,9 @@ def test_validating_webhook_on_loopback_is_called(kube, tmp_path):
             message = _eventually(denied, "the webhook to be honoured", timeout=30)
             assert "apprafter-testbed denies deny-canary" in message
             assert "deny.testbed.apprafter.io" in message
-            allowed = kube.dry_run_apply([{**canary, "metadata": {"name": "fine", "namespace": ns}}], namespace=ns)
+            allowed = kube.dry_run_apply(
+                [{**canary, "metadata": {"name": "fine", "namespace": ns}}], namespace=ns
+            )
             assert allowed[0]["metadata"]["name"] == "fine"
             with reviews.lock:
                 seen = [r for r in reviews.requests if r.get("name") in ("deny-canary", "fine")]

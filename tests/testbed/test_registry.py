@@ -24,8 +24,12 @@ def _push_blob(base: str, repo: str, data: bytes) -> str:
     if location.startswith("/"):
         location = base + location
     sep = "&" if "?" in location else "?"
-    done = httpx.put(f"{location}{sep}digest={_digest(data)}", content=data, timeout=10,
-                     headers={"Content-Type": "application/octet-stream"})
+    done = httpx.put(
+        f"{location}{sep}digest={_digest(data)}",
+        content=data,
+        timeout=10,
+        headers={"Content-Type": "application/octet-stream"},
+    )
     assert done.status_code == 201, done.text
     return _digest(data)
 
@@ -41,20 +45,36 @@ def test_registry_stores_an_artifact_and_serves_the_same_bytes(oci_registry):
     layer = b"apiVersion: v2\nname: platform-stack\nversion: 0.1.0\n" * 50
     config = b"{}"
     layer_digest, config_digest = _push_blob(base, repo, layer), _push_blob(base, repo, config)
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "artifactType": "application/vnd.apprafter.testbed.v1",
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": config_digest, "size": 2},
-        "layers": [{"mediaType": "application/vnd.apprafter.testbed.layer.v1", "digest": layer_digest,
-                    "size": len(layer)}],
-    }, separators=(",", ":")).encode()
-    put = httpx.put(f"{base}/v2/{repo}/manifests/0.1.0", content=manifest, timeout=10,
-                    headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "artifactType": "application/vnd.apprafter.testbed.v1",
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": config_digest, "size": 2},
+            "layers": [
+                {
+                    "mediaType": "application/vnd.apprafter.testbed.layer.v1",
+                    "digest": layer_digest,
+                    "size": len(layer),
+                }
+            ],
+        },
+        separators=(",", ":"),
+    ).encode()
+    put = httpx.put(
+        f"{base}/v2/{repo}/manifests/0.1.0",
+        content=manifest,
+        timeout=10,
+        headers={"Content-Type": "application/vnd.oci.image.manifest.v1+json"},
+    )
     assert put.status_code == 201, put.text
     assert put.headers["Docker-Content-Digest"] == _digest(manifest)
 
-    got = httpx.get(f"{base}/v2/{repo}/manifests/0.1.0", timeout=10,
-                    headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    got = httpx.get(
+        f"{base}/v2/{repo}/manifests/0.1.0",
+        timeout=10,
+        headers={"Accept": "application/vnd.oci.image.manifest.v1+json"},
+    )
     assert got.status_code == 200
     assert got.content == manifest
     assert got.headers["Docker-Content-Digest"] == _digest(manifest)

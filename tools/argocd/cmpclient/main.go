@@ -10,19 +10,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/argoproj/gitops-engine/pkg/utils/kube"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	pluginclient "github.com/argoproj/argo-cd/v3/cmpserver/apiclient"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/app/discovery"
 	"github.com/argoproj/argo-cd/v3/util/cmp"
 )
 
 type request struct {
-	// Op is generate | parameters | match | check.
+	// Op is generate | parameters | match | check. generate and parameters go through Argo CD's plugin
+	// detection (named socket, or discovery over every socket when PluginName is empty); match and check
+	// dial the named socket directly, so a plugin that does not claim the app answers isSupported=false.
 	Op string `json:"op"`
 	// SocketDir is the directory holding <plugin>.sock (ARGOCD_PLUGINSOCKFILEPATH of the repo-server).
 	SocketDir string `json:"socketDir"`
@@ -86,7 +91,17 @@ func run(req request) response {
 	if err != nil {
 		return response{Error: err.Error()}
 	}
-	conn, client, err := discovery.DetectConfigManagementPlugin(ctx, req.AppPath, req.RepoPath, req.PluginName, env, req.ExcludedGlobs)
+	var conn io.Closer
+	var client pluginclient.ConfigManagementPluginServiceClient
+	if req.Op == "match" || req.Op == "check" {
+		if req.PluginName == "" {
+			return response{Error: req.Op + " needs pluginName"}
+		}
+		address := filepath.Join(req.SocketDir, req.PluginName+".sock")
+		conn, client, err = pluginclient.NewConfigManagementPluginClientSet(address).NewConfigManagementPluginClient()
+	} else {
+		conn, client, err = discovery.DetectConfigManagementPlugin(ctx, req.AppPath, req.RepoPath, req.PluginName, env, req.ExcludedGlobs)
+	}
 	if err != nil {
 		return response{Error: err.Error()}
 	}

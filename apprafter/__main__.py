@@ -1,0 +1,5 @@
+"""`python -m apprafter` runs the CLI (tests use it to run the installed code without PATH lookups)."""
+
+from apprafter.cli import main
+
+main()

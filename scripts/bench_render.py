@@ -1,0 +1,80 @@
+"""Benchmark: `apprafter render` vs bare `cue export` of the same input, and `render --all` vs N single renders.
+
+Prints medians measured side by side in one run (ratios matter; these machines are noisy).
+Usage: .venv/bin/python scripts/bench_render.py [--runs 15] [--apps 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from renderer.load import _write_package, locate, read_source
+from toolchain.tools import resolve
+
+ROOT = Path(__file__).resolve().parent.parent
+APPRAFTER = [str(Path(sys.executable).parent / "apprafter")]
+
+
+def timed(argv: list[str], cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def median_pair(a: list[str], b: list[str], runs: int, cwd_b: Path | None = None) -> tuple[float, float]:
+    ta, tb = [], []
+    for _ in range(runs):  # interleaved so both see the same machine load
+        ta.append(timed(a))
+        tb.append(timed(b, cwd_b))
+    return statistics.median(ta), statistics.median(tb)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--apps", type=int, default=100)
+    args = parser.parse_args()
+    cue = str(resolve("cue"))
+    example = ROOT / "examples" / "parser"
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = Path(tmp) / "bare"
+        bare.mkdir()
+        _write_package(bare, read_source(*locate(example)))  # the same files cue sees inside render
+        ours, theirs = median_pair([*APPRAFTER, "render", str(example), "--env", "prod", "--mode", "manifests"],
+                                   [cue, "export", "--out", "json", "."], args.runs, cwd_b=bare)
+        print(f"render (manifests) median {ours * 1000:.0f} ms | bare cue export {theirs * 1000:.0f} ms | "
+              f"overhead {1000 * (ours - theirs):.0f} ms | ratio {ours / theirs:.2f}x")
+
+        mono = Path(tmp) / "mono"
+        sources = [ROOT / "examples" / n for n in ("parser", "webapp", "worker")]
+        for i in range(args.apps):
+            dest = mono / f"app{i:03d}"
+            shutil.copytree(sources[i % 3], dest)
+            app_file = dest / "apprafter" / "Application.cue"
+            text = app_file.read_text()
+            for name in ('"parser"', '"shop"', '"ingest-worker"'):
+                text = text.replace(f"metadata: name: {name}", f'metadata: name: "app{i:03d}"')
+            app_file.write_text(text)
+        all_runs = [timed([*APPRAFTER, "render", "--all", str(mono)]) for _ in range(3)]
+        singles_start = time.perf_counter()
+        for i in range(args.apps):
+            envs = subprocess.run([*APPRAFTER, "envs", str(mono / f"app{i:03d}")], check=True,
+                                  capture_output=True, text=True).stdout.split()
+            for env in envs:
+                subprocess.run([*APPRAFTER, "render", str(mono / f"app{i:03d}"), "--env", env], check=True,
+                               stdout=subprocess.DEVNULL)
+        singles = time.perf_counter() - singles_start
+        t_all = statistics.median(all_runs)
+        print(f"render --all over {args.apps} apps: median {t_all:.2f} s | one `render` per app and env "
+              f"(+ envs): {singles:.2f} s | speed-up {singles / t_all:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
