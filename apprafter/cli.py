@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "validate": "apprafter.render_cmd:validate",
     "envs": "apprafter.render_cmd:envs",
     "crds": "apprafter.render_cmd:crds",
+    "cmp": "apprafter.cmp_cmd:cmp",
     "stack": "apprafter.stack_cmd:stack",
 }
 

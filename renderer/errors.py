@@ -16,7 +16,7 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}:{self.col}"
+        where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 

@@ -1,4 +1,4 @@
-"""Benchmark: `apprafter stack build` (full stack and one tier) as a ratio to `helm template` of the result."""
+"""Benchmark: `apprafter stack build` (full stack, one tier) as a ratio to `helm template` of the result."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +20,14 @@ APPRAFTER = [sys.executable, "-c", "from apprafter.cli import main; main()"]
 EPOCH = "1700000000"
 
 
-def cli(*args: str, env: dict[str, str] | None = None,
-        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real `apprafter` command line (fixed SOURCE_DATE_EPOCH unless the caller overrides it)."""
     full = {**os.environ, "SOURCE_DATE_EPOCH": EPOCH, **(env or {})}
-    return subprocess.run([*APPRAFTER, *args], capture_output=True, text=True, env=full, cwd=cwd,
-                          timeout=300, check=False)
+    return subprocess.run(
+        [*APPRAFTER, *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=300, check=False
+    )
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> str:
@@ -69,8 +71,11 @@ def source_eval() -> dict[str, Any]:
 
 def on_by_default(source_eval: dict[str, Any], tier: str) -> set[str]:
     """Components Appendix C turns on for `tier`, read straight from the evaluated CUE."""
-    return {name for name, c in source_eval["values"]["components"].items()
-            if c["tiers"][tier]["availability"] in ("required", "default") and c["enabled"]}
+    return {
+        name
+        for name, c in source_eval["values"]["components"].items()
+        if c["tiers"][tier]["availability"] in ("required", "default") and c["enabled"]
+    }
 
 
 @pytest.fixture()
@@ -90,10 +95,14 @@ def key_pair(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[
         if name not in made:
             where = tmp_path_factory.mktemp(f"keys-{name}")
             password = f"pw-{name}"
-            subprocess.run([str(resolve("cosign")), "generate-key-pair", "--output-key-prefix", name],
-                           cwd=where, env={"PATH": os.environ["PATH"], "HOME": str(where),
-                                           "COSIGN_PASSWORD": password},
-                           check=True, capture_output=True, timeout=60)
+            subprocess.run(
+                [str(resolve("cosign")), "generate-key-pair", "--output-key-prefix", name],
+                cwd=where,
+                env={"PATH": os.environ["PATH"], "HOME": str(where), "COSIGN_PASSWORD": password},
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
             made[name] = (where / f"{name}.key", where / f"{name}.pub", password)
         return made[name]
 
@@ -103,14 +112,30 @@ def key_pair(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
     """The real helm, with a throwaway HOME."""
     home = Path(os.environ.get("TMPDIR", "/tmp"))
-    return subprocess.run([str(resolve("helm")), *args], capture_output=True, text=True, timeout=120,
-                          env={"PATH": os.environ["PATH"], "HOME": str(home)}, check=False)
+    return subprocess.run(
+        [str(resolve("helm")), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+        check=False,
+    )
 
 
 def helm_template(chart: Path, *args: str) -> list[dict[str, Any]]:
     """`helm template` of `chart` (Kubernetes 1.34) -> objects; fails the test when helm fails."""
-    out = ok(helm("template", "platform-stack", str(chart), "--namespace", "argocd",
-                  "--kube-version", "1.34.0", *args))
+    out = ok(
+        helm(
+            "template",
+            "platform-stack",
+            str(chart),
+            "--namespace",
+            "argocd",
+            "--kube-version",
+            "1.34.0",
+            *args,
+        )
+    )
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -126,8 +151,3 @@ def applications(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 ALL_TIERS = TIERS
-
-
-@pytest.fixture()
-def workdir(tmp_path: Path) -> Iterator[Path]:
-    yield tmp_path

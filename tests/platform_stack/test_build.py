@@ -36,10 +36,21 @@ def test_tarball_is_normalised(stack_all: Path) -> None:
     assert names == sorted(names)
     assert all(n.startswith("platform-stack/") and ".." not in n for n in names)
     for m in members:
-        assert (m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode, m.isfile()) == \
-            (int(EPOCH), 0, 0, "", "", 0o644, True), m.name
-    assert {"platform-stack/Chart.yaml", "platform-stack/values.yaml", "platform-stack/values.schema.json",
-            "platform-stack/templates/applications.yaml"} <= set(names)
+        assert (m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode, m.isfile()) == (
+            int(EPOCH),
+            0,
+            0,
+            "",
+            "",
+            0o644,
+            True,
+        ), m.name
+    assert {
+        "platform-stack/Chart.yaml",
+        "platform-stack/values.yaml",
+        "platform-stack/values.schema.json",
+        "platform-stack/templates/applications.yaml",
+    } <= set(names)
 
 
 def test_source_date_epoch_sets_every_mtime_and_nothing_else(tmp_path: Path) -> None:
@@ -82,8 +93,9 @@ def test_version_without_compatibility_entry_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert re.match(r"^\S*compatibility\.cue:\d+:\d+: compatibilityTable: no entry for version 9\.9\.9",
-                    lines[0])
+    assert re.match(
+        r"^\S*compatibility\.cue:\d+:\d+: compatibilityTable: no entry for version 9\.9\.9", lines[0]
+    )
     assert not list(tmp_path.glob("*.tgz"))
 
 
@@ -91,7 +103,7 @@ def test_component_without_class_in_the_built_version_fails(source_copy: Path, t
     compat = source_copy / "compatibility.cue"
     text = compat.read_text()
     last = text.rindex('"network-policies":')
-    compat.write_text(text[:last] + "// removed\n" + text[text.index("\n", last) + 1:])
+    compat.write_text(text[:last] + "// removed\n" + text[text.index("\n", last) + 1 :])
     proc = cli("stack", "build", "--source", str(source_copy), "--out", str(tmp_path))
     assert proc.returncode == 1 and proc.stdout == ""
     assert 'compatibilityTable."0.2.0".components.network-policies: no class' in proc.stderr

@@ -1,4 +1,4 @@
-"""The built .tgz under the real helm: lint passes, one Application per enabled component, overrides are exact."""
+"""The built .tgz under the real helm: lint, one Application per enabled component, exact overrides."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def test_helm_lint_passes_for_each_tier_chart(tier: str, stack_tier: Callable[[s
 
 
 @pytest.mark.parametrize("tier", ALL_TIERS)
-def test_one_application_per_enabled_component(tier: str, stack_all: Path, stack_tier: Callable[[str], Path],
-                                               source_eval: dict[str, Any]) -> None:
+def test_one_application_per_enabled_component(
+    tier: str, stack_all: Path, stack_tier: Callable[[str], Path], source_eval: dict[str, Any]
+) -> None:
     expected = on_by_default(source_eval, tier)
     published = applications(helm_template(stack_all, "--set", f"tier={tier}"))
     one_tier = applications(helm_template(stack_tier(tier)))
@@ -82,7 +83,10 @@ def test_sync_waves_and_sources_follow_the_values(stack_all: Path) -> None:
         assert app["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == str(component["syncWave"])
         src = app["spec"]["source"]
         assert (src["repoURL"], src["chart"], src["targetRevision"]) == (
-            component["source"]["repoURL"], component["source"]["chart"], component["source"]["targetRevision"])
+            component["source"]["repoURL"],
+            component["source"]["chart"],
+            component["source"]["targetRevision"],
+        )
         assert app["spec"]["destination"]["namespace"] == component["namespace"]
 
 
@@ -103,8 +107,9 @@ def _diff(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -
 
 def test_pin_changes_only_that_targetrevision(stack_all: Path, tmp_path: Path) -> None:
     base = applications(helm_template(stack_all))
-    pinned = applications(helm_template(stack_all, "-f", values_file(tmp_path, {"overrides": {
-        "cilium": {"pin": "1.16.5"}}})))
+    pinned = applications(
+        helm_template(stack_all, "-f", values_file(tmp_path, {"overrides": {"cilium": {"pin": "1.16.5"}}}))
+    )
     assert _diff(base, pinned) == {"cilium"}
     expected = copy.deepcopy(base["cilium"])
     expected["spec"]["source"]["targetRevision"] = "1.16.5"
@@ -113,8 +118,11 @@ def test_pin_changes_only_that_targetrevision(stack_all: Path, tmp_path: Path) -
 
 def test_enabled_false_omits_exactly_that_component(stack_all: Path, tmp_path: Path) -> None:
     base = applications(helm_template(stack_all))
-    without = applications(helm_template(stack_all, "-f", values_file(tmp_path, {"overrides": {
-        "backstage": {"enabled": False}}})))
+    without = applications(
+        helm_template(
+            stack_all, "-f", values_file(tmp_path, {"overrides": {"backstage": {"enabled": False}}})
+        )
+    )
     assert set(base) - set(without) == {"backstage"}
     assert all(without[n] == base[n] for n in without)
 
@@ -122,16 +130,32 @@ def test_enabled_false_omits_exactly_that_component(stack_all: Path, tmp_path: P
 def test_enabled_true_adds_an_opt_in_component(stack_all: Path, tmp_path: Path) -> None:
     base = applications(helm_template(stack_all, "--set", "tier=team"))
     assert "sealed-secrets" not in base
-    more = applications(helm_template(stack_all, "-f", values_file(tmp_path, {"tier": "team", "overrides": {
-        "sealed-secrets": {"enabled": True}}})))
+    more = applications(
+        helm_template(
+            stack_all,
+            "-f",
+            values_file(tmp_path, {"tier": "team", "overrides": {"sealed-secrets": {"enabled": True}}}),
+        )
+    )
     assert set(more) - set(base) == {"sealed-secrets"} and all(more[n] == base[n] for n in base)
 
 
 def test_values_deep_merge_and_can_turn_things_off(stack_all: Path, tmp_path: Path) -> None:
     base = applications(helm_template(stack_all, "--set", "tier=team"))
     assert base["cilium"]["spec"]["source"]["helm"]["valuesObject"]["hubble"]["enabled"] is True
-    changed = applications(helm_template(stack_all, "-f", values_file(tmp_path, {"tier": "team", "overrides": {
-        "cilium": {"values": {"hubble": {"enabled": False}, "extra": {"n": 0}}}}})))
+    changed = applications(
+        helm_template(
+            stack_all,
+            "-f",
+            values_file(
+                tmp_path,
+                {
+                    "tier": "team",
+                    "overrides": {"cilium": {"values": {"hubble": {"enabled": False}, "extra": {"n": 0}}}},
+                },
+            ),
+        )
+    )
     assert _diff(base, changed) == {"cilium"}
     expected = copy.deepcopy(base["cilium"])
     vals = expected["spec"]["source"]["helm"]["valuesObject"]
@@ -142,26 +166,45 @@ def test_values_deep_merge_and_can_turn_things_off(stack_all: Path, tmp_path: Pa
 
 def test_null_in_override_values_deletes_the_key(stack_all: Path, tmp_path: Path) -> None:
     base = applications(helm_template(stack_all))
-    changed = applications(helm_template(stack_all, "-f", values_file(tmp_path, {"overrides": {
-        "capsule": {"values": {"manager": None}}}})))
+    changed = applications(
+        helm_template(
+            stack_all, "-f", values_file(tmp_path, {"overrides": {"capsule": {"values": {"manager": None}}}})
+        )
+    )
     assert "manager" in base["capsule"]["spec"]["source"]["helm"]["valuesObject"]
     assert "manager" not in changed["capsule"]["spec"]["source"]["helm"].get("valuesObject", {})
 
 
 def test_disabling_a_required_component_fails(stack_all: Path, tmp_path: Path) -> None:
-    proc = helm("template", "x", str(stack_all), "--kube-version", "1.34.0", "-f",
-                values_file(tmp_path, {"overrides": {"argocd": {"enabled": False}}}))
+    proc = helm(
+        "template",
+        "x",
+        str(stack_all),
+        "--kube-version",
+        "1.34.0",
+        "-f",
+        values_file(tmp_path, {"overrides": {"argocd": {"enabled": False}}}),
+    )
     assert proc.returncode != 0
     assert "overrides.argocd.enabled: argocd is required on tier solo and cannot be disabled" in proc.stderr
 
 
 def test_enabling_an_unavailable_component_fails(stack_all: Path, tmp_path: Path) -> None:
-    proc = helm("template", "x", str(stack_all), "--kube-version", "1.34.0", "-f",
-                values_file(tmp_path, {"tier": "dev", "overrides": {"backstage": {"enabled": True}}}))
+    proc = helm(
+        "template",
+        "x",
+        str(stack_all),
+        "--kube-version",
+        "1.34.0",
+        "-f",
+        values_file(tmp_path, {"tier": "dev", "overrides": {"backstage": {"enabled": True}}}),
+    )
     assert proc.returncode != 0 and "backstage is not available on tier dev" in proc.stderr
 
 
-def test_schema_rejects_unknown_components_and_tiers(stack_all: Path, stack_tier: Callable[[str], Path]) -> None:
+def test_schema_rejects_unknown_components_and_tiers(
+    stack_all: Path, stack_tier: Callable[[str], Path]
+) -> None:
     proc = helm("template", "x", str(stack_all), "--kube-version", "1.34.0", "--set", "overrides.nope.pin=1")
     assert proc.returncode != 0 and "nope" in proc.stderr
     proc = helm("template", "x", str(stack_tier("dev")), "--kube-version", "1.34.0", "--set", "tier=solo")

@@ -1,4 +1,4 @@
-"""Every rendered Argo CD Application passes a server-side dry run against the test-bed API server's Argo CD CRD."""
+"""Every rendered Argo CD Application passes a server-side dry run in the test-bed API server."""
 
 from __future__ import annotations
 

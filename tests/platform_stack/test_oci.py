@@ -7,8 +7,8 @@ import json
 import os
 import tarfile
 from collections.abc import Callable
-from pathlib import Path
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,17 +22,24 @@ KeyPair = Callable[[str], tuple[Path, Path, str]]
 
 
 def manifest(registry: Any, repository: str, reference: str) -> tuple[str, dict[str, Any]]:
-    resp = httpx.get(f"{registry.base_url}/v2/{repository}/manifests/{reference}",
-                     headers={"Accept": MANIFEST_MEDIA_TYPE}, timeout=10)
+    resp = httpx.get(
+        f"{registry.base_url}/v2/{repository}/manifests/{reference}",
+        headers={"Accept": MANIFEST_MEDIA_TYPE},
+        timeout=10,
+    )
     resp.raise_for_status()
     return resp.headers["Docker-Content-Digest"], resp.json()
 
 
 def push(tgz: Path, registry: Any, namespace: str) -> str:
-    return ok(cli("stack", "push", str(tgz), "--to", f"oci://{registry.url}/{namespace}", "--plain-http")).strip()
+    return ok(
+        cli("stack", "push", str(tgz), "--to", f"oci://{registry.url}/{namespace}", "--plain-http")
+    ).strip()
 
 
-def test_push_then_helm_pull_returns_the_same_bytes(stack_all: Path, oci_registry: Any, tmp_path: Path) -> None:
+def test_push_then_helm_pull_returns_the_same_bytes(
+    stack_all: Path, oci_registry: Any, tmp_path: Path
+) -> None:
     ref = push(stack_all, oci_registry, "pull")
     version = stack_all.stem.rsplit("-", 1)[1]
     assert ref.startswith(f"oci://{oci_registry.url}/pull/platform-stack:{version}@sha256:")
@@ -43,8 +50,15 @@ def test_push_then_helm_pull_returns_the_same_bytes(stack_all: Path, oci_registr
     assert man["layers"][0]["digest"] == "sha256:" + hashlib.sha256(stack_all.read_bytes()).hexdigest()
     created = datetime.fromtimestamp(int(EPOCH), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     assert man["annotations"]["org.opencontainers.image.created"] == created
-    pulled = helm("pull", f"oci://{oci_registry.url}/pull/platform-stack", "--version", version,
-                  "--plain-http", "--destination", str(tmp_path))
+    pulled = helm(
+        "pull",
+        f"oci://{oci_registry.url}/pull/platform-stack",
+        "--version",
+        version,
+        "--plain-http",
+        "--destination",
+        str(tmp_path),
+    )
     assert digest in ok(pulled) + pulled.stderr
     assert (tmp_path / stack_all.name).read_bytes() == stack_all.read_bytes()
 
@@ -54,7 +68,9 @@ def test_pushing_the_same_chart_again_is_a_no_op(stack_all: Path, oci_registry: 
     assert push(stack_all, oci_registry, "again") == first
 
 
-def test_a_tag_is_never_moved_to_different_content(stack_all: Path, oci_registry: Any, tmp_path: Path) -> None:
+def test_a_tag_is_never_moved_to_different_content(
+    stack_all: Path, oci_registry: Any, tmp_path: Path
+) -> None:
     first = push(stack_all, oci_registry, "immutable")
     built = ok(cli("stack", "build", "--out", str(tmp_path), env={"SOURCE_DATE_EPOCH": "1700000001"}))
     other = Path(built.split("  ")[1].strip())
@@ -71,7 +87,9 @@ def test_push_to_a_registry_that_is_down_is_a_tool_error(stack_all: Path) -> Non
     assert proc.returncode == 2 and proc.stdout == "" and "unreachable" in proc.stderr
 
 
-def test_sign_then_verify_and_the_wrong_key_fails(stack_all: Path, oci_registry: Any, key_pair: KeyPair) -> None:
+def test_sign_then_verify_and_the_wrong_key_fails(
+    stack_all: Path, oci_registry: Any, key_pair: KeyPair
+) -> None:
     key, pub, password = key_pair("release")
     _, other_pub, _ = key_pair("intruder")
     ref = push(stack_all, oci_registry, "signed")
@@ -85,8 +103,9 @@ def test_sign_then_verify_and_the_wrong_key_fails(stack_all: Path, oci_registry:
     assert "verify: no matching signatures" in wrong.stderr
 
 
-def test_sign_with_a_wrong_password_fails_without_echoing_it(stack_all: Path, oci_registry: Any,
-                                                             key_pair: KeyPair) -> None:
+def test_sign_with_a_wrong_password_fails_without_echoing_it(
+    stack_all: Path, oci_registry: Any, key_pair: KeyPair
+) -> None:
     key, _, _ = key_pair("release")
     ref = push(stack_all, oci_registry, "badpw").split(":", 2)
     by_digest = ref[0] + ":" + ref[1] + "@" + ref[2].split("@")[1]
@@ -96,16 +115,34 @@ def test_sign_with_a_wrong_password_fails_without_echoing_it(stack_all: Path, oc
 
 def test_signing_requires_a_digest(stack_all: Path, oci_registry: Any, key_pair: KeyPair) -> None:
     key, _, password = key_pair("release")
-    proc = cli("stack", "sign", f"oci://{oci_registry.url}/x/platform-stack:0.2.0", "--key", str(key),
-               env={"COSIGN_PASSWORD": password})
+    proc = cli(
+        "stack",
+        "sign",
+        f"oci://{oci_registry.url}/x/platform-stack:0.2.0",
+        "--key",
+        str(key),
+        env={"COSIGN_PASSWORD": password},
+    )
     assert proc.returncode == 1 and "a digest (@sha256:...) is required" in proc.stderr
 
 
 def test_verify_fails_after_the_tag_is_moved(oci_registry: Any, key_pair: KeyPair, tmp_path: Path) -> None:
     key, pub, password = key_pair("release")
     good = built_tgz(tmp_path / "good")
-    ref = ok(cli("stack", "release", "--out", str(tmp_path / "rel"), "--to", f"oci://{oci_registry.url}/moved",
-                 "--key", str(key), "--plain-http", env={"COSIGN_PASSWORD": password})).splitlines()[-1]
+    ref = ok(
+        cli(
+            "stack",
+            "release",
+            "--out",
+            str(tmp_path / "rel"),
+            "--to",
+            f"oci://{oci_registry.url}/moved",
+            "--key",
+            str(key),
+            "--plain-http",
+            env={"COSIGN_PASSWORD": password},
+        )
+    ).splitlines()[-1]
     assert ok(cli("stack", "verify", ref, "--key", str(pub)))
     version = good.stem.rsplit("-", 1)[1]
     # Someone moves the tag with another client (our push refuses to): same version, different bytes.
@@ -132,23 +169,54 @@ def _raw_push(registry: Any, repository: str, tag: str, layer: bytes) -> None:
             location = start.headers["Location"]
             url = location if location.startswith("http") else registry.base_url + location
             sep = "&" if "?" in url else "?"
-            client.put(f"{url}{sep}digest={digest}", content=blob,
-                       headers={"Content-Type": "application/octet-stream"}).raise_for_status()
-        body = {"schemaVersion": 2, "mediaType": MANIFEST_MEDIA_TYPE,
-                "config": {"mediaType": CONFIG_MEDIA_TYPE, "size": len(config),
-                           "digest": "sha256:" + hashlib.sha256(config).hexdigest()},
-                "layers": [{"mediaType": CHART_LAYER_MEDIA_TYPE, "size": len(layer),
-                            "digest": "sha256:" + hashlib.sha256(layer).hexdigest()}]}
-        client.put(f"{base}/manifests/{tag}", content=json.dumps(body).encode(),
-                   headers={"Content-Type": MANIFEST_MEDIA_TYPE}).raise_for_status()
+            client.put(
+                f"{url}{sep}digest={digest}",
+                content=blob,
+                headers={"Content-Type": "application/octet-stream"},
+            ).raise_for_status()
+        body = {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {
+                "mediaType": CONFIG_MEDIA_TYPE,
+                "size": len(config),
+                "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+            },
+            "layers": [
+                {
+                    "mediaType": CHART_LAYER_MEDIA_TYPE,
+                    "size": len(layer),
+                    "digest": "sha256:" + hashlib.sha256(layer).hexdigest(),
+                }
+            ],
+        }
+        client.put(
+            f"{base}/manifests/{tag}",
+            content=json.dumps(body).encode(),
+            headers={"Content-Type": MANIFEST_MEDIA_TYPE},
+        ).raise_for_status()
 
 
-def test_release_runs_every_step_and_prints_tgz_and_reference(oci_registry: Any, key_pair: KeyPair,
-                                                              tmp_path: Path) -> None:
+def test_release_runs_every_step_and_prints_tgz_and_reference(
+    oci_registry: Any, key_pair: KeyPair, tmp_path: Path
+) -> None:
     key, pub, password = key_pair("release")
-    proc = cli("stack", "release", "--tier", "dev", "--out", str(tmp_path), "--to",
-               f"oci://{oci_registry.url}/rel", "--key", str(key), "--public-key", str(pub), "--plain-http",
-               env={"COSIGN_PASSWORD": password})
+    proc = cli(
+        "stack",
+        "release",
+        "--tier",
+        "dev",
+        "--out",
+        str(tmp_path),
+        "--to",
+        f"oci://{oci_registry.url}/rel",
+        "--key",
+        str(key),
+        "--public-key",
+        str(pub),
+        "--plain-http",
+        env={"COSIGN_PASSWORD": password},
+    )
     sha_line, ref = ok(proc).splitlines()
     sha, tgz = sha_line.split("  ")
     assert hashlib.sha256(Path(tgz).read_bytes()).hexdigest() == sha
@@ -157,19 +225,41 @@ def test_release_runs_every_step_and_prints_tgz_and_reference(oci_registry: Any,
         assert step in proc.stderr
 
 
-def test_release_fails_closed_when_verification_fails(oci_registry: Any, key_pair: KeyPair,
-                                                      tmp_path: Path) -> None:
+def test_release_fails_closed_when_verification_fails(
+    oci_registry: Any, key_pair: KeyPair, tmp_path: Path
+) -> None:
     key, _, password = key_pair("release")
     _, other_pub, _ = key_pair("intruder")
-    proc = cli("stack", "release", "--tier", "solo", "--out", str(tmp_path), "--to",
-               f"oci://{oci_registry.url}/relbad", "--key", str(key), "--public-key", str(other_pub),
-               "--plain-http", env={"COSIGN_PASSWORD": password})
+    proc = cli(
+        "stack",
+        "release",
+        "--tier",
+        "solo",
+        "--out",
+        str(tmp_path),
+        "--to",
+        f"oci://{oci_registry.url}/relbad",
+        "--key",
+        str(key),
+        "--public-key",
+        str(other_pub),
+        "--plain-http",
+        env={"COSIGN_PASSWORD": password},
+    )
     assert proc.returncode == 1 and proc.stdout == "" and "verify:" in proc.stderr
 
 
 def test_password_env_must_be_set(stack_all: Path, key_pair: KeyPair) -> None:
     key, _, _ = key_pair("release")
     env = {k: v for k, v in os.environ.items() if k != "COSIGN_PASSWORD"}
-    proc = cli("stack", "sign", "127.0.0.1:1/x@sha256:" + "0" * 64, "--key", str(key), "--password-env",
-               "NO_SUCH_VAR_FOR_TEST", env=env)
+    proc = cli(
+        "stack",
+        "sign",
+        "127.0.0.1:1/x@sha256:" + "0" * 64,
+        "--key",
+        str(key),
+        "--password-env",
+        "NO_SUCH_VAR_FOR_TEST",
+        env=env,
+    )
     assert proc.returncode == 1 and "NO_SUCH_VAR_FOR_TEST is not set" in proc.stderr

@@ -1,0 +1,87 @@
+"""What `apprafter cmp generate | parameters | discover` do: Argo CD's env in, renderer call, stream out."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cmp import argo_env
+from renderer.context import PlatformContext, make_context
+from renderer.emit import dump_stream
+from renderer.errors import Problem, ToolFailure, UserError
+from renderer.load import APP_DIR, APP_FILE, load
+from renderer.render import MODES, Rendered, render_loaded
+from renderer.validate import environments
+
+KNOWN_SETTINGS = frozenset({"ENVIRONMENT", "MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE"})
+
+
+def _context(settings: Mapping[str, str]) -> PlatformContext:
+    unknown = sorted(set(settings) - KNOWN_SETTINGS)
+    if unknown:
+        raise argo_env.ContractError(f"unknown plugin env {', '.join('APPRAFTER_' + u for u in unknown)}; known: "
+                                     f"{', '.join('APPRAFTER_' + k for k in sorted(KNOWN_SETTINGS))}")
+    platform_file = os.environ.get("APPRAFTER_PLATFORM_FILE")  # the sidecar's own config, not the repo's
+    return make_context(Path(platform_file) if platform_file else None,
+                        domain=settings.get("DOMAIN"), tier=settings.get("TIER"),
+                        gateway_name=settings.get("GATEWAY_NAME"),
+                        gateway_namespace=settings.get("GATEWAY_NAMESPACE"))
+
+
+def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
+    """Render the app in cwd for the environment Argo CD's contract selects. Never returns zero objects."""
+    settings = argo_env.settings(env)
+    mode = settings.get("MODE", "cr")
+    if mode not in MODES:
+        raise argo_env.ContractError(f"APPRAFTER_MODE must be one of {', '.join(MODES)}")
+    context = _context(settings)
+    app = load(cwd, argo_env.repo_root(cwd, env))
+    declared = environments(app)
+    choice = argo_env.choose_environment(env, declared)
+    if choice is None:
+        raise UserError([Problem(app.source.display, 1, 1, "", "no environment chosen: set the plugin parameter "
+                                 "'environment' (or plugin env APPRAFTER_ENVIRONMENT, or name the Application "
+                                 f"<app>-<env>); declared: {', '.join(declared) or 'none'}")])
+    if choice.name not in declared:
+        raise UserError([Problem(app.source.display, 1, 1, "", f"environment {choice.name!r} (from {choice.source}) "
+                                 f"is not declared; declared: {', '.join(declared) or 'none'}")])
+    namespace = env.get("ARGOCD_APP_NAMESPACE") or None
+    rendered = render_loaded(app, choice.name, mode, namespace, context)  # type: ignore[arg-type]
+    if not rendered.objects:
+        raise ToolFailure("the renderer produced no objects; refusing to report an empty success")
+    return rendered
+
+
+def generate_stream(env: Mapping[str, str], cwd: Path) -> tuple[str, list[str]]:
+    rendered = generate(env, cwd)
+    return dump_stream(rendered.objects), rendered.warnings
+
+
+def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:
+    """Dynamic parameter announcement: the declared environments, and the one the app name implies."""
+    app = load(cwd, argo_env.repo_root(cwd, env))
+    declared = environments(app)
+    announcement: list[dict[str, Any]] = [{
+        "name": "environments", "title": "Declared environments",
+        "tooltip": "The environments apprafter/Application.cue declares (informational)",
+        "collectionType": "array", "itemType": "string", "array": declared,
+    }]
+    implied = argo_env.choose_environment({k: v for k, v in env.items() if k == "ARGOCD_APP_NAME"}, declared)
+    if implied:
+        announcement.append({"name": "environment", "title": "Environment", "collectionType": "string",
+                             "itemType": "string", "string": implied.name,
+                             "tooltip": f"One of: {', '.join(declared)}"})
+    return announcement
+
+
+def parameters_json(env: Mapping[str, str], cwd: Path) -> str:
+    return json.dumps(parameters(env, cwd), sort_keys=True) + "\n"
+
+
+def discover(cwd: Path) -> str | None:
+    """The app file when cwd holds an AppRafter app (the discovery variant matches on non-empty output)."""
+    candidate = cwd / APP_DIR / APP_FILE
+    return f"{APP_DIR}/{APP_FILE}" if candidate.is_file() else None
