@@ -24,10 +24,11 @@ example: setup
 	@$(VENV)/bin/apprafter doctor >&2
 	$(VENV)/bin/apprafter render examples/parser --env prod
 
+# pytest's exit 5 ("no tests ran") is a failure here, not a pass.
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 lint: venv
 	$(VENV)/bin/ruff check .

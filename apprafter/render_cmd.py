@@ -12,7 +12,7 @@ from apprafter.errors import reported
 from renderer import validate as checks
 from renderer.context import TIERS, make_context
 from renderer.emit import dump_stream
-from renderer.errors import UserError
+from renderer.errors import Problem, UserError
 from renderer.load import load
 from renderer.render import MODES, render_all, render_loaded
 
@@ -59,8 +59,8 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     _write(dump_stream(result.objects))
 
 
-def _missing_env(display: str, declared: list[str]) -> "checks.Problem":
-    return checks.Problem(display, 1, 1, "", f"--env is required; declared environments: {', '.join(declared)}")
+def _missing_env(display: str, declared: list[str]) -> Problem:
+    return Problem(display, 1, 1, "", f"--env is required; declared environments: {', '.join(declared)}")
 
 
 @click.command()

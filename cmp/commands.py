@@ -49,7 +49,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
         raise UserError([Problem(app.source.display, 1, 1, "", f"environment {choice.name!r} (from {choice.source}) "
                                  f"is not declared; declared: {', '.join(declared) or 'none'}")])
     namespace = env.get("ARGOCD_APP_NAMESPACE") or None
-    rendered = render_loaded(app, choice.name, mode, namespace, context)  # type: ignore[arg-type]
+    rendered = render_loaded(app, choice.name, mode, namespace, context)
     if not rendered.objects:
         raise ToolFailure("the renderer produced no objects; refusing to report an empty success")
     return rendered

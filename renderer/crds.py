@@ -137,6 +137,8 @@ def crd(kind: str) -> dict[str, Any]:
 
 
 def crd_documents() -> list[dict[str, Any]]:
+    import compatibility.crd  # noqa: F401  (registers MigrationPlan)
+
     return [crd(kind) for kind in sorted(CRDS)]
 
 

@@ -36,7 +36,7 @@ class PositionIndex:
     def has(self, path: Path) -> bool:
         return tuple(path) in self.labels
 
-    def _scan(self, text: str) -> None:  # noqa: C901 - a single-pass scanner reads best as one loop
+    def _scan(self, text: str) -> None:
         frames = [_Frame("struct", ())]
         chain: list[str] = []
         i, n, line, line_start = 0, len(text), 1, 0

@@ -64,7 +64,8 @@ def test_claim_to_a_need_missing_in_the_effective_environment(tmp_path: Path) ->
 
 
 def test_unknown_claim_field(tmp_path: Path) -> None:
-    text = MINIMAL.replace('expose: port: 8080', 'expose: port: 8080\n\t\tneeds: redis: {}\n\t\tenv: U: claim.redis.user')
+    extra = 'expose: port: 8080\n\t\tneeds: redis: {}\n\t\tenv: U: claim.redis.user'
+    text = MINIMAL.replace('expose: port: 8080', extra)
     assert errors_of(tmp_path, text) == [f"{F}:9:23: spec.base.env.U: undefined field: user"]
 
 
@@ -78,7 +79,8 @@ def test_bad_secret_reference(tmp_path: Path) -> None:
 def test_names_must_be_dns_labels(tmp_path: Path) -> None:
     text = MINIMAL.replace('"demo"', '"Demo_App"').replace("dev: {}", "Dev: {}")
     assert errors_of(tmp_path, text, "validate", ".") == [
-        f"{F}:3:11: metadata.name: 'Demo_App' is not a DNS-1123 label (lowercase letters, digits, '-', at most 63 characters)",
+        f"{F}:3:11: metadata.name: 'Demo_App' is not a DNS-1123 label "
+        "(lowercase letters, digits, '-', at most 63 characters)",
         f"{F}:10:3: spec.environments.Dev: environment name 'Dev' is not a DNS-1123 label",
     ]
 
@@ -111,7 +113,8 @@ def test_all_problems_reported_at_once(tmp_path: Path) -> None:
     text = MINIMAL.replace('"demo"', '"Demo"').replace("dev: {}", 'dev: image: ""').replace(
         "prod: replicas: 2", 'prod: env: K: secret: "nokey"')
     assert errors_of(tmp_path, text, "validate", ".") == [
-        f"{F}:3:11: metadata.name: 'Demo' is not a DNS-1123 label (lowercase letters, digits, '-', at most 63 characters)",
+        f"{F}:3:11: metadata.name: 'Demo' is not a DNS-1123 label "
+        "(lowercase letters, digits, '-', at most 63 characters)",
         f"{F}:10:8: spec.environments.dev.image: image is empty in environment 'dev': set base.image or "
         "environments.dev.image",
         f"{F}:11:17: spec.environments.prod.env.K.secret: secret reference 'nokey' must be \"<secret-name>/<key>\" "

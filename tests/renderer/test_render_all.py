@@ -1,4 +1,4 @@
-"""`render --all`: a monorepo in one cue process gives exactly what single renders give; broken apps don't hide others."""
+"""`render --all`: one cue process for a monorepo gives what single renders give; a broken app hides none."""
 
 from __future__ import annotations
 

@@ -1,0 +1,257 @@
+"""Application scope (spec §3.8): classify the change between two effective per-environment specs."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from compatibility.images import is_digest_pinned, split_image
+from compatibility.plan import Change, Plan, Subject, roll_up
+from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
+from renderer.context import PlatformContext
+from renderer.effective import effective_spec
+
+DEFAULT_DOMAIN = PlatformContext.domain
+# Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
+SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "connects": "AR-S012",
+               "confidential": "AR-S013", "network": "AR-S013", "command": "AR-S013", "args": "AR-S013"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployment:
+    """One side of a comparison: the app's name, the environment and that environment's effective spec."""
+
+    app: str
+    environment: str
+    spec: Mapping[str, Any]
+    namespace: str | None = None
+
+
+def deployment(document: Mapping[str, Any], environment: str) -> Deployment:
+    """The effective spec of `environment` in an Application document; Unreadable when it cannot be read.
+
+    KeyError when the environment is not declared (the caller decides what that means).
+    """
+    json_value(document, "")
+    meta, spec = mapping(document, "metadata"), mapping(document, "spec")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise Unreadable("metadata.name", "expected a non-empty string")
+    namespace = meta.get("namespace")
+    envs = mapping(spec, "environments")
+    if environment not in envs:
+        raise KeyError(environment)
+    for key in ("base", "budget"):
+        mapping(spec, key)
+    if not isinstance(envs[environment], Mapping):
+        raise Unreadable(f"environments.{environment}", "expected a mapping")
+    try:
+        eff = effective_spec(spec, environment)
+    except (TypeError, AttributeError, ValueError) as e:
+        raise Unreadable(f"environments.{environment}", f"cannot merge onto base: {e}") from None
+    return Deployment(name, environment, check_spec(eff), namespace if isinstance(namespace, str) else None)
+
+
+def leaf_diff(before: Any, after: Any, path: str) -> list[tuple[str, Any, Any]]:
+    """(path, from, to) where two JSON values differ; mappings recurse, anything else compares whole."""
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        out: list[tuple[str, Any, Any]] = []
+        for key in sorted(set(before) | set(after)):
+            out += leaf_diff(before.get(key), after.get(key), f"{path}.{key}")
+        return out
+    return [] if before == after else [(path, before, after)]
+
+
+def _redacted(kind: str, target: str) -> Any:
+    """How an env value appears in a plan: references as written, literals only as their sha256."""
+    if kind == "literal":
+        return {"literalSha256": hashlib.sha256(target.encode()).hexdigest()}
+    return {kind: target}
+
+
+class _Classifier:
+    def __init__(self, before: Deployment, after: Deployment, domain: str) -> None:
+        self.old, self.new = check_spec(before.spec), check_spec(after.spec)
+        self.before, self.after, self.domain = before, after, domain
+        self.changes: list[Change] = []
+
+    def add(self, rule: str, field: str, from_: Any, to: Any, reason: str) -> None:
+        self.changes.append(Change(rule, field, from_, to, reason))
+
+    def soft(self, rule: str, prefix: str, before: Any, after: Any, reason: Callable[[str], str]) -> None:
+        for path, from_, to in leaf_diff(before, after, prefix):
+            self.add(rule, path, from_, to, reason(path))
+
+    def run(self) -> list[Change]:
+        if self.before.app != self.after.app:
+            self.add("AR-DM002", "metadata.name", self.before.app, self.after.app,
+                     "a renamed Application is a new deployment: the old one, its claims and their data go")
+        self.needs()
+        self.env()
+        self.image()
+        self.replicas()
+        self.expose()
+        for key, rule in SOFT_FIELDS.items():
+            self.soft(rule, key, self.old.get(key), self.new.get(key), _SOFT_REASON[rule])
+        return self.changes
+
+    def needs(self) -> None:
+        old, new = mapping(self.old, "needs"), mapping(self.new, "needs")
+        for name in sorted(set(old) | set(new)):
+            field = f"needs.{name}"
+            if name not in new:
+                self.add("AR-DM001", field, old[name], None, f"the {name} claim and its data are garbage-collected")
+            elif name not in old:
+                self.add("AR-S001", field, None, new[name], f"a new {name} claim is provisioned")
+            else:
+                self.need(name, old[name], new[name])
+
+    def need(self, name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        field = f"needs.{name}"
+        v_old, v_new = old.get("version"), new.get("version")
+        if v_old is not None and v_new is not None and _major(v_old) != _major(v_new):
+            self.add("AR-DM003", f"{field}.version", v_old, v_new,
+                     f"a major {name} upgrade rewrites the data (dump/restore or pg_upgrade)")
+            old, new = {**old, "version": None}, {**new, "version": None}
+        self.soft("AR-S002", f"{field}.size", old.get("size"), new.get("size"),
+                  lambda _: "storage is expansion-only: a shrink is refused by the provisioner")
+        self.soft("AR-S003", field, {k: v for k, v in old.items() if k != "size"},
+                  {k: v for k, v in new.items() if k != "size"},
+                  lambda p: "selector changes are deferred to platform scope (ADR 0051)" if ".selector" in p
+                  else "claim setting: applied by the provider in place")
+
+    def env(self) -> None:
+        old, new = mapping(self.old, "env"), mapping(self.new, "env")
+        for key in sorted(set(old) | set(new)):
+            field = f"env.{key}"
+            a = env_value(old[key], field) if key in old else None
+            b = env_value(new[key], field) if key in new else None
+            if a == b:
+                continue
+            rule, reason = _env_rule(a, b)
+            self.add(rule, field, _redacted(*a) if a else None, _redacted(*b) if b else None, reason)
+
+    def image(self) -> None:
+        old, new = self.old.get("image") or "", self.new.get("image") or ""
+        if old == new:
+            pass
+        elif split_image(old)[0] != split_image(new)[0]:
+            self.add("AR-SB008", "image", old, new, "a different repository can serve entirely different content")
+        else:
+            self.add("AR-S007", "image", old, new, "same repository: rolled out like any new tag")
+        r_old = mapping(self.old, "imagePolicy").get("resolve", "off")
+        r_new = mapping(self.new, "imagePolicy").get("resolve", "off")
+        if r_old == "off" and r_new == "digest" and not is_digest_pinned(new):
+            self.add("AR-SB007", "imagePolicy.resolve", r_old, r_new,
+                     "a pinned reference returns to a mutable tag: a moved tag serves new content unreviewed")
+        elif r_old != r_new:
+            self.add("AR-S010", "imagePolicy.resolve", r_old, r_new,
+                     "hardening (digest -> off)" if r_new == "off" else "the image is digest-pinned: no-op")
+        self.soft("AR-S010", "imagePolicy", {**mapping(self.old, "imagePolicy"), "resolve": None},
+                  {**mapping(self.new, "imagePolicy"), "resolve": None}, lambda _: "resolve schedule only")
+
+    def replicas(self) -> None:
+        old, new = _running(self.old), _running(self.new)
+        if new == 0 and old != 0:
+            self.add("AR-RR003", "replicas", "autoscaled" if old is None else old, 0,
+                     "scale to zero is a deliberate outage")
+            return
+        self.soft("AR-S008", "replicas", self.old.get("replicas"), self.new.get("replicas"),
+                  lambda _: "ignored while autoscale is on" if new is None else "the workload keeps running")
+
+    def expose(self) -> None:
+        old, new = mapping(self.old, "expose"), mapping(self.new, "expose")
+        n_old, n_new = _network(self.old), _network(self.new)
+        handled = {"network"}
+        if n_old == "public" and n_new != "public":
+            self.add("AR-RR002", "expose.network", n_old, n_new if n_new != "none" else None,
+                     "removes external reachability: the public route is deleted")
+        elif n_old != "public" and n_new == "public":
+            self.add("AR-SB004", "expose.network", n_old if n_old != "none" else None, n_new,
+                     "the blast radius widens from the cluster to the public Gateway")
+        elif n_old == n_new == "public":
+            handled |= {"hostname", "port"}
+            self.public_hostname(old, new)
+            if old.get("port") != new.get("port"):
+                self.add("AR-SB006", "expose.port", old.get("port"), new.get("port"),
+                         "moves the public surface (could publish a debug or metrics port)")
+        else:
+            self.soft("AR-S009", "expose.network", old.get("network"), new.get("network"),
+                      lambda _: "no public reachability on either side")
+        if n_old == n_new == "public":
+            note = "keeps public reachability as it is"
+        elif "public" in (n_old, n_new):
+            note = "part of the network change above"
+        else:
+            note = "not public on either side: no route, so inert for reachability"
+        self.soft("AR-S009", "expose", {k: v for k, v in old.items() if k not in handled},
+                  {k: v for k, v in new.items() if k not in handled}, lambda _: note)
+
+    def public_hostname(self, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+        h_old = old.get("hostname") or self.default_host(self.before)
+        h_new = new.get("hostname") or self.default_host(self.after)
+        if h_old == h_new:
+            return
+        if "hostname" not in old and "hostname" in new:
+            self.add("AR-SB005", "expose.hostname", h_old, h_new, f"publishes a new external name {h_new}")
+        else:
+            self.add("AR-RR001", "expose.hostname", h_old, h_new,
+                     f"{h_old} stops resolving to the app and its certificate churns")
+
+    def default_host(self, side: Deployment) -> str:
+        return f"{side.app}.{side.environment}.{self.domain}"
+
+
+_SOFT_REASON: dict[str, Callable[[str], str]] = {
+    "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's (§3.8, §6)",
+    "AR-S012": lambda _: "egress policy change: applied in place",
+    "AR-S013": lambda _: "runtime setting: rolled out like any deploy",
+}
+
+
+def _env_rule(a: tuple[str, str] | None, b: tuple[str, str] | None) -> tuple[str, str]:
+    """Rule and reason for one env key going from a to b ((kind, target) or None for absent); a != b."""
+    if b is None:
+        assert a is not None
+        if a[0] == "literal":
+            return "AR-S005", "a literal removal self-protects: new pods fail readiness, old ones keep serving"
+        return "AR-RR004", f"the workload loses its wired {a[0]} reference {a[1]}"
+    if b[0] == "secret":
+        if a is not None and a[0] == "secret":
+            return "AR-SB003", f"the workload now reads a different secret: {a[1]} -> {b[1]}"
+        return "AR-SB001", f"the workload gains access to the external secret {b[1]}"
+    if b[0] == "literal" and a is not None and a[0] != "literal":
+        return "AR-SB002", f"a {a[0]} reference is replaced by an inline value"
+    if a is not None and a[0] != "literal":
+        return "AR-RR005", f"the workload loses its wired {a[0]} reference {a[1]} (the new claim is self-scoped)"
+    if a is None:
+        return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference is self-scoped (§3.1)"
+    return "AR-S006", "literal edit" if b[0] == "literal" else "a literal becomes a self-scoped claim reference"
+
+
+def _major(version: str) -> str:
+    return version.split(".", 1)[0].lstrip("v")
+
+
+def _network(spec: Mapping[str, Any]) -> str:
+    """public | internal | vpn, or none when nothing is exposed."""
+    expose = mapping(spec, "expose")
+    return str(expose.get("network", "internal")) if "expose" in spec else "none"
+
+
+def _running(spec: Mapping[str, Any]) -> int | None:
+    """Replica count the Deployment runs with, None when autoscale owns it (never zero by our hand)."""
+    return None if spec.get("autoscale") else int(spec.get("replicas", 1))
+
+
+def classify(before: Deployment, after: Deployment, domain: str = DEFAULT_DOMAIN) -> list[Change]:
+    """Every change between two deployments of one environment, each with its rule, class and reason."""
+    return _Classifier(before, after, domain).run()
+
+
+def plan(before: Deployment, after: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
+    """classify, then roll up into a Plan for the application in after's environment."""
+    subject = Subject("application", after.app, after.namespace, after.environment)
+    return roll_up(classify(before, after, domain), subject)

@@ -1,0 +1,43 @@
+"""The change classes and their ranking per scope (spec §3.8): which class wins a plan's primary."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+Scope = Literal["application", "platform"]
+
+SAFE = "safe"
+REQUIRES_RESTART = "requires-restart"
+DATA_MIGRATION = "data-migration"
+SECURITY_BOUNDARY = "security-boundary"
+BREAKING = "breaking"
+
+# Lowest to highest. security-boundary ranks above data-migration (ADR 0052: a data-loss change is
+# coverable by backups, a leaked credential or a widened exposure is not); platform scope has breaking.
+RANKS: dict[Scope, tuple[str, ...]] = {
+    "application": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, SECURITY_BOUNDARY),
+    "platform": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, BREAKING),
+}
+
+
+class UnknownClass(ValueError):
+    """A classification that the scope does not rank (fail closed: never read as safe)."""
+
+
+def rank(classification: str, scope: Scope) -> int:
+    """Position of a class in its scope's ranking; UnknownClass for anything else."""
+    order = RANKS[scope]
+    if classification not in order:
+        raise UnknownClass(f"{classification!r} is not a {scope}-scope class (one of {', '.join(order)})")
+    return order.index(classification)
+
+
+def is_gated(classification: str) -> bool:
+    """Every class except safe needs approval."""
+    return classification != SAFE
+
+
+def ranked(classes: Iterable[str], scope: Scope) -> list[str]:
+    """The distinct classes, highest first."""
+    return sorted(set(classes), key=lambda c: rank(c, scope), reverse=True)

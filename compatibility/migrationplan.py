@@ -1,0 +1,78 @@
+"""The MigrationPlan object (spec §3.8) for a gated plan: one shape for application and platform scope."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
+from compatibility.plan import Change, Plan
+
+API_VERSION = "apprafter.io/v1alpha1"
+KIND = "MigrationPlan"
+PLATFORM_NAMESPACE = "apprafter-system"
+ENVIRONMENT_LABEL = "apprafter.io/environment"
+
+
+def _change(change: Change) -> dict[str, Any]:
+    """A changes[] entry; from/to are left out when that side was absent (the API server drops nulls)."""
+    out: dict[str, Any] = {"rule": change.rule, "type": change.type, "field": change.field,
+                           "classification": change.classification, "reason": change.reason}
+    if change.from_ is not None:
+        out["from"] = change.from_
+    if change.to is not None:
+        out["to"] = change.to
+    return out
+
+
+def name(plan: Plan) -> str:
+    """Deterministic: the same gated set gives the same name (`<app>-<env>-<hash10>`, `platform-<hash10>`)."""
+    assert plan.approved_spec_hash is not None
+    digest = plan.approved_spec_hash.removeprefix("sha256:")[:10]
+    s = plan.subject
+    stem = f"{s.name}-{s.environment}" if s.scope == "application" else f"{s.name}-platform"
+    return f"{stem[:242]}-{digest}"
+
+
+def migration_plan(plan: Plan, *, owner_uid: str | None = None, approvers: Sequence[str] = ()) -> dict[str, Any]:
+    """The MigrationPlan for a gated plan, ready to apply; ValueError when nothing is gated.
+
+    Application scope: in the app's namespace (when known), with a controlling ownerReference to the
+    Application CR when `owner_uid` is given (the reconciler knows it; `apprafter plan` does not).
+    """
+    if not plan.gated or plan.approved_spec_hash is None:
+        raise ValueError("nothing is gated: no MigrationPlan")
+    s = plan.subject
+    trigger_change = plan.gated_changes[0]  # the plan's order puts the highest class first
+    trigger: dict[str, Any] = {"type": trigger_change.type, "field": trigger_change.field,
+                               "approvedSpecHash": plan.approved_spec_hash}
+    trigger.update({k: v for k, v in (("from", trigger_change.from_), ("to", trigger_change.to)) if v is not None})
+    classes = set(plan.classifications)
+    metadata: dict[str, Any] = {"name": name(plan)}
+    labels = {"app.kubernetes.io/managed-by": "apprafter", "apprafter.io/scope": s.scope}
+    if s.scope == "application":
+        scope: dict[str, Any] = {"type": "application", "application": {
+            "ref": {"name": s.name, **({"namespace": s.namespace} if s.namespace else {})},
+            "environment": s.environment or ""}}
+        labels |= {"app.kubernetes.io/name": s.name, ENVIRONMENT_LABEL: s.environment or ""}
+        if s.namespace:
+            metadata["namespace"] = s.namespace
+        if owner_uid:
+            metadata["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "Application", "name": s.name,
+                                            "uid": owner_uid, "controller": True, "blockOwnerDeletion": True}]
+    else:
+        platform: dict[str, Any] = {"ref": {"name": s.name, "namespace": s.namespace or PLATFORM_NAMESPACE}}
+        platform |= {k: v for k, v in (("fromVersion", s.from_version), ("toVersion", s.to_version)) if v}
+        scope = {"type": "platform", "platform": platform}
+        metadata["namespace"] = s.namespace or PLATFORM_NAMESPACE
+    metadata["labels"] = dict(sorted(labels.items()))
+    risks: dict[str, Any] = {
+        "classification": plan.primary,
+        "classifications": list(plan.classifications),
+        # Only a requires-restart plan is undone by a revert; data loss and exposure are not.
+        "reversible": classes <= {"safe", REQUIRES_RESTART},
+        "requiresFullBackup": DATA_MIGRATION in classes,
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
+            "spec": {"scope": scope, "trigger": trigger, "risks": risks,
+                     "changes": [_change(c) for c in plan.changes], "approvers": list(approvers)}}

@@ -1,0 +1,74 @@
+"""The stable rule ids (like lint codes): one per kind of detected change, with its class (docs/plan.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """A kind of change: its id (never reused), its type slug (MigrationPlan changes[].type) and class."""
+
+    id: str
+    type: str
+    classification: str
+    summary: str
+
+
+_ALL = [
+    # Availability / data-loss axis (spec §3.8).
+    Rule("AR-DM001", "need-removed", DATA_MIGRATION, "a needs.* entry is removed"),
+    Rule("AR-DM002", "application-renamed", DATA_MIGRATION, "metadata.name changes"),
+    Rule("AR-DM003", "need-major-version", DATA_MIGRATION, "a need's major version changes"),
+    Rule("AR-RR001", "public-hostname-changed", REQUIRES_RESTART,
+         "the hostname of a public app changes or is removed"),
+    Rule("AR-RR002", "public-reachability-removed", REQUIRES_RESTART,
+         "expose.network goes from public to internal/vpn (or expose is removed)"),
+    Rule("AR-RR003", "scale-to-zero", REQUIRES_RESTART, "replicas goes from N (or autoscaled) to 0"),
+    Rule("AR-RR004", "env-reference-removed", REQUIRES_RESTART,
+         "an env value that is a claim or secret reference is removed"),
+    Rule("AR-RR005", "env-reference-rewired", REQUIRES_RESTART,
+         "an env reference is replaced by a different claim reference"),
+    # Security axis (ADR 0052).
+    Rule("AR-SB001", "env-secret-added", SECURITY_BOUNDARY, "an env secret reference is added"),
+    Rule("AR-SB002", "env-reference-downgraded", SECURITY_BOUNDARY,
+         "an env reference is replaced by a literal"),
+    Rule("AR-SB003", "env-secret-retargeted", SECURITY_BOUNDARY,
+         "an env secret reference points at a different secret or key"),
+    Rule("AR-SB004", "network-escalated", SECURITY_BOUNDARY, "expose.network becomes public"),
+    Rule("AR-SB005", "public-hostname-added", SECURITY_BOUNDARY,
+         "a hostname is set on a public app that used the default one"),
+    Rule("AR-SB006", "public-port-retargeted", SECURITY_BOUNDARY, "expose.port changes on a public app"),
+    Rule("AR-SB007", "image-resolve-relaxed", SECURITY_BOUNDARY,
+         "imagePolicy.resolve goes from off to digest on an image that is not digest-pinned"),
+    Rule("AR-SB008", "image-repository-changed", SECURITY_BOUNDARY, "the image repository (path) changes"),
+    # Soft: auto-applied, listed so that nothing hides behind a benign primary.
+    Rule("AR-S001", "need-added", SAFE, "a needs.* entry is added"),
+    Rule("AR-S002", "need-size-changed", SAFE, "a need's size changes"),
+    Rule("AR-S003", "need-settings-changed", SAFE,
+         "a need's selector, minor version, streams, buckets or mountPath change"),
+    Rule("AR-S004", "env-added", SAFE, "an env literal or claim reference is added"),
+    Rule("AR-S005", "env-literal-removed", SAFE, "an env literal is removed"),
+    Rule("AR-S006", "env-literal-changed", SAFE, "an env literal changes or becomes a claim reference"),
+    Rule("AR-S007", "image-tag-changed", SAFE, "the image tag or digest changes on the same repository"),
+    Rule("AR-S008", "replicas-changed", SAFE, "replicas changes and does not go to zero"),
+    Rule("AR-S009", "expose-changed", SAFE, "an expose edit that removes no public reachability"),
+    Rule("AR-S010", "image-policy-changed", SAFE,
+         "imagePolicy hardening (digest -> off), interval, or resolve on a digest-pinned image"),
+    Rule("AR-S011", "capacity-changed", SAFE, "resources, budget or autoscale change"),
+    Rule("AR-S012", "egress-changed", SAFE, "connects.egress changes"),
+    Rule("AR-S013", "runtime-changed", SAFE, "confidential, network.egressIP, command or args change"),
+    # Platform scope: the class comes from the stack's compatibility metadata (§3.11).
+    Rule("AR-PS000", "platform-component-safe", SAFE, "a platform component change classified safe"),
+    Rule("AR-PS001", "platform-component-restart", REQUIRES_RESTART,
+         "a platform component change classified requires-restart"),
+    Rule("AR-PS002", "platform-component-data-migration", DATA_MIGRATION,
+         "a platform component change classified data-migration"),
+    Rule("AR-PS003", "platform-component-breaking", BREAKING,
+         "a platform component change classified breaking"),
+]
+
+RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}
+PLATFORM_RULE_BY_CLASS: dict[str, Rule] = {r.classification: r for r in _ALL if r.id.startswith("AR-PS")}

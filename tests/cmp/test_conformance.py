@@ -1,0 +1,130 @@
+"""The plugin under Argo CD's own plugin server: the repo streamed as Argo CD streams it, with Argo CD's env."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, run_cli, write_app
+from tests.testbed.cmp import CmpError, CmpServer
+from tests.testbed.kube import KubeTestBed
+
+pytestmark = pytest.mark.testbed
+VENV_BIN = str(Path(sys.executable).parent)
+SECRET_VALUE = "s3cr3t-value-never-printed"
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("plugin")
+    shutil.copy(REPO / "plugin.yaml", directory / "plugin.yaml")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(argocd_cmp_server: Any, plugin_dir: Path) -> CmpServer:
+    # A credential in the sidecar's own env: it must never reach output or cue.
+    return argocd_cmp_server(plugin_dir, path=[VENV_BIN], env={"GIT_PASSWORD": SECRET_VALUE,
+                                                                "APPRAFTER_CUE_TIMEOUT": "3"})
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("repo")
+    for example in ("parser", "webapp", "worker"):
+        shutil.copytree(EXAMPLES / example, root / "apps" / example)
+    write_app(root / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: 70000"))
+    outside = root.parent / f"{root.name}-outside.cue"
+    outside.write_text(MINIMAL)
+    (root / "apps" / "escape" / "apprafter").mkdir(parents=True)
+    (root / "apps" / "escape" / "apprafter" / "Application.cue").symlink_to(outside)
+    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL
+              + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
+    return root
+
+
+def local(example: str, env: str, mode: str = "cr", namespace: str = "argocd") -> list[dict[str, Any]]:
+    result = run_cli("render", str(EXAMPLES / example), "--env", env, "--mode", mode, "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    return list(yaml.safe_load_all(result.stdout))
+
+
+@pytest.mark.parametrize(("example", "env"), [("parser", "prod"), ("webapp", "staging"), ("worker", "dev")])
+def test_generate_by_parameter_equals_local_render(server: CmpServer, repo: Path, example: str, env: str) -> None:
+    result = server.generate(repo, f"apps/{example}", app_name=f"{example}-anything",
+                             parameters=[{"name": "environment", "string": env}])
+    assert result.manifests == local(example, env)
+
+
+def test_environment_from_the_application_name(server: CmpServer, repo: Path) -> None:
+    result = server.generate(repo, "apps/webapp", app_name="shop-prod")
+    assert [m["spec"]["environment"] for m in result.manifests] == ["prod"]
+
+
+def test_environment_from_plugin_env_and_manifests_mode(server: CmpServer, repo: Path) -> None:
+    result = server.generate(repo, "apps/parser", app_name="parser",
+                             plugin_env={"APPRAFTER_ENVIRONMENT": "dev", "APPRAFTER_MODE": "manifests"})
+    assert result.manifests == local("parser", "dev", "manifests")
+    assert "HTTPRoute" not in {m["kind"] for m in result.manifests}  # dev is vpn, not public
+
+
+def test_parameters_announce_the_declared_environments(server: CmpServer, repo: Path) -> None:
+    announced = {p["name"]: p for p in server.parameters(repo, "apps/parser", app_name="parser-staging")}
+    assert announced["environments"]["array"] == ["dev", "prod", "staging"]
+    assert announced["environment"]["string"] == "staging"
+
+
+def test_no_environment_is_an_error_listing_the_declared_ones(server: CmpServer, repo: Path) -> None:
+    with pytest.raises(CmpError, match="declared: dev, prod, staging"):
+        server.generate(repo, "apps/parser", app_name="parser")
+
+
+def test_broken_repo_surfaces_our_error_text(server: CmpServer, repo: Path) -> None:
+    with pytest.raises(CmpError) as err:
+        server.generate(repo, "apps/broken", app_name="demo-dev")
+    assert ("apprafter/Application.cue:7:17: spec.base.expose.port: invalid value 70000 (out of bound <=65535)"
+            in str(err.value))
+
+
+def test_symlink_escape_is_refused(server: CmpServer, repo: Path) -> None:
+    with pytest.raises(CmpError, match=r"refused: the file resolves outside the repository root"):
+        server.generate(repo, "apps/escape", app_name="demo-dev")
+
+
+def test_runaway_evaluation_is_stopped_inside_the_deadline(server: CmpServer, repo: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(CmpError, match=r"did not finish within 3s|memory budget"):
+        server.generate(repo, "apps/runaway", app_name="demo-dev", timeout=60)
+    assert time.monotonic() - start < 30
+
+
+def test_secrets_in_the_sidecar_env_never_reach_output(server: CmpServer, repo: Path) -> None:
+    ok = server.generate(repo, "apps/parser", app_name="parser-prod")
+    assert SECRET_VALUE not in yaml.safe_dump(ok.manifests)
+    with pytest.raises(CmpError) as err:
+        server.generate(repo, "apps/broken", app_name="demo-dev", plugin_env={"APPRAFTER_DOMAIN": SECRET_VALUE})
+    assert SECRET_VALUE not in str(err.value)
+
+
+def test_every_emitted_object_passes_a_server_side_dry_run(server: CmpServer, repo: Path, kube: KubeTestBed,
+                                                           tmp_path: Path) -> None:
+    crds = tmp_path / "crds.yaml"
+    crds.write_text(subprocess.run([*_apprafter(), "crds"], check=True, capture_output=True, text=True).stdout)
+    kube.install_crds([crds])
+    for example, app_name in (("parser", "parser-prod"), ("webapp", "shop-prod"), ("worker", "ingest-worker-dev")):
+        for mode in ("cr", "manifests"):
+            result = server.generate(repo, f"apps/{example}", app_name=app_name, namespace=app_name,
+                                     plugin_env={"APPRAFTER_MODE": mode})
+            assert result.manifests
+            kube.dry_run_apply(result.manifests, namespace=app_name)
+
+
+def _apprafter() -> list[str]:
+    return [sys.executable, "-m", "apprafter"]

@@ -1,0 +1,43 @@
+"""The sidecar patch yields a repo-server Deployment the real API server accepts, with Argo CD's requirements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.renderer.helpers import REPO
+from tests.testbed.kube import KubeTestBed
+
+
+def patched_repo_server() -> dict[str, Any]:
+    patch = yaml.safe_load((REPO / "deploy" / "argocd" / "repo-server-patch.yaml").read_text())
+    pod = patch["spec"]["template"]["spec"]
+    labels = {"app.kubernetes.io/name": "argocd-repo-server"}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "argocd-repo-server"},
+            "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": {
+                "containers": [{"name": "argocd-repo-server", "image": "quay.io/argoproj/argocd:v3.0.23"},
+                               *pod["containers"]],
+                "volumes": [{"name": "var-files", "emptyDir": {}}, {"name": "plugins", "emptyDir": {}},
+                            *pod["volumes"]]}}}}
+
+
+def test_sidecar_meets_argo_cd_requirements() -> None:
+    sidecar = patched_repo_server()["spec"]["template"]["spec"]["containers"][1]
+    assert sidecar["securityContext"]["runAsUser"] == 999
+    mounts = {m["name"]: m["mountPath"] for m in sidecar["volumeMounts"]}
+    assert mounts == {"var-files": "/var/run/argocd", "plugins": "/home/argocd/cmp-server/plugins",
+                      "apprafter-cue-tmp": "/tmp"}
+    assert "memory" in sidecar["resources"]["limits"]
+    dockerfile = (REPO / "Dockerfile").read_text()
+    for line in ('USER 999', 'ENTRYPOINT ["/var/run/argocd/argocd-cmp-server"]', "HOME=/tmp",
+                 "COPY plugin.yaml /home/argocd/cmp-server/config/plugin.yaml"):
+        assert line in dockerfile
+
+
+@pytest.mark.testbed
+def test_patched_repo_server_passes_a_server_side_dry_run(kube: KubeTestBed) -> None:
+    accepted = kube.dry_run_apply([patched_repo_server()], namespace="argocd")
+    names = [c["name"] for c in accepted[0]["spec"]["template"]["spec"]["containers"]]
+    assert names == ["argocd-repo-server", "apprafter-cue"]
