@@ -1,5 +1,5 @@
 """`python -m apprafter` runs the CLI (tests use it to run the installed code without PATH lookups)."""
 
-from apprafter.cli import main
+from apprafter.entry import main
 
 main()

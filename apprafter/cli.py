@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "crds": "apprafter.render_cmd:crds",
     "cmp": "apprafter.cmp_cmd:cmp",
     "stack": "apprafter.stack_cmd:stack",
+    "plan": "apprafter.plan_cmd:plan",
 }
 
 

@@ -1,0 +1,45 @@
+"""The plugin commands without click: Argo CD's env and working dir in, YAML/JSON out, short errors, exit codes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from renderer.errors import ToolFailure, UserError
+
+MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
+
+
+def _fail(e: UserError | ToolFailure) -> int:
+    lines = [str(p) for p in e.problems] if isinstance(e, UserError) else [f"apprafter: {e}"]
+    for line in lines[:MAX_ERROR_LINES]:
+        print(line, file=sys.stderr)
+    if len(lines) > MAX_ERROR_LINES:
+        print(f"... and {len(lines) - MAX_ERROR_LINES} more problems (run `apprafter validate`)", file=sys.stderr)
+    return 1 if isinstance(e, UserError) else 2
+
+
+def run(command: str) -> int:
+    """Run one plugin command; the exit code is 0 only when something was printed."""
+    from cmp import commands
+
+    cwd = Path.cwd()
+    if command == "discover":
+        found = commands.discover(cwd)
+        if not found:
+            return 1
+        print(found)
+        return 0
+    try:
+        if command == "parameters":
+            sys.stdout.write(commands.parameters_json(os.environ, cwd))
+            return 0
+        stream, warnings = commands.generate_stream(os.environ, cwd)
+    except (UserError, ToolFailure) as e:
+        return _fail(e)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    sys.stdout.write(stream)
+    sys.stdout.flush()
+    return 0

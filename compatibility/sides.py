@@ -1,0 +1,43 @@
+"""One side of a plan from a loaded Application: validated like render, then its effective spec (fail closed)."""
+
+from __future__ import annotations
+
+from compatibility.application import Deployment, deployment
+from compatibility.shape import Unreadable
+from renderer import validate
+from renderer.errors import Problem, UserError
+from renderer.load import LoadedApp
+from renderer.render import require_environment
+
+
+def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
+    """The Deployment of `environment`; None when it is not declared and not required (a first deployment).
+
+    Every problem `apprafter render` would report is a UserError here too: a plan never reads what the
+    renderer would refuse.
+    """
+    display, index = app.source.display, app.source.index
+    stamped = app.document.get("spec", {}).get("environment")
+    if stamped is not None and stamped != environment:
+        line, col = index.find(("spec", "environment"))
+        raise UserError([Problem(display, line, col, "spec.environment", f"this CR is stamped for environment "
+                                 f"{stamped!r}, not {environment!r} (a different environment is a different "
+                                 "deployment)")])
+    if required:
+        require_environment(app, environment)
+    elif environment not in validate.environments(app):
+        problems = validate.check_document(app)
+        if problems:
+            raise UserError(problems)
+        return None
+    problems = validate.check(app, [environment])
+    if problems:
+        raise UserError(problems)
+    try:
+        return deployment(app.document, environment)
+    except Unreadable as e:
+        parts = tuple(e.field.split(".")) if e.field else ()
+        in_env = ("spec", "environments", environment, *parts)
+        path = in_env if index.has(in_env) else ("spec", "base", *parts)
+        line, col = index.find(path)
+        raise UserError([Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")]) from None
