@@ -1,0 +1,122 @@
+"""What `manifests` mode turns each field into, checked on small apps through the real cue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from renderer.context import make_context
+from renderer.load import load
+from renderer.render import render_loaded
+from tests.renderer.helpers import MINIMAL, run_cli, write_app
+
+
+def objects(tmp_path: Path, base_extra: str, env: str = "dev", **context: Any) -> dict[str, dict[str, Any]]:
+    text = MINIMAL.replace('expose: port: 8080', base_extra)
+    write_app(tmp_path, text)
+    out = render_loaded(load(tmp_path), env, "manifests", "ns1", make_context(**context))
+    return {o["kind"]: o for o in out.objects}
+
+
+def test_public_route_defaults(tmp_path: Path) -> None:
+    objs = objects(tmp_path, 'expose: {port: 8080, network: "public"}', domain="apps.acme.example")
+    route = objs["HTTPRoute"]["spec"]
+    assert route["hostnames"] == ["demo.dev.apps.acme.example"]
+    assert route["rules"] == [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                               "backendRefs": [{"name": "demo", "port": 8080}]}]
+    assert route["parentRefs"][0]["sectionName"] == "https"
+    ingress = objs["NetworkPolicy"]["spec"]["ingress"]
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apprafter-system"}}} in [
+        rule["from"][0] for rule in ingress]
+
+
+def test_internal_app_has_no_route_and_no_gateway_ingress(tmp_path: Path) -> None:
+    objs = objects(tmp_path, "expose: port: 8080")
+    assert "HTTPRoute" not in objs
+    assert objs["NetworkPolicy"]["spec"]["ingress"] == [{"from": [{"podSelector": {}}],
+                                                          "ports": [{"port": 8080, "protocol": "TCP"}]}]
+
+
+def test_rewrites_tls_off_websocket_and_families(tmp_path: Path) -> None:
+    objs = objects(tmp_path, 'expose: {port: 8080, network: "public", tls: false, websocket: true, '
+                   'paths: ["/", "/api"], protocols: [ipv4], rewrites: [{from: "/api/(.*)", to: "/v2/$1"}]}')
+    rules = objs["HTTPRoute"]["spec"]["rules"]
+    assert rules[0]["filters"] == [{"type": "URLRewrite", "urlRewrite": {"path": {
+        "type": "ReplacePrefixMatch", "replacePrefixMatch": "/v2"}}}]
+    assert rules[0]["matches"] == [{"path": {"type": "PathPrefix", "value": "/api"}}]
+    assert rules[1]["matches"] == [{"path": {"type": "PathPrefix", "value": "/"}}]
+    assert all(r["timeouts"] == {"request": "0s"} for r in rules)
+    assert objs["HTTPRoute"]["spec"]["parentRefs"][0]["sectionName"] == "http"
+    svc = objs["Service"]["spec"]
+    assert (svc["ipFamilies"], svc["ipFamilyPolicy"], svc["sessionAffinity"]) == (["IPv4"], "SingleStack", "ClientIP")
+
+
+def test_no_protocols_lets_the_cluster_choose(tmp_path: Path) -> None:
+    svc = objects(tmp_path, "expose: port: 8080")["Service"]["spec"]
+    assert "ipFamilies" not in svc and svc["ipFamilyPolicy"] == "PreferDualStack"
+
+
+def test_env_references_become_secret_key_refs(tmp_path: Path) -> None:
+    objs = objects(tmp_path, 'expose: port: 8080\n\t\tneeds: pg: {}\n\t\tenv: {A: "x", DB: claim.pg.url, '
+                   'K: secret: "api-keys/stripe"}')
+    env = objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert env == [{"name": "A", "value": "x"},
+                   {"name": "DB", "valueFrom": {"secretKeyRef": {"name": "demo-pg-conn", "key": "url"}}},
+                   {"name": "K", "valueFrom": {"secretKeyRef": {"name": "api-keys", "key": "stripe"}}}]
+    assert objs["ResourceClaim"]["spec"] == {"type": "pg", "selector": {"tier": "integrated"}}
+
+
+def test_resources_seed_is_burstable_and_explicit_is_verbatim(tmp_path: Path) -> None:
+    seed = objects(tmp_path, "expose: port: 8080")["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert seed["resources"] == {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+    explicit = objects(tmp_path, 'expose: port: 8080\n\t\tresources: limits: {cpu: "2", memory: "1Gi"}')
+    container = explicit["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"limits": {"cpu": "2", "memory": "1Gi"}}
+
+
+def test_autoscale_leaves_replicas_to_keda(tmp_path: Path) -> None:
+    objs = objects(tmp_path, 'expose: port: 8080\n\t\tautoscale: {on: "cpu", min: 2, max: 5, target: 60}')
+    assert "replicas" not in objs["Deployment"]["spec"]
+    assert objs["ScaledObject"]["spec"]["triggers"] == [
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "60"}}]
+
+
+def test_every_object_carries_the_recommended_labels(tmp_path: Path) -> None:
+    for obj in objects(tmp_path, 'expose: {port: 8080, network: "public"}').values():
+        labels = obj["metadata"]["labels"]
+        assert labels["apprafter.io/environment"] == "dev"
+        assert labels["app.kubernetes.io/name"] == "demo" and labels["app.kubernetes.io/instance"] == "demo-dev"
+        assert obj["metadata"]["namespace"] == "ns1"
+
+
+def test_what_a_tier_cannot_provide_is_a_warning_not_a_drop(tmp_path: Path) -> None:
+    extra = 'expose: port: 8080\n\t\tconfidential: true\n\t\tnetwork: egressIP: {static: true, pool: "p1"}'
+    write_app(tmp_path, MINIMAL.replace("expose: port: 8080", extra))
+    solo = run_cli("render", ".", "--env", "dev", "--mode", "manifests", cwd=tmp_path)
+    assert solo.returncode == 0
+    assert [line.split(": ")[3] for line in solo.stderr.splitlines()] == ["confidential", "network.egressIP"]
+    pod = next(d for d in yaml.safe_load_all(solo.stdout) if d["kind"] == "Deployment")["spec"]["template"]
+    assert pod["spec"]["runtimeClassName"] == "kata-cc"
+    production = run_cli("render", ".", "--env", "dev", "--mode", "manifests", "--tier", "production", cwd=tmp_path)
+    assert production.returncode == 0 and production.stderr == ""
+    pod = next(d for d in yaml.safe_load_all(production.stdout) if d["kind"] == "Deployment")["spec"]["template"]
+    assert pod["metadata"]["labels"]["apprafter.io/egress-ip-pool"] == "p1"
+
+
+def test_platform_file_then_flags(tmp_path: Path) -> None:
+    platform = tmp_path / "platform.yaml"
+    platform.write_text("domain: from-file.example\ngateway: {name: gw, namespace: edge}\n")
+    write_app(tmp_path, MINIMAL.replace("expose: port: 8080", 'expose: {port: 8080, network: "public"}'))
+    out = run_cli("render", ".", "--env", "dev", "--mode", "manifests", "--platform", str(platform), cwd=tmp_path)
+    route = next(d for d in yaml.safe_load_all(out.stdout) if d["kind"] == "HTTPRoute")["spec"]
+    assert route["hostnames"] == ["demo.dev.from-file.example"]
+    assert (route["parentRefs"][0]["name"], route["parentRefs"][0]["namespace"]) == ("gw", "edge")
+    out = run_cli("render", ".", "--env", "dev", "--mode", "manifests", "--platform", str(platform),
+                  "--domain", "flag.example", cwd=tmp_path)
+    route = next(d for d in yaml.safe_load_all(out.stdout) if d["kind"] == "HTTPRoute")["spec"]
+    assert route["hostnames"] == ["demo.dev.flag.example"]
+    platform.write_text("domian: typo.example\n")
+    bad = run_cli("render", ".", "--env", "dev", "--platform", str(platform), cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stdout == "" and "domian: unknown platform setting" in bad.stderr
