@@ -34,6 +34,8 @@ def deployment(document: Mapping[str, Any], environment: str) -> Deployment:
 
     KeyError when the environment is not declared (the caller decides what that means).
     """
+    if not isinstance(document, Mapping):
+        raise Unreadable("", "an Application document is a mapping")
     json_value(document, "")
     meta, spec = mapping(document, "metadata"), mapping(document, "spec")
     name = meta.get("name")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Hashable
 from pathlib import Path
@@ -63,8 +64,11 @@ def _closed(node: Any) -> Any:
     return out
 
 
+@functools.cache
 def document_schema() -> dict[str, Any]:
-    """JSON Schema of an Application CR: the renderer's schema with spec closed; metadata stays open (uid, ...)."""
+    """JSON Schema of an Application CR: the renderer's schema with spec closed; metadata stays open (uid, ...).
+
+    Generated once per process (cue runs once); callers must not modify it."""
     schema = copy.deepcopy(application_json_schema())
     spec = _closed(schema["properties"]["spec"])
     spec["properties"]["base"]["properties"]["env"] = ENV_SCHEMA

@@ -17,7 +17,7 @@ MAX_VALUE = 60
 def _value(value: Any) -> str:
     if value is None:
         return "(absent)"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(",", ": "))
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, separators=(", ", ": "))
     return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
 
 

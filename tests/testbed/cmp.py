@@ -243,7 +243,8 @@ class CmpServer:
             return self.call("check", Path(empty), ".", [])
 
     def stop(self) -> None:
-        self.process.stop()
+        """Argo CD's server only removes its socket on SIGTERM and keeps serving, so SIGKILL follows soon."""
+        self.process.stop(grace=1.0)
 
 
 def plugin_socket_name(plugin_dir: Path) -> str:

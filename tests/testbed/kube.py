@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import secrets
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -73,7 +74,7 @@ class KubeTestBed:
         self.kubeconfig = kubeconfig
         self.processes = processes
         self.http = httpx.Client(
-            base_url=url, verify=str(ca_path), timeout=30.0, headers={"Authorization": f"Bearer {token}"}
+            base_url=url, verify=ssl_context(ca_path), timeout=30.0, headers={"Authorization": f"Bearer {token}"}
         )
         self.client = Client(config=KubeConfig.from_file(str(kubeconfig)), field_manager=FIELD_MANAGER)
         self._lock = threading.Lock()
@@ -240,7 +241,7 @@ class KubeTestBed:
         def established() -> bool | None:
             for name in sorted(pending):
                 crd = self.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
-                conds = crd.get("status", {}).get("conditions", [])
+                conds = (crd.get("status") or {}).get("conditions") or []
                 if any(c.get("type") == "Established" and c.get("status") == "True" for c in conds):
                     pending.discard(name)
             return True if not pending else None
@@ -279,6 +280,11 @@ def _rejected(resp: httpx.Response, what: str) -> ApplyRejected:
         status,
         resp.status_code,
     )
+
+
+def ssl_context(ca_path: Path) -> ssl.SSLContext:
+    """A client TLS context trusting only the test bed's CA."""
+    return ssl.create_default_context(cafile=str(ca_path))
 
 
 def _server_env(home: Path) -> dict[str, str]:
@@ -360,7 +366,7 @@ def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True)
         kubeconfig = workdir / "kubeconfig"
         write_kubeconfig(kubeconfig, url, token, serving.ca_pem.decode())
         with httpx.Client(
-            verify=str(serving.ca_path), timeout=5, headers={"Authorization": f"Bearer {token}"}
+            verify=ssl_context(serving.ca_path), timeout=5, headers={"Authorization": f"Bearer {token}"}
         ) as probe:
             wait_for(
                 "kube-apiserver /readyz",

@@ -19,7 +19,7 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import ConfigMap, Namespace
 from lightkube.types import PatchType
 
-from tests.testbed.kube import ApplyRejected
+from tests.testbed.kube import ApplyRejected, ssl_context
 from tests.testbed.pki import CA
 from toolchain.pins import pins
 
@@ -48,11 +48,11 @@ def test_api_server_runs_the_pinned_version_and_requires_the_token(kube):
     version = kube.http.get("/version").json()
     assert version["gitVersion"] == pins()["KUBERNETES_VERSION"]
     assert kube.url.startswith("https://127.0.0.1:")
-    anonymous = httpx.get(kube.url + "/api/v1/namespaces", verify=str(kube.ca_path), timeout=10)
+    anonymous = httpx.get(kube.url + "/api/v1/namespaces", verify=ssl_context(kube.ca_path), timeout=10)
     assert anonymous.status_code in (401, 403)
     wrong = httpx.get(
         kube.url + "/api/v1/namespaces",
-        verify=str(kube.ca_path),
+        verify=ssl_context(kube.ca_path),
         timeout=10,
         headers={"Authorization": "Bearer not-the-token"},
     )
@@ -154,7 +154,7 @@ def test_crd_and_custom_resource_with_status_subresource(kube):
 
     def established():
         crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", WIDGET_CRD["metadata"]["name"])
-        conds = (crd or {}).get("status", {}).get("conditions", [])
+        conds = ((crd or {}).get("status") or {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
 
     _eventually(established, "the Widget CRD to be Established")
