@@ -61,20 +61,19 @@ def generate_stream(env: Mapping[str, str], cwd: Path) -> tuple[str, list[str]]:
 
 
 def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:
-    """Dynamic parameter announcement: the declared environments, and the one the app name implies."""
+    """Dynamic parameter announcement: the declared environments.
+
+    Argo CD lists dynamic announcements before the static `environment` one and the static one wins by
+    name, so the environment the app name implies goes into the tooltip rather than a second `environment`.
+    """
     app = load(cwd, argo_env.repo_root(cwd, env))
     declared = environments(app)
-    announcement: list[dict[str, Any]] = [{
-        "name": "environments", "title": "Declared environments",
-        "tooltip": "The environments apprafter/Application.cue declares (informational)",
-        "collectionType": "array", "itemType": "string", "array": declared,
-    }]
     implied = argo_env.choose_environment({k: v for k, v in env.items() if k == "ARGOCD_APP_NAME"}, declared)
+    tooltip = "The environments apprafter/Application.cue declares; set `environment` to one of them"
     if implied:
-        announcement.append({"name": "environment", "title": "Environment", "collectionType": "string",
-                             "itemType": "string", "string": implied.name,
-                             "tooltip": f"One of: {', '.join(declared)}"})
-    return announcement
+        tooltip += f" (without it, this Application's name selects {implied.name!r})"
+    return [{"name": "environments", "title": "Declared environments", "tooltip": tooltip,
+             "collectionType": "array", "itemType": "string", "array": declared}]
 
 
 def parameters_json(env: Mapping[str, str], cwd: Path) -> str:

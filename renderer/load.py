@@ -93,6 +93,9 @@ def read_source(path: Path, root: Path) -> Source:
     if real != real_root and real_root not in real.parents:
         raise UserError([Problem(display, 1, 1, "", "refused: the file resolves outside the repository root "
                                  "(a symlink or '..' leaves it)")])
+    if not real.exists() and path.is_symlink():
+        raise UserError([Problem(display, 1, 1, "", "refused: the file is a symlink that does not resolve to a "
+                                 "file inside the repository")])
     if not real.is_file():
         raise UserError([Problem(display, 1, 1, "", "not a regular file")])
     if real.stat().st_size > MAX_FILE_BYTES:

@@ -15,6 +15,7 @@ import yaml
 from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, run_cli, write_app
 from tests.testbed.cmp import CmpError, CmpServer
 from tests.testbed.kube import KubeTestBed
+from toolchain.tools import resolve
 
 pytestmark = pytest.mark.testbed
 VENV_BIN = str(Path(sys.executable).parent)
@@ -31,7 +32,8 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(argocd_cmp_server: Any, plugin_dir: Path) -> CmpServer:
     # A credential in the sidecar's own env: it must never reach output or cue.
-    return argocd_cmp_server(plugin_dir, path=[VENV_BIN], env={"GIT_PASSWORD": SECRET_VALUE,
+    # As in the sidecar image: apprafter and cue on PATH, nothing else of ours.
+    return argocd_cmp_server(plugin_dir, path=[VENV_BIN, str(resolve("cue").parent)], env={"GIT_PASSWORD": SECRET_VALUE,
                                                                 "APPRAFTER_CUE_TIMEOUT": "3"})
 
 
@@ -41,10 +43,6 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for example in ("parser", "webapp", "worker"):
         shutil.copytree(EXAMPLES / example, root / "apps" / example)
     write_app(root / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: 70000"))
-    outside = root.parent / f"{root.name}-outside.cue"
-    outside.write_text(MINIMAL)
-    (root / "apps" / "escape" / "apprafter").mkdir(parents=True)
-    (root / "apps" / "escape" / "apprafter" / "Application.cue").symlink_to(outside)
     write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL
               + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
     return root
@@ -76,9 +74,10 @@ def test_environment_from_plugin_env_and_manifests_mode(server: CmpServer, repo:
 
 
 def test_parameters_announce_the_declared_environments(server: CmpServer, repo: Path) -> None:
-    announced = {p["name"]: p for p in server.parameters(repo, "apps/parser", app_name="parser-staging")}
-    assert announced["environments"]["array"] == ["dev", "prod", "staging"]
-    assert announced["environment"]["string"] == "staging"
+    announced = server.parameters(repo, "apps/parser", app_name="parser-staging")
+    assert [p["name"] for p in announced] == ["environments", "environment"]  # dynamic first, then static
+    assert announced[0]["array"] == ["dev", "prod", "staging"]
+    assert "selects 'staging'" in announced[0]["tooltip"]
 
 
 def test_no_environment_is_an_error_listing_the_declared_ones(server: CmpServer, repo: Path) -> None:
@@ -93,8 +92,27 @@ def test_broken_repo_surfaces_our_error_text(server: CmpServer, repo: Path) -> N
             in str(err.value))
 
 
-def test_symlink_escape_is_refused(server: CmpServer, repo: Path) -> None:
-    with pytest.raises(CmpError, match=r"refused: the file resolves outside the repository root"):
+def escaping_repo(tmp_path: Path, target: Path) -> Path:
+    (tmp_path / "outside.cue").write_text(MINIMAL)
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "README.md").write_text("a repository with an escaping link\n")
+    app = tmp_path / "repo" / "apps" / "escape" / "apprafter"
+    app.mkdir(parents=True)
+    (app / "Application.cue").symlink_to(target)
+    return tmp_path / "repo"
+
+
+def test_absolute_symlink_escape_is_refused(server: CmpServer, tmp_path: Path) -> None:
+    # Argo CD re-roots an absolute link inside the unpacked repo, where it points to nothing: we refuse it.
+    repo = escaping_repo(tmp_path, tmp_path / "outside.cue")
+    with pytest.raises(CmpError, match=r"refused: the file is a symlink that does not resolve to a file inside"):
+        server.generate(repo, "apps/escape", app_name="demo-dev")
+
+
+def test_relative_symlink_escape_is_refused(server: CmpServer, tmp_path: Path) -> None:
+    # A relative link that climbs out is refused by Argo CD's own unpack before the plugin runs.
+    repo = escaping_repo(tmp_path, Path("../../../../outside.cue"))
+    with pytest.raises(CmpError, match=r"illegal filepath in symlink"):
         server.generate(repo, "apps/escape", app_name="demo-dev")
 
 

@@ -349,7 +349,7 @@ def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True)
                 f"--secure-port={api_port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
-                "--service-cluster-ip-range=10.0.0.0/24",
+                "--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108",
                 "--allow-privileged=true",
                 "--authorization-mode=RBAC",
                 f"--token-auth-file={tokens}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from pathlib import Path
@@ -166,4 +167,5 @@ def test_generation_is_bounded_by_the_repo_server_deadline(echo_plugin, repo):
     with pytest.raises(CmpError) as exc:
         echo_plugin.generate(repo, "apps/parser", timeout=2)
     assert time.monotonic() - started < 10
-    assert "`apprafter-testbed-gen` failed signal: killed" in str(exc.value)
+    # Argo CD sends SIGTERM on the deadline and SIGKILL soon after; either may be what ends the command.
+    assert re.search(r"`apprafter-testbed-gen` failed signal: (terminated|killed)", str(exc.value))
