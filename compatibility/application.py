@@ -245,7 +245,10 @@ def _network(spec: Mapping[str, Any]) -> str:
 
 def _running(spec: Mapping[str, Any]) -> int | None:
     """Replica count the Deployment runs with, None when autoscale owns it (never zero by our hand)."""
-    return None if spec.get("autoscale") else int(spec.get("replicas", 1))
+    if spec.get("autoscale"):
+        return None
+    replicas = spec.get("replicas")
+    return 1 if replicas is None else int(replicas)  # null is an absent field, as in the CR
 
 
 def classify(before: Deployment, after: Deployment, domain: str = DEFAULT_DOMAIN) -> list[Change]:

@@ -65,9 +65,7 @@ class ResourceInfo:
 class KubeTestBed:
     """A running API server: `url`, `token`, `kubeconfig` path, `ca_path`, `client` (lightkube), `http`."""
 
-    def __init__(
-        self, url: str, token: str, ca_path: Path, kubeconfig: Path, processes: list[ManagedProcess]
-    ) -> None:
+    def __init__(self, url: str, token: str, ca_path: Path, kubeconfig: Path, processes: list[ManagedProcess]) -> None:
         self.url = url
         self.token = token
         self.ca_path = ca_path
@@ -93,9 +91,7 @@ class KubeTestBed:
             resp.raise_for_status()
             body = resp.json()
             if body.get("kind") != "APIGroupDiscoveryList":
-                raise BedError(
-                    f"{root}: the API server did not answer aggregated discovery: {body.get('kind')}"
-                )
+                raise BedError(f"{root}: the API server did not answer aggregated discovery: {body.get('kind')}")
             for group in body.get("items", []):
                 gname = group.get("metadata", {}).get("name", "")
                 for version in group.get("versions", []):
@@ -120,8 +116,7 @@ class KubeTestBed:
                 info = self._resources.get(key)
         if info is None:
             raise ApplyRejected(
-                f"the API server serves no kind {kind} in {api_version} "
-                f"(is its CRD among the installed ones?)"
+                f"the API server serves no kind {kind} in {api_version} (is its CRD among the installed ones?)"
             )
         return info
 
@@ -166,9 +161,7 @@ class KubeTestBed:
         try:
             api_version, kind, name = obj["apiVersion"], obj["kind"], obj["metadata"]["name"]
         except (KeyError, TypeError) as exc:
-            raise ApplyRejected(
-                f"not a Kubernetes object (apiVersion, kind, metadata.name): {exc!r}"
-            ) from exc
+            raise ApplyRejected(f"not a Kubernetes object (apiVersion, kind, metadata.name): {exc!r}") from exc
         info = self.resource_for(api_version, kind)
         ns = None
         if info.namespaced:
@@ -191,20 +184,19 @@ class KubeTestBed:
 
     def dry_run_apply(
         self,
-        objs: Iterable[Mapping[str, Any]],
+        objs: Iterable[Mapping[str, Any]] | Mapping[str, Any],
         namespace: str = "default",
         field_manager: str = FIELD_MANAGER,
     ) -> list[dict[str, Any]]:
         """Server-side apply each object with dryRun=All; raises ApplyRejected with the server's message.
 
-        Namespaces the objects need are created for real (a dry-run namespace would not exist for the next
-        object). Returns the objects as the server would store them.
+        Accepts one object or many; `kind: *List` objects are flattened into their items. Namespaces the
+        objects need are created for real (a dry-run namespace would not exist for the next object).
+        Returns the objects as the server would store them, in order.
         """
-        return [self.apply(o, namespace, dry_run=True, field_manager=field_manager) for o in objs]
+        return [self.apply(o, namespace, dry_run=True, field_manager=field_manager) for o in _flatten(objs)]
 
-    def get(
-        self, api_version: str, kind: str, name: str, namespace: str | None = None
-    ) -> dict[str, Any] | None:
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object as stored, or None when it does not exist."""
         info = self.resource_for(api_version, kind)
         resp = self.http.get(info.path(name, namespace if info.namespaced else None))
@@ -265,8 +257,19 @@ class KubeTestBed:
 
     def stop(self) -> None:
         self.http.close()
+        self.client.close()
         for proc in reversed(self.processes):
             proc.stop()
+
+
+def _flatten(objs: Iterable[Mapping[str, Any]] | Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for obj in [objs] if isinstance(objs, Mapping) else objs:
+        if isinstance(obj, Mapping) and str(obj.get("kind", "")).endswith("List") and "items" in obj:
+            out.extend(_flatten(obj["items"] or []))
+        else:
+            out.append(obj)
+    return out
 
 
 def _rejected(resp: httpx.Response, what: str) -> ApplyRejected:

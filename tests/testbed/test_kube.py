@@ -98,7 +98,7 @@ def test_dry_run_apply_validates_against_crd_schemas_and_persists_nothing(kube):
             },
         },
     }
-    out = kube.dry_run_apply([route, deployment], namespace=ns)
+    out = kube.dry_run_apply([{"apiVersion": "v1", "kind": "List", "items": [route]}, deployment], namespace=ns)
     assert out[0]["spec"]["rules"][0]["backendRefs"][0]["weight"] == 1  # defaulted by the CRD schema
     assert out[1]["metadata"]["namespace"] == ns
     assert out[1]["spec"]["strategy"]["type"] == "RollingUpdate"  # defaulted by the API server
@@ -196,9 +196,7 @@ def test_server_side_apply_tracks_field_managers(kube):
     managers = {m.manager: m for m in stored.metadata.managedFields}
     assert {"team-a", "team-b"} <= set(managers)
     assert managers["team-a"].operation == "Apply"
-    assert "f:a" in json.dumps(managers["team-a"].fieldsV1) and "f:b" not in json.dumps(
-        managers["team-a"].fieldsV1
-    )
+    assert "f:a" in json.dumps(managers["team-a"].fieldsV1) and "f:b" not in json.dumps(managers["team-a"].fieldsV1)
 
     with pytest.raises(ApplyRejected) as exc:  # team-b may not take team-a's field without force
         kube.apply({**base, "data": {"a": "changed"}}, field_manager="team-b", force=False)
@@ -317,9 +315,7 @@ def test_validating_webhook_on_loopback_is_called(kube, tmp_path):
             message = _eventually(denied, "the webhook to be honoured", timeout=30)
             assert "apprafter-testbed denies deny-canary" in message
             assert "deny.testbed.apprafter.io" in message
-            allowed = kube.dry_run_apply(
-                [{**canary, "metadata": {"name": "fine", "namespace": ns}}], namespace=ns
-            )
+            allowed = kube.dry_run_apply([{**canary, "metadata": {"name": "fine", "namespace": ns}}], namespace=ns)
             assert allowed[0]["metadata"]["name"] == "fine"
             with reviews.lock:
                 seen = [r for r in reviews.requests if r.get("name") in ("deny-canary", "fine")]
