@@ -174,3 +174,33 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
         click.echo(f"  {change.component}: {change.change}, {change.classification}{detail}")
         for reason in change.reasons:
             click.echo(f"    {reason}")
+
+
+@stack.command("plan")
+@click.option("--from", "from_", required=True, type=click.Path(exists=True, path_type=Path),
+              help="Chart .tgz, built chart directory, or platform-stack source directory.")
+@click.option("--to", "to", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--tier", type=click.Choice(TIER_CHOICES[1:]), default=None)
+@click.option("--kube-version", default=None, help="The cluster's Kubernetes version; a higher minimum is breaking.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when a change is gated (needs a MigrationPlan).")
+@_fail_cleanly
+def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, fmt: str,
+         detailed_exitcode: bool) -> None:
+    """Platform-scope plan: the same JSON and MigrationPlan shape as `apprafter plan`, over a stack change."""
+    from compatibility.migrationplan import migration_plan
+    from compatibility.plan import plan_json
+    from compatibility.text import render_text
+    from platform_stack.classify import classify_stack
+    from platform_stack.migration import stack_plan
+    from platform_stack.snapshot import load_snapshot
+
+    before, after = load_snapshot(from_, tier), load_snapshot(to, tier)
+    result = stack_plan(classify_stack(before, after, kube_version), before, after)
+    document = migration_plan(result) if result.gated else None
+    if fmt == "json":
+        click.echo(json.dumps(plan_json(result, document), indent=2, sort_keys=True))
+    else:
+        click.echo(render_text(result, colour=sys.stdout.isatty()), nl=False)
+    if detailed_exitcode and result.gated:
+        sys.exit(2)

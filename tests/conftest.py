@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.registry import OciRegistry, start_registry
+
+# CI replays a fixed set of examples (a red build must mean a change broke something, not a new draw);
+# developers get fresh random examples. `HYPOTHESIS_PROFILE=dev` in CI explores like a developer run.
+settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(scope="session")
