@@ -3,6 +3,7 @@
 # the repository keyed by version. Idempotent: only what is missing is built. Prints one line per tool.
 #
 #   tools/setup.sh            install what is missing
+#   tools/setup.sh cue        only the named tools (e.g. what `apprafter render` needs)
 #   APPRAFTER_TOOLS_DIR=...   where the cache lives (default ~/.cache/apprafter/tools)
 #
 # Layout: $TOOLS_DIR/<tool>/<version>/<binary>, plus $TOOLS_DIR/bin/<binary> -> the pinned one.
@@ -31,9 +32,14 @@ on_path_at() {
   mkdir -p "$TOOLS_DIR/$name/$version"; ln -sfn "$p" "$TOOLS_DIR/$name/$version/$name"
 }
 
+wanted=("$@")
+# wants NAME: true when no tools were named on the command line, or NAME was.
+wants() { [[ ${#wanted[@]} -eq 0 ]] || [[ " ${wanted[*]} " == *" $1 "* ]]; }
+
 # ensure NAME VERSION BUILD_FN [VERSION_CMD...]: build into the cache when missing, then link.
 ensure() {
   local name=$1 version=$2 build=$3; shift 3
+  wants "$name" || return 0
   local dest="$TOOLS_DIR/$name/$version"
   if [[ -x "$dest/$name" ]]; then log "$name $version" "cached"; link "$name" "$version"; return; fi
   if [[ $# -gt 0 ]] && on_path_at "$name" "$version" "$@"; then log "$name $version" "reused from PATH"; link "$name" "$version"; return; fi
@@ -79,5 +85,5 @@ ensure argocd "$ARGOCD_VERSION" build_argocd
 client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd/go.sum" | sha256sum | cut -c1-12)"
 ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
 
-"$here/fetch-crds.sh" "$TOOLS_DIR"
+if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"
