@@ -67,7 +67,7 @@ def _missing_env(display: str, declared: list[str]) -> Problem:
 @click.argument("path", type=click.Path(path_type=Path), default=Path("."))
 @reported
 def validate(path: Path) -> None:
-    """Check PATH in every environment; print nothing and exit 0 when valid."""
+    """Check PATH in every environment; exit 0 with a one-line confirmation on stderr when valid."""
     app = load(path)
     problems = checks.check(app)
     if problems:
