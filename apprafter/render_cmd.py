@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import cast
 
 import click
 
@@ -14,7 +15,7 @@ from renderer.context import TIERS, make_context
 from renderer.emit import dump_stream
 from renderer.errors import Problem, UserError
 from renderer.load import load
-from renderer.render import MODES, render_all, render_loaded
+from renderer.render import MODES, Mode, render_all, render_loaded
 
 
 def _write(text: str) -> None:
@@ -40,7 +41,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
     context = make_context(platform_file, domain=domain, tier=tier)
     if all_dir is not None:
-        rendered, problems = render_all(all_dir, mode, context)  # type: ignore[arg-type]
+        rendered, problems = render_all(all_dir, cast(Mode, mode), context)
         if problems:
             raise UserError(problems)
         chunks = []
@@ -53,7 +54,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     if not environment:
         app = load(path)
         raise UserError([_missing_env(app.source.display, checks.environments(app))])
-    result = render_loaded(load(path), environment, mode, namespace, context)  # type: ignore[arg-type]
+    result = render_loaded(load(path), environment, cast(Mode, mode), namespace, context)
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     _write(dump_stream(result.objects))
