@@ -121,12 +121,27 @@ def _go_version_argv(path: Path) -> list[str] | None:
 
 
 def resolve(name: str) -> Path:
-    """Path of `name` at its pinned version, or ToolError naming the version wanted and the fix."""
+    """Path of `name` at its pinned version, or ToolError naming the version wanted and the fix.
+
+    The version-keyed cache and an explicit APPRAFTER_<NAME> are trusted as they are (no extra process
+    per call: the plugin runs on every sync); a binary merely found on PATH must report the pinned version.
+    """
     tool = TOOLS[name]
     path = candidate_path(name)
     if path is None or not path.exists():
         raise ToolError(f"{name} not found (want {tool.pinned}): {SETUP_REMEDY}")
+    if _from_path_lookup(name, path):
+        found = read_version(name, path)
+        if found != tool.pinned:
+            raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: "
+                            f"{SETUP_REMEDY}")
     return path
+
+
+def _from_path_lookup(name: str, path: Path) -> bool:
+    if os.environ.get("APPRAFTER_" + name.upper().replace("-", "_")):
+        return False
+    return tools_dir() not in path.parents
 
 
 def check(name: str) -> Path:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.renderer.helpers import MINIMAL, run_cli, write_app
+from toolchain.tools import TOOLS
 
 F = "apprafter/Application.cue"
 
@@ -169,3 +170,16 @@ def test_missing_cue_is_a_tool_error_with_the_remedy(tmp_path: Path) -> None:
     result = run_cli("render", ".", "--env", "dev", cwd=tmp_path, env={"APPRAFTER_CUE": str(tmp_path / "nope")})
     assert result.returncode == 2 and result.stdout == ""
     assert "make setup" in result.stderr
+
+
+def test_cue_on_path_at_another_version_is_refused_with_the_remedy(tmp_path: Path) -> None:
+    write_app(tmp_path, MINIMAL)
+    other = tmp_path / "bin" / "cue"  # stands in for an old cue someone installed by hand
+    other.parent.mkdir()
+    other.write_text('#!/bin/sh\necho "cue version v0.9.0"\n')
+    other.chmod(0o755)
+    env = {"APPRAFTER_TOOLS_DIR": str(tmp_path / "empty"), "PATH": f"{other.parent}:/usr/bin:/bin"}
+    result = run_cli("render", ".", "--env", "dev", cwd=tmp_path, env=env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (f"apprafter: cue at {other} is v0.9.0, want {TOOLS['cue'].pinned}: "
+                                     "run `make setup` (tools/setup.sh) to install it")
