@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import cast
 
 import click
 
@@ -31,8 +31,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, _, attr = target.partition(":")
-        command: Any = getattr(importlib.import_module(module), attr)
-        return command  # type: ignore[no-any-return]
+        return cast(click.Command, getattr(importlib.import_module(module), attr))
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

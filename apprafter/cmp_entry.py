@@ -6,18 +6,10 @@ import os
 import sys
 from pathlib import Path
 
+from apprafter.errors import USER_EXIT, describe, print_lines
 from renderer.errors import ToolFailure, UserError
 
 MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
-
-
-def _fail(e: UserError | ToolFailure) -> int:
-    lines = [str(p) for p in e.problems] if isinstance(e, UserError) else [f"apprafter: {e}"]
-    for line in lines[:MAX_ERROR_LINES]:
-        print(line, file=sys.stderr)
-    if len(lines) > MAX_ERROR_LINES:
-        print(f"... and {len(lines) - MAX_ERROR_LINES} more problems (run `apprafter validate`)", file=sys.stderr)
-    return 1 if isinstance(e, UserError) else 2
 
 
 def run(command: str) -> int:
@@ -36,8 +28,10 @@ def run(command: str) -> int:
             sys.stdout.write(commands.parameters_json(os.environ, cwd))
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
-    except (UserError, ToolFailure) as e:
-        return _fail(e)
+    except (UserError, ToolFailure) as error:
+        lines, code = describe(error) or ([], USER_EXIT)
+        print_lines(lines, MAX_ERROR_LINES)
+        return code
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stdout.write(stream)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from apprafter.errors import USER_EXIT, describe, print_lines
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, MAX_FILE_BYTES, LoadedApp
 
@@ -125,13 +126,10 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except UserError as e:
-        for problem in e.problems:
-            click.echo(str(problem), err=True)
-        sys.exit(1)
-    except ToolFailure as e:
-        click.echo(f"apprafter: {e}", err=True)
-        sys.exit(1 if detailed_exitcode else 2)
+    except (UserError, ToolFailure) as error:
+        lines, code = describe(error) or ([], USER_EXIT)
+        print_lines(lines)
+        sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
     sys.exit(2 if detailed_exitcode and gated else 0)
 
 

@@ -89,7 +89,8 @@ def envs(path: Path, as_json: bool) -> None:
 @click.command()
 @reported
 def crds() -> None:
-    """Print the CustomResourceDefinitions (Application, ResourceClaim, ...) generated from the CUE schema."""
+    """Print the CRDs (Application, MigrationPlan, ResourceClaim) generated from their CUE schemas."""
+    from compatibility.crd import ALL_CRDS
     from renderer.crds import crd_documents
 
-    _write(dump_stream(crd_documents()))
+    _write(dump_stream(crd_documents(ALL_CRDS)))

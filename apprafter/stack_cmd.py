@@ -2,38 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])
+from apprafter.errors import reported
+
 TIER_CHOICES = ("all", "dev", "solo", "team", "production", "regulated")
-
-
-def _fail_cleanly(func: F) -> F:
-    """User problems: one line each on stderr, exit 1; tool/environment problems: exit 2 + remedy."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from platform_stack.errors import StackError, StackToolError
-
-        try:
-            return func(*args, **kwargs)
-        except StackError as exc:
-            for line in exc.lines:
-                click.echo(line, err=True)
-            sys.exit(1)
-        except StackToolError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _password(env_name: str) -> str:
@@ -58,7 +36,7 @@ def stack() -> None:
               show_default=True, help="Output directory.")
 @click.option("--source", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               help="Platform-stack CUE source (default: the one shipped in the package).")
-@_fail_cleanly
+@reported
 def build(tier: str, version: str | None, out: Path, source: Path | None) -> None:
     """Evaluate the CUE source and write the chart directory and a byte-reproducible .tgz."""
     from platform_stack.build import build as do_build
@@ -73,7 +51,7 @@ def build(tier: str, version: str | None, out: Path, source: Path | None) -> Non
 @click.option("--to", "to", required=True,
               help="oci://host[:port]/namespace; the chart goes to <namespace>/<name>.")
 @click.option("--plain-http", is_flag=True, help="Talk HTTP, not HTTPS, to the registry.")
-@_fail_cleanly
+@reported
 def push(tgz: Path, to: str, plain_http: bool) -> None:
     """Push a chart .tgz with Helm's OCI media types; print the reference with the registry's digest."""
     from platform_stack.oci import push as do_push
@@ -90,7 +68,7 @@ def push(tgz: Path, to: str, plain_http: bool) -> None:
 @click.option("--password-env", default="COSIGN_PASSWORD", show_default=True,
               help="Environment variable holding the key's password (never printed).")
 @click.option("--plain-http", is_flag=True, help="The registry speaks HTTP (loopback is HTTP anyway).")
-@_fail_cleanly
+@reported
 def sign(reference: str, key: Path, password_env: str, plain_http: bool) -> None:
     """Sign REF@sha256:DIGEST with cosign (offline key pair, no transparency log)."""
     from platform_stack.signing import sign as do_sign
@@ -104,7 +82,7 @@ def sign(reference: str, key: Path, password_env: str, plain_http: bool) -> None
 @click.option("--key", required=True, type=click.Path(dir_okay=False, path_type=Path),
               help="cosign public key.")
 @click.option("--plain-http", is_flag=True, help="The registry speaks HTTP (loopback is HTTP anyway).")
-@_fail_cleanly
+@reported
 def verify(reference: str, key: Path, plain_http: bool) -> None:
     """Verify REF@DIGEST (or REF:TAG, resolved now; REF:TAG@DIGEST also fails if the tag moved)."""
     from platform_stack.signing import verify as do_verify
@@ -126,7 +104,7 @@ def verify(reference: str, key: Path, plain_http: bool) -> None:
               help="cosign public key to verify with (default: --key with .pub).")
 @click.option("--password-env", default="COSIGN_PASSWORD", show_default=True)
 @click.option("--plain-http", is_flag=True)
-@_fail_cleanly
+@reported
 def release(tier: str, version: str | None, out: Path, source: Path | None, to: str, key: Path,
             public_key: Path | None, password_env: str, plain_http: bool) -> None:
     """The CI job: build, helm lint + template, push, sign, verify; stops at the first failure."""
@@ -151,7 +129,7 @@ def release(tier: str, version: str | None, out: Path, source: Path | None, to: 
 @click.option("--kube-version", default=None,
               help="The cluster's Kubernetes version; a higher minimum is breaking.")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
-@_fail_cleanly
+@reported
 def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | None, kube_version: str | None,
              fmt: str) -> None:
     """Classify the change from one stack to another: per component and overall."""
@@ -184,7 +162,7 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
 @click.option("--kube-version", default=None, help="The cluster's Kubernetes version; a higher minimum is breaking.")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
 @click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when a change is gated (needs a MigrationPlan).")
-@_fail_cleanly
+@reported
 def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, fmt: str,
          detailed_exitcode: bool) -> None:
     """Platform-scope plan: the same JSON and MigrationPlan shape as `apprafter plan`, over a stack change."""

@@ -1,8 +1,9 @@
-"""Registers the MigrationPlan CRD (from compatibility/schema/migrationplan.cue) with the renderer's CRD list."""
+"""The MigrationPlan CRD source (compatibility/schema/migrationplan.cue), generated like the renderer's CRDs."""
 
 from __future__ import annotations
 
-from renderer.crds import register_schema
+from renderer.crds import RENDERER_CRDS, CrdSource
 
-register_schema("MigrationPlan", "migrationplan.cue", "MigrationPlanSpec", "migrationplans", ["mplan"],
-                package_dir="compatibility")
+MIGRATION_PLAN = CrdSource("MigrationPlan", "compatibility", "migrationplan.cue", "MigrationPlanSpec",
+                           "migrationplans", ("mplan",))
+ALL_CRDS = (*RENDERER_CRDS, MIGRATION_PLAN)

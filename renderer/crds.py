@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import tempfile
 from importlib import resources
@@ -14,24 +15,31 @@ from renderer.errors import ToolFailure
 
 GROUP = "apprafter.io"
 VERSION = "v1alpha1"
-# CRD name -> (schema file, definition of the spec, kind, plural, short names)
-CRDS: dict[str, tuple[str, str, str, str, list[str]]] = {
-    "Application": ("application.cue", "Application", "Application", "applications", ["arapp"]),
-    "ResourceClaim": ("resourceclaim.cue", "ResourceClaimSpec", "ResourceClaim", "resourceclaims", ["rclaim"]),
-}
-_EXTRA_SCHEMA_FILES: dict[str, str] = {}
 
 
-def register_schema(kind: str, schema_file: str, definition: str, plural: str, short: list[str],
-                    package_dir: str) -> None:
-    """Let another core package (compatibility: MigrationPlan) add a CRD generated the same way."""
-    CRDS[kind] = (schema_file, definition, kind, plural, short)
-    _EXTRA_SCHEMA_FILES[schema_file] = package_dir
+@dataclasses.dataclass(frozen=True)
+class CrdSource:
+    """Where a CRD's schema lives (package/schema/<file>, a CUE definition) and the names it is served under.
+
+    Each core package owns its own (compatibility: MigrationPlan); `apprafter crds` lists them all.
+    """
+
+    kind: str
+    package: str
+    schema_file: str
+    definition: str
+    plural: str
+    short_names: tuple[str, ...]
 
 
-def openapi(schema_file: str) -> dict[str, Any]:
-    """The OpenAPI components cue generates for one schema file."""
-    package = _EXTRA_SCHEMA_FILES.get(schema_file, "renderer")
+APPLICATION = CrdSource("Application", "renderer", "application.cue", "Application", "applications", ("arapp",))
+RESOURCE_CLAIM = CrdSource("ResourceClaim", "renderer", "resourceclaim.cue", "ResourceClaimSpec",
+                           "resourceclaims", ("rclaim",))
+RENDERER_CRDS = (APPLICATION, RESOURCE_CLAIM)
+
+
+def openapi(package: str, schema_file: str) -> dict[str, Any]:
+    """The OpenAPI components cue generates for one schema file of a package."""
     text = resources.files(package).joinpath(f"schema/{schema_file}").read_text()
     with tempfile.TemporaryDirectory(prefix="apprafter-crds-") as tmp:
         (Path(tmp) / "schema.cue").write_text("package apprafter\n\n" + text)
@@ -106,23 +114,23 @@ def _env_schema() -> dict[str, Any]:
             '{secret: "<secret>/<key>"}', "additionalProperties": {"x-kubernetes-preserve-unknown-fields": True}}
 
 
-def spec_schema(kind: str) -> dict[str, Any]:
-    """The inlined, structural schema of `kind`'s spec."""
-    schema_file, definition, *_ = CRDS[kind]
-    schemas = openapi(schema_file)
-    root = inline(schemas[definition], schemas)
+def spec_schema(source: CrdSource) -> dict[str, Any]:
+    """The inlined, structural schema of a CRD's spec."""
+    schemas = openapi(source.package, source.schema_file)
+    root = inline(schemas[source.definition], schemas)
     spec = root["properties"]["spec"] if "spec" in root.get("properties", {}) else root
-    if kind == "Application":
+    if source == APPLICATION:
         _env_values(spec)
     result: dict[str, Any] = structural(spec)
     return result
 
 
-def crd(kind: str) -> dict[str, Any]:
-    _, _, kind_name, plural, short = CRDS[kind]
+def crd(source: CrdSource) -> dict[str, Any]:
+    """The CustomResourceDefinition for one source (namespaced, v1alpha1, status subresource)."""
+    kind_name, plural, short = source.kind, source.plural, list(source.short_names)
     schema = {"type": "object", "properties": {
         "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-        "spec": spec_schema(kind),
+        "spec": spec_schema(source),
         "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
     }, "required": ["spec"]}
     return {
@@ -136,14 +144,13 @@ def crd(kind: str) -> dict[str, Any]:
     }
 
 
-def crd_documents() -> list[dict[str, Any]]:
-    import compatibility.crd  # noqa: F401  (registers MigrationPlan)
-
-    return [crd(kind) for kind in sorted(CRDS)]
+def crd_documents(sources: tuple[CrdSource, ...] = RENDERER_CRDS) -> list[dict[str, Any]]:
+    """CRDs for the given sources, sorted by name (deterministic output)."""
+    return [crd(source) for source in sorted(sources, key=lambda s: s.plural)]
 
 
 def application_json_schema() -> dict[str, Any]:
     """JSON Schema of a whole Application document (for CR inputs read without cue)."""
-    schemas = openapi("application.cue")
+    schemas = openapi(APPLICATION.package, APPLICATION.schema_file)
     result: dict[str, Any] = inline(schemas["Application"], schemas)
     return result

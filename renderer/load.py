@@ -122,7 +122,7 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
-def _write_package(directory: Path, source: Source) -> int:
+def write_package(directory: Path, source: Source) -> int:
     """Write the user file and the injected files as one package into directory; return the line-1 shift."""
     text, shift = source.evaluable_text()
     package = source.package or _DEFAULT_PACKAGE
@@ -149,7 +149,7 @@ def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
     with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
         work = Path(tmp)
-        shift = _write_package(work, source)
+        shift = write_package(work, source)
         result = run_cue(["export", "--out", "json", "--all-errors", APP_FILE,
                           "zz_apprafter_schema.cue", "zz_apprafter_inject.cue"], cwd=work)
     if result.returncode != 0:
@@ -187,7 +187,7 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
         for i, source in enumerate(sources):
             pkg_dir = work / "apps" / f"a{i}"
             pkg_dir.mkdir(parents=True)
-            _write_package(pkg_dir, source)
+            write_package(pkg_dir, source)
             package = source.package or _DEFAULT_PACKAGE
             imports.append(f'import a{i} "apprafter.local/all/apps/a{i}:{package}"')
             fields.append(f'"a{i}": a{i}')

@@ -10,23 +10,16 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from renderer.load import _write_package, locate, read_source
+from benchlib import bare_cue_package, timed
+
 from toolchain.tools import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 GENERATE = [str(Path(sys.executable).parent / "apprafter"), "cmp", "generate"]
-
-
-def timed(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def argo_env(source_path: str) -> dict[str, str]:
@@ -47,9 +40,7 @@ def main() -> None:
         for i in range(args.apps):
             shutil.copytree(ROOT / "examples" / ("parser", "webapp", "worker")[i % 3], mono / "apps" / f"a{i:03d}")
         target = mono / "apps" / "a000"
-        bare = Path(tmp) / "bare"
-        bare.mkdir()
-        _write_package(bare, read_source(*locate(alone)))
+        bare = bare_cue_package(alone, Path(tmp) / "bare")
         t_gen, t_mono, t_cue = [], [], []
         for _ in range(args.runs):
             t_gen.append(timed(GENERATE, alone, argo_env(".")))

@@ -15,17 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from renderer.load import _write_package, locate, read_source
+from benchlib import bare_cue_package, timed
+
 from toolchain.tools import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 APPRAFTER = [str(Path(sys.executable).parent / "apprafter")]
-
-
-def timed(argv: list[str], cwd: Path | None = None) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def median_pair(a: list[str], b: list[str], runs: int, cwd_b: Path | None = None) -> tuple[float, float]:
@@ -44,9 +39,7 @@ def main() -> None:
     cue = str(resolve("cue"))
     example = ROOT / "examples" / "parser"
     with tempfile.TemporaryDirectory() as tmp:
-        bare = Path(tmp) / "bare"
-        bare.mkdir()
-        _write_package(bare, read_source(*locate(example)))  # the same files cue sees inside render
+        bare = bare_cue_package(example, Path(tmp) / "bare")
         ours, theirs = median_pair([*APPRAFTER, "render", str(example), "--env", "prod", "--mode", "manifests"],
                                    [cue, "export", "--out", "json", "."], args.runs, cwd_b=bare)
         print(f"render (manifests) median {ours * 1000:.0f} ms | bare cue export {theirs * 1000:.0f} ms | "

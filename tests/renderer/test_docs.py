@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from renderer.crds import spec_schema
+from renderer.crds import APPLICATION, spec_schema
 from tests.renderer.helpers import REPO
 
 
@@ -21,5 +21,5 @@ def field_names(schema: dict[str, Any]) -> set[str]:
 
 def test_every_schema_field_is_in_the_reference() -> None:
     doc = (REPO / "docs" / "application.md").read_text()
-    missing = sorted(n for n in field_names(spec_schema("Application")) if n not in doc)
+    missing = sorted(n for n in field_names(spec_schema(APPLICATION)) if n not in doc)
     assert missing == []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -11,7 +11,7 @@ import yaml
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from renderer.load import load
-from renderer.render import MODES, render_loaded
+from renderer.render import MODES, Mode, render_loaded
 from renderer.validate import environments
 from tests.renderer.helpers import EXAMPLES
 from tests.testbed.kube import ApplyRejected, KubeTestBed
@@ -34,7 +34,7 @@ CASES = [(e.name, env, mode) for e in sorted(EXAMPLES.iterdir()) for env in envi
 @pytest.mark.parametrize(("example", "env", "mode"), CASES)
 def test_rendered_objects_pass_server_side_dry_run(kube_with_our_crds: KubeTestBed, example: str, env: str,
                                                    mode: str) -> None:
-    rendered = render_loaded(load(EXAMPLES / example), env, mode)  # type: ignore[arg-type]
+    rendered = render_loaded(load(EXAMPLES / example), env, cast(Mode, mode))
     objects: list[dict[str, Any]] = list(yaml.safe_load_all(dump_stream(rendered.objects)))
     accepted = kube_with_our_crds.dry_run_apply(objects, namespace=f"{example}-{env}")
     assert [(o["kind"], o["metadata"]["name"]) for o in accepted] == [

@@ -1,0 +1,23 @@
+"""Shared by the benchmark scripts: time a command, and lay out the exact files `render` gives cue."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from renderer.load import locate, read_source, write_package
+
+
+def timed(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:
+    """Wall time of one run of argv (output discarded; a failure raises)."""
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def bare_cue_package(app: Path, into: Path) -> Path:
+    """The user file plus injected schema exactly as `render` hands them to cue, for a bare `cue export`."""
+    into.mkdir(parents=True, exist_ok=True)
+    write_package(into, read_source(*locate(app)))
+    return into
