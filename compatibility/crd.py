@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from renderer.crds import RENDERER_CRDS, CrdSource
+from renderer.crds import AGE, RENDERER_CRDS, Column, CrdSource
 
-MIGRATION_PLAN = CrdSource("MigrationPlan", "compatibility", "migrationplan.cue", "MigrationPlanSpec",
-                           "migrationplans", ("mplan",))
+MIGRATION_PLAN = CrdSource(
+    "MigrationPlan", "compatibility", "migrationplan.cue", "MigrationPlanSpec", "migrationplans", ("mplan",),
+    status_definition="MigrationPlanStatus",
+    columns=(Column("Scope", ".spec.scope.type"), Column("Application", ".spec.scope.application.ref.name"),
+             Column("Environment", ".spec.scope.application.environment"),
+             Column("Class", ".spec.risks.classification"), Column("Phase", ".status.phase"),
+             Column("Approved-By", ".status.approvedBy", priority=1), AGE),
+)
 ALL_CRDS = (*RENDERER_CRDS, MIGRATION_PLAN)

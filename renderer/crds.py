@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import tempfile
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,54 @@ GROUP = "apprafter.io"
 VERSION = "v1alpha1"
 
 
+SchemaPath = tuple[str, ...]  # property names from the object's root; "*" = additionalProperties, "[]" = items
+
+
+@dataclasses.dataclass(frozen=True)
+class SchemaPatch:
+    """What cue's OpenAPI cannot say, merged into the structural schema at `path`: CEL rules
+    (`x-kubernetes-validations`), list-map markers, fields required in the cluster object only.
+    Lists (`required`, `x-kubernetes-validations`) are extended, other keys set."""
+
+    path: SchemaPath
+    patch: Mapping[str, Any]
+
+
+def cel(path: SchemaPath, rule: str, message: str, reason: str | None = None) -> SchemaPatch:
+    """A CEL validation rule at `path` (a transition rule when it mentions oldSelf)."""
+    entry: dict[str, Any] = {"rule": rule, "message": message}
+    if reason:
+        entry["reason"] = reason
+    return SchemaPatch(path, {"x-kubernetes-validations": [entry]})
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A `kubectl get` column."""
+
+    name: str
+    json_path: str
+    type: str = "string"
+    priority: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
+        if self.priority:
+            out["priority"] = self.priority
+        return out
+
+
+def condition_column(condition: str) -> Column:
+    return Column(condition, f'.status.conditions[?(@.type=="{condition}")].status')
+
+
+AGE = Column("Age", ".metadata.creationTimestamp", "date")
+
+
 @dataclasses.dataclass(frozen=True)
 class CrdSource:
-    """Where a CRD's schema lives (package/schema/<file>, a CUE definition) and the names it is served under.
+    """Where a CRD's schema lives (package/schema/<file>, CUE definitions for spec and status) and the
+    names it is served under, plus what only the cluster object has (CEL rules, columns).
 
     Each core package owns its own (compatibility: MigrationPlan); `apprafter crds` lists them all.
     """
@@ -30,19 +76,51 @@ class CrdSource:
     definition: str
     plural: str
     short_names: tuple[str, ...]
+    status_definition: str | None = None
+    # Further schema files evaluated with schema_file, as (package, file): shared definitions.
+    extra_files: tuple[tuple[str, str], ...] = ()
+    patches: tuple[SchemaPatch, ...] = ()
+    columns: tuple[Column, ...] = ()
 
 
-APPLICATION = CrdSource("Application", "renderer", "application.cue", "Application", "applications", ("arapp",))
-RESOURCE_CLAIM = CrdSource("ResourceClaim", "renderer", "resourceclaim.cue", "ResourceClaimSpec",
-                           "resourceclaims", ("rclaim",))
+STATUS_FILE = ("renderer", "status.cue")
+CONDITIONS_LIST_MAP = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
+
+APPLICATION = CrdSource(
+    "Application", "renderer", "application.cue", "Application", "applications", ("arapp",),
+    status_definition="ApplicationStatus", extra_files=(STATUS_FILE,),
+    patches=(
+        # The plugin stamps the environment; a cluster object is always one environment's deployment.
+        SchemaPatch(("spec",), {"required": ["environment"]}),
+        cel(("spec",), "self.environment == oldSelf.environment",
+            "spec.environment is immutable: a different environment is a different deployment "
+            "(<app>-<env>); create a new Application instead", "FieldValueForbidden"),
+        SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
+    ),
+    columns=(Column("Environment", ".spec.environment"), Column("Phase", ".status.phase"),
+             condition_column("Ready"), Column("Plan", ".status.migrationPlan", priority=1),
+             Column("Image", ".status.image", priority=1), AGE),
+)
+RESOURCE_CLAIM = CrdSource(
+    "ResourceClaim", "renderer", "resourceclaim.cue", "ResourceClaimSpec", "resourceclaims", ("rclaim",),
+    status_definition="ResourceClaimStatus", extra_files=(STATUS_FILE,),
+    # Providers own the claim's status: typed where we read it, open for what they add.
+    patches=(SchemaPatch(("status",), {"x-kubernetes-preserve-unknown-fields": True}),
+             SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP)),
+    columns=(Column("Type", ".spec.type"), Column("Ready", ".status.ready", "boolean"), AGE),
+)
 RENDERER_CRDS = (APPLICATION, RESOURCE_CLAIM)
 
 
-def openapi(package: str, schema_file: str) -> dict[str, Any]:
-    """The OpenAPI components cue generates for one schema file of a package."""
-    text = resources.files(package).joinpath(f"schema/{schema_file}").read_text()
+def _schema_text(package: str, schema_file: str) -> str:
+    return resources.files(package).joinpath(f"schema/{schema_file}").read_text()
+
+
+def openapi(package: str, schema_file: str, extra_files: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """The OpenAPI components cue generates for one schema file of a package (plus shared files)."""
+    texts = [_schema_text(package, schema_file), *(_schema_text(p, f) for p, f in extra_files)]
     with tempfile.TemporaryDirectory(prefix="apprafter-crds-") as tmp:
-        (Path(tmp) / "schema.cue").write_text("package apprafter\n\n" + text)
+        (Path(tmp) / "schema.cue").write_text("package apprafter\n\n" + "\n\n".join(texts))
         result = run_cue(["def", "--out", "openapi", "schema.cue"], cwd=Path(tmp))
     if result.returncode != 0:
         raise ToolFailure(f"cue def --out openapi failed on {schema_file}: {result.stderr.strip()}")
@@ -114,9 +192,13 @@ def _env_schema() -> dict[str, Any]:
             '{secret: "<secret>/<key>"}', "additionalProperties": {"x-kubernetes-preserve-unknown-fields": True}}
 
 
-def spec_schema(source: CrdSource) -> dict[str, Any]:
+def _schemas(source: CrdSource) -> dict[str, Any]:
+    return openapi(source.package, source.schema_file, source.extra_files)
+
+
+def spec_schema(source: CrdSource, schemas: dict[str, Any] | None = None) -> dict[str, Any]:
     """The inlined, structural schema of a CRD's spec."""
-    schemas = openapi(source.package, source.schema_file)
+    schemas = schemas if schemas is not None else _schemas(source)
     root = inline(schemas[source.definition], schemas)
     spec = root["properties"]["spec"] if "spec" in root.get("properties", {}) else root
     if source == APPLICATION:
@@ -125,22 +207,61 @@ def spec_schema(source: CrdSource) -> dict[str, Any]:
     return result
 
 
+def status_schema(source: CrdSource, schemas: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The structural schema of a CRD's status (open when the source types none)."""
+    if source.status_definition is None:
+        return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schemas = schemas if schemas is not None else _schemas(source)
+    result: dict[str, Any] = structural(inline(schemas[source.status_definition], schemas))
+    return result
+
+
+def _node(schema: dict[str, Any], path: SchemaPath) -> dict[str, Any]:
+    node = schema
+    for part in path:
+        if part == "*":
+            node = node["additionalProperties"]
+        elif part == "[]":
+            node = node["items"]
+        else:
+            node = node["properties"][part]
+    return node
+
+
+def apply_patches(schema: dict[str, Any], patches: tuple[SchemaPatch, ...]) -> dict[str, Any]:
+    """The schema with each patch merged in at its path (KeyError for a path the schema lacks)."""
+    out = copy.deepcopy(schema)
+    for patch in patches:
+        node = _node(out, patch.path)
+        for key, value in patch.patch.items():
+            if key == "required":
+                node[key] = sorted(set(node.get(key, [])) | set(value))
+            elif key == "x-kubernetes-validations":
+                node[key] = [*node.get(key, []), *copy.deepcopy(list(value))]
+            else:
+                node[key] = copy.deepcopy(value)
+    return out
+
+
 def crd(source: CrdSource) -> dict[str, Any]:
     """The CustomResourceDefinition for one source (namespaced, v1alpha1, status subresource)."""
     kind_name, plural, short = source.kind, source.plural, list(source.short_names)
-    schema = {"type": "object", "properties": {
+    schemas = _schemas(source)
+    schema = apply_patches({"type": "object", "properties": {
         "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-        "spec": spec_schema(source),
-        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-    }, "required": ["spec"]}
+        "spec": spec_schema(source, schemas), "status": status_schema(source, schemas),
+    }, "required": ["spec"]}, source.patches)
+    version: dict[str, Any] = {"name": VERSION, "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": schema}}
+    if source.columns:
+        version["additionalPrinterColumns"] = [c.to_json() for c in source.columns]
     return {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{GROUP}"},
         "spec": {"group": GROUP, "scope": "Namespaced",
                  "names": {"kind": kind_name, "listKind": f"{kind_name}List", "plural": plural,
                            "singular": kind_name.lower(), "shortNames": short},
-                 "versions": [{"name": VERSION, "served": True, "storage": True,
-                               "subresources": {"status": {}}, "schema": {"openAPIV3Schema": schema}}]},
+                 "versions": [version]},
     }
 
 
