@@ -86,4 +86,6 @@ client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd
 ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
 
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
+# Container tools (apt-get) and the local base image for `make images` and the image tests.
+if wants images; then "$here/setup-images.sh"; fi
 log "done" "tools in $TOOLS_DIR/bin"
