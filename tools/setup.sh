@@ -86,4 +86,6 @@ client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd
 ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
 
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
+# redis-server (apt-get) and Argo CD's install manifest for the GitOps loop tier.
+if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"
