@@ -123,6 +123,11 @@ def test_the_approve_action_writes_only_status_phase_through_the_status_subresou
     status_writes = [m for m in after["metadata"]["managedFields"] if m["manager"] == "argocd"]
     assert [(m.get("subresource"), m["fieldsV1"]) for m in status_writes] == [("status", {"f:status": {"f:phase": {}}})]
 
+    # Who pressed it is in Argo CD's audit trail: an Event on the Argo CD Application, naming the user.
+    events = loop.kube.http.get(f"/api/v1/namespaces/{loop.argocd.namespace}/events").json()["items"]
+    assert f"{APPROVER.name} ran action approve on resource apprafter.io/MigrationPlan/{node['name']}" in {
+        e["message"] for e in events if e["reason"] == "ResourceActionRan" and e["involvedObject"]["name"] == PROD}
+
     again = loop.argocd.resource_action(APPROVER.name, PROD, node, "approve")
     assert again.status_code >= 400
     assert "is approved: only a pending-approval plan can be approved" in again.json()["message"]
