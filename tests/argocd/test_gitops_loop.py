@@ -38,9 +38,8 @@ class Deployed:
 @pytest.fixture(scope="module")
 def prod(loop: GitOpsLoop) -> Deployed:
     revision = loop.git.create(REPO_NAME, {APP_FILE: HELLO})
-    with loop.timed("first Application created -> Synced (cold caches)"):
-        loop.argocd.apply(loop.application(PROD, REPO_NAME, PROD, environment="prod"))
-        loop.wait_synced(PROD, revision)
+    loop.argocd.apply(loop.application(PROD, REPO_NAME, PROD, environment="prod"))
+    loop.wait_synced(PROD, revision)
     cr = loop.apprafter_application("hello", PROD)
     assert cr is not None
     return Deployed(revision, cr)
@@ -62,15 +61,14 @@ def tree_health(loop: GitOpsLoop, app: str, kind: str) -> dict[str, Any]:
 
 
 def test_argo_cd_syncs_the_application_our_plugin_renders(loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
-    app = loop.argocd.get(PROD)
-    assert sync_status(app)[:1] + sync_status(app)[2:] == ("Synced", prod.revision)
+    # Nothing has reconciled it yet, and Argo CD says so instead of calling it healthy.
+    app = loop.argocd.wait(PROD, "Progressing", lambda a: sync_status(a)[1] == "Progressing")
+    assert sync_status(app) == ("Synced", "Progressing", prod.revision)
     assert [(r["group"], r["kind"], r["namespace"], r["name"], r["status"]) for r in app["status"]["resources"]] == [
         ("apprafter.io", "Application", PROD, "hello", "Synced")]
     expected = local_render(tmp_path, HELLO, "prod", PROD)
     assert prod.cr["spec"] == expected["spec"]
     assert expected["metadata"]["labels"].items() <= prod.cr["metadata"]["labels"].items()
-    # Nothing has reconciled it yet, and Argo CD says so instead of calling it healthy.
-    assert sync_status(app)[1] == "Progressing"
     assert tree_health(loop, PROD, "Application") == {
         "status": "Progressing", "message": "Waiting for the AppRafter operator to reconcile this Application"}
 
@@ -140,10 +138,9 @@ def test_the_approve_action_writes_only_status_phase_through_the_status_subresou
 
 
 def test_a_commit_reaches_the_cluster_through_argo_cd(loop: GitOpsLoop, prod: Deployed) -> None:
-    with loop.timed("commit -> Synced"):
-        revision = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")},
-                             "prod: 4 replicas", PROD)
-        loop.wait_synced(PROD, revision)
+    revision = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")},
+                         "prod: 4 replicas", PROD)
+    loop.wait_synced(PROD, revision)
     cr = loop.apprafter_application("hello", PROD)
     assert cr is not None
     assert cr["spec"]["environments"]["prod"]["replicas"] == 4
@@ -168,9 +165,8 @@ def test_a_broken_application_cue_is_argo_cds_comparison_error_and_prunes_nothin
     assert kept is not None
     synced_before = sync_status(loop.argocd.get(PROD))[2]
 
-    with loop.timed("commit -> ComparisonError"):
-        revision = loop.push(REPO_NAME, {APP_FILE: broken}, "port out of range", PROD)
-        app = loop.argocd.wait(PROD, "ComparisonError", lambda a: bool(conditions(a, "ComparisonError")))
+    revision = loop.push(REPO_NAME, {APP_FILE: broken}, "port out of range", PROD)
+    app = loop.argocd.wait(PROD, "ComparisonError", lambda a: bool(conditions(a, "ComparisonError")))
     (error,) = conditions(app, "ComparisonError")
     assert error_line in error["message"]
     assert "`apprafter cmp generate` failed exit status 1" in error["message"]
@@ -182,10 +178,9 @@ def test_a_broken_application_cue_is_argo_cds_comparison_error_and_prunes_nothin
     assert sync_status(app)[2] in ("", synced_before)  # never synced to the broken commit
     assert revision not in {h["revision"] for h in app["status"].get("history", [])}
 
-    with loop.timed("fix commit -> Synced"):
-        fixed = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")
-                                      .replace("LOG_LEVEL: \"info\"", "LOG_LEVEL: \"warn\"")}, "fix the port", PROD)
-        app = loop.wait_synced(PROD, fixed)
+    fixed = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")
+                                  .replace('LOG_LEVEL: "info"', 'LOG_LEVEL: "warn"')}, "fix the port", PROD)
+    app = loop.wait_synced(PROD, fixed)
     assert not conditions(app, "ComparisonError")
     assert revision not in {h["revision"] for h in app["status"].get("history", [])}
     again = loop.apprafter_application("hello", PROD)
@@ -196,10 +191,9 @@ def test_a_second_environment_lands_in_its_own_namespace(loop: GitOpsLoop, prod:
     head = loop.git.git(REPO_NAME, "rev-parse", "HEAD").strip()
     prod_cr = loop.apprafter_application("hello", PROD)
     assert prod_cr is not None
-    with loop.timed("second environment's Application created -> Synced"):
-        # No parameter: the plugin takes the environment from the Argo CD Application's name, <app>-<env>.
-        loop.argocd.apply(loop.application(STAGING, REPO_NAME, STAGING))
-        loop.wait_synced(STAGING, head)
+    # No parameter: the plugin takes the environment from the Argo CD Application's name, <app>-<env>.
+    loop.argocd.apply(loop.application(STAGING, REPO_NAME, STAGING))
+    loop.wait_synced(STAGING, head)
     staging = loop.apprafter_application("hello", STAGING)
     assert staging is not None
     assert staging["spec"]["environment"] == "staging"
