@@ -88,4 +88,6 @@ ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
 # Container tools (apt-get) and the local base image for `make images` and the image tests.
 if wants images; then "$here/setup-images.sh"; fi
+# redis-server (apt-get) and Argo CD's install manifest for the GitOps loop tier.
+if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"
