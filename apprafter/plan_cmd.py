@@ -20,14 +20,13 @@ CR_SUFFIXES = (".yaml", ".yml", ".json")
 GIT_PREFIX = "git:"
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> tuple[bytes, str]:
+    """The file's bytes (decoded and size-checked by the YAML reader) and its name for messages."""
     display = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
+        return path.read_bytes(), display
     except OSError as e:
         raise UserError([Problem(display, 1, 1, "", f"cannot read: {e.strerror}")]) from None
 
@@ -38,7 +37,7 @@ def load_path(path: Path) -> LoadedApp:
     from renderer.load import load
 
     if path.suffix in CR_SUFFIXES and not path.is_dir():
-        return parse_cr(_read(path), os.path.relpath(path), strict_json=path.suffix == ".json")
+        return parse_cr(*_read(path), strict_json=path.suffix == ".json")
     if path.is_dir() or path.suffix == ".cue":
         return load(path)
     raise UserError([Problem(str(path), 1, 1, "", "want a .cue file, a directory, a .yaml/.yml/.json "
@@ -88,12 +87,12 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         raise UserError([Problem(display, 1, 1, "", message[0] if message else "git show failed")])
     if len(shown.stdout) > MAX_FILE_BYTES:
         raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
+    if target.suffix in CR_SUFFIXES:
+        return parse_cr(shown.stdout, display, strict_json=target.suffix == ".json")
     try:
         text = shown.stdout.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
-    if target.suffix in CR_SUFFIXES:
-        return parse_cr(text, display, strict_json=target.suffix == ".json")
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-") as tmp:
         file = Path(tmp) / APP_DIR / APP_FILE
         file.parent.mkdir()

@@ -80,8 +80,11 @@ def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
                 line1_shift: int = 0) -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output)."""
     problems: list[Problem] = []
+    env_values: list[tuple[str, ...]] = []  # env values reported whole: their branch errors are noise
     for block in _parse(stderr):
         fields = _split_path(block.path) if block.path else ()
+        if any(fields[: len(v)] == v and len(fields) > len(v) for v in env_values):
+            continue
         user_positions = [(line, col) for f, line, col in block.positions if f == user_file]
         if user_positions:
             line, col = user_positions[0]
@@ -89,5 +92,8 @@ def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
                 col = max(1, col - line1_shift)
         else:
             line, col = index.find(fields)
-        problems.append(Problem(display, line, col, block.path, _message(block, fields)))
+        message = _message(block, fields)
+        if message == ENV_VALUE_HINT:
+            env_values.append(fields)
+        problems.append(Problem(display, line, col, block.path, message))
     return problems
