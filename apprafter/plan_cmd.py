@@ -12,9 +12,10 @@ from pathlib import Path
 
 import click
 
-from apprafter.errors import USER_EXIT, describe, print_lines
+from apprafter.errors import report
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, MAX_FILE_BYTES, LoadedApp
+from toolchain.errors import USER_EXIT, AppRafterError
 
 CR_SUFFIXES = (".yaml", ".yml", ".json")
 GIT_PREFIX = "git:"
@@ -125,9 +126,8 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except (UserError, ToolFailure) as error:
-        lines, code = describe(error) or ([], USER_EXIT)
-        print_lines(lines)
+    except AppRafterError as error:
+        code = report(error)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
     sys.exit(2 if detailed_exitcode and gated else 0)
 

@@ -61,7 +61,7 @@ def load_snapshot(path: Path, tier: str | None = None, overrides: dict[str, Any]
     try:
         components = effective_components(values)
     except StackError as exc:
-        raise StackError(*(f"{path}:1:1: {line}" for line in exc.lines)) from exc
+        raise StackError(*(f"{path}:1:1: {line}" for line in exc.lines())) from exc
     minimum = str(compatibility.get(version, {}).get("minimumKubernetesVersion")
                   or (meta.get("annotations") or {}).get("apprafter.io/minimum-kubernetes-version", "0.0.0"))
     return StackSnapshot(version, minimum, compatibility, components)

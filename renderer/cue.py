@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from renderer.errors import ToolFailure
-from toolchain.tools import ToolError, resolve
+from toolchain.tools import resolve
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("APPRAFTER_CUE_TIMEOUT", "20"))
 DEFAULT_MEMORY_MB = int(os.environ.get("APPRAFTER_CUE_MEMORY_MB", "1024"))
@@ -31,10 +31,8 @@ class Budget(ToolFailure):
 
 
 def cue_binary() -> Path:
-    try:
-        return resolve("cue")
-    except ToolError as e:
-        raise ToolFailure(str(e)) from e
+    """The pinned cue (a ToolFailure naming `make setup` when it is missing)."""
+    return resolve("cue")
 
 
 def _limit_memory(megabytes: int) -> None:

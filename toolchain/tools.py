@@ -10,12 +10,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from toolchain.errors import ToolFailure
 from toolchain.pins import pins
 
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
 
 
-class ToolError(RuntimeError):
+class ToolError(ToolFailure):
     """A required tool is missing or at the wrong version; the message names the remedy."""
 
 
