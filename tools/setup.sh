@@ -61,6 +61,18 @@ build_cosign() {
     "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
 }
 build_registry() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "github.com/google/go-containerregistry/cmd/registry@$GGCR_REGISTRY_VERSION"; }
+# A Debian package, not a Go build: apt-get installs the pinned version, the cache links to it.
+build_docker_registry() {
+  local want=${DOCKER_REGISTRY_VERSION#v}
+  if ! docker-registry --version 2>/dev/null | grep -q " v\?$want"; then
+    local sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+    command -v apt-get >/dev/null || { echo "setup: docker-registry $want needs apt-get (Debian/Ubuntu)" >&2; return 1; }
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "docker-registry=$want*" \
+      || { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y --no-install-recommends "docker-registry=$want*"; } || return 1
+  fi
+  ln -s "$(command -v docker-registry)" "$1/docker-registry"
+}
 build_etcd() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3); }
 build_kube_apiserver() {
   local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
@@ -78,6 +90,7 @@ ensure cue "$CUE_VERSION" build_cue cue version
 ensure helm "$HELM_VERSION" build_helm helm version --short
 ensure cosign "$COSIGN_VERSION" build_cosign cosign version
 ensure registry "$GGCR_REGISTRY_VERSION" build_registry
+ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
 ensure etcd "$ETCD_VERSION" build_etcd etcd --version
 ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
 ensure argocd "$ARGOCD_VERSION" build_argocd
