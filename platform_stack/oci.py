@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from platform_stack.errors import StackError, StackToolError
 from platform_stack.registry import connect
+from platform_stack.tarball import read_chart_files
+from renderer.yaml_input import parse
 
 CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json"
 CHART_LAYER_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
@@ -86,24 +84,21 @@ class ChartArchive:
 
 
 def read_archive(path: Path) -> ChartArchive:
-    """Open a chart .tgz and read `<name>/Chart.yaml`; a non-chart is the user's error."""
+    """Open a chart .tgz (within Helm's limits) and read `<name>/Chart.yaml`; a non-chart is the user's error."""
+    files = read_chart_files(path, ("Chart.yaml",))
+    if "Chart.yaml" not in files.files:
+        raise StackError(f"{path}:1:1: chart: no {files.top}/Chart.yaml in the archive")
+    meta = parse(files.files["Chart.yaml"], f"{path}!/{files.top}/Chart.yaml")
+    if not isinstance(meta.data, dict):
+        raise meta.error((), "Chart.yaml is a mapping (name, version, ...)")
+    for key in ("name", "version"):
+        if not isinstance(meta.data.get(key), str) or not meta.data[key]:
+            raise meta.error((key,), "required: a non-empty string")
     try:
         data = path.read_bytes()
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            members = tar.getmembers()
-            tops = {m.name.split("/", 1)[0] for m in members}
-            if len(tops) != 1:
-                raise StackError(f"{path}:1:1: chart: expected every entry under one <chart>/ directory")
-            top = tops.pop()
-            handle = tar.extractfile(f"{top}/Chart.yaml")
-            if handle is None:
-                raise KeyError("Chart.yaml")
-            metadata = yaml.safe_load(handle.read())
-    except (OSError, tarfile.TarError, KeyError, yaml.YAMLError) as exc:
-        raise StackError(f"{path}:1:1: chart: not a readable chart archive ({exc})") from exc
-    if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("version"):
-        raise StackError(f"{path}:1:1: Chart.yaml: name and version are required")
-    return ChartArchive(path, data, metadata, int(max(m.mtime for m in members)))
+    except OSError as e:
+        raise StackError(f"{path}:1:1: chart: cannot read ({e.strerror})") from None
+    return ChartArchive(path, data, meta.data, files.mtime)
 
 
 def manifest_annotations(archive: ChartArchive) -> dict[str, str]:
