@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from renderer.cue import run_cue
+from renderer.cue import Budget, run_cue
 from renderer.cue_errors import to_problems
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.positions import PositionIndex
@@ -170,14 +170,23 @@ def load(path: Path, root: Path | None = None) -> LoadedApp:
     return evaluate(read_source(file, root))
 
 
-def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
-    """Evaluate many Applications in one cue process (a module importing one package per app).
+def _budget_problem(source: Source, budget: Budget) -> UserError:
+    """An app that exceeds its own budget in a batch: its problem, named at its file (the others go on)."""
+    return UserError([Problem(source.display, 1, 1, "", str(budget))])
 
-    Apps whose evaluation fails are evaluated again one by one, so each gets its own error positions
-    and one broken app never hides the others.
-    """
-    if not sources:
-        return []
+
+def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
+    """One app alone, with its own time and memory budget."""
+    try:
+        return evaluate(source)
+    except UserError as e:
+        return e
+    except Budget as e:
+        return _budget_problem(source, e)
+
+
+def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
+    """cue export of many apps in one process: (exported per app key, "") or (None, cue's stderr)."""
     with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
         work = Path(tmp)
         (work / "cue.mod").mkdir()
@@ -193,22 +202,44 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
             fields.append(f'"a{i}": a{i}')
         (work / "all.cue").write_text("package all\n\n" + "\n".join(imports) + "\n\nout: {\n\t"
                                       + "\n\t".join(fields) + "\n}\n")
-        result = run_cue(["export", "--out", "json", "-e", "out", "."], cwd=work,
-                         timeout_s=None, memory_mb=None)
+        result = run_cue(["export", "--out", "json", "-e", "out", "."], cwd=work)
     if result.returncode != 0:
-        return [_evaluate_or_error(s) for s in sources]
-    exported = json.loads(result.stdout)
-    out: list[LoadedApp | UserError] = []
-    for i, source in enumerate(sources):
-        try:
-            out.append(_finish(source, exported[f"a{i}"]))
-        except UserError as e:
-            out.append(e)
-    return out
-
-
-def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
+        return None, result.stderr
     try:
-        return evaluate(source)
-    except UserError as e:
-        return e
+        exported: dict[str, Any] = json.loads(result.stdout)
+    except json.JSONDecodeError as e:
+        raise ToolFailure(f"cue export printed something that is not JSON: {e}") from e
+    return exported, ""
+
+
+_BATCH_FILE = re.compile(r"apps/a(\d+)/")
+
+
+def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
+    """Evaluate many Applications in one cue process (a module importing one package per app).
+
+    One app's failure never costs the others: apps that cue names in its errors are evaluated again alone
+    (for their own error positions) and the rest in one more batch; when the batch runs out of its time or
+    memory budget, which app did it is unknown, so each is evaluated alone within its own budget.
+    """
+    results: dict[int, LoadedApp | UserError] = {}
+    pending = list(range(len(sources)))
+    while pending:
+        try:
+            exported, stderr = _run_batch([sources[i] for i in pending])
+        except Budget:
+            results.update({i: _evaluate_or_error(sources[i]) for i in pending})
+            break
+        if exported is not None:
+            for key, i in enumerate(pending):
+                try:
+                    results[i] = _finish(sources[i], exported[f"a{key}"])
+                except UserError as e:
+                    results[i] = e
+            break
+        named = {pending[int(m)] for m in _BATCH_FILE.findall(stderr) if int(m) < len(pending)}
+        if not named:  # nothing to tell the apps apart by: each alone
+            named = set(pending)
+        results.update({i: _evaluate_or_error(sources[i]) for i in sorted(named)})
+        pending = [i for i in pending if i not in named]
+    return [results[i] for i in range(len(sources))]
