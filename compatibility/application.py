@@ -14,6 +14,7 @@ from compatibility.shape import Unreadable, check_spec, env_value, json_value, m
 from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
+from renderer.manifests.network import default_hostname
 
 DEFAULT_DOMAIN = PlatformContext.domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
@@ -195,7 +196,7 @@ class _Classifier:
                      f"{h_old} stops resolving to the app and its certificate churns")
 
     def default_host(self, side: Deployment) -> str:
-        return f"{side.app}.{side.environment}.{self.domain}"
+        return default_hostname(side.app, side.environment, self.domain)
 
 
 _SOFT_REASON: dict[str, Callable[[str], str]] = {

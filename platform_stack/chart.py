@@ -18,7 +18,7 @@ from platform_stack.source import ALL, SOURCE_DIR
 CHART_NAME = "platform-stack"
 TEMPLATE_FILES = ("templates/_helpers.tpl", "templates/applications.yaml")
 # values.yaml top-level key order (documented in docs/platform-stack.md): what a user sets first.
-VALUES_ORDER = ("tier", "domain", "argocd", "overrides", "components")
+VALUES_ORDER = ("tier", "domain", "multitenancy", "argocd", "overrides", "components")
 
 
 @dataclass(frozen=True)

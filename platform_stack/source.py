@@ -47,8 +47,17 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
     return data
 
 
+def platform_tags() -> list[str]:
+    """What the stack takes from the renderer, so both name the same Gateways and ClusterIssuer."""
+    from renderer.context import CLUSTER_ISSUER, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER
+
+    tags = {"gatewayNamespace": GATEWAY_NAMESPACE, "httpsListener": HTTPS_LISTENER, "httpListener": HTTP_LISTENER,
+            "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()}}
+    return [arg for key, value in sorted(tags.items()) for arg in ("-t", f"{key}={value}")]
+
+
 def _export(files: list[str], source: Path, tier: str, expression: str) -> subprocess.CompletedProcess[bytes]:
-    return run("cue", ["export", *files, "-t", f"tier={tier}", "-e", expression, "--out", "json"],
+    return run("cue", ["export", *files, "-t", f"tier={tier}", *platform_tags(), "-e", expression, "--out", "json"],
                cwd=source, timeout=CUE_TIMEOUT)
 
 
