@@ -1,4 +1,4 @@
-"""Deterministic YAML stream output: fixed object order, fixed key order, plain number formatting."""
+"""Deterministic YAML output (the one YAML writer): fixed key order, no aliases, plain number formatting."""
 
 from __future__ import annotations
 
@@ -17,20 +17,12 @@ class _Dumper(_Base):  # type: ignore[valid-type,misc]
         return True
 
 
-KIND_ORDER = ("Application", "ServiceAccount", "ResourceClaim", "Deployment", "Service", "HTTPRoute",
-              "NetworkPolicy", "CiliumNetworkPolicy", "ScaledObject")
-
-
-def sort_objects(objects: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    def key(obj: dict[str, Any]) -> tuple[int, str, str]:
-        kind = obj.get("kind", "")
-        rank = KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
-        return rank, kind, obj.get("metadata", {}).get("name", "")
-    return sorted(objects, key=key)
+def dump_yaml(data: Any, *, sort_keys: bool = False) -> str:
+    """Block-style YAML, no aliases, lines never wrapped: the same data always gives the same text."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=sort_keys, default_flow_style=False, allow_unicode=True,
+                     width=1 << 16)
 
 
 def dump_stream(objects: Iterable[dict[str, Any]]) -> str:
     """A YAML stream, one document per object, each starting with '---'."""
-    parts = [yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True,
-                       width=1 << 16) for obj in objects]
-    return "".join("---\n" + p for p in parts)
+    return "".join("---\n" + dump_yaml(obj) for obj in objects)
