@@ -12,9 +12,7 @@ from typing import Any
 
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
-
-GROUP = "apprafter.io"
-VERSION = "v1alpha1"
+from renderer.names import GROUP, VERSION
 
 
 @dataclasses.dataclass(frozen=True)

@@ -74,13 +74,13 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise Budget(f"cue evaluation did not finish within {timeout:g}s and was stopped "
-                         "(raise APPRAFTER_CUE_TIMEOUT, or simplify the Application)") from None
+                         "(raise APPRAFTER_CUE_TIMEOUT, or simplify the input)") from None
         except BaseException:
             _kill(proc)
             raise
     if proc.returncode < 0 or _out_of_memory(err):
         raise Budget(f"cue evaluation exceeded its memory budget of {memory} MiB and was stopped "
-                     "(raise APPRAFTER_CUE_MEMORY_MB, or simplify the Application)")
+                     "(raise APPRAFTER_CUE_MEMORY_MB, or simplify the input)")
     return CueResult(proc.returncode, out, err)
 
 

@@ -13,7 +13,8 @@ from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.manifests import network, platform, workload
-from renderer.manifests.meta import ENVIRONMENT_LABEL, Target
+from renderer.manifests.meta import Target
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
@@ -45,7 +46,7 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
     if namespace:
         meta["namespace"] = namespace
     meta["labels"] = dict(sorted({**meta.get("labels", {}), ENVIRONMENT_LABEL: environment,
-                                  "app.kubernetes.io/managed-by": "apprafter"}.items()))
+                                  MANAGED_BY_LABEL: MANAGED_BY}.items()))
     ordered_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     spec = doc["spec"]
     spec["environment"] = environment

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol
 
 from renderer.effective import effective_spec
 from renderer.errors import Problem
@@ -44,12 +44,25 @@ class _Checker:
         self.problems.append(Problem(self.app.source.display, line, col, field, message))
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
-        """The written location of an effective field: the override when it sets it, else base."""
-        in_env = ("spec", "environments", env, *rel)
-        for n in range(len(rel), 0, -1):
-            if self.index.has(in_env[: 3 + n]):
-                return in_env
-        return ("spec", "base", *rel)
+        return written_at(self.index, env, rel)
+
+
+class Positions(Protocol):
+    """Where fields are written in a user's file (a CUE PositionIndex, a YAML document)."""
+
+    def has(self, path: tuple[str | int, ...]) -> bool: ...
+
+    def find(self, path: tuple[str | int, ...]) -> tuple[int, int]: ...
+
+
+def written_at(index: Positions, env: str, rel: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The path an effective field of `env` is written at: in the override when it sets any part of the
+    field, else in base (the one rule for pointing at an effective field)."""
+    in_env = ("spec", "environments", env, *rel)
+    for n in range(len(rel), 0, -1):
+        if index.has(in_env[: 3 + n]):
+            return in_env
+    return ("spec", "base", *rel)
 
 
 def check_document(app: LoadedApp) -> list[Problem]:

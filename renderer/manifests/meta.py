@@ -6,8 +6,7 @@ import dataclasses
 from typing import Any
 
 from renderer.context import PlatformContext
-
-ENVIRONMENT_LABEL = "apprafter.io/environment"
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +28,7 @@ class Target:
     def labels(self, component: str | None = None) -> dict[str, str]:
         labels = {
             "app.kubernetes.io/instance": self.instance,
-            "app.kubernetes.io/managed-by": "apprafter",
+            MANAGED_BY_LABEL: MANAGED_BY,
             "app.kubernetes.io/name": self.app,
             "app.kubernetes.io/part-of": self.app,
             ENVIRONMENT_LABEL: self.environment,
