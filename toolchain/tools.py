@@ -135,10 +135,13 @@ def read_version(name: str, path: Path) -> str | None:
     argv = [str(path), *tool.version_argv] if tool.version_argv else _go_version_argv(path)
     if argv is None:
         return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
+        # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     return tool.parse(proc.stdout + proc.stderr)
 
 
