@@ -6,6 +6,7 @@ other command goes through the click CLI in apprafter.cli.
 
 from __future__ import annotations
 
+import os
 import sys
 
 PLUGIN_COMMANDS = frozenset({"generate", "parameters", "discover"})
@@ -16,7 +17,15 @@ def main() -> None:
     if len(args) == 2 and args[0] == "cmp" and args[1] in PLUGIN_COMMANDS:
         from apprafter import cmp_entry
 
-        sys.exit(cmp_entry.run(args[1]))
+        code = cmp_entry.run(args[1])
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:  # Argo CD stopped reading: the output did not arrive whole
+            code = code or 2
+        # Everything is written and the scratch directories are gone: skip the interpreter's teardown (module
+        # and object finalisation), a few ms of every sync.
+        os._exit(code)
     from apprafter.cli import main as cli_main
 
     cli_main()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.errors import Problem, UserError
 
@@ -46,8 +45,7 @@ def environment_parameter(env: Mapping[str, str]) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvironmentChoice:
+class EnvironmentChoice(NamedTuple):
     """The environment to render and where the choice came from (for error messages)."""
 
     name: str

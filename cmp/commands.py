@@ -10,7 +10,7 @@ from typing import Any
 
 from cmp import argo_env
 from renderer.context import PlatformContext, make_context
-from renderer.emit import dump_stream
+from renderer.emit import dump_json_stream
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, load
 from renderer.render import MODES, Rendered, render_loaded
@@ -57,7 +57,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
 
 def generate_stream(env: Mapping[str, str], cwd: Path) -> tuple[str, list[str]]:
     rendered = generate(env, cwd)
-    return dump_stream(rendered.objects), rendered.warnings
+    return dump_json_stream(rendered.objects), rendered.warnings
 
 
 def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:

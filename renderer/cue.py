@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import resource
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from renderer.errors import ToolFailure
+from renderer.scratch import scratch_dir
 from toolchain.tools import resolve
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("APPRAFTER_CUE_TIMEOUT", "20"))
 DEFAULT_MEMORY_MB = int(os.environ.get("APPRAFTER_CUE_MEMORY_MB", "1024"))
 
 
-@dataclasses.dataclass(frozen=True)
-class CueResult:
+class CueResult(NamedTuple):
     """What cue printed and how it exited."""
 
     returncode: int
@@ -60,7 +59,7 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
     timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
     binary = cue_binary()
-    with tempfile.TemporaryDirectory(prefix="apprafter-cue-") as cache:
+    with scratch_dir("apprafter-cue-") as cache:
         try:
             proc = subprocess.Popen(
                 [str(binary), *args], cwd=cwd, env=scrubbed_env(cache), stdin=subprocess.DEVNULL,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from renderer.errors import Problem
-from renderer.positions import PositionIndex
+from renderer.fieldpos import Positions
 
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
 _HEADER = re.compile(r'^(?P<path>[A-Za-z_$#"][^\s:]*(?:\."[^"]*"[^\s:]*)*): (?P<msg>.*?):?$')
@@ -79,7 +79,7 @@ def _message(block: CueError, fields: tuple[str, ...]) -> str:
     return block.message
 
 
-def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
+def to_problems(stderr: str, user_file: str, display: str, index: Positions,
                 line1_shift: int = 0) -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output)."""
     problems: list[Problem] = []

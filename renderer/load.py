@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-import tempfile
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.cue import Budget, run_cue
-from renderer.cue_errors import to_problems
 from renderer.errors import Problem, ToolFailure, UserError
-from renderer.positions import PositionIndex
+from renderer.fieldpos import Positions
+from renderer.scratch import scratch_dir
 
+# The package's own files, read from disk (importlib.resources would cost the plugin ~10 ms of imports).
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 APP_DIR = "apprafter"
 APP_FILE = "Application.cue"
 MAX_FILE_BYTES = 1 << 20
@@ -25,17 +24,31 @@ _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _DEFAULT_PACKAGE = "apprafter"
 
 
-@dataclasses.dataclass(frozen=True)
-class Source:
-    """A user file read from inside its root, with what the injection needs to know about it."""
+class Source:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
+    """A user file read from inside its root, with what the injection needs to know about it.
 
-    path: Path
-    display: str
-    text: str
-    package: str | None
+    `positions` says where each field is written when the reader knows it already (a YAML CR); otherwise
+    the CUE text is indexed when a problem needs a position."""
+
+    __slots__ = ("display", "package", "path", "positions", "text")
+
+    def __init__(self, path: Path, display: str, text: str, package: str | None,
+                 positions: Positions | None = None) -> None:
+        self.path, self.display, self.text, self.package, self.positions = path, display, text, package, positions
+
+    def __repr__(self) -> str:
+        return f"Source({self.display!r}, package={self.package!r})"
+
+    def replace(self, *, display: str) -> Source:
+        """The same source under another name (e.g. git:<rev>:<path> for a file read from git)."""
+        return Source(self.path, display, self.text, self.package, self.positions)
 
     @property
-    def index(self) -> PositionIndex:
+    def index(self) -> Positions:
+        if self.positions is not None:
+            return self.positions
+        from renderer.positions import PositionIndex  # only a problem needs it: valid apps never pay
+
         return PositionIndex(self.text)
 
     def evaluable_text(self) -> tuple[str, int]:
@@ -46,8 +59,7 @@ class Source:
         return prefix + self.text, len(prefix)
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadedApp:
+class LoadedApp(NamedTuple):
     """An evaluated Application document and where it came from."""
 
     source: Source
@@ -59,11 +71,11 @@ class LoadedApp:
 
 
 def schema_text() -> str:
-    return resources.files("renderer").joinpath("schema/application.cue").read_text()
+    return (SCHEMA_DIR / "application.cue").read_text()
 
 
 def inject_text() -> str:
-    return resources.files("renderer").joinpath("schema/inject.cue").read_text()
+    return (SCHEMA_DIR / "inject.cue").read_text()
 
 
 def locate(path: Path, root: Path | None = None) -> tuple[Path, Path]:
@@ -134,9 +146,8 @@ def write_package(directory: Path, source: Source) -> int:
 
 def _finish(source: Source, exported: dict[str, Any]) -> LoadedApp:
     """Drop injected names; anything else at top level besides the document keys is the user's typo."""
-    index = source.index
     problems = [
-        Problem(source.display, *index.find((key,)), key, "field not allowed at top level "
+        Problem(source.display, *source.index.find((key,)), key, "field not allowed at top level "
                 "(an Application has apiVersion, kind, metadata, spec)")
         for key in exported if key not in INJECTED_TOP_LEVEL and key not in DOCUMENT_KEYS
     ]
@@ -147,12 +158,14 @@ def _finish(source: Source, exported: dict[str, Any]) -> LoadedApp:
 
 def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
+    with scratch_dir("apprafter-render-") as tmp:
         work = Path(tmp)
         shift = write_package(work, source)
         result = run_cue(["export", "--out", "json", "--all-errors", APP_FILE,
                           "zz_apprafter_schema.cue", "zz_apprafter_inject.cue"], cwd=work)
     if result.returncode != 0:
+        from renderer.cue_errors import to_problems  # only a failed evaluation needs it
+
         problems = to_problems(result.stderr, APP_FILE, source.display, source.index, shift)
         if not problems:
             raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
@@ -187,7 +200,7 @@ def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
 
 def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
     """cue export of many apps in one process: (exported per app key, "") or (None, cue's stderr)."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
+    with scratch_dir("apprafter-render-all-") as tmp:
         work = Path(tmp)
         (work / "cue.mod").mkdir()
         (work / "cue.mod" / "module.cue").write_text(

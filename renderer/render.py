@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from renderer import validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
-from renderer.manifests import network, platform, workload
-from renderer.manifests.meta import Target
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
 
 
-@dataclasses.dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """Objects for one app and environment, in output order, and the warnings to show on stderr."""
 
     app: str
@@ -56,6 +52,9 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
 
 def manifests(app: LoadedApp, environment: str, namespace: str | None,
               context: PlatformContext) -> tuple[list[dict[str, Any]], list[str]]:
+    from renderer.manifests import network, platform, workload  # cr mode (the plugin's default) needs none of it
+    from renderer.manifests.meta import Target
+
     eff = effective_spec(app.document["spec"], environment)
     target = Target(app.name, environment, namespace, context)
     warnings: list[str] = []

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from renderer.effective import effective_spec
 from renderer.errors import Problem
+from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -35,8 +37,12 @@ def environments(app: LoadedApp) -> list[str]:
 class _Checker:
     def __init__(self, app: LoadedApp) -> None:
         self.app = app
-        self.index = app.source.index
         self.problems: list[Problem] = []
+
+    @functools.cached_property
+    def index(self) -> Positions:
+        """Built on the first problem: a valid app is never indexed."""
+        return self.app.source.index
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
@@ -45,14 +51,6 @@ class _Checker:
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
         return written_at(self.index, env, rel)
-
-
-class Positions(Protocol):
-    """Where fields are written in a user's file (a CUE PositionIndex, a YAML document)."""
-
-    def has(self, path: tuple[str | int, ...]) -> bool: ...
-
-    def find(self, path: tuple[str | int, ...]) -> tuple[int, int]: ...
 
 
 def written_at(index: Positions, env: str, rel: Sequence[str | int]) -> tuple[str | int, ...]:

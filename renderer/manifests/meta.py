@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.context import PlatformContext
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What one render is for: the app, its environment, its namespace and the platform around it."""
 
     app: str
