@@ -9,6 +9,8 @@ from typing import Any, NamedTuple
 
 from renderer.errors import Problem, UserError
 
+__all__ = ["ContractError", "EnvironmentChoice", "choose_environment", "repo_root", "settings"]
+
 ENV_PREFIX = "ARGOCD_ENV_"
 SETTING_PREFIX = ENV_PREFIX + "APPRAFTER_"
 PARAMETER = "environment"

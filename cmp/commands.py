@@ -16,6 +16,8 @@ from renderer.load import APP_DIR, APP_FILE, load
 from renderer.render import MODES, Rendered, render_loaded
 from renderer.validate import environments
 
+__all__ = ["discover", "generate", "generate_stream", "parameters", "parameters_json"]
+
 KNOWN_SETTINGS = frozenset({"ENVIRONMENT", "MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE"})
 
 

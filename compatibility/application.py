@@ -16,6 +16,8 @@ from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.manifests.network import default_hostname
 
+__all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan"]
+
 DEFAULT_DOMAIN = PlatformContext().domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
 SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "connects": "AR-S012",

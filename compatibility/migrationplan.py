@@ -9,6 +9,8 @@ from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
 from compatibility.plan import Change, Plan
 from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 
+__all__ = ["KIND", "migration_plan", "name"]
+
 KIND = "MigrationPlan"
 PLATFORM_NAMESPACE = "apprafter-system"
 

@@ -9,6 +9,8 @@ from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 from renderer.render import require_environment
 
+__all__ = ["side"]
+
 
 def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     """The Deployment of `environment`; None when it is not declared and not required (a first deployment).

@@ -16,6 +16,8 @@ from platform_stack.registry import connect
 from platform_stack.tarball import read_chart_files
 from renderer.yaml_input import parse
 
+__all__ = ["ChartArchive", "PushResult", "Reference", "parse_reference", "push", "read_archive"]
+
 CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json"
 CHART_LAYER_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 

@@ -7,6 +7,11 @@ from typing import Any, NamedTuple
 
 from renderer.errors import Problem, UserError
 
+__all__ = [
+    "CLUSTER_ISSUER", "GATEWAYS", "GATEWAY_NAMESPACE", "HTTPS_LISTENER", "HTTP_LISTENER", "TIERS",
+    "PlatformContext", "make_context"
+]
+
 TIERS = ("dev", "solo", "team", "production", "regulated")
 
 # The platform's shared Gateways, one per network, and what they are called: the one source for the

@@ -13,6 +13,8 @@ from renderer.errors import ToolFailure
 from renderer.scratch import scratch_dir
 from toolchain.tools import resolve
 
+__all__ = ["Budget", "CueResult", "run_cue"]
+
 DEFAULT_TIMEOUT_S = float(os.environ.get("APPRAFTER_CUE_TIMEOUT", "20"))
 DEFAULT_MEMORY_MB = int(os.environ.get("APPRAFTER_CUE_MEMORY_MB", "1024"))
 

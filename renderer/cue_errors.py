@@ -7,6 +7,8 @@ import re
 from renderer.errors import Problem
 from renderer.fieldpos import Positions
 
+__all__ = ["CueError", "parse_errors", "to_problems"]
+
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
 _HEADER = re.compile(r'^(?P<path>[A-Za-z_$#"][^\s:]*(?:\."[^"]*"[^\s:]*)*): (?P<msg>.*?):?$')
 _CONFLICT = re.compile(r"^conflicting values (?P<a>.+?) and (?P<b>.+?)(?: \(mismatched types .*\))?$")

@@ -13,6 +13,11 @@ from renderer.errors import Problem, ToolFailure, UserError
 from renderer.fieldpos import Positions
 from renderer.scratch import scratch_dir
 
+__all__ = [
+    "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",
+    "load", "locate", "read_source"
+]
+
 # The package's own files, read from disk (importlib.resources would cost the plugin ~10 ms of imports).
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 APP_DIR = "apprafter"

@@ -13,6 +13,11 @@ from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
+__all__ = [
+    "MODES", "Mode", "Rendered", "application_cr", "discover", "manifests", "render", "render_all", "render_loaded",
+    "require_environment"
+]
+
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
 

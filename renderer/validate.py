@@ -12,6 +12,8 @@ from renderer.errors import Problem
 from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
 
+__all__ = ["MAX_NAME", "check", "check_document", "check_environment", "environments", "rewrite_prefixes", "written_at"]
+
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 ENV_KEY = re.compile(r"^[A-Z_][A-Z0-9_]*$")
