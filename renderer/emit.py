@@ -19,17 +19,18 @@ __all__ = ["dump_json_stream", "dump_stream", "dump_yaml"]
 
 # A plain scalar no YAML reader takes for a number, bool, null, date, tag, anchor, alias or comment: it starts
 # with a letter, '_' or '/', and has no space, ',' or '#'; then the YAML 1.1 words for booleans and null.
-_PLAIN = re.compile(r"[A-Za-z_/][A-Za-z0-9_./@=+-]*(?::[A-Za-z0-9_./@=+-]+)*")
+_PLAIN = r"[A-Za-z_/][A-Za-z0-9_./@=+-]*(?::[A-Za-z0-9_./@=+-]+)*"
 _WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 # What json.dumps(ensure_ascii=False) leaves raw but YAML must not see raw (C1 controls, line separators, BOM).
-_RAW_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff]")
+_RAW_UNSAFE = "[\x7f-\x9f\u2028\u2029\ufeff]"
 
 
 def _string(text: str) -> str:
-    if _PLAIN.fullmatch(text) and text.lower() not in _WORDS:
+    # re caches compiled patterns: compiling on first use keeps the plugin (which writes JSON) from paying.
+    if re.fullmatch(_PLAIN, text) and text.lower() not in _WORDS:
         return text
     quoted = json.dumps(text, ensure_ascii=False)
-    return _RAW_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
+    return re.sub(_RAW_UNSAFE, lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def _scalar(value: Any) -> str:
