@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from toolchain.container_tools import container_tools, find
-from toolchain.tools import TOOLS, candidate_path, read_version
+from toolchain.tools import TOOLS, build_info, candidate_path, read_version
 
 
 @click.command()
@@ -17,14 +18,15 @@ from toolchain.tools import TOOLS, candidate_path, read_version
               help="Check only what `render` needs (the cue binary), not the test bed or container tools.")
 def doctor(as_json: bool, users_only: bool) -> None:
     """Check the pinned toolchain; exit 1 when a required tool is missing or at the wrong version."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for tool in TOOLS.values():
         if users_only and not tool.required_for_users:
             continue
         path = candidate_path(tool.name)
         version = read_version(tool.name, path) if path and path.exists() else None
         ok = version == tool.pinned
-        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version,
+        build = build_info(tool.name, path) if version and path else []
+        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version, "build": build,
                      "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
     # The images' build and run tools: Debian packages, any version from the minimum up.
     found = [] if users_only else [find(t) for t in container_tools()]
@@ -37,8 +39,9 @@ def doctor(as_json: bool, users_only: bool) -> None:
     else:
         for r in rows:
             mark = "ok " if r["ok"] else "BAD"
+            built = f"  [{', '.join(r['build'])}]" if r["build"] else ""
             click.echo(f"{mark} {r['tool']:<18} {r['version'] or 'missing':<10} (pinned {r['pinned']})  "
-                       f"{r['path'] or '-'}")
+                       f"{r['path'] or '-'}{built}")
         for c in containers:
             mark = "ok " if c["ok"] else "BAD"
             wanted = f">= {c['minimum']}" if c["minimum"] else "any version"

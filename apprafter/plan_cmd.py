@@ -12,22 +12,22 @@ from pathlib import Path
 
 import click
 
-from apprafter.errors import USER_EXIT, describe, print_lines
+from apprafter.errors import report
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, MAX_FILE_BYTES, LoadedApp
+from toolchain.errors import USER_EXIT, AppRafterError
 
 CR_SUFFIXES = (".yaml", ".yml", ".json")
 GIT_PREFIX = "git:"
 
 
-def _read(path: Path) -> str:
+def _read(path: Path) -> tuple[bytes, str]:
+    """The file's bytes (decoded and size-checked by the YAML reader) and its name for messages."""
     display = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
+        return path.read_bytes(), display
     except OSError as e:
         raise UserError([Problem(display, 1, 1, "", f"cannot read: {e.strerror}")]) from None
 
@@ -38,7 +38,7 @@ def load_path(path: Path) -> LoadedApp:
     from renderer.load import load
 
     if path.suffix in CR_SUFFIXES and not path.is_dir():
-        return parse_cr(_read(path), os.path.relpath(path), strict_json=path.suffix == ".json")
+        return parse_cr(*_read(path), strict_json=path.suffix == ".json")
     if path.is_dir() or path.suffix == ".cue":
         return load(path)
     raise UserError([Problem(str(path), 1, 1, "", "want a .cue file, a directory, a .yaml/.yml/.json "
@@ -88,12 +88,12 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         raise UserError([Problem(display, 1, 1, "", message[0] if message else "git show failed")])
     if len(shown.stdout) > MAX_FILE_BYTES:
         raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
+    if target.suffix in CR_SUFFIXES:
+        return parse_cr(shown.stdout, display, strict_json=target.suffix == ".json")
     try:
         text = shown.stdout.decode("utf-8")
     except UnicodeDecodeError:
         raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
-    if target.suffix in CR_SUFFIXES:
-        return parse_cr(text, display, strict_json=target.suffix == ".json")
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-") as tmp:
         file = Path(tmp) / APP_DIR / APP_FILE
         file.parent.mkdir()
@@ -101,9 +101,9 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         try:
             app = load(file, Path(tmp))
         except UserError as e:
-            raise UserError([dataclasses.replace(p, file=display) if p.file.startswith(tmp) or p.file == str(file)
+            raise UserError([p._replace(file=display) if p.file.startswith(tmp) or p.file == str(file)
                              else p for p in e.problems]) from None
-    return dataclasses.replace(app, source=dataclasses.replace(app.source, display=display))
+    return app._replace(source=app.source.replace(display=display))
 
 
 def load_side(spec: str, other: str | None) -> LoadedApp:
@@ -126,9 +126,8 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except (UserError, ToolFailure) as error:
-        lines, code = describe(error) or ([], USER_EXIT)
-        print_lines(lines)
+    except AppRafterError as error:
+        code = report(error)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
     sys.exit(2 if detailed_exitcode and gated else 0)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.errors import Problem, UserError
+
+__all__ = ["ContractError", "EnvironmentChoice", "choose_environment", "repo_root", "settings"]
 
 ENV_PREFIX = "ARGOCD_ENV_"
 SETTING_PREFIX = ENV_PREFIX + "APPRAFTER_"
@@ -46,8 +47,7 @@ def environment_parameter(env: Mapping[str, str]) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvironmentChoice:
+class EnvironmentChoice(NamedTuple):
     """The environment to render and where the choice came from (for error messages)."""
 
     name: str

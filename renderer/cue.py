@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import resource
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from renderer.errors import ToolFailure
-from toolchain.tools import ToolError, resolve
+from renderer.scratch import scratch_dir
+from toolchain.tools import resolve
+
+__all__ = ["Budget", "CueResult", "run_cue"]
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("APPRAFTER_CUE_TIMEOUT", "20"))
 DEFAULT_MEMORY_MB = int(os.environ.get("APPRAFTER_CUE_MEMORY_MB", "1024"))
 
 
-@dataclasses.dataclass(frozen=True)
-class CueResult:
+class CueResult(NamedTuple):
     """What cue printed and how it exited."""
 
     returncode: int
@@ -31,10 +32,8 @@ class Budget(ToolFailure):
 
 
 def cue_binary() -> Path:
-    try:
-        return resolve("cue")
-    except ToolError as e:
-        raise ToolFailure(str(e)) from e
+    """The pinned cue (a ToolFailure naming `make setup` when it is missing)."""
+    return resolve("cue")
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -62,7 +61,7 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
     timeout = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
     memory = DEFAULT_MEMORY_MB if memory_mb is None else memory_mb
     binary = cue_binary()
-    with tempfile.TemporaryDirectory(prefix="apprafter-cue-") as cache:
+    with scratch_dir("apprafter-cue-") as cache:
         try:
             proc = subprocess.Popen(
                 [str(binary), *args], cwd=cwd, env=scrubbed_env(cache), stdin=subprocess.DEVNULL,
@@ -76,13 +75,13 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
         except subprocess.TimeoutExpired:
             _kill(proc)
             raise Budget(f"cue evaluation did not finish within {timeout:g}s and was stopped "
-                         "(raise APPRAFTER_CUE_TIMEOUT, or simplify the Application)") from None
+                         "(raise APPRAFTER_CUE_TIMEOUT, or simplify the input)") from None
         except BaseException:
             _kill(proc)
             raise
     if proc.returncode < 0 or _out_of_memory(err):
         raise Budget(f"cue evaluation exceeded its memory budget of {memory} MiB and was stopped "
-                     "(raise APPRAFTER_CUE_MEMORY_MB, or simplify the Application)")
+                     "(raise APPRAFTER_CUE_MEMORY_MB, or simplify the input)")
     return CueResult(proc.returncode, out, err)
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 
 from renderer.errors import Problem
-from renderer.positions import PositionIndex
+from renderer.fieldpos import Positions
+
+__all__ = ["CueError", "parse_errors", "to_problems"]
 
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
 _HEADER = re.compile(r'^(?P<path>[A-Za-z_$#"][^\s:]*(?:\."[^"]*"[^\s:]*)*): (?P<msg>.*?):?$')
@@ -15,7 +17,9 @@ _DISJ = re.compile(r"^\d+ errors in empty disjunction$")
 ENV_VALUE_HINT = ('must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}')
 
 
-class _Block:
+class CueError:
+    """One error as cue prints it: the field path, the message, every position cue names (file, line, col)."""
+
     def __init__(self, path: str, message: str) -> None:
         self.path = path
         self.message = message
@@ -23,8 +27,9 @@ class _Block:
         self.alternatives: list[str] = []
 
 
-def _parse(stderr: str) -> list[_Block]:
-    blocks: list[_Block] = []
+def parse_errors(stderr: str) -> list[CueError]:
+    """cue's error text, one CueError per error; the conflicts of an empty disjunction fold into it."""
+    blocks: list[CueError] = []
     for raw in stderr.splitlines():
         if not raw.strip():
             continue
@@ -39,7 +44,7 @@ def _parse(stderr: str) -> list[_Block]:
             if conflict:
                 blocks[-1].alternatives.append(msg)
                 continue
-        blocks.append(_Block(path, msg))
+        blocks.append(CueError(path, msg))
     return blocks
 
 
@@ -47,7 +52,7 @@ def _split_path(path: str) -> tuple[str, ...]:
     return tuple(p.strip('"') for p in re.findall(r'"[^"]*"|[^.]+', path))
 
 
-def _disjunction_message(block: _Block) -> str:
+def _disjunction_message(block: CueError) -> str:
     pairs = [m for m in (_CONFLICT.match(a) for a in block.alternatives) if m]
     if not pairs:
         return "value matches none of the allowed forms"
@@ -65,7 +70,7 @@ def _disjunction_message(block: _Block) -> str:
     return f"{given} is not allowed: want one of {', '.join(allowed)}"
 
 
-def _message(block: _Block, fields: tuple[str, ...]) -> str:
+def _message(block: CueError, fields: tuple[str, ...]) -> str:
     in_env = len(fields) >= 2 and fields[-2] == "env"
     if in_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
         return ENV_VALUE_HINT
@@ -76,12 +81,15 @@ def _message(block: _Block, fields: tuple[str, ...]) -> str:
     return block.message
 
 
-def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
+def to_problems(stderr: str, user_file: str, display: str, index: Positions,
                 line1_shift: int = 0) -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output)."""
     problems: list[Problem] = []
-    for block in _parse(stderr):
+    env_values: list[tuple[str, ...]] = []  # env values reported whole: their branch errors are noise
+    for block in parse_errors(stderr):
         fields = _split_path(block.path) if block.path else ()
+        if any(fields[: len(v)] == v and len(fields) > len(v) for v in env_values):
+            continue
         user_positions = [(line, col) for f, line, col in block.positions if f == user_file]
         if user_positions:
             line, col = user_positions[0]
@@ -89,5 +97,8 @@ def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
                 col = max(1, col - line1_shift)
         else:
             line, col = index.find(fields)
-        problems.append(Problem(display, line, col, block.path, _message(block, fields)))
+        message = _message(block, fields)
+        if message == ENV_VALUE_HINT:
+            env_values.append(fields)
+        problems.append(Problem(display, line, col, block.path, message))
     return problems

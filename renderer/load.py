@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
-import tempfile
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from renderer.cue import run_cue
-from renderer.cue_errors import to_problems
+from renderer.cue import Budget, run_cue
 from renderer.errors import Problem, ToolFailure, UserError
-from renderer.positions import PositionIndex
+from renderer.fieldpos import Positions
+from renderer.scratch import scratch_dir
 
+__all__ = [
+    "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",
+    "load", "locate", "read_source"
+]
+
+# The package's own files, read from disk (importlib.resources would cost the plugin ~10 ms of imports).
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 APP_DIR = "apprafter"
 APP_FILE = "Application.cue"
 MAX_FILE_BYTES = 1 << 20
@@ -25,17 +29,31 @@ _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _DEFAULT_PACKAGE = "apprafter"
 
 
-@dataclasses.dataclass(frozen=True)
-class Source:
-    """A user file read from inside its root, with what the injection needs to know about it."""
+class Source:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
+    """A user file read from inside its root, with what the injection needs to know about it.
 
-    path: Path
-    display: str
-    text: str
-    package: str | None
+    `positions` says where each field is written when the reader knows it already (a YAML CR); otherwise
+    the CUE text is indexed when a problem needs a position."""
+
+    __slots__ = ("display", "package", "path", "positions", "text")
+
+    def __init__(self, path: Path, display: str, text: str, package: str | None,
+                 positions: Positions | None = None) -> None:
+        self.path, self.display, self.text, self.package, self.positions = path, display, text, package, positions
+
+    def __repr__(self) -> str:
+        return f"Source({self.display!r}, package={self.package!r})"
+
+    def replace(self, *, display: str) -> Source:
+        """The same source under another name (e.g. git:<rev>:<path> for a file read from git)."""
+        return Source(self.path, display, self.text, self.package, self.positions)
 
     @property
-    def index(self) -> PositionIndex:
+    def index(self) -> Positions:
+        if self.positions is not None:
+            return self.positions
+        from renderer.positions import PositionIndex  # only a problem needs it: valid apps never pay
+
         return PositionIndex(self.text)
 
     def evaluable_text(self) -> tuple[str, int]:
@@ -46,8 +64,7 @@ class Source:
         return prefix + self.text, len(prefix)
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadedApp:
+class LoadedApp(NamedTuple):
     """An evaluated Application document and where it came from."""
 
     source: Source
@@ -59,11 +76,11 @@ class LoadedApp:
 
 
 def schema_text() -> str:
-    return resources.files("renderer").joinpath("schema/application.cue").read_text()
+    return (SCHEMA_DIR / "application.cue").read_text()
 
 
 def inject_text() -> str:
-    return resources.files("renderer").joinpath("schema/inject.cue").read_text()
+    return (SCHEMA_DIR / "inject.cue").read_text()
 
 
 def locate(path: Path, root: Path | None = None) -> tuple[Path, Path]:
@@ -134,9 +151,8 @@ def write_package(directory: Path, source: Source) -> int:
 
 def _finish(source: Source, exported: dict[str, Any]) -> LoadedApp:
     """Drop injected names; anything else at top level besides the document keys is the user's typo."""
-    index = source.index
     problems = [
-        Problem(source.display, *index.find((key,)), key, "field not allowed at top level "
+        Problem(source.display, *source.index.find((key,)), key, "field not allowed at top level "
                 "(an Application has apiVersion, kind, metadata, spec)")
         for key in exported if key not in INJECTED_TOP_LEVEL and key not in DOCUMENT_KEYS
     ]
@@ -147,12 +163,14 @@ def _finish(source: Source, exported: dict[str, Any]) -> LoadedApp:
 
 def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
+    with scratch_dir("apprafter-render-") as tmp:
         work = Path(tmp)
         shift = write_package(work, source)
         result = run_cue(["export", "--out", "json", "--all-errors", APP_FILE,
                           "zz_apprafter_schema.cue", "zz_apprafter_inject.cue"], cwd=work)
     if result.returncode != 0:
+        from renderer.cue_errors import to_problems  # only a failed evaluation needs it
+
         problems = to_problems(result.stderr, APP_FILE, source.display, source.index, shift)
         if not problems:
             raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
@@ -170,15 +188,24 @@ def load(path: Path, root: Path | None = None) -> LoadedApp:
     return evaluate(read_source(file, root))
 
 
-def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
-    """Evaluate many Applications in one cue process (a module importing one package per app).
+def _budget_problem(source: Source, budget: Budget) -> UserError:
+    """An app that exceeds its own budget in a batch: its problem, named at its file (the others go on)."""
+    return UserError([Problem(source.display, 1, 1, "", str(budget))])
 
-    Apps whose evaluation fails are evaluated again one by one, so each gets its own error positions
-    and one broken app never hides the others.
-    """
-    if not sources:
-        return []
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
+
+def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
+    """One app alone, with its own time and memory budget."""
+    try:
+        return evaluate(source)
+    except UserError as e:
+        return e
+    except Budget as e:
+        return _budget_problem(source, e)
+
+
+def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
+    """cue export of many apps in one process: (exported per app key, "") or (None, cue's stderr)."""
+    with scratch_dir("apprafter-render-all-") as tmp:
         work = Path(tmp)
         (work / "cue.mod").mkdir()
         (work / "cue.mod" / "module.cue").write_text(
@@ -193,22 +220,44 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
             fields.append(f'"a{i}": a{i}')
         (work / "all.cue").write_text("package all\n\n" + "\n".join(imports) + "\n\nout: {\n\t"
                                       + "\n\t".join(fields) + "\n}\n")
-        result = run_cue(["export", "--out", "json", "-e", "out", "."], cwd=work,
-                         timeout_s=None, memory_mb=None)
+        result = run_cue(["export", "--out", "json", "-e", "out", "."], cwd=work)
     if result.returncode != 0:
-        return [_evaluate_or_error(s) for s in sources]
-    exported = json.loads(result.stdout)
-    out: list[LoadedApp | UserError] = []
-    for i, source in enumerate(sources):
-        try:
-            out.append(_finish(source, exported[f"a{i}"]))
-        except UserError as e:
-            out.append(e)
-    return out
-
-
-def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
+        return None, result.stderr
     try:
-        return evaluate(source)
-    except UserError as e:
-        return e
+        exported: dict[str, Any] = json.loads(result.stdout)
+    except json.JSONDecodeError as e:
+        raise ToolFailure(f"cue export printed something that is not JSON: {e}") from e
+    return exported, ""
+
+
+_BATCH_FILE = re.compile(r"apps/a(\d+)/")
+
+
+def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
+    """Evaluate many Applications in one cue process (a module importing one package per app).
+
+    One app's failure never costs the others: apps that cue names in its errors are evaluated again alone
+    (for their own error positions) and the rest in one more batch; when the batch runs out of its time or
+    memory budget, which app did it is unknown, so each is evaluated alone within its own budget.
+    """
+    results: dict[int, LoadedApp | UserError] = {}
+    pending = list(range(len(sources)))
+    while pending:
+        try:
+            exported, stderr = _run_batch([sources[i] for i in pending])
+        except Budget:
+            results.update({i: _evaluate_or_error(sources[i]) for i in pending})
+            break
+        if exported is not None:
+            for key, i in enumerate(pending):
+                try:
+                    results[i] = _finish(sources[i], exported[f"a{key}"])
+                except UserError as e:
+                    results[i] = e
+            break
+        named = {pending[int(m)] for m in _BATCH_FILE.findall(stderr) if int(m) < len(pending)}
+        if not named:  # nothing to tell the apps apart by: each alone
+            named = set(pending)
+        results.update({i: _evaluate_or_error(sources[i]) for i in sorted(named)})
+        pending = [i for i in pending if i not in named]
+    return [results[i] for i in range(len(sources))]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from renderer.effective import effective_spec
 from renderer.errors import Problem
+from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
+
+__all__ = ["MAX_NAME", "check", "check_document", "check_environment", "environments", "rewrite_prefixes", "written_at"]
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -35,8 +39,12 @@ def environments(app: LoadedApp) -> list[str]:
 class _Checker:
     def __init__(self, app: LoadedApp) -> None:
         self.app = app
-        self.index = app.source.index
         self.problems: list[Problem] = []
+
+    @functools.cached_property
+    def index(self) -> Positions:
+        """Built on the first problem: a valid app is never indexed."""
+        return self.app.source.index
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
@@ -44,12 +52,17 @@ class _Checker:
         self.problems.append(Problem(self.app.source.display, line, col, field, message))
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
-        """The written location of an effective field: the override when it sets it, else base."""
-        in_env = ("spec", "environments", env, *rel)
-        for n in range(len(rel), 0, -1):
-            if self.index.has(in_env[: 3 + n]):
-                return in_env
-        return ("spec", "base", *rel)
+        return written_at(self.index, env, rel)
+
+
+def written_at(index: Positions, env: str, rel: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The path an effective field of `env` is written at: in the override when it sets any part of the
+    field, else in base (the one rule for pointing at an effective field)."""
+    in_env = ("spec", "environments", env, *rel)
+    for n in range(len(rel), 0, -1):
+        if index.has(in_env[: 3 + n]):
+            return in_env
+    return ("spec", "base", *rel)
 
 
 def check_document(app: LoadedApp) -> list[Problem]:
