@@ -10,8 +10,9 @@ from typing import cast
 import click
 
 from apprafter.errors import reported
+from renderer import settings
 from renderer import validate as checks
-from renderer.context import TIERS, make_context
+from renderer.context import TIERS
 from renderer.emit import dump_stream
 from renderer.errors import Problem, UserError
 from renderer.load import load
@@ -39,7 +40,9 @@ def _write(text: str) -> None:
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
            tier: str | None, platform_file: Path | None, all_dir: Path | None) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
-    context = make_context(platform_file, domain=domain, tier=tier)
+    context = settings.platform_context(platform_file, {"domain": _flag(domain, "--domain"),
+                                                        "tier": _flag(tier, "--tier")})
+    namespace = settings.namespace(_flag(namespace, "--namespace"))
     if all_dir is not None:
         rendered, problems = render_all(all_dir, cast(Mode, mode), context)
         if problems:
@@ -58,6 +61,10 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     for warning in result.warnings:
         click.echo(f"warning: {warning}", err=True)
     _write(dump_stream(result.objects))
+
+
+def _flag(value: str | None, flag: str) -> settings.Given | None:
+    return None if value is None else settings.Given(value, settings.Origin(flag))
 
 
 def _missing_env(display: str, declared: list[str]) -> Problem:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, run_cli, write_app
+from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, RUNAWAY, run_cli, write_app
 from tests.testbed.cmp import CmpError, CmpServer
 from tests.testbed.kube import KubeTestBed
 from toolchain.tools import resolve
@@ -43,8 +43,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for example in ("parser", "webapp", "worker"):
         shutil.copytree(EXAMPLES / example, root / "apps" / example)
     write_app(root / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: 70000"))
-    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL
-              + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
+    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL + RUNAWAY)
     return root
 
 

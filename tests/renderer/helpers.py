@@ -41,3 +41,7 @@ spec: {
 	}
 }
 '''
+
+# Appended to MINIMAL (with `import "list"` in front): an evaluation no budget can afford, feeding the document
+# (a hidden field nothing uses is never evaluated).
+RUNAWAY = '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\nspec: base: replicas: len(_burn)\n'
