@@ -21,6 +21,8 @@ _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$
 _LABEL = re.compile(r'[A-Za-z_$#][A-Za-z0-9_$#]*|"(?:[^"\\]|\\.)*"|\d+|\[\]')
 _CONFLICT = re.compile(r"^conflicting values (?P<a>.+?) and (?P<b>.+?)(?: \(mismatched types .*\))?$")
 _DISJ = re.compile(r"^\d+ errors in empty disjunction$")
+# What cue puts in front of an error in an imported package (the user's package is one): our plumbing.
+_IMPORT_NOISE = re.compile(r"^(?:apprafter\.local/\S*: )?(?:import failed: )*")
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _OUT_OF_BOUND = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(out of bound =~(?P<re>{_QUOTED})\)$")
 _TOO_LONG = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(does not satisfy strings\.MaxRunes\((?P<n>\d+)\)\)$")
@@ -78,7 +80,7 @@ def _parse(stderr: str) -> list[_Block]:
             continue
         header = split_header(raw)
         fields, path, message = header if header else ((), "", raw)
-        message = message[:MAX_MESSAGE].rstrip(":").strip()
+        message = _IMPORT_NOISE.sub("", message[:MAX_MESSAGE], count=1).rstrip(":").strip()
         if blocks and blocks[-1].path == path and _DISJ.match(blocks[-1].message) and _CONFLICT.match(message):
             blocks[-1].alternatives.append(message)
             continue

@@ -179,7 +179,7 @@ class PositionIndex:
                 key = _string_label(text, start, end)
                 saved_line, line = line, token_line
                 after = label(key, col, end) if key is not None and not newlines else end
-                if after == end and value_token(col):
+                if after == end and value_token(col) and not _is_rule(text, start):
                     self.env_literals.append(_body(text, start, i, end))
                 line = saved_line
                 i = after
@@ -255,8 +255,22 @@ def _escaped(text: str, lower: int, j: int) -> bool:
 
 
 def _string_label(text: str, start: int, end: int) -> str | None:
-    """The label a simple double-quoted string spells, else None."""
+    """The label a simple double-quoted string spells (escapes decoded), else None."""
     if text[start] != '"' or text.startswith('"""', start) or end - start < 2 or text[end - 1] != '"':
         return None
     body = text[start + 1:end - 1]
-    return None if "\\" in body else body
+    if "\\" not in body:
+        return body
+    try:
+        value = json.loads(text[start:end])
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _is_rule(text: str, start: int) -> bool:
+    """Whether the string at start is the operand of =~ or !~ (a pattern, not a value)."""
+    j = start
+    while j > 0 and text[j - 1] in " \t":
+        j -= 1
+    return text[j - 2:j] in ("=~", "!~")

@@ -14,7 +14,7 @@ from typing import Any
 
 from renderer import patterns
 from renderer.effective import effective_spec
-from renderer.errors import Problem
+from renderer.errors import Problem, field_path
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
@@ -56,7 +56,7 @@ class _Checker:
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
-        field = ".".join(str(p) for p in path)
+        field = field_path(path)
         self.problems.append(self.redactor.problem(Problem(self.app.source.display, line, col, field, message)))
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
