@@ -155,11 +155,16 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
     """
     redactor = redactor or Redactor.of(())
     problems: list[Problem] = []
+    env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
     for block in _parse(stderr):
+        if any(block.fields[: len(v)] == v and len(block.fields) > len(v) for v in env_values):
+            continue
         user_positions = [(line, col - (line1_shift if line == 1 else 0)) for f, line, col in block.positions
                           if f == user_file]
         touches_env_value = any(index().in_env_value(line, col) for line, col in user_positions)
         line, col = user_positions[0] if user_positions else index().find(block.fields)
         message = _message(block, touches_env_value)
+        if message == ENV_VALUE_HINT:
+            env_values.append(block.fields)
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     return problems

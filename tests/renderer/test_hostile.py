@@ -224,11 +224,11 @@ def test_an_unusable_limit_is_one_line_naming_it(tmp_path: Path, name: str, valu
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("domain: [a, b]\n", "platform.yaml:1:9: domain: must be a DNS name (DNS-1123 labels joined by '.', at most 253 "
+    ("domain: [a, b]\n", "platform.yaml:1:1: domain: must be a DNS name (DNS-1123 labels joined by '.', at most 253 "
      "characters)"),
     ("ipFamilies: ipv5\n", "platform.yaml:1:13: ipFamilies: must be ipv6 and/or ipv4, a list with each at most "
      "once"),
-    ("ipFamilies: [ipv6, ipv6]\n", "platform.yaml:1:13: ipFamilies: must be ipv6 and/or ipv4, a list with each at "
+    ("ipFamilies: [ipv6, ipv6]\n", "platform.yaml:1:1: ipFamilies: must be ipv6 and/or ipv4, a list with each at "
      "most once"),
     ("gateway: {namespace: 'apprafter system'}\n", "platform.yaml:1:22: gateway.namespace: must be a DNS-1123 label "
      "(lowercase letters, digits and '-', at most 63 characters)"),
@@ -241,7 +241,7 @@ def test_an_unusable_limit_is_one_line_naming_it(tmp_path: Path, name: str, valu
      "confidentialRuntimeClass, domain, gateway, ipFamilies, providerNamespaces, tier"),
     ("1: x\n", 'platform.yaml:1:1: mapping key 1 is not a string (quote it: "1")'),
     ("domain: a.b\ntier: solo\x00\n", "platform.yaml:2:11: a NUL byte is not allowed in a text file"),
-    ("domain: a.b\ntier: [solo\n", "platform.yaml:3:1: not valid YAML: did not find expected ',' or ']'"),
+    ("domain: a.b\ntier: [solo\n", "platform.yaml:3:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     ("- domain\n", "platform.yaml:1:1: a platform file is a mapping of settings (domain, tier, gateway, ...)"),
 ])
 def test_a_bad_platform_file_is_reported_where_it_is_written(tmp_path: Path, text: str, expected: str) -> None:
