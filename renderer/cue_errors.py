@@ -8,13 +8,12 @@ caller's Redactor (the env literals the caller knows).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 
 from renderer import patterns
 from renderer.errors import Problem
-from renderer.positions import Path, PositionIndex
+from renderer.positions import Path, PositionIndex, unquote
 from renderer.redact import Redactor, is_env_path, strip_values
 
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
@@ -44,11 +43,7 @@ class _Block:
 
 
 def _unquote(token: str) -> str:
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return token[1:-1]
-    return value if isinstance(value, str) else token[1:-1]
+    return unquote(token) or token[1:-1]
 
 
 def split_header(line: str) -> tuple[Path, str, str] | None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from renderer.errors import Problem
+from renderer.positions import unquote
 
 # Below this length a digest prefix is as good as the value (a dictionary lookup away): none is shown.
 MIN_FINGERPRINT_CHARS = 8
@@ -130,12 +131,4 @@ class Redactor:
 
 def strip_values(message: str) -> str:
     """Every quoted string value in a cue message replaced by its fingerprint; regex rules (=~"...") stay."""
-    return _GO_STRING.sub(lambda m: fingerprint(_unquote(m.group())), message)
-
-
-def _unquote(token: str) -> str:
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return token[1:-1]
-    return value if isinstance(value, str) else token[1:-1]
+    return _GO_STRING.sub(lambda m: fingerprint(unquote(m.group()) or m.group()[1:-1]), message)
