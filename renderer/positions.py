@@ -64,6 +64,7 @@ class PositionIndex:
         self._depth: list[int] = [0]
         self._roles: list[int] = [_ROOT]
         self.env_literals: list[str] = []  # string literals written as (part of) an env value
+        self.literals: set[str] = set()  # every other string literal: values a message may show as written
         self.env_value_positions: set[tuple[int, int]] = set()  # where each token of an env value starts
         self._scan(text, check_time or (lambda: None))
 
@@ -178,8 +179,12 @@ class PositionIndex:
                 key = _string_label(text, start, end)
                 saved_line, line = line, token_line
                 after = label(key, col, end) if key is not None and not newlines else end
-                if after == end and value_token(col) and not _is_rule(text, start):
-                    self.env_literals.append(_body(text, start, i, end))
+                if after == end:
+                    in_env = value_token(col)
+                    if in_env and not _is_rule(text, start):
+                        self.env_literals.append(_body(text, start, i, end))
+                    elif not in_env:
+                        self.literals.add(_body(text, start, i, end))
                 line = saved_line
                 i = after
             elif kind == "ident":

@@ -118,6 +118,19 @@ def test_env_literals_are_redacted_in_cue_messages(tmp_path: Path, extra: str) -
     assert any("<redacted sha256:" in line for line in lines), lines
 
 
+def test_a_value_cue_computes_from_an_env_literal_is_not_shown(tmp_path: Path) -> None:
+    """cue reports strings.ToUpper(env.PASSWORD) at replicas, pointing at no env token: a computed string is shown
+    only when it is written somewhere outside env values, which this one is not."""
+    write_app(tmp_path, 'import "strings"\n\n' + with_base(f'env: PASSWORD: "{SECRET}"\n\t\t_up: '
+                                                           "strings.ToUpper(env.PASSWORD)\n\t\treplicas: _up"))
+    result = run_cli("render", ".", "--env", "dev", cwd=tmp_path)
+    lines = assert_clean_failure(result, 1)
+    assert SECRET.upper() not in result.stderr and SECRET not in result.stderr
+    prefix = hashlib.sha256(SECRET.upper().encode()).hexdigest()[:8]
+    assert lines == [f"{F}:11:8: spec.base.replicas: conflicting values int and <redacted sha256:{prefix}> "
+                     "(mismatched types int and string)"]
+
+
 def test_the_redaction_keeps_the_field_and_the_rule(tmp_path: Path) -> None:
     write_app(tmp_path, with_base(f'env: PASSWORD: "{SECRET}" & =~"^[0-9]+$"'))
     lines = run_cli("render", ".", "--env", "dev", cwd=tmp_path).stderr.splitlines()
