@@ -36,9 +36,6 @@ MODULE = "apprafter.local/render"
 _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _DEFAULT_PACKAGE = "apprafter"
 _USER_FILE = f"app/{APP_FILE}"  # where the user's file sits in the module of a single evaluation
-# Every literal env value a broken Application would have, evaluated without the schema (for redaction).
-_ENV_VALUES = ("{if spec.base.env != _|_ {b: spec.base.env}, "
-               "e: {for k, v in spec.environments if v.env != _|_ {(k): v.env}}}")
 
 
 def _budget_end() -> float:
@@ -165,42 +162,31 @@ def _imports(pairs: list[tuple[str, str]]) -> str:
     return "import (\n" + "\n".join(lines) + "\n)\n"
 
 
+def write_module(work: Path, source: Source) -> int:
+    """The module one evaluation runs in (`cue export .` in work); returns the line-1 shift of the user file."""
+    _write_module(work)
+    shift = write_package(work / "app", source)
+    package = source.package or _DEFAULT_PACKAGE
+    (work / "check.cue").write_text(f"package check\n\n{_imports([('app', f'app:{package}')])}\n"
+                                    f"{_binding('app')}\n")
+    return shift
+
+
 def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
-    package = source.package or _DEFAULT_PACKAGE
     with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
         work = Path(tmp)
-        _write_module(work)
-        shift = write_package(work / "app", source)
-        (work / "check.cue").write_text(f"package check\n\n{_imports([('app', f'app:{package}')])}\n"
-                                        f"{_binding('app')}\n")
+        shift = write_module(work, source)
         source.check_time()
         result = run_cue(["export", "--out", "json", "--all-errors", "."], cwd=work, timeout_s=source.remaining())
         if result.returncode != 0:
-            redactor = _failure_redactor(work, source)
+            # The env literals written in the file; a string cue computed is never shown (cue_errors).
+            redactor = Redactor.of(source.index.env_literals)
             problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.index, shift, redactor)
             if not problems:
                 raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
             raise UserError(problems)
     return _finish(source, _json(result.stdout, source))
-
-
-def _failure_redactor(work: Path, source: Source) -> Redactor:
-    """The env literals of an Application cue refused: the string literals written in its env values, and what
-    they evaluate to without the schema when that works (values computed by interpolation included)."""
-    package = source.package or _DEFAULT_PACKAGE
-    try:
-        result = run_cue(["export", "--out", "json", "-e", _ENV_VALUES, f"./app:{package}"], cwd=work,
-                         timeout_s=max(0.5, source.remaining()))
-        values = json.loads(result.stdout) if result.returncode == 0 else None
-    except (ToolFailure, ValueError, RecursionError):
-        values = None
-    written = Redactor.of(source.index.env_literals)
-    if isinstance(values, dict):
-        scopes = [values.get("b"), *(values.get("e") or {}).values()]
-        return written | Redactor.of(v for scope in scopes if isinstance(scope, dict) for v in scope.values()
-                                     if isinstance(v, str))
-    return written
 
 
 def _json(stdout: str, source: Source) -> Any:
