@@ -254,7 +254,9 @@ def test_an_unusable_limit_is_one_line_naming_it(tmp_path: Path, name: str, valu
      "redis, jetstream, clickhouse, s3"),
     ("domian: x\n", "platform.yaml:1:1: domian: unknown platform setting; known: clusterIssuer, "
      "confidentialRuntimeClass, domain, gateway, ipFamilies, providerNamespaces, tier"),
-    ("1: x\n", 'platform.yaml:1:1: mapping key 1 is not a string (quote it: "1")'),
+    ("domain: a.b\n1: x\n", 'platform.yaml:2:1: mapping key 1 is not a string (quote it: "1")'),
+    ("gateway:\n  name: edge\n  true: x\n", 'platform.yaml:3:3: gateway: mapping key true is not a string (quote it: '
+     '"true")'),
     ("domain: a.b\ntier: solo\x00\n", "platform.yaml:2:11: a NUL byte is not allowed in a text file"),
     ("domain: a.b\ntier: [solo\n", "platform.yaml:3:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     ("- domain\n", "platform.yaml:1:1: a platform file is a mapping of settings (domain, tier, gateway, ...)"),
