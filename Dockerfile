@@ -1,5 +1,5 @@
 # The AppRafter CUE plugin sidecar for argocd-repo-server (see docs/argocd.md).
-# Build: docker build -t ghcr.io/apprafter/cmp-cue:0.1.0 .
+# Build: docker build -t ghcr.io/apprafter/argocd-cue-cmp:0.1.0 .
 # Pins: Go and Python bases by version tag (pin digests in your registry mirror), cue by module version.
 
 FROM golang:1.26-bookworm AS cue

@@ -18,7 +18,7 @@ class OwnMemoryBudget(ToolFailure):
 
     def __init__(self) -> None:
         super().__init__("the work on this input exceeded its memory budget and was stopped (raise "
-                         "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)")
+                         "APPRAFTER_CUE_MEMORY_MB, or simplify the input)")
 
 
 def _data_bytes() -> int:

@@ -1,4 +1,5 @@
-"""Console-script entry: the plugin's `apprafter cmp generate|parameters|discover` skip click's import.
+"""Console-script entry: the plugin's `apprafter cmp generate|parameters|discover` and a well-formed
+`apprafter render` skip click's import.
 
 Argo CD runs the plugin once per sync of every app, so its start-up time is user-visible latency; every
 other command goes through the click CLI in apprafter.cli.
@@ -6,6 +7,7 @@ other command goes through the click CLI in apprafter.cli.
 
 from __future__ import annotations
 
+import os
 import sys
 
 PLUGIN_COMMANDS = frozenset({"generate", "parameters", "discover"})
@@ -16,7 +18,28 @@ def main() -> None:
     if len(args) == 2 and args[0] == "cmp" and args[1] in PLUGIN_COMMANDS:
         from apprafter import cmp_entry
 
-        sys.exit(cmp_entry.run(args[1]))
+        code = cmp_entry.run(args[1])
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:  # Argo CD stopped reading: the output did not arrive whole
+            code = code or 2
+        # Everything is written and the scratch directories are gone: skip the interpreter's teardown (module
+        # and object finalisation), a few ms of every sync.
+        os._exit(code)
+    if args[:1] == ["render"]:
+        from apprafter import render_run
+
+        values = render_run.parse(args[1:])
+        if values is not None:  # well formed: no click (help and mistakes go to click below)
+            from apprafter.errors import report
+            from toolchain.errors import AppRafterError
+
+            try:
+                render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
+            except (AppRafterError, MemoryError) as error:
+                sys.exit(report(error))
+            sys.exit(0)
     from apprafter.cli import main as cli_main
 
     cli_main()

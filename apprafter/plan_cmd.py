@@ -100,9 +100,9 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         try:
             app = load(file, Path(tmp))
         except UserError as e:
-            raise UserError([dataclasses.replace(p, file=display) if p.file.startswith(tmp) or p.file == str(file)
+            raise UserError([p._replace(file=display) if p.file.startswith(tmp) or p.file == str(file)
                              else p for p in e.problems]) from None
-    return dataclasses.replace(app, source=dataclasses.replace(app.source, display=display))
+    return app._replace(source=app.source.replace(display=display))
 
 
 def load_side(spec: str, other: str | None) -> LoadedApp:

@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from apprafter.errors import reported
+from renderer.context import TIERS
 
-TIER_CHOICES = ("all", "dev", "solo", "team", "production", "regulated")
+TIER_CHOICES = ("all", *TIERS)  # the renderer's tiers, and the all-tier chart
 MAX_FIELDS = 20  # fields listed per component in text output (JSON lists them all)
 
 

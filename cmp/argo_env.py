@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer import patterns
 from renderer.errors import Problem, UserError
 from renderer.settings import Given, Origin
+
+__all__ = ["ContractError", "EnvironmentChoice", "choose_environment", "repo_root", "settings"]
 
 ENV_PREFIX = "ARGOCD_ENV_"
 SETTING_PREFIX = "APPRAFTER_"
@@ -63,8 +64,7 @@ def environment_parameter(env: Mapping[str, str]) -> str | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
-class EnvironmentChoice:
+class EnvironmentChoice(NamedTuple):
     """The environment to render and where the choice came from (for error messages)."""
 
     name: str

@@ -11,11 +11,13 @@ from typing import Any, cast
 from cmp import argo_env
 from renderer import settings
 from renderer.context import PlatformContext
-from renderer.emit import dump_stream
+from renderer.emit import dump_json_stream
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, load
 from renderer.render import MODES, Mode, Rendered, render_loaded
 from renderer.validate import environments
+
+__all__ = ["discover", "generate", "generate_stream", "parameters", "parameters_json"]
 
 KNOWN_SETTINGS = frozenset({"ENVIRONMENT", "MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE"})
 
@@ -63,7 +65,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
 
 def generate_stream(env: Mapping[str, str], cwd: Path) -> tuple[str, list[str]]:
     rendered = generate(env, cwd)
-    return dump_stream(rendered.objects), rendered.warnings
+    return dump_json_stream(rendered.objects), rendered.warnings
 
 
 def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:

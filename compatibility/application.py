@@ -13,9 +13,12 @@ from compatibility.shape import Unreadable, check_spec, env_value, json_value, m
 from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
+from renderer.manifests.network import default_hostname
 from renderer.redact import digest
 
-DEFAULT_DOMAIN = PlatformContext.domain
+__all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan"]
+
+DEFAULT_DOMAIN = PlatformContext().domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
 SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "connects": "AR-S012",
                "confidential": "AR-S013", "network": "AR-S013", "command": "AR-S013", "args": "AR-S013"}
@@ -113,8 +116,8 @@ class _Classifier:
                   lambda _: "storage is expansion-only: a shrink is refused by the provisioner")
         self.soft("AR-S003", field, {k: v for k, v in old.items() if k != "size"},
                   {k: v for k, v in new.items() if k != "size"},
-                  lambda p: "selector changes are deferred to platform scope (ADR 0051)" if ".selector" in p
-                  else "claim setting: applied by the provider in place")
+                  lambda p: "a selector change moves the claim to another provider: gated at platform scope"
+                  if ".selector" in p else "claim setting: applied by the provider in place")
 
     def env(self) -> None:
         old, new = mapping(self.old, "env"), mapping(self.new, "env")
@@ -195,11 +198,11 @@ class _Classifier:
                      f"{h_old} stops resolving to the app and its certificate churns")
 
     def default_host(self, side: Deployment) -> str:
-        return f"{side.app}.{side.environment}.{self.domain}"
+        return default_hostname(side.app, side.environment, self.domain)
 
 
 _SOFT_REASON: dict[str, Callable[[str], str]] = {
-    "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's (§3.8, §6)",
+    "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's",
     "AR-S012": lambda _: "egress policy change: applied in place",
     "AR-S013": lambda _: "runtime setting: rolled out like any deploy",
 }
@@ -221,7 +224,7 @@ def _env_rule(a: tuple[str, str] | None, b: tuple[str, str] | None) -> tuple[str
     if a is not None and a[0] != "literal":
         return "AR-RR005", f"the workload loses its wired {a[0]} reference {a[1]} (the new claim is self-scoped)"
     if a is None:
-        return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference is self-scoped (§3.1)"
+        return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference to the app's own claim"
     return "AR-S006", "literal edit" if b[0] == "literal" else "a literal becomes a self-scoped claim reference"
 
 

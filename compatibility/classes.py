@@ -7,6 +7,11 @@ from typing import Literal
 
 from toolchain.errors import AppRafterError
 
+__all__ = [
+    "BREAKING", "DATA_MIGRATION", "RANKS", "REQUIRES_RESTART", "SAFE", "SECURITY_BOUNDARY", "Scope", "UnknownClass",
+    "is_gated", "rank", "ranked"
+]
+
 Scope = Literal["application", "platform"]
 
 SAFE = "safe"

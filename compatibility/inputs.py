@@ -8,7 +8,6 @@ Problems are reported at the YAML node that holds them (renderer.yaml_input keep
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,18 +24,6 @@ __all__ = ["document_schema", "parse_cr"]
 
 IGNORED_TOP_LEVEL = frozenset({"status"})  # a CR read back from the cluster carries status; not compared
 MAX_MESSAGE = 200
-
-
-@dataclasses.dataclass(frozen=True)
-class CrSource(Source):
-    """A CR's text with the positions of its YAML nodes: later problems (validate, plan) point at them."""
-
-    document: YamlDocument | None = None
-
-    @property
-    def index(self) -> YamlDocument:  # type: ignore[override]  # same find/has interface as PositionIndex
-        assert self.document is not None
-        return self.document
 
 
 def _closed(node: Any) -> Any:
@@ -122,5 +109,6 @@ def parse_cr(text: str | bytes, display: str, strict_json: bool = False) -> Load
     problems = list(_problems(doc, data))
     if problems:
         raise UserError(problems)
-    source = CrSource(Path(display), display, text if isinstance(text, str) else text.decode(), None, document=doc)
+    # The YAML document knows where each field is written: later problems (validate, plan) point there.
+    source = Source(Path(display), display, text if isinstance(text, str) else text.decode(), None, doc)
     return LoadedApp(source, {k: data[k] for k in DOCUMENT_KEYS if k in data})

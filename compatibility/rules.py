@@ -6,6 +6,8 @@ import dataclasses
 
 from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
 
+__all__ = ["PLATFORM_RULE_BY_CLASS", "RULES", "Rule"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Rule:

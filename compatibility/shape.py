@@ -8,6 +8,8 @@ from typing import Any
 
 from toolchain.errors import USER_EXIT, AppRafterError
 
+__all__ = ["Unreadable", "check_spec", "env_value", "json_value"]
+
 
 class Unreadable(AppRafterError):
     """Input the classifier cannot read; never classified (an error, not "safe")."""

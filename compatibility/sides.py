@@ -10,6 +10,8 @@ from renderer.load import LoadedApp
 from renderer.redact import Redactor
 from renderer.render import require_environment
 
+__all__ = ["side"]
+
 
 def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     """The Deployment of `environment`; None when it is not declared and not required (a first deployment).
@@ -38,9 +40,7 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
         return deployment(app.document, environment)
     except Unreadable as e:
         parts = tuple(e.field.split(".")) if e.field else ()
-        in_env = ("spec", "environments", environment, *parts)
         index = app.source.index
-        path = in_env if index.has(in_env) else ("spec", "base", *parts)
-        line, col = index.find(path)
+        line, col = index.find(validate.written_at(index, environment, parts))
         problem = Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")
         raise UserError([Redactor.for_document(app.document).problem(problem)]) from None

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from compatibility.images import parse_image
 from platform_stack.errors import StackError, StackToolError
 from platform_stack.registry import connect
 from platform_stack.tarball import MAX_ARCHIVE_BYTES, read_chart_files
 from renderer import userfile
 from renderer.yaml_input import parse
 
+__all__ = ["ChartArchive", "PushResult", "Reference", "parse_reference", "push", "read_archive"]
+
 CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json"
 CHART_LAYER_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-_REF = re.compile(r"^(?:oci://)?(?P<host>[^/@]+)/(?P<path>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
-                  r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,9 @@ class Reference:
 
 
 def parse_reference(text: str) -> Reference:
-    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]`; a bad reference is the user's error.
-
-    Credentials in the reference (`oci://user:password@host/...`) are refused without printing them.
-    """
+    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]` (compatibility.images' grammar, a registry host
+    required); a bad reference is the user's error. Credentials in it (`oci://user:password@host/...`) are
+    refused without printing them."""
     bare = text.strip().removeprefix("oci://")
     authority = bare.split("/", 1)[0]
     if "@" in authority:
@@ -56,10 +55,11 @@ def parse_reference(text: str) -> Reference:
         raise StackError(f"oci://***@{host}/...: reference: credentials do not belong in a reference; log in with "
                          f"`docker login {host}` or `helm registry login {host}` (read from DOCKER_CONFIG, "
                          "~/.docker/config.json or Helm's registry/config.json)")
-    m = _REF.match(text.strip())
-    if not m:
-        raise StackError(f"{text}: reference: expected [oci://]host[:port]/repository[:tag][@sha256:<hex>]")
-    return Reference(m["host"], m["path"], m["tag"], m["digest"])
+    parsed = parse_image(bare)
+    if parsed is None or parsed.domain is None:
+        raise StackError(f"{text.strip()[:200]}: reference: expected [oci://]host[:port]/repository[:tag]"
+                         "[@sha256:<hex>]")
+    return Reference(parsed.domain, parsed.path, parsed.tag, parsed.digest)
 
 
 @dataclass(frozen=True)

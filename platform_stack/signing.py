@@ -14,6 +14,8 @@ from platform_stack.oci import Reference, is_loopback, parse_reference
 from platform_stack.proc import run
 from platform_stack.registry import RegistryClient, connect
 
+__all__ = ["resolve_digest", "sign", "verify"]
+
 COSIGN_TIMEOUT = 120.0
 # An empty trusted root: trust nothing but the given key. Without it cosign v2.6 verify tries to fetch
 # trusted_root.json from the public-good TUF CDN even with --offline (sigstore/cosign#4454, #4613).

@@ -1,13 +1,34 @@
 """Platform context: what the cluster around an app provides (domain, gateway, tier, ...), with documented defaults.
 
-Built only through renderer.settings.platform_context, which checks every value.
+Values a user gives (platform file, flags, plugin env) reach it only through renderer.settings, which checks
+every one.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
+
+__all__ = [
+    "CLUSTER_ISSUER",
+    "DEFAULTS",
+    "GATEWAYS",
+    "GATEWAY_NAMESPACE",
+    "HTTPS_LISTENER",
+    "HTTP_LISTENER",
+    "TIERS",
+    "PlatformContext"
+]
 
 TIERS = ("dev", "solo", "team", "production", "regulated")
+
+# The platform's shared Gateways, one per network, and what they are called: the one source for the
+# renderer's HTTPRoutes and for the platform stack's gateway component (platform_stack/source.py hands
+# these to its CUE as tags), so the routes attach to the Gateways the stack deploys.
+GATEWAY_NAMESPACE = "apprafter-gateway"
+GATEWAYS = {"public": "public", "internal": "internal", "vpn": "vpn"}  # network -> Gateway name
+HTTPS_LISTENER, HTTP_LISTENER = "https", "http"
+# The ClusterIssuer the platform's cert-manager provides for public hostnames (the stack creates it).
+CLUSTER_ISSUER = "apprafter-public"
 # What each tier can provide; an app asking for more gets a warning, never a silent drop.
 TIER_FEATURES: dict[str, frozenset[str]] = {
     "dev": frozenset(),
@@ -18,18 +39,17 @@ TIER_FEATURES: dict[str, frozenset[str]] = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class PlatformContext:
+class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses` costs the plugin ~6 ms of imports
     """Cluster facts the renderer needs; every field has a default a solo cluster satisfies."""
 
     domain: str = "apps.example.com"
-    gateway_name: str = "platform"
-    gateway_namespace: str = "apprafter-system"
-    gateway_listener: str = "https"
+    gateway_name: str = GATEWAYS["public"]
+    gateway_namespace: str = GATEWAY_NAMESPACE
+    gateway_listener: str = HTTPS_LISTENER
     tier: str = "solo"
     # The cluster's IP families; None lets the API server choose (PreferDualStack without ipFamilies).
     ip_families: tuple[str, ...] | None = None
-    cluster_issuer: str = "apprafter-default"
+    cluster_issuer: str = CLUSTER_ISSUER
     confidential_runtime_class: str = "kata-cc"
     dns_namespace: str = "kube-system"
     dns_selector: tuple[tuple[str, str], ...] = (("k8s-app", "kube-dns"),)
@@ -43,3 +63,6 @@ class PlatformContext:
 
     def provides(self, feature: str) -> bool:
         return feature in TIER_FEATURES.get(self.tier, frozenset())
+
+
+DEFAULTS = PlatformContext()

@@ -12,9 +12,7 @@ from typing import Any
 
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
-
-GROUP = "apprafter.io"
-VERSION = "v1alpha1"
+from renderer.names import GROUP, VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,10 +145,3 @@ def crd(source: CrdSource) -> dict[str, Any]:
 def crd_documents(sources: tuple[CrdSource, ...] = RENDERER_CRDS) -> list[dict[str, Any]]:
     """CRDs for the given sources, sorted by name (deterministic output)."""
     return [crd(source) for source in sorted(sources, key=lambda s: s.plural)]
-
-
-def application_json_schema() -> dict[str, Any]:
-    """JSON Schema of a whole Application document (for CR inputs read without cue)."""
-    schemas = openapi(APPLICATION.package, APPLICATION.schema_file)
-    result: dict[str, Any] = inline(schemas["Application"], schemas)
-    return result

@@ -7,21 +7,23 @@ the runtime's own header on its first line, a kill is a signal.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import resource
 import selectors
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from renderer.errors import ToolFailure
+from renderer.scratch import scratch_dir
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
 from toolchain.tools import resolve
+
+__all__ = ["Budget", "CueResult", "run_cue"]
 
 CUE_ERRORS_EXIT = 1  # cue's exit status for every evaluation, syntax or usage error
 GO_CRASH_EXIT = 2  # the Go runtime's exit status after a fatal error or an unrecovered panic
@@ -31,8 +33,7 @@ _GO_CRASH = re.compile(r"^(?:(?P<oom>fatal error: (?:runtime: )?(?:out of memory
                        r"|runtime: out of memory|SIGSEGV: segmentation violation)|fatal error: |panic: |SIG[A-Z]+: )")
 
 
-@dataclasses.dataclass(frozen=True)
-class CueResult:
+class CueResult(NamedTuple):
     """What cue printed and how it exited (0: success, 1: cue's error report on stderr)."""
 
     returncode: int
@@ -76,7 +77,7 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
     budget = Limits(configured.timeout_s if timeout_s is None else timeout_s,
                     configured.memory_mb if memory_mb is None else memory_mb)
     binary = cue_binary()
-    with tempfile.TemporaryDirectory(prefix="apprafter-cue-") as cache:
+    with scratch_dir("apprafter-cue-") as cache:
         try:
             proc = subprocess.Popen(
                 [str(binary), *args], cwd=cwd, env=scrubbed_env(cache, budget.memory_mb),
@@ -108,7 +109,7 @@ def _collect(proc: subprocess.Popen[bytes], budget: Limits, configured_s: float)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Budget(f"cue evaluation did not finish within {configured_s:g}s and was stopped "
-                             f"(raise {TIMEOUT_ENV}, or simplify the Application)")
+                             f"(raise {TIMEOUT_ENV}, or simplify the input)")
             for key, _ in selector.select(left):
                 fd = key.fd
                 data = os.read(fd, 1 << 16)
@@ -118,8 +119,8 @@ def _collect(proc: subprocess.Popen[bytes], budget: Limits, configured_s: float)
                 sizes[fd] += len(data)
                 if sizes[fd] > budget.output_bytes:
                     raise Budget(f"cue printed more than {budget.output_bytes >> 20} MiB and was stopped: the "
-                                 f"Application evaluates to far more than it declares (raise {MEMORY_ENV}, or "
-                                 "simplify it)")
+                                 f"input evaluates to far more than it declares (raise {MEMORY_ENV}, or simplify "
+                                 "the input)")
                 chunks[fd].append(data)
     proc.wait(timeout=max(0.1, deadline - time.monotonic()))
     return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()])
@@ -130,7 +131,7 @@ def _judge(code: int, out: str, err: str, budget: Limits) -> CueResult:
     if code in (0, CUE_ERRORS_EXIT):
         return CueResult(code, out, err)
     memory = (f"cue evaluation exceeded its memory budget of {budget.memory_mb} MiB and was stopped "
-              f"(raise {MEMORY_ENV}, or simplify the Application)")
+              f"(raise {MEMORY_ENV}, or simplify the input)")
     if code < 0:
         if -code == signal.SIGKILL:
             raise Budget(memory)  # the kernel's OOM killer (or an operator) sent SIGKILL

@@ -17,6 +17,8 @@ from renderer.errors import Problem
 from renderer.positions import Path, PositionIndex, unquote
 from renderer.redact import Redactor, is_env_path, shown, strip_values
 
+__all__ = ["CueError", "parse_errors", "to_problems"]
+
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
 _LABEL = re.compile(r'[A-Za-z_$#][A-Za-z0-9_$#]*|"(?:[^"\\]|\\.)*"|\d+|\[\]')
 _CONFLICT = re.compile(r"^conflicting values (?P<a>.+?) and (?P<b>.+?)(?: \(mismatched types .*\))?$")
@@ -34,7 +36,10 @@ TOP_LEVEL = "field not allowed at top level (an Application has apiVersion, kind
 ENV_VALUE_HINT = ('must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}')
 
 
-class _Block:
+class CueError:
+    """One error as cue prints it: the field path (as printed and as labels), the message, every position cue
+    names (file, line, col)."""
+
     def __init__(self, path: str, fields: Path, message: str) -> None:
         self.path = path
         self.fields = fields
@@ -65,8 +70,9 @@ def split_header(line: str) -> tuple[Path, str, str] | None:
         i += 1
 
 
-def _parse(stderr: str) -> list[_Block]:
-    blocks: list[_Block] = []
+def parse_errors(stderr: str) -> list[CueError]:
+    """cue's error text, one CueError per error; the conflicts of an empty disjunction fold into it."""
+    blocks: list[CueError] = []
     for raw in stderr.splitlines():
         if not raw.strip():
             continue
@@ -80,11 +86,11 @@ def _parse(stderr: str) -> list[_Block]:
         if blocks and blocks[-1].path == path and _DISJ.match(blocks[-1].message) and _CONFLICT.match(message):
             blocks[-1].alternatives.append(message)
             continue
-        blocks.append(_Block(path, fields, message))
+        blocks.append(CueError(path, fields, message))
     return blocks
 
 
-def _disjunction_message(block: _Block) -> str:
+def _disjunction_message(block: CueError) -> str:
     pairs = [m for m in (_CONFLICT.match(a) for a in block.alternatives) if m]
     if not pairs:
         return "value matches none of the allowed forms"
@@ -102,7 +108,7 @@ def _disjunction_message(block: _Block) -> str:
     return f"{given} is not allowed: want one of {', '.join(allowed)}"
 
 
-def _named_rule(block: _Block, written: Callable[[], Collection[str]]) -> str | None:
+def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str | None:
     """Our wording for a broken name rule of the schema (the same as the Python-side checks use)."""
     fields = block.fields
     bound = _OUT_OF_BOUND.match(block.message)
@@ -130,7 +136,7 @@ def schema_literals() -> frozenset[str]:
     return frozenset(PositionIndex(schema_text()).literals)
 
 
-def _message(block: _Block, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
+def _message(block: CueError, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
     fields = block.fields
     value_of_env = len(fields) >= 2 and fields[-2] == "env" and is_env_path(fields)
     if value_of_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
@@ -159,7 +165,7 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
     redactor = redactor or Redactor.of(())
     problems: list[Problem] = []
     env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
-    for block in _parse(stderr):
+    for block in parse_errors(stderr):
         if any(block.fields[: len(v)] == v and len(block.fields) > len(v) for v in env_values):
             continue
         user_positions = [(line, col - (line1_shift if line == 1 else 0)) for f, line, col in block.positions

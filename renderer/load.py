@@ -9,24 +9,29 @@ an unknown field of a closed definition.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import re
-import tempfile
 import time
-from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from renderer import userfile
 from renderer.cue import Budget, run_cue
-from renderer.cue_errors import to_problems
 from renderer.errors import Problem, ToolFailure, UserError
-from renderer.positions import PositionIndex
-from renderer.redact import Redactor
+from renderer.fieldpos import Positions
+from renderer.scratch import scratch_dir
 from renderer.settings import TIMEOUT_ENV, limits
 
+if TYPE_CHECKING:
+    from renderer.positions import PositionIndex
+
+__all__ = [
+    "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",
+    "load", "locate", "read_source"
+]
+
+# The package's own files, read from disk (importlib.resources would cost the plugin ~10 ms of imports).
+SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
 APP_DIR = "apprafter"
 APP_FILE = "Application.cue"
 MAX_FILE_BYTES = userfile.MAX_BYTES
@@ -42,23 +47,44 @@ def _budget_end() -> float:
     return time.monotonic() + limits().timeout_s
 
 
-@dataclasses.dataclass(frozen=True)
-class Source:
+class Source:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
     """A user file read from inside its root, with what the injection needs to know about it.
 
-    Its time budget (APPRAFTER_CUE_TIMEOUT) starts when it is read and covers cue and the Python work on it.
+    `positions` says where each field is written when the reader knows it already (a YAML CR); otherwise
+    the CUE text is indexed when a problem first needs a position, once. Its time budget
+    (APPRAFTER_CUE_TIMEOUT) starts when it is made and covers cue and the Python work on it.
     """
 
-    path: Path
-    display: str
-    text: str
-    package: str | None
-    budget_ends: float = dataclasses.field(default_factory=_budget_end, compare=False, repr=False)
+    __slots__ = ("_index", "budget_ends", "display", "package", "path", "positions", "text")
 
-    @functools.cached_property
-    def index(self) -> PositionIndex:
-        """Where each label is written; built on first use (only a problem needs a position), once."""
-        return PositionIndex(self.text, self.check_time)
+    def __init__(self, path: Path, display: str, text: str, package: str | None,
+                 positions: Positions | None = None, budget_ends: float | None = None) -> None:
+        self.path, self.display, self.text, self.package, self.positions = path, display, text, package, positions
+        self.budget_ends = _budget_end() if budget_ends is None else budget_ends
+        self._index: PositionIndex | None = None
+
+    def __repr__(self) -> str:
+        return f"Source({self.display!r}, package={self.package!r})"
+
+    def replace(self, *, display: str | None = None, fresh_budget: bool = False) -> Source:
+        """The same source under another name (e.g. git:<rev>:<path> for a file read from git), or with a new
+        time budget (an app evaluated again alone after a batch)."""
+        return Source(self.path, self.display if display is None else display, self.text, self.package,
+                      self.positions, None if fresh_budget else self.budget_ends)
+
+    @property
+    def index(self) -> Positions:
+        """Where each field is written: the reader's positions, else the CUE text's index (built once)."""
+        return self.positions if self.positions is not None else self.cue_index
+
+    @property
+    def cue_index(self) -> PositionIndex:
+        """The CUE text's index: labels, and where env values are written (for redaction); built on first use."""
+        if self._index is None:
+            from renderer.positions import PositionIndex  # only a problem needs it: valid apps never pay
+
+            self._index = PositionIndex(self.text, self.check_time)
+        return self._index
 
     def remaining(self) -> float:
         return self.budget_ends - time.monotonic()
@@ -66,7 +92,7 @@ class Source:
     def check_time(self) -> None:
         if self.remaining() <= 0:
             raise Budget(f"working on {self.display} did not finish within the time budget and was stopped "
-                         f"(raise {TIMEOUT_ENV}, or simplify the Application)")
+                         f"(raise {TIMEOUT_ENV}, or simplify the input)")
 
     def evaluable_text(self) -> tuple[str, int]:
         """The text cue sees and how far line 1 shifted (a package clause is added in place)."""
@@ -76,8 +102,7 @@ class Source:
         return prefix + self.text, len(prefix)
 
 
-@dataclasses.dataclass(frozen=True)
-class LoadedApp:
+class LoadedApp(NamedTuple):
     """An evaluated Application document and where it came from."""
 
     source: Source
@@ -89,11 +114,11 @@ class LoadedApp:
 
 
 def schema_text() -> str:
-    return resources.files("renderer").joinpath("schema/application.cue").read_text()
+    return (SCHEMA_DIR / "application.cue").read_text()
 
 
 def inject_text() -> str:
-    return resources.files("renderer").joinpath("schema/inject.cue").read_text()
+    return (SCHEMA_DIR / "inject.cue").read_text()
 
 
 def locate(path: Path, root: Path | None = None) -> tuple[Path, Path]:
@@ -147,7 +172,8 @@ def write_package(directory: Path, source: Source) -> int:
     package = source.package or _DEFAULT_PACKAGE
     directory.mkdir(parents=True)
     (directory / APP_FILE).write_text(text)
-    (directory / "zz_apprafter_inject.cue").write_text(f"package {package}\n\n{inject_text()}")
+    (directory / "zz_apprafter_inject.cue").write_text(f'package {package}\n\nimport schema "{MODULE}/schema"\n\n'
+                                                       f"{inject_text()}")
     return shift
 
 
@@ -174,15 +200,19 @@ def write_module(work: Path, source: Source) -> int:
 
 def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
+    with scratch_dir("apprafter-render-") as tmp:
         work = Path(tmp)
         shift = write_module(work, source)
         source.check_time()
         result = run_cue(["export", "--out", "json", "--all-errors", "."], cwd=work, timeout_s=source.remaining())
         if result.returncode != 0:
+            from renderer.cue_errors import to_problems  # only a failed evaluation needs it
+            from renderer.redact import Redactor
+
             # The env literals written in the file; a string cue computed is never shown (cue_errors).
-            redactor = Redactor.of(source.index.env_literals)
-            problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.index, shift, redactor)
+            redactor = Redactor.of(source.cue_index.env_literals)
+            problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.cue_index, shift,
+                                   redactor)
             if not problems:
                 raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
             raise UserError(problems)
@@ -220,7 +250,7 @@ def _budget_problem(source: Source, budget: Budget) -> UserError:
 def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
     """One app alone, with its own time and memory budget (a fresh one: the batch used up the first)."""
     try:
-        return evaluate(dataclasses.replace(source, budget_ends=_budget_end()))
+        return evaluate(source.replace(fresh_budget=True))
     except UserError as e:
         return e
     except Budget as e:
@@ -229,7 +259,7 @@ def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
 
 def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
     """cue export of many apps in one process: (exported per app key, "") or (None, cue's stderr)."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
+    with scratch_dir("apprafter-render-all-") as tmp:
         work = Path(tmp)
         _write_module(work)
         pairs, fields = [], []

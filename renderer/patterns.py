@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
+from pathlib import Path
+
+__all__ = ["RULES", "app_name", "dns_label", "dns_name", "env_key", "label_value", "matches", "pattern",
+           "qualified_name", "rule_for"]
+
+# Read from disk: importlib.resources would cost the plugin ~10 ms of imports.
+_SCHEMA = Path(__file__).resolve().parent / "schema" / "application.cue"
 
 _CONSTANT = re.compile(r'^(?P<name>_[A-Za-z]+):[ \t]*"(?P<body>(?:[^"\\\n]|\\.)*)"[ \t]*$', re.MULTILINE)
 _ESCAPE = re.compile(r"\\(.)")
@@ -17,7 +23,7 @@ _ESCAPE = re.compile(r"\\(.)")
 
 @functools.cache
 def _constants() -> dict[str, str]:
-    text = resources.files("renderer").joinpath("schema/application.cue").read_text()
+    text = _SCHEMA.read_text()
     return {m["name"]: _ESCAPE.sub(r"\1", m["body"]) for m in _CONSTANT.finditer(text)}
 
 

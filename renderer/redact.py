@@ -8,15 +8,14 @@ also stripped of every string value whatever its origin (`strip_values`).
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from renderer.errors import Problem
-from renderer.positions import unquote
+
+__all__ = ["Redactor", "digest", "env_literals", "fingerprint", "go_quote", "is_env_path", "shown", "strip_values"]
 
 # Below this length a digest prefix is as good as the value (a dictionary lookup away): none is shown.
 MIN_FINGERPRINT_CHARS = 8
@@ -29,11 +28,13 @@ def fingerprint(value: str) -> str:
     """What a message shows instead of an env literal."""
     if len(value) < MIN_FINGERPRINT_CHARS:
         return "<redacted>"
-    return f"<redacted sha256:{hashlib.sha256(value.encode()).hexdigest()[:8]}>"
+    return f"<redacted sha256:{digest(value)[:8]}>"
 
 
 def digest(value: str) -> str:
     """The full SHA-256 hex of a literal (plans record literals only this way)."""
+    import hashlib  # only a redaction needs it: a valid render never pays the import
+
     return hashlib.sha256(value.encode()).hexdigest()
 
 
@@ -95,11 +96,16 @@ def _forms(value: str) -> set[str]:
     return forms
 
 
-@dataclasses.dataclass(frozen=True)
-class Redactor:
+class Redactor:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
     """Replaces every spelling of the given values in messages by their fingerprint."""
 
-    values: frozenset[str]
+    __slots__ = ("values",)
+
+    def __init__(self, values: frozenset[str]) -> None:
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"Redactor({len(self.values)} values)"
 
     @classmethod
     def of(cls, values: Iterable[str]) -> Redactor:
@@ -123,7 +129,7 @@ class Redactor:
         message, field = self.text(problem.message), self.text(problem.field)
         if (message, field) == (problem.message, problem.field):
             return problem
-        return dataclasses.replace(problem, message=message, field=field)
+        return problem._replace(message=message, field=field)
 
     def problems(self, problems: Iterable[Problem]) -> list[Problem]:
         return [self.problem(p) for p in problems]
@@ -135,6 +141,8 @@ def strip_values(message: str, written: Collection[str] = ()) -> str:
 
     A value cue computed (interpolation, strings.ToUpper(env.X), ...) is in no one's `written`: it may come
     from an env literal, so it is never shown."""
+
+    from renderer.positions import unquote  # only a cue error needs it
 
     def one(m: re.Match[str]) -> str:
         value = unquote(m.group())

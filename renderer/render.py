@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from renderer import userfile, validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
-from renderer.manifests import network, platform, workload
-from renderer.manifests.meta import ENVIRONMENT_LABEL, Target
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+
+__all__ = [
+    "MODES", "Mode", "Rendered", "application_cr", "discover", "manifests", "render", "render_all", "render_loaded",
+    "require_environment"
+]
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
 
 
-@dataclasses.dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """Objects for one app and environment, in output order, and the warnings to show on stderr."""
 
     app: str
@@ -46,7 +48,7 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
     if namespace:
         meta["namespace"] = namespace
     meta["labels"] = dict(sorted({**meta.get("labels", {}), ENVIRONMENT_LABEL: environment,
-                                  "app.kubernetes.io/managed-by": "apprafter"}.items()))
+                                  MANAGED_BY_LABEL: MANAGED_BY}.items()))
     ordered_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     spec = doc["spec"]
     spec["environment"] = environment
@@ -56,6 +58,9 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
 
 def manifests(app: LoadedApp, environment: str, namespace: str | None,
               context: PlatformContext) -> tuple[list[dict[str, Any]], list[str]]:
+    from renderer.manifests import network, platform, workload  # cr mode (the plugin's default) needs none of it
+    from renderer.manifests.meta import Target
+
     eff = effective_spec(app.document["spec"], environment)
     target = Target(app.name, environment, namespace, context)
     warnings: list[str] = []
@@ -66,6 +71,8 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
         objects.append(network.service(target, eff))
         if expose.get("network") == "public":
             objects.append(network.http_route(target, eff))
+            if expose.get("tls", True):
+                objects += [network.certificate(target, eff), network.reference_grant(target)]
     objects += [network.network_policy(target, eff), network.egress_policy(target, eff)]
     if eff.get("autoscale"):
         objects.append(platform.scaled_object(target, eff))

@@ -10,22 +10,23 @@ environment variable).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer import patterns, userfile
-from renderer.context import TIERS, PlatformContext
+from renderer.context import DEFAULTS, TIERS, PlatformContext
 from renderer.errors import Problem, ToolFailure, UserError
+
+__all__ = ["Given", "Limits", "Origin", "SettingsError", "choice", "limits", "namespace", "platform_context",
+           "read_platform_file"]
 
 _INVALID = object()
 
 
-@dataclasses.dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):  # NamedTuples, not dataclasses, here: `dataclasses` costs the plugin ~6 ms of imports
     """Where a value came from, named the way its user sets it."""
 
     setting: str
@@ -39,16 +40,14 @@ class Origin:
         return Problem(self.setting, 0, 0, "", message)
 
 
-@dataclasses.dataclass(frozen=True)
-class Given:
+class Given(NamedTuple):
     """A value for a setting and where it came from."""
 
     value: Any
     origin: Origin
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """What a setting must be (said as `must be <want>`) and how a valid value is taken."""
 
     want: str
@@ -84,8 +83,7 @@ IP_FAMILIES = Rule("ipv6 and/or ipv4, a list with each at most once", _families)
 TIER = one_of(TIERS)
 
 
-@dataclasses.dataclass(frozen=True)
-class PlatformSetting:
+class PlatformSetting(NamedTuple):
     """One PlatformContext field: its key in the platform file and its rule."""
 
     attr: str
@@ -133,7 +131,7 @@ def read_platform_file(path: Path) -> dict[str, Given]:
             if not isinstance(value, dict):
                 problems.append(doc.problem((key,), "must be a mapping"))
                 continue
-            allowed = _SECTIONS.get(key) or tuple(dict(PlatformContext.provider_namespaces))
+            allowed = _SECTIONS.get(key) or tuple(dict(DEFAULTS.provider_namespaces))
             for sub in value:
                 if sub not in allowed:
                     problems.append(doc.problem((key, sub), f"unknown key; known: {', '.join(allowed)}", at_key=True))
@@ -156,7 +154,7 @@ def platform_context(file: Path | None = None, given: Mapping[str, Given | None]
     layered.update({k: v for k, v in (given or {}).items() if v is not None})
     problems: list[Problem] = []
     kwargs: dict[str, Any] = {}
-    providers = dict(PlatformContext.provider_namespaces)
+    providers = dict(DEFAULTS.provider_namespaces)
     for name, value in layered.items():
         if name.startswith(_PROVIDER_PREFIX):
             providers[name[len(_PROVIDER_PREFIX):]] = DNS_LABEL.take(value, problems)
@@ -192,8 +190,7 @@ class SettingsError(ToolFailure):
     """A setting of the process environment (APPRAFTER_CUE_*) is unusable: the environment's fault (exit 2)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     """The budget of one evaluation: wall time and data memory, for cue and the Python work around it."""
 
     timeout_s: float = 20.0
@@ -205,6 +202,7 @@ class Limits:
         return max(1 << 20, (self.memory_mb << 20) // 32)
 
 
+DEFAULT_LIMITS = Limits()
 TIMEOUT_ENV, MEMORY_ENV = "APPRAFTER_CUE_TIMEOUT", "APPRAFTER_CUE_MEMORY_MB"
 MAX_TIMEOUT_S, MIN_MEMORY_MB, MAX_MEMORY_MB = 3600.0, 64, 1 << 20
 
@@ -212,7 +210,7 @@ MAX_TIMEOUT_S, MIN_MEMORY_MB, MAX_MEMORY_MB = 3600.0, 64, 1 << 20
 def limits(env: Mapping[str, str] | None = None) -> Limits:
     """The limits the environment sets (read now, not at import); SettingsError naming the variable."""
     env = os.environ if env is None else env
-    timeout, memory = Limits.timeout_s, Limits.memory_mb
+    timeout, memory = DEFAULT_LIMITS.timeout_s, DEFAULT_LIMITS.memory_mb
     raw = env.get(TIMEOUT_ENV, "").strip()
     if raw:
         try:

@@ -7,17 +7,22 @@ problem goes through the Redactor of the document's env literals.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from renderer import patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
+from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
+__all__ = ["MAX_NAME", "check", "check_document", "check_environment", "environments", "rewrite_prefixes", "written_at"]
+
+MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 # The one rewrite Gateway API can express: a prefix capture replaced by another prefix (matched in full).
 REWRITE_FROM = re.compile(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
@@ -50,9 +55,10 @@ class _Checker:
         self.redactor = Redactor.for_document(app.document)
         self.problems: list[Problem] = []
 
-    @property
-    def index(self) -> Any:
-        return self.app.source.index  # built only when a problem needs a position
+    @functools.cached_property
+    def index(self) -> Positions:
+        """Built on the first problem: a valid app is never indexed."""
+        return self.app.source.index
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
@@ -60,12 +66,17 @@ class _Checker:
         self.problems.append(self.redactor.problem(Problem(self.app.source.display, line, col, field, message)))
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
-        """The written location of an effective field: the override when it sets it, else base."""
-        in_env = ("spec", "environments", env, *rel)
-        for n in range(len(rel), 0, -1):
-            if self.index.has(in_env[: 3 + n]):
-                return in_env
-        return ("spec", "base", *rel)
+        return written_at(self.index, env, rel)
+
+
+def written_at(index: Positions, env: str, rel: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The path an effective field of `env` is written at: in the override when it sets any part of the
+    field, else in base (the one rule for pointing at an effective field)."""
+    in_env = ("spec", "environments", env, *rel)
+    for n in range(len(rel), 0, -1):
+        if index.has(in_env[: 3 + n]):
+            return in_env
+    return ("spec", "base", *rel)
 
 
 def _shown(value: Any) -> str:

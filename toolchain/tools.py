@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from toolchain.errors import ToolFailure
 from toolchain.pins import pins
@@ -21,8 +19,7 @@ class ToolError(ToolFailure):
     """A required tool is missing or at the wrong version; the message names the remedy."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Tool:
+class Tool(NamedTuple):
     """One external binary: its pin key, how to read its version, and whether users need it."""
 
     name: str
@@ -40,10 +37,8 @@ class Tool:
 
 
 def _first(pattern: str) -> Callable[[str], str | None]:
-    rx = re.compile(pattern, re.MULTILINE)
-
     def parse(text: str) -> str | None:
-        m = rx.search(text)
+        m = re.search(pattern, text, re.MULTILINE)  # compiled on use: the plugin never asks a version
         return ("v" + m.group(1).lstrip("v")) if m else None
 
     return parse
@@ -64,6 +59,8 @@ def _output(argv: list[str], timeout: float = 30) -> str:
 def _helm_build(path: Path) -> list[str]:
     """The commit helm was built from, and the Kubernetes version it assumes without --kube-version."""
     commit = _output([str(path), "version", "--template", "{{.GitCommit}}"])
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="apprafter-doctor-") as tmp:
         chart = Path(tmp) / "probe"
         (chart / "templates").mkdir(parents=True)
@@ -125,6 +122,8 @@ def candidate_path(name: str) -> Path | None:
             matches = sorted(cached.glob(f"{tool.pinned}-*/{name}"))
             if matches:
                 return matches[-1]
+    import shutil  # only when the cache and APPRAFTER_<NAME> do not have it
+
     found = shutil.which(name)
     return Path(found) if found else None
 
@@ -135,14 +134,21 @@ def read_version(name: str, path: Path) -> str | None:
     argv = [str(path), *tool.version_argv] if tool.version_argv else _go_version_argv(path)
     if argv is None:
         return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
+        # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     return tool.parse(proc.stdout + proc.stderr)
 
 
 def _go_version_argv(path: Path) -> list[str] | None:
+    import shutil
+
     go = shutil.which("go")
     return [go, "version", "-m", str(path)] if go else None
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.context import PlatformContext
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
-ENVIRONMENT_LABEL = "apprafter.io/environment"
 
-
-@dataclasses.dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What one render is for: the app, its environment, its namespace and the platform around it."""
 
     app: str
@@ -29,7 +26,7 @@ class Target:
     def labels(self, component: str | None = None) -> dict[str, str]:
         labels = {
             "app.kubernetes.io/instance": self.instance,
-            "app.kubernetes.io/managed-by": "apprafter",
+            MANAGED_BY_LABEL: MANAGED_BY,
             "app.kubernetes.io/name": self.app,
             "app.kubernetes.io/part-of": self.app,
             ENVIRONMENT_LABEL: self.environment,

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.renderer.helpers import MINIMAL, assert_clean_failure, run_cli, write_app
 
@@ -71,7 +72,7 @@ def test_a_lowercase_environment_setting_selects_the_environment(repo: Path) -> 
     code, out, err = generate(app, {"ARGOCD_APP_SOURCE_PATH": "apps/demo", "ARGOCD_APP_NAME": "demo",
                                     "ARGOCD_ENV_apprafter_environment": "prod"})
     assert code == 0, err
-    assert "environment: prod" in out
+    assert [doc["spec"]["environment"] for doc in yaml.safe_load_all(out)] == ["prod"]
 
 
 def test_the_platform_file_of_the_sidecar_is_checked_and_named(repo: Path, tmp_path: Path) -> None:
@@ -119,4 +120,4 @@ def test_a_symlinked_app_directory_is_refused_without_the_unresolved_path(repo: 
     assert (code, out) == (1, "") and "does not end with the source path" in err
     code, out, err = generate(resolved, {"ARGOCD_APP_SOURCE_PATH": "links/demo", "PWD": str(repo / "links" / "demo")})
     assert code == 0, err
-    assert "kind: Application" in out
+    assert [doc["kind"] for doc in yaml.safe_load_all(out)] == ["Application"]

@@ -227,3 +227,16 @@ def test_pinned_helm_assumes_the_kubernetes_its_release_assumes(stack_all: Path)
     assert f"commit {pins()['HELM_COMMIT'][:12]}" in row["build"]
     assert "assumes Kubernetes v1.34.0" in row["build"]  # helm v3.19's client-go v0.34 -> Kubernetes 1.34
     assert any(item.startswith("recipe ") for item in row["build"])
+
+
+def test_multitenancy_is_a_platform_value_opt_in_from_team_up(stack_all: Path, tmp_path: Path) -> None:
+    # PlatformStack.spec.values.multitenancy: true (spec §3.9): accepted by the values schema from team up.
+    values = tmp_path / "values.yaml"
+    values.write_text("tier: team\nmultitenancy: true\n")
+    assert applications(helm_template(stack_all, "--values", str(values)))
+    values.write_text("tier: solo\nmultitenancy: true\n")
+    solo = helm("template", "platform-stack", str(stack_all), "--values", str(values), "--kube-version", "1.34.0")
+    assert solo.returncode != 0 and "multitenancy: hard multi-tenancy is not available on tier solo" in solo.stderr
+    values.write_text("tier: team\nmultitenancy: sometimes\n")
+    typed = helm("template", "platform-stack", str(stack_all), "--values", str(values), "--kube-version", "1.34.0")
+    assert typed.returncode != 0 and "multitenancy" in typed.stderr

@@ -192,7 +192,7 @@ def test_a_real_out_of_memory_is_a_budget_failure(tmp_path: Path) -> None:
                      env={"APPRAFTER_CUE_MEMORY_MB": "64", "APPRAFTER_CUE_TIMEOUT": "60"})
     assert assert_clean_failure(result, 2) == [
         "apprafter: cue evaluation exceeded its memory budget of 64 MiB and was stopped (raise "
-        "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)"]
+        "APPRAFTER_CUE_MEMORY_MB, or simplify the input)"]
 
 
 def stand_in_cue(tmp_path: Path, code: int, stderr: str) -> dict[str, str]:
@@ -209,7 +209,7 @@ def stand_in_cue(tmp_path: Path, code: int, stderr: str) -> dict[str, str]:
      "report it"),
     (2, "fatal error: runtime: out of memory",
      "apprafter: cue evaluation exceeded its memory budget of 1024 MiB and was stopped (raise "
-     "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)"),
+     "APPRAFTER_CUE_MEMORY_MB, or simplify the input)"),
     (3, "spec.base.replicas: out of memory", "apprafter: cue exited with status 3 without an error report"),
     (2, "spec.base.replicas: out of memory", "apprafter: cue exited with status 2 without an error report"),
 ])
@@ -353,8 +353,8 @@ def test_cue_printing_more_than_the_budget_is_stopped(tmp_path: Path) -> None:
               + '_x: strings.Repeat("x", 100000)\n_big: [for i in list.Range(0, 100, 1) {_x}]\n')
     result = run_cli("render", ".", "--env", "prod", cwd=tmp_path, env={"APPRAFTER_CUE_MEMORY_MB": "256"})
     assert assert_clean_failure(result, 2) == [
-        "apprafter: cue printed more than 8 MiB and was stopped: the Application evaluates to far more than it "
-        "declares (raise APPRAFTER_CUE_MEMORY_MB, or simplify it)"]
+        "apprafter: cue printed more than 8 MiB and was stopped: the input evaluates to far more than it "
+        "declares (raise APPRAFTER_CUE_MEMORY_MB, or simplify the input)"]
 
 
 # 9. The injected schema cannot be reopened from the user's package.
@@ -387,4 +387,4 @@ def test_the_process_own_memory_budget_ends_in_one_line() -> None:
                             capture_output=True, text=True, timeout=60, check=False)
     assert assert_clean_failure(result, 2) == [
         "apprafter: the work on this input exceeded its memory budget and was stopped (raise "
-        "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)"]
+        "APPRAFTER_CUE_MEMORY_MB, or simplify the input)"]

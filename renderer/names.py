@@ -1,0 +1,11 @@
+"""The API group and version of our kinds and the labels every object we write carries: one place for each."""
+
+from __future__ import annotations
+
+__all__ = ["API_VERSION", "ENVIRONMENT_LABEL", "GROUP", "MANAGED_BY", "MANAGED_BY_LABEL", "VERSION"]
+
+GROUP = "apprafter.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+ENVIRONMENT_LABEL = f"{GROUP}/environment"
+MANAGED_BY_LABEL, MANAGED_BY = "app.kubernetes.io/managed-by", "apprafter"
