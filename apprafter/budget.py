@@ -24,9 +24,9 @@ class OwnMemoryBudget(ToolFailure):
 def _data_bytes() -> int:
     """The process's data segment now (VmData), 0 when /proc does not say."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open("/proc/self/status", "rb") as status:
             for line in status:
-                if line.startswith("VmData:"):
+                if line.startswith(b"VmData:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return 0

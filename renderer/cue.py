@@ -102,9 +102,24 @@ def _collect(proc: subprocess.Popen[bytes], budget: Limits, configured_s: float)
     deadline = time.monotonic() + budget.timeout_s
     chunks: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
     sizes = dict.fromkeys(chunks, 0)
+    exited = _pidfd(proc)  # readable when cue has exited: waited for in the same loop, without polling
+    try:
+        _read_until_exit(chunks, sizes, exited, deadline, budget, configured_s)
+    finally:
+        if exited is not None:
+            os.close(exited)
+    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()])
+
+
+def _read_until_exit(chunks: dict[int, list[bytes]], sizes: dict[int, int], exited: int | None, deadline: float,
+                     budget: Limits, configured_s: float) -> None:
+    """Read every pipe in `chunks` to its end (each capped) and wait for `exited` (a pidfd) to turn readable."""
     with selectors.DefaultSelector() as selector:
         for fd in chunks:
             selector.register(fd, selectors.EVENT_READ)
+        if exited is not None:
+            selector.register(exited, selectors.EVENT_READ)
         while selector.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -112,6 +127,9 @@ def _collect(proc: subprocess.Popen[bytes], budget: Limits, configured_s: float)
                              f"(raise {TIMEOUT_ENV}, or simplify the input)")
             for key, _ in selector.select(left):
                 fd = key.fd
+                if fd == exited:
+                    selector.unregister(fd)
+                    continue
                 data = os.read(fd, 1 << 16)
                 if not data:
                     selector.unregister(fd)
@@ -122,8 +140,14 @@ def _collect(proc: subprocess.Popen[bytes], budget: Limits, configured_s: float)
                                  f"input evaluates to far more than it declares (raise {MEMORY_ENV}, or simplify "
                                  "the input)")
                 chunks[fd].append(data)
-    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()])
+
+
+def _pidfd(proc: subprocess.Popen[bytes]) -> int | None:
+    """A pidfd for proc (Linux ≥ 5.3), else None (then Popen.wait polls, a few ms later)."""
+    try:
+        return os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _judge(code: int, out: str, err: str, budget: Limits) -> CueResult:

@@ -181,13 +181,15 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
               "(scaling to zero needs an event source such as jetstream_lag)")
     external = eff.get("connects", {}).get("egress", {}).get("external", [])
     for i, rule in enumerate(external):
-        where = (*c.where(env, "connects", "egress", "external"), i)
+        def at(*rest: str, i: int = i) -> tuple[str | int, ...]:  # where the rule is written (only for a problem)
+            return (*c.where(env, "connects", "egress", "external"), i, *rest)
+
         if ("host" in rule) == ("cidr" in rule):
-            c.add(where, "each external egress rule needs exactly one of host or cidr")
+            c.add(at(), "each external egress rule needs exactly one of host or cidr")
         elif "host" in rule and not (FQDN_PATTERN if "*" in rule["host"] else FQDN_NAME).fullmatch(rule["host"]):
-            c.add((*where, "host"), f"host {_shown(rule['host'])} is not a DNS name (or a pattern with '*')")
+            c.add(at("host"), f"host {_shown(rule['host'])} is not a DNS name (or a pattern with '*')")
         elif "cidr" in rule and not _cidr(rule["cidr"]):
-            c.add((*where, "cidr"), f"cidr {_shown(rule['cidr'])} is not an IPv4 or IPv6 network (a.b.c.d/n)")
+            c.add(at("cidr"), f"cidr {_shown(rule['cidr'])} is not an IPv4 or IPv6 network (a.b.c.d/n)")
     return c.problems
 
 
