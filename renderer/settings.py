@@ -76,9 +76,8 @@ def _families(value: Any) -> Any:
     return tuple(value) if ok else _INVALID
 
 
-DNS_LABEL = Rule("a DNS-1123 label (lowercase letters, digits and '-', at most 63 characters)",
-                 _when(patterns.dns_label))
-DNS_NAME = Rule("a DNS name (DNS-1123 labels joined by '.', at most 253 characters)", _when(patterns.dns_name))
+DNS_LABEL = Rule(patterns.RULES["_dnsLabel"], _when(patterns.dns_label))
+DNS_NAME = Rule(patterns.RULES["_dnsName"], _when(patterns.dns_name))
 IP_FAMILIES = Rule("ipv6 and/or ipv4, a list with each at most once", _families)
 TIER = one_of(TIERS)
 
