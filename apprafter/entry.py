@@ -13,33 +13,37 @@ import sys
 PLUGIN_COMMANDS = frozenset({"generate", "parameters", "discover"})
 
 
+def _exit_now(code: int) -> None:
+    """Flush and leave without the interpreter's teardown (module and object finalisation, a few ms): by now
+    everything is written and the scratch directories are gone."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader stopped reading: the output did not arrive whole
+        code = code or 2
+    os._exit(code)
+
+
 def main() -> None:
     args = sys.argv[1:]
     if len(args) == 2 and args[0] == "cmp" and args[1] in PLUGIN_COMMANDS:
         from apprafter import cmp_entry
 
-        code = cmp_entry.run(args[1])
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BrokenPipeError:  # Argo CD stopped reading: the output did not arrive whole
-            code = code or 2
-        # Everything is written and the scratch directories are gone: skip the interpreter's teardown (module
-        # and object finalisation), a few ms of every sync.
-        os._exit(code)
+        _exit_now(cmp_entry.run(args[1]))
     if args[:1] == ["render"]:
         from apprafter import render_run
 
         values = render_run.parse(args[1:])
         if values is not None:  # well formed: no click (help and mistakes go to click below)
-            from apprafter.errors import report
             from toolchain.errors import AppRafterError
 
             try:
                 render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
             except (AppRafterError, MemoryError) as error:
-                sys.exit(report(error))
-            sys.exit(0)
+                from apprafter.errors import report
+
+                _exit_now(report(error))
+            _exit_now(0)
     from apprafter.cli import main as cli_main
 
     cli_main()

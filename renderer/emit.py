@@ -9,6 +9,7 @@ could take for anything but that string; tests read its output back with PyYAML 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -25,12 +26,17 @@ _WORDS = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 _RAW_UNSAFE = "[\x7f-\x9f\u2028\u2029\ufeff]"
 
 
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Compiled on first use: the plugin, which writes JSON, never pays for them."""
+    return re.compile(_PLAIN), re.compile(_RAW_UNSAFE)
+
+
 def _string(text: str) -> str:
-    # re caches compiled patterns: compiling on first use keeps the plugin (which writes JSON) from paying.
-    if re.fullmatch(_PLAIN, text) and text.lower() not in _WORDS:
+    plain, raw_unsafe = _patterns()
+    if plain.fullmatch(text) and text.lower() not in _WORDS:
         return text
-    quoted = json.dumps(text, ensure_ascii=False)
-    return re.sub(_RAW_UNSAFE, lambda m: f"\\u{ord(m.group()):04x}", quoted)
+    return raw_unsafe.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(text, ensure_ascii=False))
 
 
 def _scalar(value: Any) -> str:
