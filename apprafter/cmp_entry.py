@@ -24,11 +24,14 @@ def run(command: str) -> int:
         print(found)
         return 0
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         if command == "parameters":
             sys.stdout.write(commands.parameters_json(os.environ, cwd))
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
-    except AppRafterError as error:
+    except (AppRafterError, MemoryError) as error:
         return report(error, MAX_ERROR_LINES)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -39,7 +39,7 @@ def main() -> None:
 
             try:
                 render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
-            except AppRafterError as error:
+            except (AppRafterError, MemoryError) as error:
                 from apprafter.errors import report
 
                 _exit_now(report(error))

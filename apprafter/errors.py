@@ -1,8 +1,9 @@
 """How every command reports a failure: one line per problem on stderr, nothing on stdout, the error's exit code.
 
 Every failure raised on purpose is a toolchain.errors.AppRafterError that carries its own lines and exit
-code (1 for the user's input, 2 for a tool or environment problem with its remedy); anything else is a bug
-and keeps its traceback. Kept free of click so the plugin entry can use it without importing click.
+code (1 for the user's input, 2 for a tool or environment problem with its remedy); a MemoryError is the
+process's own memory budget running out (apprafter.budget), exit 2; anything else is a bug and keeps its
+traceback. Kept free of click so the plugin entry can use it without importing click.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ def print_lines(lines: list[str], limit: int | None = None) -> None:
         print(f"... and {len(lines) - limit} more problems (run `apprafter validate`)", file=sys.stderr)
 
 
-def report(error: AppRafterError, limit: int | None = None) -> int:
+def report(error: AppRafterError | MemoryError, limit: int | None = None) -> int:
     """Print the error's lines on stderr; return its exit code."""
+    if isinstance(error, MemoryError):
+        from apprafter.budget import OwnMemoryBudget
+
+        error = OwnMemoryBudget()
     print_lines(error.lines(), limit)
     return error.exit_code
 
@@ -41,7 +46,7 @@ def reported(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except AppRafterError as error:
+        except (AppRafterError, MemoryError) as error:
             sys.exit(report(error))
 
     return wrapper

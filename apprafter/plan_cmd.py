@@ -22,14 +22,14 @@ GIT_PREFIX = "git:"
 
 
 def _read(path: Path) -> tuple[bytes, str]:
-    """The file's bytes (decoded and size-checked by the YAML reader) and its name for messages."""
-    display = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-        return path.read_bytes(), display
-    except OSError as e:
-        raise UserError([Problem(display, 1, 1, "", f"cannot read: {e.strerror}")]) from None
+    """A CR file's bytes and its name for messages; never a byte of a file that resolves outside the directory
+    it was named from (a symlink or '..'), never a FIFO or device."""
+    from renderer import userfile
+
+    display = userfile.shown(path)
+    data = userfile.read_bytes(path, display=display, root=Path(userfile.absolute(path)).parent,
+                               root_name="the directory it is named in")
+    return data, display
 
 
 def load_path(path: Path) -> LoadedApp:
@@ -90,10 +90,9 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
     if target.suffix in CR_SUFFIXES:
         return parse_cr(shown.stdout, display, strict_json=target.suffix == ".json")
-    try:
-        text = shown.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
+    from renderer import userfile
+
+    text = userfile.decode_text(shown.stdout, display)
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-") as tmp:
         file = Path(tmp) / APP_DIR / APP_FILE
         file.parent.mkdir()
@@ -125,8 +124,11 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
          domain: str | None, approvers: tuple[str, ...]) -> None:
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except AppRafterError as error:
+    except (AppRafterError, MemoryError) as error:
         code = report(error)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
     sys.exit(2 if detailed_exitcode and gated else 0)

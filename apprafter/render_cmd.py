@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from apprafter.budget import limit_own_memory
 from apprafter.errors import reported
 from apprafter.render_run import RENDER_OPTIONS
 from apprafter.render_run import render as run_render
@@ -51,6 +52,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
 @reported
 def validate(path: Path) -> None:
     """Check PATH in every environment; exit 0 with a one-line confirmation on stderr when valid."""
+    limit_own_memory()
     app = load(path)
     problems = checks.check(app)
     if problems:
@@ -64,6 +66,7 @@ def validate(path: Path) -> None:
 @reported
 def envs(path: Path, as_json: bool) -> None:
     """Print the environment names PATH declares."""
+    limit_own_memory()
     names = checks.environments(load(path))
     _write(json.dumps(names) + "\n" if as_json else "".join(f"{n}\n" for n in names))
 

@@ -76,14 +76,21 @@ def parse(argv: list[str]) -> dict[str, object] | None:
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
            tier: str | None, platform_file: Path | None, all_dir: Path | None) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
-    from renderer.context import make_context
+    from apprafter.budget import limit_own_memory
+    from renderer import settings
     from renderer.emit import dump_stream
     from renderer.errors import Problem, UserError
     from renderer.load import load
     from renderer.render import Mode, render_all, render_loaded
     from renderer.validate import environments
 
-    context = make_context(platform_file, domain=domain, tier=tier)
+    def flag(value: str | None, name: str) -> settings.Given | None:
+        return None if value is None else settings.Given(value, settings.Origin(name))
+
+    limit_own_memory()
+    context = settings.platform_context(platform_file, {"domain": flag(domain, "--domain"),
+                                                        "tier": flag(tier, "--tier")})
+    namespace = settings.namespace(flag(namespace, "--namespace"))
     if all_dir is not None:
         rendered, problems = render_all(all_dir, cast(Mode, mode), context)
         if problems:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,6 +14,7 @@ from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.manifests.network import default_hostname
+from renderer.redact import digest
 
 __all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan"]
 
@@ -64,7 +64,7 @@ def deployment(document: Mapping[str, Any], environment: str) -> Deployment:
 def _redacted(kind: str, target: str) -> Any:
     """How an env value appears in a plan: references as written, literals only as their sha256."""
     if kind == "literal":
-        return {"literalSha256": hashlib.sha256(target.encode()).hexdigest()}
+        return {"literalSha256": digest(target)}
     return {kind: target}
 
 

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from renderer.crds import APPLICATION, inline, openapi
+from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
 from renderer.load import DOCUMENT_KEYS, LoadedApp, Source
+from renderer.redact import Redactor, is_env_path
 from renderer.yaml_input import YamlDocument, parse
 
 __all__ = ["document_schema", "parse_cr"]
@@ -68,7 +70,11 @@ def _validator() -> Any:
 
 
 def _problems(doc: YamlDocument, data: dict[str, Any]) -> Iterator[Problem]:
-    """One problem per schema violation, at the YAML node; an unknown field at its key, like cue names it."""
+    """One problem per schema violation, at the YAML node; an unknown field at its key, like cue names it.
+
+    No message shows an env value: one about an env value says what the value must be, and every other one
+    has the document's env literals redacted (before it is shortened, so no part of one survives)."""
+    redactor = Redactor.for_document(data)
     for error in _validator().iter_errors(data):
         path: tuple[str | int, ...] = tuple(error.absolute_path)
         if error.validator == "additionalProperties" and isinstance(error.instance, dict):
@@ -83,14 +89,13 @@ def _problems(doc: YamlDocument, data: dict[str, Any]) -> Iterator[Problem]:
             yield doc.problem((*path, error.instance), f"env key {error.instance!r} must match "
                               f"{error.validator_value}", at_key=True)
         else:
-            yield doc.problem(path, _message(error))
+            yield doc.problem(path, _message(error, redactor))
 
 
-def _message(error: Any) -> str:
-    if error.validator == "oneOf" and error.validator_value and len(error.absolute_path) >= 2 \
-            and error.absolute_path[-2] == "env":
-        return 'must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}'
-    message = str(error.message)
+def _message(error: Any, redactor: Redactor) -> str:
+    if is_env_path(tuple(error.absolute_path)):
+        return ENV_VALUE_HINT
+    message = redactor.text(str(error.message))
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from compatibility.images import parse_image
 from platform_stack.errors import StackError, StackToolError
 from platform_stack.registry import connect
-from platform_stack.tarball import read_chart_files
+from platform_stack.tarball import MAX_ARCHIVE_BYTES, read_chart_files
+from renderer import userfile
 from renderer.yaml_input import parse
 
 __all__ = ["ChartArchive", "PushResult", "Reference", "parse_reference", "push", "read_archive"]
@@ -94,10 +95,7 @@ def read_archive(path: Path) -> ChartArchive:
     for key in ("name", "version"):
         if not isinstance(meta.data.get(key), str) or not meta.data[key]:
             raise meta.error((key,), "required: a non-empty string")
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise StackError(f"{path}:1:1: chart: cannot read ({e.strerror})") from None
+    data = userfile.read_bytes(path, max_bytes=MAX_ARCHIVE_BYTES, what="the chart archive")
     return ChartArchive(path, data, meta.data, files.mtime)
 
 

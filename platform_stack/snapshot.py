@@ -16,6 +16,7 @@ from platform_stack.classify import StackSnapshot
 from platform_stack.effective import ValuesError, effective_components, with_overrides
 from platform_stack.errors import StackError
 from platform_stack.tarball import read_chart_files
+from renderer import userfile
 from renderer.yaml_input import YamlDocument, parse
 
 __all__ = ["chart_files", "load_overrides", "load_snapshot"]
@@ -30,13 +31,7 @@ def chart_files(path: Path, version: str | None = None) -> dict[str, YamlDocumen
         archive = read_chart_files(path, WANTED)
         raw, prefix = archive.files, f"{path}!/{archive.top}/"
     elif (path / "Chart.yaml").is_file():
-        raw = {}
-        for name in WANTED:
-            file = path / name
-            if file.is_file():
-                if file.stat().st_size > 1 << 20:
-                    raise StackError(f"{file}:1:1: larger than {1 << 20} bytes: refused")
-                raw[name] = file.read_bytes()
+        raw = {name: userfile.read_bytes(path / name, root=path) for name in WANTED if (path / name).exists()}
         prefix = f"{path}/"
     elif (path / "platform.cue").is_file():
         from platform_stack.build import build_chart
@@ -111,12 +106,7 @@ def load_snapshot(path: Path, tier: str | None = None, overrides: dict[str, Any]
 
 def load_overrides(path: Path) -> dict[str, Any]:
     """Read a PlatformStack `spec.overrides` mapping (YAML or JSON)."""
-    try:
-        data = path.read_bytes() if path.stat().st_size <= 1 << 20 else None
-    except OSError as e:
-        raise StackError(f"{path}:1:1: overrides: cannot read ({e.strerror})") from None
-    if data is None:
-        raise StackError(f"{path}:1:1: overrides: larger than {1 << 20} bytes: refused")
+    data = userfile.read_bytes(path, root=Path(userfile.absolute(path)).parent, what="the overrides file")
     doc = parse(data, str(path), json_only=path.suffix == ".json")
     if not isinstance(doc.data, dict):
         raise doc.error((), "overrides: expected component -> {pin, enabled, values}")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from platform_stack.chart import Chart
 from platform_stack.errors import StackError
+from renderer import userfile
 
 # Used when neither SOURCE_DATE_EPOCH nor a git commit time is available: 2020-01-01T00:00:00Z.
 FALLBACK_EPOCH = 1577836800
@@ -84,13 +85,12 @@ def read_chart_files(path: Path, wanted: tuple[str, ...]) -> ChartFiles:
     """The `wanted` files (paths inside the chart's directory) of a chart .tgz, read as a stream with Helm's
     limits: an archive that inflates past them is refused before it is read whole."""
     where = f"{path}:1:1: chart"
+    data = userfile.read_bytes(path, max_bytes=MAX_ARCHIVE_BYTES, what="the chart archive")  # never a FIFO
     try:
-        if path.stat().st_size > MAX_ARCHIVE_BYTES:
-            raise StackError(f"{where}: archive larger than {MAX_ARCHIVE_BYTES} bytes: refused")
         found: dict[str, bytes] = {}
         tops: set[str] = set()
         total = mtime = 0
-        with tarfile.open(path, mode="r|gz") as tar:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r|gz") as tar:
             for count, member in enumerate(tar, start=1):
                 total += member.size
                 if count > MAX_ENTRIES or member.size > MAX_ENTRY_BYTES or total > MAX_TOTAL_BYTES:

@@ -1,15 +1,22 @@
-"""Platform context: what the cluster around an app provides (domain, gateway, tier, ...), with documented defaults."""
+"""Platform context: what the cluster around an app provides (domain, gateway, tier, ...), with documented defaults.
+
+Values a user gives (platform file, flags, plugin env) reach it only through renderer.settings, which checks
+every one.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, NamedTuple
-
-from renderer.errors import Problem, UserError
+from typing import NamedTuple
 
 __all__ = [
-    "CLUSTER_ISSUER", "GATEWAYS", "GATEWAY_NAMESPACE", "HTTPS_LISTENER", "HTTP_LISTENER", "TIERS",
-    "PlatformContext", "make_context"
+    "CLUSTER_ISSUER",
+    "DEFAULTS",
+    "GATEWAYS",
+    "GATEWAY_NAMESPACE",
+    "HTTPS_LISTENER",
+    "HTTP_LISTENER",
+    "TIERS",
+    "PlatformContext"
 ]
 
 TIERS = ("dev", "solo", "team", "production", "regulated")
@@ -58,52 +65,4 @@ class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses`
         return feature in TIER_FEATURES.get(self.tier, frozenset())
 
 
-_FIELDS = set(PlatformContext._fields)
 DEFAULTS = PlatformContext()
-_YAML_KEYS = {
-    "domain": "domain", "tier": "tier", "ipFamilies": "ip_families", "clusterIssuer": "cluster_issuer",
-    "confidentialRuntimeClass": "confidential_runtime_class",
-}
-
-
-def from_yaml(path: Path) -> dict[str, Any]:
-    """Read a platform file (documented in docs/application.md) into PlatformContext keyword arguments."""
-    import yaml  # only a platform file needs it: the plugin path stays free of PyYAML's import
-
-    display = str(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError([Problem(display, 1, 1, "", f"cannot read platform file: {e}")]) from None
-    if not isinstance(data, dict):
-        raise UserError([Problem(display, 1, 1, "", "platform file must be a mapping")])
-    out: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for key, value in data.items():
-        if key in _YAML_KEYS:
-            out[_YAML_KEYS[key]] = tuple(value) if isinstance(value, list) else value
-        elif key == "gateway" and isinstance(value, dict):
-            for sub, attr in (("name", "gateway_name"), ("namespace", "gateway_namespace"),
-                              ("listener", "gateway_listener")):
-                if sub in value:
-                    out[attr] = str(value[sub])
-        elif key == "providerNamespaces" and isinstance(value, dict):
-            merged = dict(DEFAULTS.provider_namespaces)
-            merged.update({str(k): str(v) for k, v in value.items()})
-            out["provider_namespaces"] = tuple(sorted(merged.items()))
-        else:
-            problems.append(Problem(display, 1, 1, key, "unknown platform setting"))
-    if problems:
-        raise UserError(problems)
-    return out
-
-
-def make_context(platform_file: Path | None = None, **overrides: Any) -> PlatformContext:
-    """Defaults, then the platform file, then explicit overrides (flags); None values are ignored."""
-    kwargs: dict[str, Any] = from_yaml(platform_file) if platform_file else {}
-    kwargs.update({k: v for k, v in overrides.items() if v is not None and k in _FIELDS})
-    tier = kwargs.get("tier", DEFAULTS.tier)
-    if tier not in TIERS:
-        raise UserError([Problem(str(platform_file or "--tier"), 1, 1, "tier",
-                                 f"unknown tier {tier!r}: want one of {', '.join(TIERS)}")])
-    return PlatformContext(**kwargs)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from toolchain.errors import AppRafterError, Problem, ToolFailure, UserError
+from toolchain.errors import AppRafterError, Problem, ToolFailure, UserError, field_path, one_line
 
-__all__ = ["AppRafterError", "Problem", "ToolFailure", "UserError"]
+__all__ = ["AppRafterError", "Problem", "ToolFailure", "UserError", "field_path", "one_line"]

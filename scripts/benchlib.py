@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from renderer.load import locate, read_source, write_package
+from renderer.load import locate, read_source, write_module
 
 
 def timed(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:
@@ -31,7 +31,8 @@ def timed_cpu(argv: list[str], cwd: Path | None = None, env: dict[str, str] | No
 
 
 def bare_cue_package(app: Path, into: Path) -> Path:
-    """The user file plus injected schema exactly as `render` hands them to cue, for a bare `cue export`."""
+    """The module (schema package, user package, binding) exactly as `render` hands it to cue, for a bare
+    `cue export --out json .` in the returned directory."""
     into.mkdir(parents=True, exist_ok=True)
-    write_package(into, read_source(*locate(app)))
+    write_module(into, read_source(*locate(app)))
     return into

@@ -11,7 +11,7 @@ import pytest
 from renderer import cue, load
 from renderer.emit import dump_stream
 from renderer.render import render, render_all
-from tests.renderer.helpers import EXAMPLES, MINIMAL, run_cli, write_app
+from tests.renderer.helpers import EXAMPLES, MINIMAL, RUNAWAY, run_cli, write_app
 
 
 def monorepo(tmp_path: Path) -> Path:
@@ -53,14 +53,11 @@ def test_a_broken_app_is_reported_and_the_others_still_render(tmp_path: Path) ->
     assert result.returncode == 1 and result.stdout == ""
 
 
-RUNAWAY = 'import "list"\n\n' + MINIMAL + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n'
-
-
 def test_an_app_over_its_budget_is_its_own_problem_and_the_others_render(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     repo = monorepo(tmp_path)
-    write_app(repo / "apps" / "runaway", RUNAWAY)
-    monkeypatch.setattr(cue, "DEFAULT_TIMEOUT_S", 3.0)
+    write_app(repo / "apps" / "runaway", 'import "list"\n\n' + MINIMAL + RUNAWAY)
+    monkeypatch.setenv("APPRAFTER_CUE_TIMEOUT", "3")  # read when used
     rendered, problems = render_all(repo, "cr")
     assert len(rendered) == 7
     (problem,) = problems
@@ -84,5 +81,6 @@ def test_after_a_failed_batch_only_the_broken_app_runs_alone(tmp_path: Path, mon
     monkeypatch.setattr(load, "run_cue", counting)
     rendered, problems = render_all(repo, "cr")
     assert len(rendered) == 7 and [p.field for p in problems] == ["spec.base.expose.port"]
-    batches = [r for r in runs if "-e" in r]  # the batch runs export `-e out`; a single app runs alone
-    assert len(runs) == 3 and len(batches) == 2  # all four, the broken one alone, the three healthy ones
+    # The batch runs `export .` of all four; the broken one alone (`--all-errors`); the three healthy ones in one
+    # more batch.
+    assert ["alone" if "--all-errors" in r else "batch" for r in runs] == ["batch", "alone", "batch"]
