@@ -1,4 +1,5 @@
-# The AppRafter CUE plugin sidecar for argocd-repo-server (see docs/argocd.md).
+# The AppRafter CUE plugin sidecar for argocd-repo-server (see docs/argocd.md); the admission webhook runs the
+# same image as `apprafter webhook` (deploy/admission/, docs/admission.md).
 # Build: docker build -t ghcr.io/apprafter/cmp-cue:0.1.0 .
 # Pins: Go and Python bases by version tag (pin digests in your registry mirror), cue by module version.
 
@@ -16,13 +17,14 @@ COPY renderer renderer
 COPY compatibility compatibility
 COPY platform_stack platform_stack
 COPY cmp cmp
+COPY admission admission
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11.14-slim-bookworm
 COPY --from=cue /out/cue /usr/local/bin/cue
 COPY --from=wheel /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
- && python -c "import renderer.render, cmp.commands"
+ && python -c "import renderer.render, cmp.commands, admission.server"
 COPY plugin.yaml /home/argocd/cmp-server/config/plugin.yaml
 # Argo CD requires uid 999 for the plugin socket; HOME and cue's cache must be writable (an emptyDir on /tmp).
 ENV HOME=/tmp \

@@ -13,6 +13,7 @@ from typing import Any
 
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
+from renderer.validate import ENVIRONMENT_IMMUTABLE
 
 GROUP = "apprafter.io"
 VERSION = "v1alpha1"
@@ -92,9 +93,8 @@ APPLICATION = CrdSource(
     patches=(
         # The plugin stamps the environment; a cluster object is always one environment's deployment.
         SchemaPatch(("spec",), {"required": ["environment"]}),
-        cel(("spec",), "self.environment == oldSelf.environment",
-            "spec.environment is immutable: a different environment is a different deployment "
-            "(<app>-<env>); create a new Application instead", "FieldValueForbidden"),
+        cel(("spec",), "self.environment == oldSelf.environment", f"spec.environment {ENVIRONMENT_IMMUTABLE}",
+            "FieldValueForbidden"),
         SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
     ),
     columns=(Column("Environment", ".spec.environment"), Column("Phase", ".status.phase"),

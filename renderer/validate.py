@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from renderer.effective import effective_spec
 from renderer.errors import Problem
 from renderer.load import LoadedApp
+from renderer.positions import PositionIndex
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -18,6 +20,9 @@ SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 REWRITE_FROM = re.compile(r"^(?P<prefix>/[^()*+?\[\]{}|\\^$]*?)/?\(\.\*\)$")
 REWRITE_TO = re.compile(r"^(?P<prefix>/[^$()]*?)/?\$1$")
 MAX_NAME = 63
+# The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8). Also a CEL rule.
+ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
+                         "create a new Application instead")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
@@ -35,8 +40,12 @@ def environments(app: LoadedApp) -> list[str]:
 class _Checker:
     def __init__(self, app: LoadedApp) -> None:
         self.app = app
-        self.index = app.source.index
         self.problems: list[Problem] = []
+
+    @functools.cached_property
+    def index(self) -> PositionIndex:
+        """Positions in the user's file, found only when there is a problem to place (scanning costs ms)."""
+        return self.app.source.index
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
@@ -146,3 +155,11 @@ def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:
         if env in declared:
             problems.extend(check_environment(app, env))
     return problems
+
+
+def check_update(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:
+    """Rules on changing an Application object in the cluster: spec.environment stays what it was."""
+    before, after = (d.get("spec", {}).get("environment") for d in (old, new))
+    if before == after:
+        return []
+    return [Problem(display, 0, 0, "spec.environment", f"{ENVIRONMENT_IMMUTABLE} (was {before!r}, now {after!r})")]
