@@ -24,11 +24,14 @@ def run(command: str) -> int:
         print(found)
         return 0
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         if command == "parameters":
             sys.stdout.write(commands.parameters_json(os.environ, cwd))
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
-    except (UserError, ToolFailure) as error:
+    except (UserError, ToolFailure, MemoryError) as error:
         lines, code = describe(error) or ([], USER_EXIT)
         print_lines(lines, MAX_ERROR_LINES)
         return code

@@ -23,6 +23,10 @@ def describe(error: BaseException) -> tuple[list[str], int] | None:
     """stderr lines and exit code for a failure the user or the environment caused; None for a bug."""
     if isinstance(error, UserError):
         return [str(p) for p in error.problems], USER_EXIT
+    if isinstance(error, MemoryError):
+        from apprafter.budget import MEMORY_MESSAGE
+
+        return [MEMORY_MESSAGE], TOOL_EXIT
     if isinstance(error, ToolFailure):
         return [f"apprafter: {error}"], TOOL_EXIT
     from platform_stack.errors import StackError, StackToolError

@@ -21,15 +21,11 @@ GIT_PREFIX = "git:"
 
 
 def _read(path: Path) -> str:
-    display = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
-    except OSError as e:
-        raise UserError([Problem(display, 1, 1, "", f"cannot read: {e.strerror}")]) from None
+    """A CR file's text; never a byte of a file that resolves outside the directory it was named from."""
+    from renderer import userfile
+
+    return userfile.read_text(path, root=Path(userfile.absolute(path)).parent, root_name="the directory it is "
+                              "named in")
 
 
 def load_path(path: Path) -> LoadedApp:
@@ -88,10 +84,9 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         raise UserError([Problem(display, 1, 1, "", message[0] if message else "git show failed")])
     if len(shown.stdout) > MAX_FILE_BYTES:
         raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-    try:
-        text = shown.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
+    from renderer import userfile
+
+    text = userfile.decode_text(shown.stdout, display)
     if target.suffix in CR_SUFFIXES:
         return parse_cr(text, display, strict_json=target.suffix == ".json")
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-") as tmp:
@@ -125,8 +120,11 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
          domain: str | None, approvers: tuple[str, ...]) -> None:
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except (UserError, ToolFailure) as error:
+    except (UserError, ToolFailure, MemoryError) as error:
         lines, code = describe(error) or ([], USER_EXIT)
         print_lines(lines)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"

@@ -9,9 +9,11 @@ from typing import cast
 
 import click
 
+from apprafter.budget import limit_own_memory
 from apprafter.errors import reported
+from renderer import settings
 from renderer import validate as checks
-from renderer.context import TIERS, make_context
+from renderer.context import TIERS
 from renderer.emit import dump_stream
 from renderer.errors import Problem, UserError
 from renderer.load import load
@@ -39,7 +41,10 @@ def _write(text: str) -> None:
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
            tier: str | None, platform_file: Path | None, all_dir: Path | None) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
-    context = make_context(platform_file, domain=domain, tier=tier)
+    limit_own_memory()
+    context = settings.platform_context(platform_file, {"domain": _flag(domain, "--domain"),
+                                                        "tier": _flag(tier, "--tier")})
+    namespace = settings.namespace(_flag(namespace, "--namespace"))
     if all_dir is not None:
         rendered, problems = render_all(all_dir, cast(Mode, mode), context)
         if problems:
@@ -60,6 +65,10 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     _write(dump_stream(result.objects))
 
 
+def _flag(value: str | None, flag: str) -> settings.Given | None:
+    return None if value is None else settings.Given(value, settings.Origin(flag))
+
+
 def _missing_env(display: str, declared: list[str]) -> Problem:
     return Problem(display, 1, 1, "", f"--env is required; declared environments: {', '.join(declared)}")
 
@@ -69,6 +78,7 @@ def _missing_env(display: str, declared: list[str]) -> Problem:
 @reported
 def validate(path: Path) -> None:
     """Check PATH in every environment; exit 0 with a one-line confirmation on stderr when valid."""
+    limit_own_memory()
     app = load(path)
     problems = checks.check(app)
     if problems:
@@ -82,6 +92,7 @@ def validate(path: Path) -> None:
 @reported
 def envs(path: Path, as_json: bool) -> None:
     """Print the environment names PATH declares."""
+    limit_own_memory()
     names = checks.environments(load(path))
     _write(json.dumps(names) + "\n" if as_json else "".join(f"{n}\n" for n in names))
 

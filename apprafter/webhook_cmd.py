@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from apprafter.errors import reported
-from renderer.context import TIERS, make_context
+from renderer import settings
+from renderer.context import TIERS
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
@@ -36,5 +37,6 @@ def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    settings = Settings(operator_user, make_context(platform_file, tier=tier))
-    serve(Options(cert_file, key_file, host, port, metrics_port, cert_poll_seconds), settings)
+    given = {"tier": settings.Given(tier, settings.Origin("--tier")) if tier else None}
+    rules = Settings(operator_user, settings.platform_context(platform_file, given))
+    serve(Options(cert_file, key_file, host, port, metrics_port, cert_poll_seconds), rules)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,6 +11,7 @@ from compatibility.plan import Change, Plan, Subject, roll_up
 from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
+from renderer.redact import digest
 
 DEFAULT_DOMAIN = PlatformContext.domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
@@ -69,7 +69,7 @@ def leaf_diff(before: Any, after: Any, path: str) -> list[tuple[str, Any, Any]]:
 def _redacted(kind: str, target: str) -> Any:
     """How an env value appears in a plan: references as written, literals only as their sha256."""
     if kind == "literal":
-        return {"literalSha256": hashlib.sha256(target.encode()).hexdigest()}
+        return {"literalSha256": digest(target)}
     return {kind: target}
 
 

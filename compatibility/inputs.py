@@ -13,9 +13,12 @@ import jsonschema
 import yaml
 
 from compatibility.shape import Unreadable, json_value
+from renderer import patterns
 from renderer.crds import application_json_schema
+from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
 from renderer.load import DOCUMENT_KEYS, LoadedApp, Source
+from renderer.redact import Redactor, is_env_path
 
 IGNORED_TOP_LEVEL = frozenset({"status"})  # a CR read back from the cluster carries status; not compared
 
@@ -137,16 +140,22 @@ def parse_cr(text: str, display: str, strict_json: bool = False) -> LoadedApp:
     except RecursionError:
         raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
     problems = []
+    redactor = Redactor.for_document(doc)
     for error in errors:
         path = tuple(error.absolute_path)
         field = ".".join(str(p) for p in path)
-        problems.append(Problem(display, *_position(text, path), field, _message(error)))
+        message = ENV_VALUE_HINT if is_env_path(path) else _message(error)  # never what the value holds
+        problems.append(redactor.problem(Problem(display, *_position(text, path), field, message)))
     if problems:
         raise UserError(problems)
     return LoadedApp(Source(Path(display), display, text, None), {k: doc[k] for k in DOCUMENT_KEYS if k in doc})
 
 
 def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "pattern":  # our name rules read as `apprafter validate` words them
+        named = patterns.violation(str(error.validator_value), error.instance)
+        if named:
+            return named
     message = str(error.message)
     if error.validator == "additionalProperties":
         return "field not allowed: " + message.split("(", 1)[-1].rstrip(")")

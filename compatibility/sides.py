@@ -7,6 +7,7 @@ from compatibility.shape import Unreadable
 from renderer import validate
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
+from renderer.redact import Redactor
 from renderer.render import require_environment
 
 
@@ -16,10 +17,10 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     Every problem `apprafter render` would report is a UserError here too: a plan never reads what the
     renderer would refuse.
     """
-    display, index = app.source.display, app.source.index
+    display = app.source.display
     stamped = app.document.get("spec", {}).get("environment")
     if stamped is not None and stamped != environment:
-        line, col = index.find(("spec", "environment"))
+        line, col = app.source.index.find(("spec", "environment"))
         raise UserError([Problem(display, line, col, "spec.environment", f"this CR is stamped for environment "
                                  f"{stamped!r}, not {environment!r} (a different environment is a different "
                                  "deployment)")])
@@ -38,6 +39,8 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     except Unreadable as e:
         parts = tuple(e.field.split(".")) if e.field else ()
         in_env = ("spec", "environments", environment, *parts)
+        index = app.source.index
         path = in_env if index.has(in_env) else ("spec", "base", *parts)
         line, col = index.find(path)
-        raise UserError([Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")]) from None
+        problem = Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")
+        raise UserError([Redactor.for_document(app.document).problem(problem)]) from None

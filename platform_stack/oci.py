@@ -81,8 +81,10 @@ class ChartArchive:
 
 def read_archive(path: Path) -> ChartArchive:
     """Open a chart .tgz and read `<name>/Chart.yaml`; a non-chart is the user's error."""
+    from renderer import userfile
+
+    data = userfile.read_bytes(path, max_bytes=userfile.MAX_ARCHIVE_BYTES, what="the chart archive")
     try:
-        data = path.read_bytes()
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
             members = tar.getmembers()
             tops = {m.name.split("/", 1)[0] for m in members}

@@ -13,6 +13,7 @@ import yaml
 from platform_stack.classify import StackSnapshot
 from platform_stack.effective import effective_components, with_overrides
 from platform_stack.errors import StackError
+from renderer import userfile
 
 WANTED = ("Chart.yaml", "values.yaml", "compatibility.json")
 
@@ -21,7 +22,8 @@ def chart_files(path: Path, version: str | None = None) -> dict[str, bytes]:
     """Chart.yaml, values.yaml, compatibility.json of a .tgz, a chart dir, or a source (built in memory)."""
     if path.is_file():
         try:
-            with tarfile.open(fileobj=io.BytesIO(path.read_bytes()), mode="r:gz") as tar:
+            data = userfile.read_bytes(path, max_bytes=userfile.MAX_ARCHIVE_BYTES, what="the chart archive")
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
                 out: dict[str, bytes] = {}
                 for member in tar.getmembers():
                     rel = member.name.split("/", 1)[-1]
@@ -31,7 +33,7 @@ def chart_files(path: Path, version: str | None = None) -> dict[str, bytes]:
         except (OSError, tarfile.TarError) as exc:
             raise StackError(f"{path}:1:1: chart: not a readable chart archive ({exc})") from exc
     elif (path / "Chart.yaml").is_file():
-        out = {name: (path / name).read_bytes() for name in WANTED if (path / name).is_file()}
+        out = {name: userfile.read_bytes(path / name, root=path) for name in WANTED if (path / name).exists()}
     elif (path / "platform.cue").is_file():
         from platform_stack.build import build_chart
 
@@ -69,9 +71,10 @@ def load_snapshot(path: Path, tier: str | None = None, overrides: dict[str, Any]
 
 def load_overrides(path: Path) -> dict[str, Any]:
     """Read a PlatformStack `spec.overrides` mapping (YAML or JSON)."""
+    text = userfile.read_text(path, root=Path(userfile.absolute(path)).parent, what="the overrides file")
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
         raise StackError(f"{path}:1:1: overrides: unreadable ({exc})") from exc
     if not isinstance(data, dict):
         raise StackError(f"{path}:1:1: overrides: expected component -> {{pin, enabled, values}}")

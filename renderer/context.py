@@ -1,14 +1,11 @@
-"""Platform context: what the cluster around an app provides (domain, gateway, tier, ...), with documented defaults."""
+"""Platform context: what the cluster around an app provides (domain, gateway, tier, ...), with documented defaults.
+
+Built only through renderer.settings.platform_context, which checks every value.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
-from typing import Any
-
-import yaml
-
-from renderer.errors import Problem, UserError
 
 TIERS = ("dev", "solo", "team", "production", "regulated")
 # What each tier can provide; an app asking for more gets a warning, never a silent drop.
@@ -46,51 +43,3 @@ class PlatformContext:
 
     def provides(self, feature: str) -> bool:
         return feature in TIER_FEATURES.get(self.tier, frozenset())
-
-
-_FIELDS = {f.name for f in dataclasses.fields(PlatformContext)}
-_YAML_KEYS = {
-    "domain": "domain", "tier": "tier", "ipFamilies": "ip_families", "clusterIssuer": "cluster_issuer",
-    "confidentialRuntimeClass": "confidential_runtime_class",
-}
-
-
-def from_yaml(path: Path) -> dict[str, Any]:
-    """Read a platform file (documented in docs/application.md) into PlatformContext keyword arguments."""
-    display = str(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise UserError([Problem(display, 1, 1, "", f"cannot read platform file: {e}")]) from None
-    if not isinstance(data, dict):
-        raise UserError([Problem(display, 1, 1, "", "platform file must be a mapping")])
-    out: dict[str, Any] = {}
-    problems: list[Problem] = []
-    for key, value in data.items():
-        if key in _YAML_KEYS:
-            out[_YAML_KEYS[key]] = tuple(value) if isinstance(value, list) else value
-        elif key == "gateway" and isinstance(value, dict):
-            for sub, attr in (("name", "gateway_name"), ("namespace", "gateway_namespace"),
-                              ("listener", "gateway_listener")):
-                if sub in value:
-                    out[attr] = str(value[sub])
-        elif key == "providerNamespaces" and isinstance(value, dict):
-            merged = dict(PlatformContext.provider_namespaces)
-            merged.update({str(k): str(v) for k, v in value.items()})
-            out["provider_namespaces"] = tuple(sorted(merged.items()))
-        else:
-            problems.append(Problem(display, 1, 1, key, "unknown platform setting"))
-    if problems:
-        raise UserError(problems)
-    return out
-
-
-def make_context(platform_file: Path | None = None, **overrides: Any) -> PlatformContext:
-    """Defaults, then the platform file, then explicit overrides (flags); None values are ignored."""
-    kwargs: dict[str, Any] = from_yaml(platform_file) if platform_file else {}
-    kwargs.update({k: v for k, v in overrides.items() if v is not None and k in _FIELDS})
-    tier = kwargs.get("tier", PlatformContext.tier)
-    if tier not in TIERS:
-        raise UserError([Problem(str(platform_file or "--tier"), 1, 1, "tier",
-                                 f"unknown tier {tier!r}: want one of {', '.join(TIERS)}")])
-    return PlatformContext(**kwargs)

@@ -1,42 +1,75 @@
-"""Finds a user's apprafter/Application.cue inside its repository, injects the schema, and evaluates it with cue."""
+"""Finds a user's apprafter/Application.cue inside its repository and evaluates it with cue against the schema.
+
+The schema lives in its own package of a throwaway CUE module, where the user's file cannot reopen its
+definitions (a user's `#Workload: {hostNetwork: bool}` is a definition of the user's own package, not an
+extension of ours). The user's package gets only the injected `claim` binding and `ipv6`/`ipv4`; a third
+package unifies `schema.#Application` with the user's regular top-level fields, so a top-level typo is
+an unknown field of a closed definition.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import os
 import re
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from renderer.cue import run_cue
+from renderer import userfile
+from renderer.cue import Budget, run_cue
 from renderer.cue_errors import to_problems
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.positions import PositionIndex
+from renderer.redact import Redactor
+from renderer.settings import TIMEOUT_ENV, limits
 
 APP_DIR = "apprafter"
 APP_FILE = "Application.cue"
-MAX_FILE_BYTES = 1 << 20
+MAX_FILE_BYTES = userfile.MAX_BYTES
 INJECTED_TOP_LEVEL = frozenset({"claim", "ipv6", "ipv4"})
 DOCUMENT_KEYS = ("apiVersion", "kind", "metadata", "spec")
+MODULE = "apprafter.local/render"
 _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 _DEFAULT_PACKAGE = "apprafter"
+_USER_FILE = f"app/{APP_FILE}"  # where the user's file sits in the module of a single evaluation
+# Every literal env value a broken Application would have, evaluated without the schema (for redaction).
+_ENV_VALUES = ("{if spec.base.env != _|_ {b: spec.base.env}, "
+               "e: {for k, v in spec.environments if v.env != _|_ {(k): v.env}}}")
+
+
+def _budget_end() -> float:
+    return time.monotonic() + limits().timeout_s
 
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """A user file read from inside its root, with what the injection needs to know about it."""
+    """A user file read from inside its root, with what the injection needs to know about it.
+
+    Its time budget (APPRAFTER_CUE_TIMEOUT) starts when it is read and covers cue and the Python work on it.
+    """
 
     path: Path
     display: str
     text: str
     package: str | None
+    budget_ends: float = dataclasses.field(default_factory=_budget_end, compare=False, repr=False)
 
-    @property
+    @functools.cached_property
     def index(self) -> PositionIndex:
-        return PositionIndex(self.text)
+        """Where each label is written; built on first use (only a problem needs a position), once."""
+        return PositionIndex(self.text, self.check_time)
+
+    def remaining(self) -> float:
+        return self.budget_ends - time.monotonic()
+
+    def check_time(self) -> None:
+        if self.remaining() <= 0:
+            raise Budget(f"working on {self.display} did not finish within the time budget and was stopped "
+                         f"(raise {TIMEOUT_ENV}, or simplify the Application)")
 
     def evaluable_text(self) -> tuple[str, int]:
         """The text cue sees and how far line 1 shifted (a package clause is added in place)."""
@@ -68,48 +101,30 @@ def inject_text() -> str:
 
 def locate(path: Path, root: Path | None = None) -> tuple[Path, Path]:
     """Return (application file, root) for a repo root, an apprafter/ dir, or the file itself."""
-    path = Path(os.path.abspath(path))
+    path = Path(userfile.absolute(path))
     if path.is_dir():
         candidate = path / APP_FILE if path.name == APP_DIR else path / APP_DIR / APP_FILE
         guessed_root = path.parent if path.name == APP_DIR else path
     else:
         candidate = path
         guessed_root = path.parent.parent if path.parent.name == APP_DIR else path.parent
-    root = Path(os.path.abspath(root)) if root else guessed_root
+    root = Path(userfile.absolute(root)) if root else guessed_root
     if not candidate.exists() and not candidate.is_symlink():
-        raise UserError([Problem(_display(candidate), 1, 1, "", f"no {APP_DIR}/{APP_FILE} here")])
+        raise UserError([Problem(userfile.shown(candidate), 1, 1, "", f"no {APP_DIR}/{APP_FILE} here")])
     return candidate, root
 
 
-def _display(path: Path) -> str:
-    rel = os.path.relpath(path)
-    return str(path) if rel.startswith("..") else rel
-
-
 def read_source(path: Path, root: Path) -> Source:
-    """Read the user file, refusing anything that leaves `root` (symlinks, `..`) or is too large."""
-    display = _display(path)
-    real, real_root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    if real != real_root and real_root not in real.parents:
-        raise UserError([Problem(display, 1, 1, "", "refused: the file resolves outside the repository root "
-                                 "(a symlink or '..' leaves it)")])
-    if not real.exists() and path.is_symlink():
-        raise UserError([Problem(display, 1, 1, "", "refused: the file is a symlink that does not resolve to a "
-                                 "file inside the repository")])
-    if not real.is_file():
-        raise UserError([Problem(display, 1, 1, "", "not a regular file")])
-    if real.stat().st_size > MAX_FILE_BYTES:
-        raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-    try:
-        text = real.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
-    problems = [Problem(display, *_line_col(text, m.start()), "", "file embedding (@embed/@extern) is not "
-                        "allowed in Application.cue") for m in re.finditer(r"@(embed|extern)\b", text)]
+    """Read the user file, refusing anything that leaves `root` (symlinks, `..`), is not a regular file,
+    or is too large."""
+    display = userfile.shown(path)
+    text = userfile.read_text(path, display=display, root=root, root_name="the repository root")
+    problems = [Problem(display, *userfile.line_col(text, m.start()), "", "file embedding (@embed/@extern) is "
+                        "not allowed in Application.cue") for m in re.finditer(r"@(embed|extern)\b", text)]
     if problems:
         raise UserError(problems)
     m = _PACKAGE.search(_strip_comments(text))
-    return Source(real, display, text, m.group(1) if m else None)
+    return Source(Path(userfile.absolute(path)), display, text, m.group(1) if m else None)
 
 
 def _strip_comments(text: str) -> str:
@@ -117,51 +132,92 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)
 
 
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+def _write_module(work: Path) -> None:
+    """cue.mod and the schema package (which only we write)."""
+    from toolchain.tools import TOOLS
+
+    (work / "cue.mod").mkdir()
+    # The language version of the pinned cue, as when files are evaluated outside a module.
+    (work / "cue.mod" / "module.cue").write_text(
+        f'module: "{MODULE}"\nlanguage: version: "{TOOLS["cue"].pinned}"\n')
+    (work / "schema").mkdir()
+    (work / "schema" / "schema.cue").write_text(f"package schema\n\n{schema_text()}")
 
 
 def write_package(directory: Path, source: Source) -> int:
-    """Write the user file and the injected files as one package into directory; return the line-1 shift."""
+    """Write the user file and the injected bindings as one package into directory; return the line-1 shift."""
     text, shift = source.evaluable_text()
     package = source.package or _DEFAULT_PACKAGE
+    directory.mkdir(parents=True)
     (directory / APP_FILE).write_text(text)
-    (directory / "zz_apprafter_schema.cue").write_text(f"package {package}\n\n{schema_text()}")
     (directory / "zz_apprafter_inject.cue").write_text(f"package {package}\n\n{inject_text()}")
     return shift
 
 
-def _finish(source: Source, exported: dict[str, Any]) -> LoadedApp:
-    """Drop injected names; anything else at top level besides the document keys is the user's typo."""
-    index = source.index
-    problems = [
-        Problem(source.display, *index.find((key,)), key, "field not allowed at top level "
-                "(an Application has apiVersion, kind, metadata, spec)")
-        for key in exported if key not in INJECTED_TOP_LEVEL and key not in DOCUMENT_KEYS
-    ]
-    if problems:
-        raise UserError(problems)
-    return LoadedApp(source, {k: exported[k] for k in DOCUMENT_KEYS if k in exported})
+def _binding(alias: str) -> str:
+    """The Application a user package stands for: the schema unified with its regular top-level fields."""
+    skip = " && ".join(f'k != "{name}"' for name in sorted(INJECTED_TOP_LEVEL))
+    return f"schema.#Application & {{for k, v in {alias} if {skip} {{(k): v}}}}"
+
+
+def _imports(pairs: list[tuple[str, str]]) -> str:
+    lines = [f'\tschema "{MODULE}/schema"'] + [f'\t{alias} "{MODULE}/{path}"' for alias, path in pairs]
+    return "import (\n" + "\n".join(lines) + "\n)\n"
 
 
 def evaluate(source: Source) -> LoadedApp:
     """Evaluate one Application with the real cue; UserError with positions on bad input."""
+    package = source.package or _DEFAULT_PACKAGE
     with tempfile.TemporaryDirectory(prefix="apprafter-render-") as tmp:
         work = Path(tmp)
-        shift = write_package(work, source)
-        result = run_cue(["export", "--out", "json", "--all-errors", APP_FILE,
-                          "zz_apprafter_schema.cue", "zz_apprafter_inject.cue"], cwd=work)
-    if result.returncode != 0:
-        problems = to_problems(result.stderr, APP_FILE, source.display, source.index, shift)
-        if not problems:
-            raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
-        raise UserError(problems)
+        _write_module(work)
+        shift = write_package(work / "app", source)
+        (work / "check.cue").write_text(f"package check\n\n{_imports([('app', f'app:{package}')])}\n"
+                                        f"{_binding('app')}\n")
+        source.check_time()
+        result = run_cue(["export", "--out", "json", "--all-errors", "."], cwd=work, timeout_s=source.remaining())
+        if result.returncode != 0:
+            redactor = _failure_redactor(work, source)
+            problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.index, shift, redactor)
+            if not problems:
+                raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
+            raise UserError(problems)
+    return _finish(source, _json(result.stdout, source))
+
+
+def _failure_redactor(work: Path, source: Source) -> Redactor:
+    """The env literals of an Application cue refused: the string literals written in its env values, and what
+    they evaluate to without the schema when that works (values computed by interpolation included)."""
+    package = source.package or _DEFAULT_PACKAGE
     try:
-        exported = json.loads(result.stdout)
+        result = run_cue(["export", "--out", "json", "-e", _ENV_VALUES, f"./app:{package}"], cwd=work,
+                         timeout_s=max(0.5, source.remaining()))
+        values = json.loads(result.stdout) if result.returncode == 0 else None
+    except (ToolFailure, ValueError, RecursionError):
+        values = None
+    written = Redactor.of(source.index.env_literals)
+    if isinstance(values, dict):
+        scopes = [values.get("b"), *(values.get("e") or {}).values()]
+        return written | Redactor.of(v for scope in scopes if isinstance(scope, dict) for v in scope.values()
+                                     if isinstance(v, str))
+    return written
+
+
+def _json(stdout: str, source: Source) -> Any:
+    try:
+        return json.loads(stdout)
     except json.JSONDecodeError as e:
         raise ToolFailure(f"cue export printed something that is not JSON: {e}") from e
-    return _finish(source, exported)
+    except RecursionError:
+        raise UserError([Problem(source.display, 1, 1, "", "the Application evaluates to values nested too "
+                                 "deeply")]) from None
+
+
+def _finish(source: Source, exported: Any) -> LoadedApp:
+    """The document cue exported (the schema closed it: nothing else is at top level)."""
+    if not isinstance(exported, dict) or not isinstance(exported.get("metadata"), dict):
+        raise ToolFailure("cue export did not produce an Application document")
+    return LoadedApp(source, {k: exported[k] for k in DOCUMENT_KEYS if k in exported})
 
 
 def load(path: Path, root: Path | None = None) -> LoadedApp:
@@ -171,7 +227,7 @@ def load(path: Path, root: Path | None = None) -> LoadedApp:
 
 
 def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
-    """Evaluate many Applications in one cue process (a module importing one package per app).
+    """Evaluate many Applications in one cue process (one package per app in one module).
 
     Apps whose evaluation fails are evaluated again one by one, so each gets its own error positions
     and one broken app never hides the others.
@@ -180,24 +236,17 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
         return []
     with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
         work = Path(tmp)
-        (work / "cue.mod").mkdir()
-        (work / "cue.mod" / "module.cue").write_text(
-            'module: "apprafter.local/all"\nlanguage: version: "v0.9.0"\n')
-        imports, fields = [], []
+        _write_module(work)
+        pairs, fields = [], []
         for i, source in enumerate(sources):
-            pkg_dir = work / "apps" / f"a{i}"
-            pkg_dir.mkdir(parents=True)
-            write_package(pkg_dir, source)
-            package = source.package or _DEFAULT_PACKAGE
-            imports.append(f'import a{i} "apprafter.local/all/apps/a{i}:{package}"')
-            fields.append(f'"a{i}": a{i}')
-        (work / "all.cue").write_text("package all\n\n" + "\n".join(imports) + "\n\nout: {\n\t"
-                                      + "\n\t".join(fields) + "\n}\n")
-        result = run_cue(["export", "--out", "json", "-e", "out", "."], cwd=work,
-                         timeout_s=None, memory_mb=None)
+            write_package(work / "apps" / f"a{i}", source)
+            pairs.append((f"a{i}", f"apps/a{i}:{source.package or _DEFAULT_PACKAGE}"))
+            fields.append(f'"a{i}": {_binding(f"a{i}")}')
+        (work / "all.cue").write_text(f"package all\n\n{_imports(pairs)}\n" + "\n".join(fields) + "\n")
+        result = run_cue(["export", "--out", "json", "."], cwd=work)
     if result.returncode != 0:
         return [_evaluate_or_error(s) for s in sources]
-    exported = json.loads(result.stdout)
+    exported = _json(result.stdout, sources[0])
     out: list[LoadedApp | UserError] = []
     for i, source in enumerate(sources):
         try:
@@ -209,6 +258,6 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
 
 def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
     try:
-        return evaluate(source)
+        return evaluate(dataclasses.replace(source, budget_ends=_budget_end()))
     except UserError as e:
         return e

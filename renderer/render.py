@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Literal
 
-from renderer import validate
+from renderer import userfile, validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
@@ -91,12 +92,40 @@ def render(path: Path, environment: str, mode: Mode = "cr", namespace: str | Non
     return render_loaded(load(path, root), environment, mode, namespace, context)
 
 
+MAX_DEPTH = 32  # directory levels below the --all directory
+MAX_ENTRIES = 200_000  # directory entries looked at
+
+
 def discover(directory: Path) -> list[Path]:
-    """Every apprafter/Application.cue below directory, sorted, never following symlinked directories."""
-    found = []
-    for app_file in sorted(directory.rglob(f"{APP_DIR}/{APP_FILE}")):
-        found.append(app_file)
-    return found
+    """Every apprafter/Application.cue below directory, sorted, never following symlinked directories.
+
+    Walks without recursion; a tree deeper than MAX_DEPTH or larger than MAX_ENTRIES is refused (UserError),
+    never half-searched.
+    """
+    found: list[Path] = []
+    pending, seen = [(Path(directory), 0)], 0
+    while pending:
+        current, depth = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                subdirs = []
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        raise UserError([Problem(userfile.shown(directory), 0, 0, "", f"more than {MAX_ENTRIES} "
+                                                 "entries below this directory: point --all at the apps' directory")])
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry)
+        except OSError as e:
+            raise UserError([Problem(userfile.shown(current), 0, 0, "", f"cannot list: {e.strerror}")]) from None
+        for entry in subdirs:
+            if depth + 1 > MAX_DEPTH:
+                raise UserError([Problem(userfile.shown(current), 0, 0, "", f"more than {MAX_DEPTH} directory levels "
+                                         "below the --all directory: refused (point --all at the apps' directory)")])
+            if entry.name == APP_DIR and os.path.lexists(os.path.join(entry.path, APP_FILE)):
+                found.append(Path(entry.path) / APP_FILE)
+            pending.append((Path(entry.path), depth + 1))
+    return sorted(found)
 
 
 def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | None = None,
@@ -108,7 +137,11 @@ def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | No
     sources: list[Source] = []
     problems: list[Problem] = []
     root = Path(directory)
-    for file in discover(root):
+    files = discover(root)
+    if not files:
+        raise UserError([Problem(userfile.shown(root), 0, 0, "", f"no {APP_DIR}/{APP_FILE} below this directory: "
+                                 "nothing to render")])
+    for file in files:
         try:
             sources.append(read_source(*locate(file, root)))
         except UserError as e:

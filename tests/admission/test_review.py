@@ -59,13 +59,16 @@ def test_every_problem_is_listed_one_field_per_line_under_a_header_naming_object
     cr = parser_cr()
     del cr["spec"]["base"]["image"]
     cr["spec"]["environments"]["prod"]["image"] = "ghcr.io/user/parser:2"
-    cr["metadata"]["name"] = "parser.v2"
+    cr["spec"]["environments"]["Dev"] = cr["spec"]["environments"].pop("dev")
     message = refused(validate(review(cr)), 422)
     lines = message.splitlines()
-    assert lines[0] == f"Application team-a/parser.v2 (user '{EDITOR}'): 3 problems:"
-    assert lines[1].startswith("metadata.name: 'parser.v2' is not a DNS-1123 label")
-    assert {line.split(":")[0] for line in lines[2:]} == {"spec.base.image"}
-    assert "image is empty in environment 'dev'" in message and "image is empty in environment 'staging'" in message
+    assert lines == [
+        f"Application team-a/parser (user '{EDITOR}'): 4 problems:",
+        "spec.base.image: image is empty in environment 'Dev': set base.image or environments.Dev.image",
+        "spec.base.image: image is empty in environment 'staging': set base.image or environments.staging.image",
+        "spec.environments.Dev: environment name 'Dev' is not a DNS-1123 label (lowercase letters, digits and '-', "
+        "at most 63 characters)",
+        "spec.budget.dev: budget for undeclared environment 'dev'"]
 
 
 @pytest.mark.parametrize(("mutate", "field"), [

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, run_cli, write_app
+from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, RUNAWAY, run_cli, write_app
 from tests.testbed.cmp import CmpError, CmpServer
 from tests.testbed.kube import KubeTestBed
 from toolchain.tools import resolve
@@ -43,8 +43,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for example in ("parser", "webapp", "worker"):
         shutil.copytree(EXAMPLES / example, root / "apps" / example)
     write_app(root / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: 70000"))
-    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL
-              + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
+    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL + RUNAWAY)
     return root
 
 
@@ -146,3 +145,27 @@ def test_every_emitted_object_passes_a_server_side_dry_run(server: CmpServer, re
 
 def _apprafter() -> list[str]:
     return [sys.executable, "-m", "apprafter"]
+
+
+def test_a_symlinked_app_directory_is_refused_not_guessed(server: CmpServer, tmp_path: Path) -> None:
+    """Argo CD unpacks a relative link inside the repository; the app directory then resolves elsewhere, and
+    the resolved working directory does not end with the source path: refused (main walked up from it)."""
+    repo = tmp_path / "repo"
+    write_app(repo / "real" / "shop", MINIMAL)
+    (repo / "apps").mkdir()
+    (repo / "apps" / "shop").symlink_to(Path("../real/shop"))
+    with pytest.raises(CmpError, match=r"the working directory does not end with the source path"):
+        server.generate(repo, "apps/shop", app_name="demo-dev")
+    assert server.generate(repo, "real/shop", app_name="demo-dev").manifests[0]["kind"] == "Application"
+
+
+def test_plugin_settings_are_named_as_plugin_env(server: CmpServer, repo: Path) -> None:
+    with pytest.raises(CmpError) as err:
+        server.generate(repo, "apps/parser", app_name="parser-dev", plugin_env={"APPRAFTER_TIER": "gold"})
+    assert "plugin env APPRAFTER_TIER: must be one of dev, solo, team, production, regulated" in str(err.value)
+    assert "--tier" not in str(err.value)
+
+
+def test_a_lowercase_plugin_env_name_works_as_written(server: CmpServer, repo: Path) -> None:
+    result = server.generate(repo, "apps/parser", app_name="parser", plugin_env={"apprafter_environment": "staging"})
+    assert [m["spec"]["environment"] for m in result.manifests] == ["staging"]

@@ -7,16 +7,17 @@ from typing import Any
 
 import yaml
 
-from renderer.context import make_context
 from renderer.load import load
 from renderer.render import render_loaded
+from renderer.settings import Given, Origin, platform_context
 from tests.renderer.helpers import MINIMAL, run_cli, write_app
 
 
 def objects(tmp_path: Path, base_extra: str, env: str = "dev", **context: Any) -> dict[str, dict[str, Any]]:
     text = MINIMAL.replace('expose: port: 8080', base_extra)
     write_app(tmp_path, text)
-    out = render_loaded(load(tmp_path), env, "manifests", "ns1", make_context(**context))
+    given = {k: Given(v, Origin(k)) for k, v in context.items()}
+    out = render_loaded(load(tmp_path), env, "manifests", "ns1", platform_context(None, given))
     return {o["kind"]: o for o in out.objects}
 
 

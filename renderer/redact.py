@@ -1,0 +1,141 @@
+"""The one way an env literal value may appear in a message: never as written, at most as a SHA-256 prefix.
+
+An env literal may be an inlined credential, and messages end up in Argo CD's UI, CI logs and the
+cluster. Every producer of messages (cue's errors, the renderer's checks, CR loaders, the webhook) runs its
+problems through a Redactor built from the env literals it knows; cue's messages about an env field are
+also stripped of every string value whatever its origin (`strip_values`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from renderer.errors import Problem
+
+# Below this length a digest prefix is as good as the value (a dictionary lookup away): none is shown.
+MIN_FINGERPRINT_CHARS = 8
+# Values at least this long are also replaced where they appear unquoted.
+MIN_BARE_CHARS = 8
+_GO_STRING = re.compile(r'(?<![=!]~)(?<![=!]~ )"(?:[^"\\\n]|\\.)*"')
+
+
+def fingerprint(value: str) -> str:
+    """What a message shows instead of an env literal."""
+    if len(value) < MIN_FINGERPRINT_CHARS:
+        return "<redacted>"
+    return f"<redacted sha256:{hashlib.sha256(value.encode()).hexdigest()[:8]}>"
+
+
+def digest(value: str) -> str:
+    """The full SHA-256 hex of a literal (plans record literals only this way)."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def is_env_path(path: Sequence[str | int]) -> bool:
+    """Whether a field path names an env value of an Application (spec.base.env.K, spec.environments.E.env.K)
+    or of an effective spec (env.K), including anything below it."""
+    parts = [str(p) for p in path]
+    if parts[:1] == ["env"] and len(parts) >= 2:
+        return True
+    if parts[:3] == ["spec", "base", "env"] and len(parts) >= 4:
+        return True
+    return parts[:2] == ["spec", "environments"] and len(parts) >= 5 and parts[3] == "env"
+
+
+def env_literals(document: Any) -> set[str]:
+    """Every literal (string) env value in base and each environment of an Application document."""
+    spec = document.get("spec") if isinstance(document, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return set()
+    scopes = [spec.get("base")]
+    environments = spec.get("environments")
+    if isinstance(environments, Mapping):
+        scopes += list(environments.values())
+    out: set[str] = set()
+    for scope in scopes:
+        env = scope.get("env") if isinstance(scope, Mapping) else None
+        if isinstance(env, Mapping):
+            out.update(v for v in env.values() if isinstance(v, str))
+    return out
+
+
+def go_quote(value: str) -> str:
+    """A string quoted the way Go's strconv.Quote (and so cue) prints it."""
+    out = ['"']
+    for ch in value:
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif not ch.isprintable() and code > 0x7F:
+            out.append(f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+def _forms(value: str) -> set[str]:
+    """How a value can be spelled in a message: quoted by cue/Go, JSON or Python, and bare when long."""
+    forms = {go_quote(value), json.dumps(value), json.dumps(value, ensure_ascii=False), repr(value)}
+    if len(value) >= MIN_BARE_CHARS:
+        forms.add(value)
+    return forms
+
+
+@dataclasses.dataclass(frozen=True)
+class Redactor:
+    """Replaces every spelling of the given values in messages by their fingerprint."""
+
+    values: frozenset[str]
+
+    @classmethod
+    def of(cls, values: Iterable[str]) -> Redactor:
+        return cls(frozenset(v for v in values if v))
+
+    @classmethod
+    def for_document(cls, document: Any) -> Redactor:
+        return cls.of(env_literals(document))
+
+    def __or__(self, other: Redactor) -> Redactor:
+        return Redactor(self.values | other.values)
+
+    def text(self, message: str) -> str:
+        if not self.values:
+            return message
+        spelled = {form: value for value in self.values for form in _forms(value)}
+        pattern = re.compile("|".join(re.escape(f) for f in sorted(spelled, key=len, reverse=True)))
+        return pattern.sub(lambda m: fingerprint(spelled[m.group()]), message)
+
+    def problem(self, problem: Problem) -> Problem:
+        message, field = self.text(problem.message), self.text(problem.field)
+        if (message, field) == (problem.message, problem.field):
+            return problem
+        return dataclasses.replace(problem, message=message, field=field)
+
+    def problems(self, problems: Iterable[Problem]) -> list[Problem]:
+        return [self.problem(p) for p in problems]
+
+
+def strip_values(message: str) -> str:
+    """Every quoted string value in a cue message replaced by its fingerprint; regex rules (=~"...") stay."""
+    return _GO_STRING.sub(lambda m: fingerprint(_unquote(m.group())), message)
+
+
+def _unquote(token: str) -> str:
+    try:
+        value = json.loads(token)
+    except ValueError:
+        return token[1:-1]
+    return value if isinstance(value, str) else token[1:-1]
