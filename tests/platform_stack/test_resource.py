@@ -13,7 +13,7 @@ from platform_stack.resource import NAME, NAMESPACE, PLATFORM_STACK, VERSION_HIS
 from renderer.context import TIERS
 from renderer.crds import crd, crd_documents
 from renderer.emit import dump_stream
-from tests.renderer.helpers import run_cli
+from tests.renderer.helpers import REPO, run_cli
 from tests.testbed.kube import ApplyRejected, KubeTestBed
 
 API = "apprafter.io/v1alpha1"
@@ -92,3 +92,11 @@ def test_the_status_is_typed_and_keeps_at_most_ten_versions(bed: KubeTestBed) ->
     bad_digest = copy.deepcopy(body)
     bad_digest["status"]["versionHistory"] = [{**entry, "digest": "latest"}]
     assert bed.http.patch(url, params=params, json=bad_digest, headers=headers).status_code == 422
+
+
+@pytest.mark.testbed
+def test_the_documented_example_is_accepted_as_written(bed: KubeTestBed) -> None:
+    doc = (REPO / "docs" / "platform-stack.md").read_text().split("## The PlatformStack resource", 1)[1]
+    example = yaml.safe_load(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    [stored] = bed.dry_run_apply([example])
+    assert stored["spec"] == example["spec"]
