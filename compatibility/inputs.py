@@ -125,30 +125,47 @@ def parse_cr(text: str, display: str, strict_json: bool = False) -> LoadedApp:
     """A YAML (or, with strict_json, JSON) Application CR validated against the CUE-generated schema."""
     try:
         doc = _parse(text, display, strict_json)
+    except RecursionError:
+        raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
+    return load_document(doc, display, text)
+
+
+def load_document(doc: Any, display: str, text: str | None = None) -> LoadedApp:
+    """An Application document already parsed (e.g. an API server's object) validated like `parse_cr` does;
+    problems are placed in `text` when given (finding positions re-reads it), else without a position."""
+    def at(path: tuple[Any, ...]) -> tuple[int, int]:
+        return _position(text, path) if text is not None else (0, 0)
+
+    try:
         json_value(doc, "")
     except Unreadable as e:
-        raise UserError([Problem(display, *_position(text, tuple(e.field.split("."))), e.field, e.message)]) from None
+        raise UserError([Problem(display, *at(tuple(e.field.split("."))), e.field, e.message)]) from None
     except RecursionError:
-        raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
+        raise UserError([Problem(display, *at(()), "", "document nested too deeply")]) from None
     if not isinstance(doc, dict):
-        raise UserError([Problem(display, 1, 1, "", "an Application CR is a mapping (apiVersion, kind, metadata, "
+        raise UserError([Problem(display, *at(()), "", "an Application CR is a mapping (apiVersion, kind, metadata, "
                                  "spec)")])
     doc = {k: v for k, v in doc.items() if k not in IGNORED_TOP_LEVEL}
-    validator = jsonschema.Draft202012Validator(document_schema())
     try:
-        errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
+        errors = sorted(_validator().iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
     except RecursionError:
-        raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
+        raise UserError([Problem(display, *at(()), "", "document nested too deeply")]) from None
     problems = []
     redactor = Redactor.for_document(doc)
     for error in errors:
         path = tuple(error.absolute_path)
         field = ".".join(str(p) for p in path)
         message = ENV_VALUE_HINT if is_env_path(path) else _message(error)  # never what the value holds
-        problems.append(redactor.problem(Problem(display, *_position(text, path), field, message)))
+        problems.append(redactor.problem(Problem(display, *at(path), field, message)))
     if problems:
         raise UserError(problems)
-    return LoadedApp(Source(Path(display), display, text, None), {k: doc[k] for k in DOCUMENT_KEYS if k in doc})
+    source_text = text if text is not None else json.dumps(doc)
+    return LoadedApp(Source(Path(display), display, source_text, None), {k: doc[k] for k in DOCUMENT_KEYS if k in doc})
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(document_schema())
 
 
 def _message(error: jsonschema.ValidationError) -> str:

@@ -8,11 +8,10 @@ The webhook and the reconciler ask this one function, so the cluster refuses wha
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from compatibility.inputs import parse_cr
+from compatibility.inputs import load_document
 from renderer import validate
 from renderer.context import PlatformContext
 from renderer.errors import Problem, UserError
@@ -33,7 +32,7 @@ def check_application(document: Mapping[str, Any], context: PlatformContext, dis
     `status` is ignored (the operator's); `spec.environment` must name a declared environment.
     """
     try:
-        app = parse_cr(json.dumps(document), display, strict_json=True)
+        app = load_document(document, display)
     except UserError as e:
         return ObjectCheck(e.problems, [])
     problems = validate.check(app)
