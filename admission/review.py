@@ -87,6 +87,8 @@ class Outcome:
 
 @dataclasses.dataclass(frozen=True)
 class _Request:
+    """The parts of an AdmissionRequest the rules read (object/oldObject are {} when absent)."""
+
     uid: str
     kind: str
     subresource: str
@@ -104,12 +106,15 @@ class _Request:
 
     @property
     def who(self) -> str:
+        """How messages name the object: `Kind namespace/name`."""
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
         return f"{self.kind} {where or '(unnamed)'}"
 
 
 @dataclasses.dataclass(frozen=True)
 class _Verdict:
+    """A rule's answer: (field, reason) problems (none = allowed), their status code, warnings, a JSON patch."""
+
     problems: tuple[tuple[str, str], ...] = ()
     code: int = INVALID
     warnings: tuple[str, ...] = ()
@@ -125,8 +130,8 @@ class _Unreadable(Exception):
     """The body is not an AdmissionReview this webhook can read."""
 
 
-def _parse(body: bytes) -> tuple[_Request, str]:
-    """The request, or _Unreadable naming the first thing wrong; the uid is kept for the answer when found."""
+def _parse(body: bytes) -> _Request:
+    """The request, or _Unreadable naming the first thing wrong."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError) as e:
@@ -145,8 +150,7 @@ def _parse(body: bytes) -> tuple[_Request, str]:
     name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
     group, kind = req["kind"]["group"], req["kind"]["kind"]
     return _Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
-                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj,
-                    old), req["uid"]
+                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old)
 
 
 def _uid_of(body: bytes) -> str:
@@ -263,7 +267,7 @@ def _mutating(now: str) -> dict[tuple[str, str], Handler]:
 
 def _review(body: bytes, settings: Settings, handlers: Mapping[tuple[str, str], Handler]) -> Outcome:
     try:
-        req, uid = _parse(body)
+        req = _parse(body)
     except _Unreadable as e:
         return Outcome(_answer(_uid_of(body), False, BAD_REQUEST, f"refused: {e}"), "-", "-", False)
     handler = handlers.get((req.kind, req.subresource))
@@ -271,16 +275,16 @@ def _review(body: bytes, settings: Settings, handlers: Mapping[tuple[str, str], 
         handled = ", ".join(f"{k}/{s}" if s else k for k, s in handlers)
         message = (f"refused: this webhook has no rule for {req.operation} of {req.label} ({req.who}); it handles "
                    f"CREATE and UPDATE of {handled}: check the webhook configuration's rules")
-        return Outcome(_answer(uid, False, BAD_REQUEST, message), req.label, req.operation, False, (), req.who,
+        return Outcome(_answer(req.uid, False, BAD_REQUEST, message), req.label, req.operation, False, (), req.who,
                        req.user)
     verdict = handler(req, settings)
     if not verdict.problems:
-        return Outcome(_answer(uid, True, warnings=verdict.warnings, patch=verdict.patch), req.label, req.operation,
+        return Outcome(_answer(req.uid, True, warnings=verdict.warnings, patch=verdict.patch), req.label, req.operation,
                        True, (), req.who, req.user)
     count = len(verdict.problems)
     lines = [f"{req.who} (user {req.user!r}): {count} problem{'s' if count > 1 else ''}:",
              *(f"{field}: {message}" for field, message in verdict.problems)]
-    return Outcome(_answer(uid, False, verdict.code, "\n".join(lines)), req.label, req.operation, False,
+    return Outcome(_answer(req.uid, False, verdict.code, "\n".join(lines)), req.label, req.operation, False,
                    tuple(field for field, _ in verdict.problems), req.who, req.user)
 
 
