@@ -362,3 +362,14 @@ def test_with_the_webhook_down_writes_are_refused_and_cel_still_holds(admission_
         assert "a cluster has one PlatformStack" in message(apply(editor, bed, platform_stack(name="second")))
         # What needs the writer's identity is the webhook's alone: here the operator could approve.
         assert ok(merge_status(operator, bed, pending, {"phase": "approved"}))["status"]["phase"] == "approved"
+        # Back up: a new webhook process and its configurations, and the cluster refuses and admits as before.
+        webhook.start()
+        register(bed, webhook.base_url, webhook.ca.pem)
+        broken = copy.deepcopy(scaled)
+        broken["spec"]["base"]["env"]["bad-key"] = "x"
+        eventually("the restarted webhook to answer", lambda: APPS in apply(editor, bed, broken).json().get(
+            "message", "") or None)
+        rescaled = copy.deepcopy(scaled)
+        rescaled["spec"]["base"]["replicas"] = 5
+        assert ok(apply(editor, bed, rescaled))["spec"]["base"]["replicas"] == 5
+        webhook.honoured = True
