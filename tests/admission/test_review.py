@@ -71,6 +71,15 @@ def test_every_problem_is_listed_one_field_per_line_under_a_header_naming_object
         "spec.budget.dev: budget for undeclared environment 'dev'"]
 
 
+def test_a_problem_is_named_where_it_is_written_base_or_environment() -> None:
+    cr = parser_cr()
+    cr["spec"]["environments"]["prod"]["image"] = ""
+    cr["spec"]["environments"]["dev"]["expose"] = {"paths": ["nope"]}
+    lines = refused(validate(review(cr)), 422).splitlines()[1:]
+    assert [line.split(": ")[0] for line in lines] == ["spec.environments.dev.expose.paths.0",
+                                                       "spec.environments.prod.image"]
+
+
 @pytest.mark.parametrize(("mutate", "field"), [
     (lambda cr: cr["spec"]["base"]["env"].__setitem__("log-level", "debug"), "spec.base.env"),
     (lambda cr: cr["spec"]["base"]["expose"].__setitem__("port", 70000), "spec.base.expose.port"),
