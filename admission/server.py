@@ -1,8 +1,8 @@
 """Serves the webhook: uvicorn (httptools, uvloop) over TLS with the reloading certificate, and the metrics port.
 
-uvicorn over hypercorn: with the same app and TLS, uvicorn sustained ~28 % more reviews per second and kept a
-200 req/s schedule hypercorn fell behind on (scripts/bench_webhook.py --servers; docs/development.md); and
-it takes our own SSLContext (`ssl_context_factory`), which the certificate reload swaps in place.
+uvicorn over hypercorn: with the same app and TLS, uvicorn's CPU per request is less than half hypercorn's
+(scripts/bench_webhook.py --servers; docs/development.md), and it takes our own SSLContext
+(`ssl_context_factory`), which the certificate reload swaps in place.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import argparse
 import base64
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -140,6 +141,12 @@ def closed_loop(base_url: str, ca: Path, send: Callable[[httpx.Client], httpx.Re
     return latencies, len(latencies) / (time.perf_counter() - began)
 
 
+def cpu_seconds(proc: ManagedProcess) -> float:
+    """User + system CPU time the server process has used (from /proc): what a review costs whatever the load."""
+    fields = Path(f"/proc/{proc.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def server_times(proc: ManagedProcess, since: int) -> tuple[list[float], int]:
     """The webhook's own time per /validate review (its log line's "ms": body read to answer written), logged
     after byte offset `since`; and the new offset."""
@@ -185,9 +192,14 @@ def bench_handler(args: argparse.Namespace, workdir: Path) -> None:
             floor: list[float] = []
             reviews: list[float] = []
             _, offset = server_times(proc, 0)
+            cpu = {"healthz": 0.0, "validate": 0.0}
             for _ in range(ROUNDS):  # interleaved, so both see the same machine load
+                before = cpu_seconds(proc)
                 floor += open_loop(url, cert.ca_path, healthz, args.rate, args.seconds / ROUNDS)
+                middle = cpu_seconds(proc)
                 reviews += open_loop(url, cert.ca_path, validate, args.rate, args.seconds / ROUNDS)
+                cpu["healthz"] += middle - before
+                cpu["validate"] += cpu_seconds(proc) - middle
             handler, offset = server_times(proc, offset)
             print(f"{args.rate:.0f} req/s for {args.seconds:.0f} s  /validate  {summary(reviews)}")
             print(f"{args.rate:.0f} req/s, in the webhook   /validate  {summary(handler)}   (its log: body read to "
@@ -196,6 +208,9 @@ def bench_handler(args: argparse.Namespace, workdir: Path) -> None:
                   "client)")
             print(f"review's own cost at {args.rate:.0f} req/s: p50 +{pct(reviews, .5) - pct(floor, .5):.2f} ms, "
                   f"p99 +{pct(reviews, .99) - pct(floor, .99):.2f} ms")
+            per_review, per_probe = (1000 * cpu[k] / (args.rate * args.seconds) for k in ("validate", "healthz"))
+            print(f"server CPU per request: /validate {per_review:.2f} ms, /healthz {per_probe:.2f} ms "
+                  f"(one core: ~{1000 / per_review:.0f} reviews/s)")
             saturated, rps = closed_loop(url, cert.ca_path, validate, args.clients, args.seconds)
             handler, offset = server_times(proc, offset)
             print(f"saturation, {args.clients} connections: {rps:.0f} req/s  {summary(saturated)}")
