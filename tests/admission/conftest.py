@@ -47,6 +47,8 @@ def webhook_server(admission_bed: KubeTestBed, testbed_dir: Path) -> Iterator[We
 def webhook(admission_bed: KubeTestBed, webhook_server: Webhook) -> Webhook:
     """The webhook running and honoured by the API server (a test that stops or unregisters it sets
     `honoured = False`, and it is started and registered again here)."""
+    if webhook_server.process is not None and webhook_server.process.popen.poll() is not None:
+        webhook_server.stop()  # it died: a test's failure, not the next test's
     if webhook_server.process is None:
         webhook_server.start()
     if webhook_server.honoured:
