@@ -26,6 +26,7 @@ from renderer.context import PlatformContext
 API_VERSION = "admission.k8s.io/v1"
 GROUP = "apprafter.io"
 MAX_BODY_BYTES = 3 << 20
+MAX_PROBLEMS = 50
 DEFAULT_OPERATOR_USER = "system:serviceaccount:apprafter-system:apprafter-operator"
 INVALID, FORBIDDEN, BAD_REQUEST, TOO_LARGE, INTERNAL = 422, 403, 400, 413, 500
 _REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest", TOO_LARGE: "RequestEntityTooLarge",
@@ -283,9 +284,11 @@ def _review(body: bytes, settings: Settings, handlers: Mapping[tuple[str, str], 
                        True, (), req.who, req.user)
     count = len(verdict.problems)
     lines = [f"{req.who} (user {req.user!r}): {count} problem{'s' if count > 1 else ''}:",
-             *(f"{field}: {message}" for field, message in verdict.problems)]
+             *(f"{field}: {message}" for field, message in verdict.problems[:MAX_PROBLEMS])]
+    if count > MAX_PROBLEMS:  # a message the API server hands back whole: bounded, the rest is one command away
+        lines.append(f"... and {count - MAX_PROBLEMS} more problems (run `apprafter validate`)")
     return Outcome(_answer(req.uid, False, verdict.code, "\n".join(lines)), req.label, req.operation, False,
-                   tuple(field for field, _ in verdict.problems), req.who, req.user)
+                   tuple(field for field, _ in verdict.problems[:MAX_PROBLEMS]), req.who, req.user)
 
 
 def validating(body: bytes, settings: Settings) -> Outcome:

@@ -71,6 +71,15 @@ def test_every_problem_is_listed_one_field_per_line_under_a_header_naming_object
         "spec.budget.dev: budget for undeclared environment 'dev'"]
 
 
+def test_a_refusal_lists_at_most_fifty_problems() -> None:
+    cr = parser_cr()
+    cr["spec"]["environments"] = {f"Env{i}": {} for i in range(60)}
+    lines = refused(validate(review(cr)), 422).splitlines()
+    count = int(lines[0].rsplit(": ", 1)[1].split()[0])
+    assert count > 60 and len(lines) == 1 + 50 + 1
+    assert lines[-1] == f"... and {count - 50} more problems (run `apprafter validate`)"
+
+
 def test_a_problem_is_named_where_it_is_written_base_or_environment() -> None:
     cr = parser_cr()
     cr["spec"]["environments"]["prod"]["image"] = ""
