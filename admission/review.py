@@ -127,6 +127,11 @@ def _request_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(REQUEST_SCHEMA)
 
 
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are Python's extensions, not JSON: refused like any other malformed body."""
+    raise ValueError(f"{name} is not JSON")
+
+
 class _Unreadable(Exception):
     """The body is not an AdmissionReview this webhook can read."""
 
@@ -134,7 +139,7 @@ class _Unreadable(Exception):
 def _parse(body: bytes) -> _Request:
     """The request, or _Unreadable naming the first thing wrong."""
     try:
-        doc = json.loads(body)
+        doc = json.loads(body, parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:
         raise _Unreadable(f"the body is not JSON ({type(e).__name__})") from None
     errors = sorted(_request_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))

@@ -10,9 +10,15 @@ from __future__ import annotations
 import resource
 
 from renderer.settings import limits
+from toolchain.errors import ToolFailure
 
-MEMORY_MESSAGE = ("apprafter: the work on this input exceeded its memory budget and was stopped (raise "
-                  "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)")
+
+class OwnMemoryBudget(ToolFailure):
+    """This process ran out of the memory budget limit_own_memory gave it (a MemoryError, reported as one)."""
+
+    def __init__(self) -> None:
+        super().__init__("the work on this input exceeded its memory budget and was stopped (raise "
+                         "APPRAFTER_CUE_MEMORY_MB, or simplify the Application)")
 
 
 def _data_bytes() -> int:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-from toolchain.tools import TOOLS, candidate_path, read_version
+from toolchain.tools import TOOLS, build_info, candidate_path, read_version
 
 
 @click.command()
@@ -15,14 +16,15 @@ from toolchain.tools import TOOLS, candidate_path, read_version
 @click.option("--users-only", is_flag=True, help="Check only what `render` needs (the cue binary).")
 def doctor(as_json: bool, users_only: bool) -> None:
     """Check the pinned toolchain; exit 1 when a required tool is missing or at the wrong version."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for tool in TOOLS.values():
         if users_only and not tool.required_for_users:
             continue
         path = candidate_path(tool.name)
         version = read_version(tool.name, path) if path and path.exists() else None
         ok = version == tool.pinned
-        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version,
+        build = build_info(tool.name, path) if version and path else []
+        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version, "build": build,
                      "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
     bad = [r for r in rows if not r["ok"]]
     if as_json:
@@ -30,8 +32,9 @@ def doctor(as_json: bool, users_only: bool) -> None:
     else:
         for r in rows:
             mark = "ok " if r["ok"] else "BAD"
+            built = f"  [{', '.join(r['build'])}]" if r["build"] else ""
             click.echo(f"{mark} {r['tool']:<18} {r['version'] or 'missing':<10} (pinned {r['pinned']})  "
-                       f"{r['path'] or '-'}")
+                       f"{r['path'] or '-'}{built}")
         if bad:
             click.echo(f"{len(bad)} tool(s) missing or at the wrong version: run `make setup`", err=True)
     sys.exit(1 if bad else 0)

@@ -6,9 +6,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from compatibility.diff import leaf_diff
 from compatibility.images import is_digest_pinned, split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
 from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
+from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.redact import digest
@@ -54,16 +56,6 @@ def deployment(document: Mapping[str, Any], environment: str) -> Deployment:
     except (TypeError, AttributeError, ValueError) as e:
         raise Unreadable(f"environments.{environment}", f"cannot merge onto base: {e}") from None
     return Deployment(name, environment, check_spec(eff), namespace if isinstance(namespace, str) else None)
-
-
-def leaf_diff(before: Any, after: Any, path: str) -> list[tuple[str, Any, Any]]:
-    """(path, from, to) where two JSON values differ; mappings recurse, anything else compares whole."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        out: list[tuple[str, Any, Any]] = []
-        for key in sorted(set(before) | set(after)):
-            out += leaf_diff(before.get(key), after.get(key), f"{path}.{key}")
-        return out
-    return [] if before == after else [(path, before, after)]
 
 
 def _redacted(kind: str, target: str) -> Any:
@@ -113,7 +105,7 @@ class _Classifier:
     def need(self, name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         field = f"needs.{name}"
         v_old, v_new = old.get("version"), new.get("version")
-        if v_old is not None and v_new is not None and _major(v_old) != _major(v_new):
+        if v_old is not None and v_new is not None and need_major(v_old) != need_major(v_new):
             self.add("AR-DM003", f"{field}.version", v_old, v_new,
                      f"a major {name} upgrade rewrites the data (dump/restore or pg_upgrade)")
             old, new = {**old, "version": None}, {**new, "version": None}
@@ -231,10 +223,6 @@ def _env_rule(a: tuple[str, str] | None, b: tuple[str, str] | None) -> tuple[str
     if a is None:
         return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference is self-scoped (§3.1)"
     return "AR-S006", "literal edit" if b[0] == "literal" else "a literal becomes a self-scoped claim reference"
-
-
-def _major(version: str) -> str:
-    return version.split(".", 1)[0].lstrip("v")
 
 
 def _network(spec: Mapping[str, Any]) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from toolchain.errors import AppRafterError
+
 Scope = Literal["application", "platform"]
 
 SAFE = "safe"
@@ -21,7 +23,7 @@ RANKS: dict[Scope, tuple[str, ...]] = {
 }
 
 
-class UnknownClass(ValueError):
+class UnknownClass(AppRafterError):
     """A classification that the scope does not rank (fail closed: never read as safe)."""
 
 

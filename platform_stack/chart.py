@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import semver
 import yaml
 
+from compatibility.versions import InvalidVersion, stack_version
 from platform_stack.errors import StackError
 from platform_stack.source import ALL, SOURCE_DIR
 
@@ -18,7 +19,6 @@ CHART_NAME = "platform-stack"
 TEMPLATE_FILES = ("templates/_helpers.tpl", "templates/applications.yaml")
 # values.yaml top-level key order (documented in docs/platform-stack.md): what a user sets first.
 VALUES_ORDER = ("tier", "domain", "argocd", "overrides", "components")
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?$")
 
 
 @dataclass(frozen=True)
@@ -35,21 +35,23 @@ def chart_name(tier: str) -> str:
     return CHART_NAME if tier == ALL else f"{CHART_NAME}-{tier}"
 
 
-def latest_version(compatibility: dict[str, Any]) -> str:
+def _versions(compatibility: dict[str, Any], source: Path) -> dict[str, semver.Version]:
+    """Every version of the compatibility table, parsed; a key that is not SemVer 2 is the source's error."""
+    out: dict[str, semver.Version] = {}
+    for key in compatibility:
+        try:
+            out[key] = stack_version(key)
+        except InvalidVersion as e:
+            raise StackError(f"{source / 'compatibility.cue'}:1:1: compatibilityTable.\"{key}\": {e}") from None
+    return out
+
+
+def latest_version(compatibility: dict[str, Any], source: Path = SOURCE_DIR) -> str:
     """The highest SemVer in the compatibility table (the default `--version`)."""
-    versions = [v for v in compatibility if _SEMVER.match(v)]
+    versions = _versions(compatibility, source)
     if not versions:
-        raise StackError("compatibility.cue:1:1: compatibilityTable: no SemVer version entries")
-    return max(versions, key=semver_key)
-
-
-def semver_key(version: str) -> tuple[int, int, int, int, str]:
-    """Sort key for SemVer 2 (a release sorts after its pre-releases)."""
-    m = _SEMVER.match(version.lstrip("v"))
-    if not m:
-        raise StackError(f"--version: {version!r} is not SemVer 2 (MAJOR.MINOR.PATCH[-PRE])")
-    pre = m.group(4) or ""
-    return int(m.group(1)), int(m.group(2)), int(m.group(3)), 0 if pre else 1, pre
+        raise StackError(f"{source / 'compatibility.cue'}:1:1: compatibilityTable: no version entries")
+    return max(versions, key=versions.__getitem__)
 
 
 def compatibility_entry(compatibility: dict[str, Any], version: str, components: list[str],
@@ -58,7 +60,7 @@ def compatibility_entry(compatibility: dict[str, Any], version: str, components:
     entry = compatibility.get(version)
     where = f"{source / 'compatibility.cue'}:1:1"
     if entry is None:
-        known = ", ".join(sorted(compatibility, key=semver_key))
+        known = ", ".join(sorted(compatibility, key=stack_version))
         raise StackError(f"{where}: compatibilityTable: no entry for version {version} (known: {known})")
     missing = [c for c in components if c not in entry.get("components", {})]
     if missing:
@@ -89,8 +91,12 @@ def values_yaml(values: dict[str, Any]) -> bytes:
 def render_chart(evaluated: dict[str, Any], version: str, tier: str, source: Path = SOURCE_DIR,
                  template_dir: Path = SOURCE_DIR) -> Chart:
     """All chart files: Chart.yaml, values.yaml, values.schema.json, templates, compatibility.json."""
-    semver_key(version)
+    try:
+        wanted = stack_version(version)
+    except InvalidVersion as e:
+        raise StackError(f"--version: {e}") from None
     compat = evaluated["compatibility"]
+    versions = _versions(compat, source)
     components = sorted(evaluated["values"]["components"])
     entry = compatibility_entry(compat, version, components, source)
     name = chart_name(tier)
@@ -104,7 +110,7 @@ def render_chart(evaluated: dict[str, Any], version: str, tier: str, source: Pat
     }
     chart_yaml = string.Template((template_dir / "Chart.yaml.tmpl").read_text()).substitute(fields)
     # The chart carries the release history up to its own version, so `stack classify` needs nothing else.
-    history = {v: compat[v] for v in compat if semver_key(v) <= semver_key(version)}
+    history = {v: compat[v] for v in compat if versions[v] <= wanted}
     files = {
         "Chart.yaml": chart_yaml.encode(),
         "values.yaml": values_yaml(evaluated["values"]),

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import semver
-
+from compatibility.versions import InvalidVersion, stack_version
 from renderer.crds import AGE, CONDITIONS_LIST_MAP, STATUS_FILE, Column, CrdSource, SchemaPatch, cel, condition_column
 
 KIND = "PlatformStack"
@@ -42,7 +41,9 @@ def check(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         if meta.get(field) != want:
             problems.append((f"metadata.{field}", f"{meta.get(field)!r}: {SINGLETON}"))
     pin = (document.get("spec") or {}).get("pin")
-    if pin is not None and not (isinstance(pin, str) and semver.Version.is_valid(pin)):
-        problems.append(("spec.pin", f"{pin!r} is not a SemVer version (MAJOR.MINOR.PATCH[-PRERELEASE], "
-                         "e.g. 1.2.0 or 2.0.0-rc.1, no leading v)"))
+    if pin is not None:
+        try:
+            stack_version(str(pin))  # the one parser of stack versions (channels, plans, tags)
+        except InvalidVersion as e:
+            problems.append(("spec.pin", str(e)))
     return problems

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from renderer.errors import ToolFailure
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
-from toolchain.tools import ToolError, resolve
+from toolchain.tools import resolve
 
 CUE_ERRORS_EXIT = 1  # cue's exit status for every evaluation, syntax or usage error
 GO_CRASH_EXIT = 2  # the Go runtime's exit status after a fatal error or an unrecovered panic
@@ -45,10 +45,8 @@ class Budget(ToolFailure):
 
 
 def cue_binary() -> Path:
-    try:
-        return resolve("cue")
-    except ToolError as e:
-        raise ToolFailure(str(e)) from e
+    """The pinned cue (a ToolFailure naming `make setup` when it is missing)."""
+    return resolve("cue")
 
 
 def _limit_memory(megabytes: int) -> None:

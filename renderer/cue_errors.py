@@ -8,14 +8,14 @@ caller's Redactor (the env literals the caller knows).
 
 from __future__ import annotations
 
-import json
+import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from renderer import patterns
 from renderer.errors import Problem
-from renderer.positions import Path, PositionIndex
-from renderer.redact import Redactor, is_env_path, strip_values
+from renderer.positions import Path, PositionIndex, unquote
+from renderer.redact import Redactor, is_env_path, shown, strip_values
 
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
 _LABEL = re.compile(r'[A-Za-z_$#][A-Za-z0-9_$#]*|"(?:[^"\\]|\\.)*"|\d+|\[\]')
@@ -44,11 +44,7 @@ class _Block:
 
 
 def _unquote(token: str) -> str:
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return token[1:-1]
-    return value if isinstance(value, str) else token[1:-1]
+    return unquote(token) or token[1:-1]
 
 
 def split_header(line: str) -> tuple[Path, str, str] | None:
@@ -106,29 +102,35 @@ def _disjunction_message(block: _Block) -> str:
     return f"{given} is not allowed: want one of {', '.join(allowed)}"
 
 
-def _named_rule(block: _Block) -> str | None:
+def _named_rule(block: _Block, written: Callable[[], Collection[str]]) -> str | None:
     """Our wording for a broken name rule of the schema (the same as the Python-side checks use)."""
     fields = block.fields
     bound = _OUT_OF_BOUND.match(block.message)
     if bound:
         rule = patterns.rule_for(_unquote(bound["re"]))
         if rule:
-            return f"{_shown(_unquote(bound['value']))} is not {rule}"
+            return f"{shown(_unquote(bound['value']), written())} is not {rule}"
     long = _TOO_LONG.match(block.message)
     if long:
-        return f"{_shown(_unquote(long['value']))} is longer than {long['n']} characters"
+        return f"{shown(_unquote(long['value']), written())} is longer than {long['n']} characters"
     if len(fields) >= 2 and str(fields[-2]) in _KEY_ERRORS and block.message.startswith(
             _KEY_ERRORS[str(fields[-2])][0]):
         what, rule_name = _KEY_ERRORS[str(fields[-2])]
-        return f"{what} {_shown(str(fields[-1]))} is not {patterns.RULES[rule_name]}"
+        label = str(fields[-1])
+        return f"{what} {repr(label) if len(label) <= 100 else repr(label[:100]) + '...'} is not " \
+               f"{patterns.RULES[rule_name]}"
     return None
 
 
-def _shown(value: str) -> str:
-    return repr(value) if len(value) <= 100 else repr(value[:100]) + "..."
+@functools.cache
+def schema_literals() -> frozenset[str]:
+    """The string literals of the schema: constants ("Application", "public", ...) a message may show."""
+    from renderer.load import schema_text
+
+    return frozenset(PositionIndex(schema_text()).literals)
 
 
-def _message(block: _Block, touches_env_value: bool) -> str:
+def _message(block: _Block, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
     fields = block.fields
     value_of_env = len(fields) >= 2 and fields[-2] == "env" and is_env_path(fields)
     if value_of_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
@@ -140,8 +142,9 @@ def _message(block: _Block, touches_env_value: bool) -> str:
     if len(fields) == 1 and block.message == "field not allowed":
         return TOP_LEVEL
     if _DISJ.match(block.message):
-        return _disjunction_message(block)
-    return _named_rule(block) or block.message
+        return strip_values(_disjunction_message(block), written())
+    return _named_rule(block, written) or (strip_values(block.message, written()) if '"' in block.message
+                                           else block.message)
 
 
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
@@ -155,11 +158,16 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
     """
     redactor = redactor or Redactor.of(())
     problems: list[Problem] = []
+    env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
     for block in _parse(stderr):
+        if any(block.fields[: len(v)] == v and len(block.fields) > len(v) for v in env_values):
+            continue
         user_positions = [(line, col - (line1_shift if line == 1 else 0)) for f, line, col in block.positions
                           if f == user_file]
         touches_env_value = any(index().in_env_value(line, col) for line, col in user_positions)
         line, col = user_positions[0] if user_positions else index().find(block.fields)
-        message = _message(block, touches_env_value)
+        message = _message(block, touches_env_value, lambda: index().literals | schema_literals())
+        if message == ENV_VALUE_HINT:
+            env_values.append(block.fields)
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     return problems

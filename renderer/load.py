@@ -226,14 +226,23 @@ def load(path: Path, root: Path | None = None) -> LoadedApp:
     return evaluate(read_source(file, root))
 
 
-def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
-    """Evaluate many Applications in one cue process (one package per app in one module).
+def _budget_problem(source: Source, budget: Budget) -> UserError:
+    """An app that exceeds its own budget in a batch: its problem, named at its file (the others go on)."""
+    return UserError([Problem(source.display, 1, 1, "", str(budget))])
 
-    Apps whose evaluation fails are evaluated again one by one, so each gets its own error positions
-    and one broken app never hides the others.
-    """
-    if not sources:
-        return []
+
+def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
+    """One app alone, with its own time and memory budget (a fresh one: the batch used up the first)."""
+    try:
+        return evaluate(dataclasses.replace(source, budget_ends=_budget_end()))
+    except UserError as e:
+        return e
+    except Budget as e:
+        return _budget_problem(source, e)
+
+
+def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
+    """cue export of many apps in one process: (exported per app key, "") or (None, cue's stderr)."""
     with tempfile.TemporaryDirectory(prefix="apprafter-render-all-") as tmp:
         work = Path(tmp)
         _write_module(work)
@@ -245,19 +254,39 @@ def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
         (work / "all.cue").write_text(f"package all\n\n{_imports(pairs)}\n" + "\n".join(fields) + "\n")
         result = run_cue(["export", "--out", "json", "."], cwd=work)
     if result.returncode != 0:
-        return [_evaluate_or_error(s) for s in sources]
-    exported = _json(result.stdout, sources[0])
-    out: list[LoadedApp | UserError] = []
-    for i, source in enumerate(sources):
+        return None, result.stderr
+    exported: dict[str, Any] = _json(result.stdout, sources[0])
+    return exported, ""
+
+
+_BATCH_FILE = re.compile(r"apps/a(\d+)/")
+
+
+def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:
+    """Evaluate many Applications in one cue process (one package per app in one module).
+
+    One app's failure never costs the others: apps that cue names in its errors are evaluated again alone
+    (for their own error positions) and the rest in one more batch; when the batch runs out of its time or
+    memory budget, which app did it is unknown, so each is evaluated alone within its own budget.
+    """
+    results: dict[int, LoadedApp | UserError] = {}
+    pending = list(range(len(sources)))
+    while pending:
         try:
-            out.append(_finish(source, exported[f"a{i}"]))
-        except UserError as e:
-            out.append(e)
-    return out
-
-
-def _evaluate_or_error(source: Source) -> LoadedApp | UserError:
-    try:
-        return evaluate(dataclasses.replace(source, budget_ends=_budget_end()))
-    except UserError as e:
-        return e
+            exported, stderr = _run_batch([sources[i] for i in pending])
+        except Budget:
+            results.update({i: _evaluate_or_error(sources[i]) for i in pending})
+            break
+        if exported is not None:
+            for key, i in enumerate(pending):
+                try:
+                    results[i] = _finish(sources[i], exported[f"a{key}"])
+                except UserError as e:
+                    results[i] = e
+            break
+        named = {pending[int(m)] for m in _BATCH_FILE.findall(stderr) if int(m) < len(pending)}
+        if not named:  # nothing to tell the apps apart by: each alone
+            named = set(pending)
+        results.update({i: _evaluate_or_error(sources[i]) for i in sorted(named)})
+        pending = [i for i in pending if i not in named]
+    return [results[i] for i in range(len(sources))]

@@ -6,7 +6,6 @@ a tokenizer: time and memory are linear in the file's size, however deep or long
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 
@@ -65,6 +64,7 @@ class PositionIndex:
         self._depth: list[int] = [0]
         self._roles: list[int] = [_ROOT]
         self.env_literals: list[str] = []  # string literals written as (part of) an env value
+        self.literals: set[str] = set()  # every other string literal: values a message may show as written
         self.env_value_positions: set[tuple[int, int]] = set()  # where each token of an env value starts
         self._scan(text, check_time or (lambda: None))
 
@@ -179,8 +179,12 @@ class PositionIndex:
                 key = _string_label(text, start, end)
                 saved_line, line = line, token_line
                 after = label(key, col, end) if key is not None and not newlines else end
-                if after == end and value_token(col) and not _is_rule(text, start):
-                    self.env_literals.append(_body(text, start, i, end))
+                if after == end:
+                    in_env = value_token(col)
+                    if in_env and not _is_rule(text, start):
+                        self.env_literals.append(_body(text, start, i, end))
+                    elif not in_env:
+                        self.literals.add(_body(text, start, i, end))
                 line = saved_line
                 i = after
             elif kind == "ident":
@@ -227,6 +231,27 @@ def _skip_string(text: str, start: int, after_open: int) -> int:
     return n
 
 
+_ESCAPE = re.compile(r'\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|.)', re.DOTALL)
+_SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\",
+                   '"': '"', "'": "'", "/": "/"}
+
+
+def unquote(token: str) -> str | None:
+    """The value of a double-quoted CUE (or Go-quoted) string token, escapes decoded; None if it is not one."""
+    if len(token) < 2 or token[0] != '"' or token[-1] != '"':
+        return None
+
+    def one(m: re.Match[str]) -> str:
+        escape = m.group()[1:]
+        if escape in _SIMPLE_ESCAPES:
+            return _SIMPLE_ESCAPES[escape]
+        if escape[0] in "xuU":
+            return chr(int(escape[1:], 16)) if int(escape[1:], 16) <= 0x10FFFF else m.group()
+        return chr(int(escape, 8)) if escape.isdigit() else m.group()
+
+    return _ESCAPE.sub(one, token[1:-1])
+
+
 def _body(text: str, start: int, after_open: int, end: int) -> str:
     """What a string literal holds: escapes decoded for a simple one, as written for raw and multi-line ones."""
     opener = text[start:after_open]
@@ -235,11 +260,7 @@ def _body(text: str, start: int, after_open: int, end: int) -> str:
     terminated = end - after_open >= len(closing) and text.startswith(closing, end - len(closing))
     raw = text[after_open:end - len(closing)] if terminated else text[after_open:end]
     if opener == '"' and terminated:
-        try:
-            value = json.loads(text[start:end])
-        except ValueError:
-            return raw
-        return value if isinstance(value, str) else raw
+        return unquote(text[start:end]) or raw
     if len(opener) - hashes == 3 and "\n" in raw:  # multi-line: drop the first line break and the indentation
         body, _, last = raw[raw.index("\n") + 1:].rpartition("\n")
         return "\n".join(line.removeprefix(last) for line in body.split("\n"))
@@ -259,13 +280,7 @@ def _string_label(text: str, start: int, end: int) -> str | None:
     if text[start] != '"' or text.startswith('"""', start) or end - start < 2 or text[end - 1] != '"':
         return None
     body = text[start + 1:end - 1]
-    if "\\" not in body:
-        return body
-    try:
-        value = json.loads(text[start:end])
-    except ValueError:
-        return None
-    return value if isinstance(value, str) else None
+    return body if "\\" not in body else unquote(text[start:end])
 
 
 def _is_rule(text: str, start: int) -> bool:

@@ -12,10 +12,11 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from renderer.errors import Problem
+from renderer.positions import unquote
 
 # Below this length a digest prefix is as good as the value (a dictionary lookup away): none is shown.
 MIN_FINGERPRINT_CHARS = 8
@@ -128,14 +129,23 @@ class Redactor:
         return [self.problem(p) for p in problems]
 
 
-def strip_values(message: str) -> str:
-    """Every quoted string value in a cue message replaced by its fingerprint; regex rules (=~"...") stay."""
-    return _GO_STRING.sub(lambda m: fingerprint(_unquote(m.group())), message)
+def strip_values(message: str, written: Collection[str] = ()) -> str:
+    """Every quoted string value in a cue message replaced by its fingerprint, except those in `written` (string
+    literals the user or the schema wrote outside env values); regex rules (=~"...") stay.
+
+    A value cue computed (interpolation, strings.ToUpper(env.X), ...) is in no one's `written`: it may come
+    from an env literal, so it is never shown."""
+
+    def one(m: re.Match[str]) -> str:
+        value = unquote(m.group())
+        value = m.group()[1:-1] if value is None else value
+        return m.group() if value in written else fingerprint(value)
+
+    return _GO_STRING.sub(one, message)
 
 
-def _unquote(token: str) -> str:
-    try:
-        value = json.loads(token)
-    except ValueError:
-        return token[1:-1]
-    return value if isinstance(value, str) else token[1:-1]
+def shown(value: str, written: Collection[str]) -> str:
+    """A value for a message of ours: quoted (and cut at 100 characters) when written as such, else its fingerprint."""
+    if value not in written:
+        return fingerprint(value)
+    return repr(value) if len(value) <= 100 else repr(value[:100]) + "..."

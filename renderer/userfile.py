@@ -15,7 +15,6 @@ from pathlib import Path
 from renderer.errors import Problem, UserError
 
 MAX_BYTES = 1 << 20  # text inputs: an Application, a platform file, a CR, overrides
-MAX_ARCHIVE_BYTES = 64 << 20  # a chart .tgz (compressed; what it inflates to is bounded where it is read)
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 

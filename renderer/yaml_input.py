@@ -93,13 +93,20 @@ class YamlDocument:
         return self._walk(path)[1] == len(path) and self._root is not None
 
     def position(self, path: Sequence[str | int], *, at_key: bool = False) -> tuple[int, int]:
-        """Line and column of the value at `path` (of its key with at_key), else of its deepest written ancestor."""
+        """Line and column of the scalar at `path`, of the key of a mapping or list (of any key with at_key); for
+        an unwritten path, the key of its deepest written ancestor (1:1 when nothing is written)."""
         node, depth = self._walk(path)
         if node is None:
             return 1, 1
-        if at_key and depth == len(path) and node.key_line:
+        # An unwritten field is reported where its parent is written; a mapping or list where its key is (in
+        # block style its own first line is its first entry's).
+        if (at_key or depth < len(path) or node.children is not None) and node.key_line:
             return node.key_line, node.key_col
         return node.line, node.col
+
+    def find(self, path: Sequence[str | int]) -> tuple[int, int]:
+        """Where the field at `path` is written (its key; an item's own position), as PositionIndex.find."""
+        return self.position(path, at_key=True)
 
     def problem(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> Problem:
         """A Problem at `path`, named by its dotted field path."""
@@ -107,6 +114,21 @@ class YamlDocument:
 
     def error(self, path: Sequence[str | int], message: str, *, at_key: bool = False) -> UserError:
         return UserError([self.problem(path, message, at_key=at_key)])
+
+
+def _unplaced(value: Any) -> _Node:
+    """The node tree of a value that has no text: every field is there, none has a position (line 0)."""
+    if isinstance(value, dict):
+        return _Node(0, 0, children={str(k): _unplaced(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return _Node(0, 0, children=[_unplaced(v) for v in value])
+    return _Node(0, 0)
+
+
+def unwritten(data: Any, display: str) -> YamlDocument:
+    """A YamlDocument for data that was never text (an object the API server sent): `has` answers what is set,
+    problems carry no position."""
+    return YamlDocument(display, data, _unplaced(data))
 
 
 class _Frame:
@@ -226,8 +248,9 @@ class _Builder:
         """A scalar in key position: a string, not seen before in this mapping."""
         key = self.scalar(event, top.path)
         if not isinstance(key, str):
-            shown = json.dumps(key)
-            raise self.fail(self.mark(event), top.path, f"mapping key {shown} is not a string (quote it: \"{shown}\")")
+            shown = event.value[:40]
+            raise self.fail(self.mark(event), top.path, f"mapping key {shown or '(empty)'} is not a string (quote it: "
+                            f"\"{shown}\")")
         if key in top.data:
             raise self.fail(self.mark(event), (*top.path, key), "duplicate key (the first one would be silently "
                             "overridden)")
@@ -319,7 +342,7 @@ def parse(text: str | bytes, display: str, *, json_only: bool = False, limits: L
     from ruamel.yaml import YAML
     from ruamel.yaml.error import YAMLError
 
-    yaml = YAML(typ="safe")  # libyaml's parser (ruamel.yaml.clib) when present: 20x the pure one on large input
+    yaml = YAML(typ="safe", pure=True)  # the pure parser reads YAML 1.2 (libyaml, the C one, reads 1.1)
     yaml.version = (1, 2)
     builder = _Builder(display, limits, yaml, shifts)
     try:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import resource
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,42 +51,34 @@ RUNAWAY = '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\nspec: base: 
 
 
 @dataclasses.dataclass(frozen=True)
-class Measured:
-    """A finished CLI run and the peak resident memory of its process tree (KiB, from wait4's rusage)."""
+class Capped:
+    """A finished CLI run made under a hard memory cap."""
 
     returncode: int
     stdout: str
     stderr: str
-    max_rss_kib: int
 
 
-def run_measured(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 120) -> Measured:
-    """Run the CLI and read its peak memory; `timeout` only guards against a hang (never a speed check)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([*APPRAFTER, *args], cwd=cwd, env={**os.environ, **(env or {})}, stdout=out,
-                                stderr=err, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                os.wait4(proc.pid, 0)
-                raise AssertionError(f"apprafter {' '.join(args)} hung for {timeout}s")
-            time.sleep(0.02)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        return Measured(proc.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss)
+def run_capped(*args: str, memory_mb: int, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 120) -> Capped:
+    """Run the CLI with a hard RLIMIT_DATA of memory_mb over its whole process tree's each process: a run that
+    needed more fails (MemoryError, a crash), so a clean result proves the work stayed under it. `timeout`
+    only guards against a hang (never a speed check)."""
+    limit = memory_mb << 20
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    result = subprocess.run([*APPRAFTER, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
+                            text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL, preexec_fn=cap)
+    return Capped(result.returncode, result.stdout, result.stderr)
 
 
 # One problem per line: `file:line:col: field: message`, `file: message`, `argocd: ...`, `apprafter: ...`.
 PROBLEM_LINE = re.compile(r"^(?:[^\s:][^:]*?(?::\d+:\d+)?|apprafter|argocd): \S.*$")
 
 
-def assert_clean_failure(result: Measured | subprocess.CompletedProcess[str], code: int | None = None) -> list[str]:
+def assert_clean_failure(result: Capped | subprocess.CompletedProcess[str], code: int | None = None) -> list[str]:
     """Exit 1 or 2 (or `code`), nothing on stdout, one well-formed line per problem and no traceback."""
     assert result.returncode == code if code is not None else result.returncode in (1, 2), result.stderr
     assert result.stdout == ""
