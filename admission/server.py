@@ -1,7 +1,7 @@
 """Serves the webhook: uvicorn (httptools, uvloop) over TLS with the reloading certificate, and the metrics port.
 
-uvicorn over hypercorn: with the same app and TLS, uvicorn's CPU per request is less than half hypercorn's
-(scripts/bench_webhook.py --servers; docs/development.md), and it takes our own SSLContext
+uvicorn over hypercorn: with the same app and TLS, uvicorn's own CPU per request is about a third of
+hypercorn's (scripts/bench_webhook.py --servers; docs/development.md), and it takes our own SSLContext
 (`ssl_context_factory`), which the certificate reload swaps in place.
 """
 
