@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "cmp": "apprafter.cmp_cmd:cmp",
     "stack": "apprafter.stack_cmd:stack",
     "plan": "apprafter.plan_cmd:plan",
+    "webhook": "apprafter.webhook_cmd:webhook",
 }
 
 

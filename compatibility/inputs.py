@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from renderer import patterns
 from renderer.crds import APPLICATION, inline, openapi
 from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
 from renderer.load import DOCUMENT_KEYS, LoadedApp, Source
 from renderer.redact import Redactor, is_env_path
-from renderer.yaml_input import YamlDocument, parse
+from renderer.yaml_input import YamlDocument, parse, unwritten
 
-__all__ = ["document_schema", "parse_cr"]
+__all__ = ["document_schema", "load_document", "parse_cr"]
 
 IGNORED_TOP_LEVEL = frozenset({"status"})  # a CR read back from the cluster carries status; not compared
 MAX_MESSAGE = 200
@@ -95,6 +96,10 @@ def _problems(doc: YamlDocument, data: dict[str, Any]) -> Iterator[Problem]:
 def _message(error: Any, redactor: Redactor) -> str:
     if is_env_path(tuple(error.absolute_path)):
         return ENV_VALUE_HINT
+    if error.validator == "pattern":  # the schema's name rules, worded as `apprafter validate` words them
+        named = patterns.violation(str(error.validator_value), error.instance)
+        if named:
+            return redactor.text(named)
     message = redactor.text(str(error.message))
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
@@ -102,6 +107,18 @@ def _message(error: Any, redactor: Redactor) -> str:
 def parse_cr(text: str | bytes, display: str, strict_json: bool = False) -> LoadedApp:
     """A YAML (or, with strict_json, JSON) Application CR validated against the CUE-generated schema."""
     doc = parse(text, display, json_only=strict_json)  # JSON-shaped: string keys, finite numbers
+    return _load(doc, text if isinstance(text, str) else text.decode())
+
+
+def load_document(data: Any, display: str) -> LoadedApp:
+    """An Application object that was never text (what the API server sends the webhook, JSON-shaped), checked
+    as `parse_cr` checks a CR; its problems carry no position. Parsing its JSON again to place them would cost
+    the webhook ~15 ms a request."""
+    return _load(unwritten(data, display), "")
+
+
+def _load(doc: YamlDocument, text: str) -> LoadedApp:
+    display = doc.display
     if not isinstance(doc.data, dict):
         raise UserError([Problem(display, 1, 1, "", "an Application CR is a mapping (apiVersion, kind, metadata, "
                                  "spec)")])

@@ -14,6 +14,7 @@ from typing import Any
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
 from renderer.names import GROUP, VERSION
+from renderer.validate import ENVIRONMENT_IMMUTABLE
 
 SchemaPath = tuple[str, ...]  # property names from the object's root; "*" = additionalProperties, "[]" = items
 
@@ -89,9 +90,8 @@ APPLICATION = CrdSource(
     patches=(
         # The plugin stamps the environment; a cluster object is always one environment's deployment.
         SchemaPatch(("spec",), {"required": ["environment"]}),
-        cel(("spec",), "self.environment == oldSelf.environment",
-            "spec.environment is immutable: a different environment is a different deployment "
-            "(<app>-<env>); create a new Application instead", "FieldValueForbidden"),
+        cel(("spec",), "self.environment == oldSelf.environment", f"spec.environment {ENVIRONMENT_IMMUTABLE}",
+            "FieldValueForbidden"),
         SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
     ),
     columns=(Column("Environment", ".spec.environment"), Column("Phase", ".status.phase"),

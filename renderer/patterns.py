@@ -50,6 +50,16 @@ def rule_for(regex: str) -> str | None:
     return next((RULES[name] for name in RULES if _constants().get(name) == regex), None)
 
 
+def violation(regex: str, value: object) -> str | None:
+    """`'<value>' is not <rule>` for a value a schema regex of ours refused (None for any other regex), worded as
+    cue's errors and the Python checks word it: for checkers that report the regex itself (JSON Schema)."""
+    rule = rule_for(regex)
+    if rule is None:
+        return None
+    text = str(value)
+    return f"{repr(text) if len(text) <= 100 else repr(text[:100]) + '...'} is not {rule}"
+
+
 def matches(name: str, value: object) -> bool:
     """Whether value is a string the whole of which matches the schema pattern `name`."""
     return isinstance(value, str) and pattern(name).fullmatch(value) is not None

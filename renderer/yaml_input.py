@@ -116,6 +116,21 @@ class YamlDocument:
         return UserError([self.problem(path, message, at_key=at_key)])
 
 
+def _unplaced(value: Any) -> _Node:
+    """The node tree of a value that has no text: every field is there, none has a position (line 0)."""
+    if isinstance(value, dict):
+        return _Node(0, 0, children={str(k): _unplaced(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return _Node(0, 0, children=[_unplaced(v) for v in value])
+    return _Node(0, 0)
+
+
+def unwritten(data: Any, display: str) -> YamlDocument:
+    """A YamlDocument for data that was never text (an object the API server sent): `has` answers what is set,
+    problems carry no position."""
+    return YamlDocument(display, data, _unplaced(data))
+
+
 class _Frame:
     """A mapping or sequence being built: its data, its positions, and (for a mapping) the key awaiting a value."""
 
