@@ -376,7 +376,7 @@ class _Pass:
 
     async def _fail(self, reason: str, message: str) -> None:
         """The Application cannot be applied as it is: Failed, Ready=False, children untouched."""
-        log.info("not applied", extra={**self.log, "reason": reason, "message": message})
+        log.info("not applied", extra={**self.log, "reason": reason, "detail": message})
         keep = self._kept("lastAppliedSpec", "appliedMigrationPlan", "image", "migrationPlan")
         others = [Condition(str(c["type"]), _status(c.get("status")), str(c.get("reason")), str(c.get("message")))
                   for c in self.status.get("conditions") or [] if c.get("type") in (CLAIMS_READY, MIGRATION_APPROVED)]

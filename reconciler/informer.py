@@ -34,7 +34,7 @@ class Informer:
     """Objects of one kind (optionally one label selector) in the watched namespaces, kept current by watches."""
 
     def __init__(self, kube: Kube, kind: Kind, namespaces: Sequence[str] = (ALL_NAMESPACES,),
-                 labels: Mapping[str, str] | None = None, max_delay: float = 30.0) -> None:
+                 labels: Mapping[str, str] | None = None, max_delay: float = 5.0) -> None:
         self.kube = kube
         self.kind = kind
         self.namespaces = tuple(namespaces) or (ALL_NAMESPACES,)
