@@ -3,10 +3,11 @@ for the children and the gate for what may apply; apply, prune, and write status
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
 from compatibility.application import Deployment
@@ -19,7 +20,7 @@ from compatibility.sides import side
 from reconciler.compare import status_up_to_date, up_to_date
 from reconciler.conditions import Condition, now, render
 from reconciler.conditions import Status as ConditionStatus
-from reconciler.informer import Informer, Key, key_of
+from reconciler.informer import Informer, Key, controller_uid, key_of
 from reconciler.kube import APPLICATION_KIND, MIGRATION_PLAN_KIND, KubeError, kind_of
 from reconciler.loop import Runtime, Watch, controller_owners, itself
 from renderer.context import PlatformContext
@@ -55,10 +56,6 @@ def read_application(obj: Mapping[str, Any]) -> LoadedApp:
 def describe(problems: Iterable[Problem]) -> str:
     """Problems as `field: message`, joined (positions point into a JSON dump of the CR: left out)."""
     return "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in problems)
-
-
-def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    return any(ref.get("controller") and ref.get("uid") == uid for ref in obj["metadata"].get("ownerReferences") or [])
 
 
 def plan_primaries(plan: Mapping[str, Any]) -> Iterable[Key]:
@@ -98,21 +95,26 @@ class ApplicationController:
 
     async def reconcile(self, namespace: str, name: str) -> float | None:
         assert self.runtime is not None
+        # The plans first, the Application after: an approval this pass sees is never newer than the spec it
+        # is checked against. Plan phase writes carry the plans' resourceVersions (a 409 starts over).
+        plans = [p for p in self.cache(MIGRATION_PLAN_KIND).items(namespace)
+                 if (p["metadata"].get("labels") or {}).get(NAME_LABEL) == name]
         app = await self.runtime.kube.get(APPLICATION_KIND, name, namespace)  # fresh: the gate's baseline
         if app is None or app["metadata"].get("deletionTimestamp"):
             self.cache(APPLICATION_KIND).forget(namespace, name)
             return None
         self.cache(APPLICATION_KIND).update(app)
-        await _Pass(self, app).run()
+        await _Pass(self, app, plans).run()
         return None
 
 
 class _Pass:
     """One reconcile of one Application."""
 
-    def __init__(self, controller: ApplicationController, app: dict[str, Any]) -> None:
+    def __init__(self, controller: ApplicationController, app: dict[str, Any], plans: list[dict[str, Any]]) -> None:
         assert controller.runtime is not None
         self.c = controller
+        self.plans = plans
         self.kube = controller.runtime.kube
         self.recorder = controller.runtime.recorder
         self.app = app
@@ -137,13 +139,10 @@ class _Pass:
         objects, warnings = await self._render(loaded, decision)
         plans = await self._plans(decision)
         claims = [o for o in objects if o["kind"] == CLAIM.kind]
-        for claim in claims:
-            await self._ensure(claim)
+        await _all(self._ensure(claim) for claim in claims)
         waiting = [c["metadata"]["name"] for c in claims if not self._claim_ready(c)]
         if not waiting:
-            for obj in objects:
-                if obj["kind"] != CLAIM.kind:
-                    await self._ensure(obj)
+            await _all(self._ensure(obj) for obj in objects if obj["kind"] != CLAIM.kind)
             await self._prune(objects)
         await self._finish(decision, plans, claims, waiting, len(objects), warnings)
 
@@ -171,7 +170,7 @@ class _Pass:
                              "the operator: it is not trusted as the gate's baseline (nothing applied)")
             raise Stop
         plans = [ExistingPlan(p["metadata"]["name"], (p.get("spec") or {}).get("trigger", {}).get("approvedSpecHash")
-                              or None, str((p.get("status") or {}).get("phase") or ""), _controller_uid(p))
+                              or None, str((p.get("status") or {}).get("phase") or ""), controller_uid(p))
                  for p in self._my_plans()]
         try:
             return decide(desired, baseline, plans, owner_uid=self.uid,
@@ -208,9 +207,7 @@ class _Pass:
     # --- MigrationPlans ----------------------------------------------------------------------------
 
     def _my_plans(self) -> list[dict[str, Any]]:
-        return [p for p in self.c.cache(MIGRATION_PLAN_KIND).items(self.namespace)
-                if (p["metadata"].get("labels") or {}).get(NAME_LABEL) == self.name
-                and (p["metadata"].get("labels") or {}).get(ENVIRONMENT_LABEL) == self.environment]
+        return [p for p in self.plans if (p["metadata"].get("labels") or {}).get(ENVIRONMENT_LABEL) == self.environment]
 
     async def _plans(self, decision: Decision) -> dict[str, dict[str, Any]]:
         """Ensure the plan a held change waits for, and move every plan to the phase the gate decided."""
@@ -273,10 +270,10 @@ class _Pass:
         instance = f"{self.name}-{self.environment}"
         for kind in KINDS:
             cache = self.c.cache(kind)
-            for obj in cache.items(self.namespace):
+            for obj in cache.owned_by(self.uid):
                 meta = obj["metadata"]
                 if (kind.kind, meta["name"]) in wanted or (meta.get("labels") or {}).get(INSTANCE_LABEL) != instance \
-                        or not owned_by(obj, self.uid):
+                        or meta.get("namespace") != self.namespace:
                     continue
                 try:
                     await self.kube.delete(kind, meta["name"], self.namespace)
@@ -360,10 +357,11 @@ class _Pass:
                   **{k: v for k, v in fields.items() if v is not None}}
         if status_up_to_date(self.app, status, self.kube.status_field_manager):
             return
+        # No resourceVersion precondition: every field states what this pass applied (observedGeneration says
+        # for which generation); a spec edited meanwhile is the next pass's, and a re-stamp that failed on a
+        # conflict after its children were applied would leave the baseline behind the cluster.
         body = {"apiVersion": APPLICATION_KIND.api_version, "kind": APPLICATION_KIND.kind,
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "resourceVersion": self.app["metadata"]["resourceVersion"]},
-                "status": status}
+                "metadata": {"name": self.name, "namespace": self.namespace}, "status": status}
         self.app = await self.kube.apply(body, status=True)
         self.status = dict(self.app.get("status") or {})
         self.c.cache(APPLICATION_KIND).update(self.app)
@@ -393,6 +391,14 @@ class _Pass:
             log.warning("status not written", extra={**self.log, "error": str(e)})
 
 
+async def _all(calls: Iterable[Awaitable[Any]]) -> None:
+    """Independent writes at the same time; the first failure is raised once all have finished."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
 def _status(value: Any) -> ConditionStatus:
     return "True" if value == "True" else "False" if value == "False" else "Unknown"
 
@@ -403,13 +409,6 @@ def _waiting_note(decision: Decision, namespace: str) -> str:
     classes = ", ".join(decision.plan.classifications)
     return (f"MigrationPlan {name} ({decision.plan.primary}; classes: {classes}) awaits approval: "
             f"apprafter migration approve {name} -n {namespace}")
-
-
-def _controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
 
 
 def _foreign_writers(app: Mapping[str, Any], field: str, manager: str) -> list[str]:

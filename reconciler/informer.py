@@ -25,6 +25,14 @@ def key_of(obj: Mapping[str, Any]) -> Key:
     return str(meta.get("namespace", "")), str(meta.get("name", ""))
 
 
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    """The uid of an object's controlling owner."""
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
 def _version(obj: Mapping[str, Any]) -> int | None:
     rv = obj.get("metadata", {}).get("resourceVersion")
     return int(rv) if isinstance(rv, str) and rv.isdigit() else None
@@ -41,6 +49,7 @@ class Informer:
         self.labels = dict(labels or {})
         self.max_delay = max_delay
         self.store: dict[Key, dict[str, Any]] = {}
+        self._owned: dict[str, set[Key]] = {}  # controller owner uid -> keys: a pass finds its children directly
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
@@ -52,6 +61,26 @@ class Informer:
     def items(self, namespace: str | None = None) -> list[dict[str, Any]]:
         return [o for (ns, _), o in self.store.items() if namespace is None or ns == namespace]
 
+    def owned_by(self, uid: str) -> list[dict[str, Any]]:
+        """Objects whose controlling owner has this uid."""
+        return [self.store[k] for k in self._owned.get(uid, ()) if k in self.store]
+
+    def _put(self, key: Key, obj: dict[str, Any]) -> None:
+        self._drop(key)
+        self.store[key] = obj
+        uid = controller_uid(obj)
+        if uid:
+            self._owned.setdefault(uid, set()).add(key)
+
+    def _drop(self, key: Key) -> dict[str, Any] | None:
+        old = self.store.pop(key, None)
+        uid = controller_uid(old) if old else None
+        if uid and uid in self._owned:
+            self._owned[uid].discard(key)
+            if not self._owned[uid]:
+                del self._owned[uid]
+        return old
+
     def update(self, obj: Mapping[str, Any]) -> None:
         """Write-through: what our own write returned, unless the cache already holds a newer version."""
         key = key_of(obj)
@@ -59,10 +88,10 @@ class Informer:
         new_v, old_v = _version(obj), _version(old) if old else None
         if old_v is not None and new_v is not None and new_v < old_v:
             return
-        self.store[key] = dict(obj)
+        self._put(key, dict(obj))
 
     def forget(self, namespace: str, name: str) -> None:
-        self.store.pop((namespace, name), None)
+        self._drop((namespace, name))
 
     def _notify(self, event: str, obj: dict[str, Any]) -> None:
         for handler in self.handlers:
@@ -73,24 +102,25 @@ class Informer:
         fresh = {key_of(o): o for o in items}
         for key in [k for k in self.store if namespace == ALL_NAMESPACES or k[0] == namespace]:
             if key not in fresh:
-                gone = self.store.pop(key)
-                self._notify("DELETED", gone)
+                gone = self._drop(key)
+                if gone is not None:
+                    self._notify("DELETED", gone)
         for key, obj in fresh.items():
             old = self.store.get(key)
-            self.store[key] = obj
+            self._put(key, obj)
             if old is None or old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
                 self._notify("MODIFIED" if old else "ADDED", obj)
 
     def _event(self, event: str, obj: dict[str, Any]) -> None:
         key = key_of(obj)
         if event == "DELETED":
-            self.store.pop(key, None)
+            self._drop(key)
         else:
             old = self.store.get(key)
             new_v, old_v = _version(obj), _version(old) if old else None
-            if old_v is not None and new_v is not None and new_v < old_v:
-                return  # our own write already put a newer version here
-            self.store[key] = obj
+            if old_v is not None and new_v is not None and new_v <= old_v:
+                return  # our own write already put this version (or a newer one) here: nothing new to react to
+            self._put(key, obj)
         self._notify(event, obj)
 
     async def run(self) -> None:

@@ -3,6 +3,7 @@ plain dicts (server-side apply with one field manager, status writes, lists and 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -181,17 +182,26 @@ def _plain(obj: Any) -> dict[str, Any]:
 class Kube:
     """The operator's API client: plain dicts in and out, errors as KubeError, every write counted."""
 
-    def __init__(self, config: KubeConfig, field_manager: str = FIELD_MANAGER, timeout: float = 15.0) -> None:
+    def __init__(self, config: KubeConfig, field_manager: str = FIELD_MANAGER, timeout: float = 15.0,
+                 max_requests: int = 16) -> None:
         self.field_manager = field_manager
         self.status_field_manager = f"{field_manager}-status"
-        self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout))
+        self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout),
+                                  http2=True)
+        # Watches hold their connection for minutes: a pool of their own keeps them out of the requests' pool.
+        self.watcher = AsyncClient(config=config, timeout=httpx.Timeout(timeout))
+        # At most this many requests at once: their connections then stay within httpx's keep-alive pool (20)
+        # instead of being opened and closed (a TLS handshake each) at every burst.
+        self._slots = asyncio.Semaphore(max_requests)
 
     async def close(self) -> None:
         await self.client.close()
+        await self.watcher.close()
 
     async def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return _plain(await self.client.get(resource_class(kind), name, namespace=namespace))
+            async with self._slots:
+                return _plain(await self.client.get(resource_class(kind), name, namespace=namespace))
         except ApiError as e:
             if e.status.code == 404:
                 return None
@@ -203,17 +213,18 @@ class Kube:
                    labels: Mapping[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:
         """Every object and the list's resourceVersion (to start a watch from)."""
         try:
-            listing = self.client.list(resource_class(kind), namespace=namespace, labels=dict(labels or {}),
-                                       chunk_size=500)
-            items = [_plain(o) for o in [o async for o in listing]]
-            return items, str(listing.resourceVersion)
+            async with self._slots:
+                listing = self.client.list(resource_class(kind), namespace=namespace, labels=dict(labels or {}),
+                                           chunk_size=500)
+                items = [_plain(o) for o in [o async for o in listing]]
+                return items, str(listing.resourceVersion)
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"list {kind.plural}") from e
 
     async def watch(self, kind: Kind, resource_version: str, namespace: str = ALL_NAMESPACES,
                     labels: Mapping[str, str] | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
         """Events from resource_version on; ends with KubeError (410 when the version is too old: re-list)."""
-        stream = self.client.watch(resource_class(kind), namespace=namespace, labels=dict(labels or {}),
+        stream = self.watcher.watch(resource_class(kind), namespace=namespace, labels=dict(labels or {}),
                                    resource_version=resource_version, server_timeout=300)
         try:
             async for event, obj in stream:
@@ -231,10 +242,11 @@ class Kube:
         res = resource_class(kind)
         WRITES.labels("apply-status" if status else "apply", kind.plural).inc()
         try:
-            result = await self.client.patch(res.Status if status else res, meta["name"], dict(obj),
-                                             namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
-                                             field_manager=self.status_field_manager if status else self.field_manager,
-                                             force=force)
+            async with self._slots:
+                result = await self.client.patch(
+                    res.Status if status else res, meta["name"], dict(obj), namespace=meta.get("namespace"),
+                    patch_type=PatchType.APPLY, force=force,
+                    field_manager=self.status_field_manager if status else self.field_manager)
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"apply {kind.kind} {meta.get('namespace', '')}/{meta['name']}") from e
         return _plain(result)
@@ -247,9 +259,10 @@ class Kube:
             body["metadata"] = {"resourceVersion": resource_version}
         WRITES.labels("merge-status", kind.plural).inc()
         try:
-            result = await self.client.patch(resource_class(kind).Status, name, body, namespace=namespace,
-                                             patch_type=PatchType.MERGE,
-                                             field_manager=field_manager or self.status_field_manager)
+            async with self._slots:
+                result = await self.client.patch(resource_class(kind).Status, name, body, namespace=namespace,
+                                                 patch_type=PatchType.MERGE,
+                                                 field_manager=field_manager or self.status_field_manager)
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"status of {kind.kind} {namespace or ''}/{name}") from e
         return _plain(result)
@@ -259,7 +272,8 @@ class Kube:
         WRITES.labels("create", kind.plural).inc()
         try:
             created: Any = resource_class(kind)(dict(obj))
-            return _plain(await self.client.create(created))
+            async with self._slots:
+                return _plain(await self.client.create(created))
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"create {kind.kind} {obj['metadata'].get('name')}") from e
 
@@ -269,7 +283,8 @@ class Kube:
         WRITES.labels("replace", kind.plural).inc()
         try:
             replaced: Any = resource_class(kind)(dict(obj))
-            return _plain(await self.client.replace(replaced))
+            async with self._slots:
+                return _plain(await self.client.replace(replaced))
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"replace {kind.kind} {obj['metadata'].get('name')}") from e
 
@@ -277,7 +292,8 @@ class Kube:
         """Delete if present (a 404 is success: someone was faster)."""
         WRITES.labels("delete", kind.plural).inc()
         try:
-            await self.client.delete(resource_class(kind), name, namespace=namespace)
+            async with self._slots:
+                await self.client.delete(resource_class(kind), name, namespace=namespace)
         except ApiError as e:
             if e.status.code != 404:
                 raise _error(e, f"delete {kind.kind} {namespace or ''}/{name}") from e

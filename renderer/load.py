@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -34,8 +35,9 @@ class Source:
     text: str
     package: str | None
 
-    @property
+    @functools.cached_property
     def index(self) -> PositionIndex:
+        """Built once per source: validation and positions ask for it many times per render."""
         return PositionIndex(self.text)
 
     def evaluable_text(self) -> tuple[str, int]:

@@ -91,7 +91,8 @@ def children(bed: KubeTestBed, namespace: str, instance: str = "demo-prod") -> d
     out = {}
     for kind in KINDS:
         info = bed.resource_for(kind.api_version, kind.kind)
-        resp = bed.http.get(info.path(None, namespace), params={"labelSelector": f"app.kubernetes.io/instance={instance}"})
+        selector = {"labelSelector": f"app.kubernetes.io/instance={instance}"}
+        resp = bed.http.get(info.path(None, namespace), params=selector)
         resp.raise_for_status()
         for item in resp.json()["items"]:  # list items carry no apiVersion/kind
             out[(kind.kind, item["metadata"]["name"])] = {"apiVersion": kind.api_version, "kind": kind.kind, **item}

@@ -160,13 +160,17 @@ def test_a_tampered_approved_spec_hash_is_never_applied(bed: KubeTestBed, operat
     try:
         forged = {"spec": {"trigger": {"approvedSpecHash": "sha256:" + "0" * 64}}}
         resp = bed.http.patch(info.path(name, ns), params={"fieldManager": "intruder"},
-                              content=json.dumps(forged).encode(), headers={"Content-Type": "application/merge-patch+json"})
+                              content=json.dumps(forged).encode(),
+                              headers={"Content-Type": "application/merge-patch+json"})
         assert resp.status_code == 200, resp.text
         assert run_cli("migration", "approve", name, "-n", ns, "--kubeconfig", str(bed.kubeconfig)).returncode == 0
     finally:
         operator.signal(signal.SIGCONT)
-    stored = wait("approval withdrawn", lambda: (lambda p: p if (p.get("status") or {}).get("phase") == "pending-approval"
-                                                 else None)(bed.get(API, "MigrationPlan", name, ns) or {}))
+    def withdrawn() -> dict[str, Any] | None:
+        obj = bed.get(API, "MigrationPlan", name, ns) or {}
+        return obj if (obj.get("status") or {}).get("phase") == "pending-approval" else None
+
+    stored = wait("approval withdrawn", withdrawn)
     assert "approval withdrawn" in stored["status"]["message"]
     assert "approvedBy" not in stored["status"]
     assert stored["spec"]["trigger"]["approvedSpecHash"] == real  # the operator's spec is restored
