@@ -161,3 +161,32 @@ def test_an_unreadable_baseline_fails_closed(bed: KubeTestBed, operator: Operato
     assert ready and ready["reason"] == "InvalidStatus"
     assert "status.lastAppliedSpec.replicas" in ready["message"]
     assert versions(children(bed, ns)) == kids
+
+
+def test_a_child_the_api_server_refuses_is_reported_and_retried(bed: KubeTestBed, operator: Operator) -> None:
+    ns = fresh_namespace(bed, "life")
+    squatter = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "demo", "namespace": ns},
+                "spec": {"selector": {"matchLabels": {"made": "by-hand"}}, "template": {
+                    "metadata": {"labels": {"made": "by-hand"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    bed.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
+    errors = operator.metric("reconcile_errors_total", controller="application")
+    apply(bed, cr(ns, INTERNAL))
+    st = wait_phase(bed, ns, "Failed")
+    ready = condition(st, "Ready")
+    assert ready and ready["reason"] == "ApplyFailed"
+    assert "Deployment" in ready["message"] and "immutable" in ready["message"]
+    assert "lastAppliedSpec" not in st
+    wait("the error counted", lambda: operator.metric("reconcile_errors_total", controller="application") > errors
+         or None)
+    bed.delete("apps/v1", "Deployment", "demo", ns)
+    wait_phase(bed, ns, "Ready", timeout=30)  # retried with backoff (capped at 2 s here)
+
+
+def test_probes_and_metrics(operator: Operator) -> None:
+    assert operator.healthz() == 200
+    assert operator.readyz() == (200, "running")
+    names = {name for name, _ in operator.metrics()}
+    assert {"reconcile_total", "reconcile_errors_total", "reconcile_duration_seconds_bucket",
+            "apprafter_kube_writes_total", "apprafter_workqueue_depth", "apprafter_watch_restarts_total"} <= names
+    assert operator.metric("reconcile_duration_seconds_count", controller="application") > 0

@@ -132,7 +132,8 @@ def test_an_api_server_restart_under_a_running_operator(own_bed: KubeTestBed, tm
         all_in(bed, ns, names, "Ready")
         apply(bed, cr(ns, GATED, name="held"))
         wait_phase(bed, ns, "AwaitingMigrationApproval", "held")
-        resumed = op.metric("apprafter_watch_restarts_total")
+        resumed = op.metric("apprafter_watch_restarts_total", cause="resume")
+        relisted = op.metric("apprafter_watch_restarts_total", cause="relist")
         bed.restart_apiserver(down=2)
         assert op.alive() and op.healthz() == 200
         apply(bed, cr(ns, edit(SIMPLE, replicas=4), name="a"))  # only a resumed watch sees this
@@ -142,7 +143,9 @@ def test_an_api_server_restart_under_a_running_operator(own_bed: KubeTestBed, tm
         approve_all(bed, ns, ["held"])
         wait_phase(bed, ns, "Ready", "held")
         assert [len(v) for v in plans_per_app(bed, ns).values()] == [1]
-        assert op.metric("apprafter_watch_restarts_total") > resumed
+        assert op.metric("apprafter_watch_restarts_total", cause="resume") > resumed  # resumed from its version
+        # a fresh API server's watch cache starts after the versions the watches had: 410 Gone, listed again
+        assert op.metric("apprafter_watch_restarts_total", cause="relist") > relisted
         assert op.metric("apprafter_leader") == 1, "the lease survived a short outage"
     finally:
         op.stop()
