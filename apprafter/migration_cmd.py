@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -141,15 +143,25 @@ def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str
                              for r in rows))
 
 
+def _one_plan(func: Callable[[Client, str, dict[str, Any]], None]) -> Callable[..., None]:
+    """A command on one plan NAME [-n NS] (the namespace found when the name is unique)."""
+
+    @kube_options
+    @click.argument("name")
+    @click.option("-n", "--namespace", help="The plan's namespace (found automatically when the name is unique).")
+    @reported
+    @functools.wraps(func)
+    def command(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:
+        client, _ = _client(kubeconfig, kube_context)
+        func(client, name, _find(client, name, namespace))
+
+    return command
+
+
 @migration.command()
-@kube_options
-@click.argument("name")
-@click.option("-n", "--namespace", help="The plan's namespace (found automatically when the name is unique).")
-@reported
-def approve(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:
+@_one_plan
+def approve(client: Client, name: str, plan: dict[str, Any]) -> None:
     """Approve the MigrationPlan NAME: its change is applied if the spec still matches its approvedSpecHash."""
-    client, _ = _client(kubeconfig, kube_context)
-    plan = _find(client, name, namespace)
     phase = (plan.get("status") or {}).get("phase") or ""
     if phase == APPROVED:
         click.echo(f"migrationplan/{name} is already approved (namespace {plan['metadata']['namespace']})", err=True)
@@ -162,14 +174,9 @@ def approve(kubeconfig: Path | None, kube_context: str | None, name: str, namesp
 
 
 @migration.command()
-@kube_options
-@click.argument("name")
-@click.option("-n", "--namespace", help="The plan's namespace (found automatically when the name is unique).")
-@reported
-def reject(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:
+@_one_plan
+def reject(client: Client, name: str, plan: dict[str, Any]) -> None:
     """Reject the platform-scope MigrationPlan NAME (an application's change is rejected by a git revert)."""
-    client, _ = _client(kubeconfig, kube_context)
-    plan = _find(client, name, namespace)
     scope = ((plan.get("spec") or {}).get("scope") or {}).get("type")
     if scope != "platform":
         raise _fail(name, "an application-scope plan has no reject: revert the change in git; the operator then "

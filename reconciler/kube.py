@@ -268,25 +268,23 @@ class Kube:
         return _plain(result)
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        kind = kind_of(obj)
-        WRITES.labels("create", kind.plural).inc()
-        try:
-            created: Any = resource_class(kind)(dict(obj))
-            async with self._slots:
-                return _plain(await self.client.create(created))
-        except (ApiError, httpx.HTTPError) as e:
-            raise _error(e, f"create {kind.kind} {obj['metadata'].get('name')}") from e
+        """POST: 409 when it exists."""
+        return await self._whole("create", obj)
 
     async def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """PUT: fails with 409 when metadata.resourceVersion is no longer current (optimistic concurrency)."""
+        return await self._whole("replace", obj)
+
+    async def _whole(self, verb: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         kind = kind_of(obj)
-        WRITES.labels("replace", kind.plural).inc()
+        WRITES.labels(verb, kind.plural).inc()
+        body: Any = resource_class(kind)(dict(obj))
+        send = self.client.create if verb == "create" else self.client.replace
         try:
-            replaced: Any = resource_class(kind)(dict(obj))
             async with self._slots:
-                return _plain(await self.client.replace(replaced))
+                return _plain(await send(body))
         except (ApiError, httpx.HTTPError) as e:
-            raise _error(e, f"replace {kind.kind} {obj['metadata'].get('name')}") from e
+            raise _error(e, f"{verb} {kind.kind} {obj['metadata'].get('name')}") from e
 
     async def delete(self, kind: Kind, name: str, namespace: str | None) -> None:
         """Delete if present (a 404 is success: someone was faster)."""

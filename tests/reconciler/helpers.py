@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from renderer.manifests import KINDS
+from tests.compatibility.cases import BASE
 from tests.testbed.kube import KubeTestBed, _rejected
 from tests.testbed.procs import wait_for
 
@@ -16,14 +17,8 @@ API = "apprafter.io/v1alpha1"
 ARGO = "argocd-controller"  # who writes Application specs in a real cluster
 T = TypeVar("T")
 
-# A public app with two needs and every kind of env value: each gated rule family is one edit away.
-BASE: dict[str, Any] = {
-    "image": "ghcr.io/acme/demo:1.0.0",
-    "replicas": 2,
-    "expose": {"port": 8080, "network": "public"},
-    "needs": {"pg": {"size": "small", "version": "16"}, "redis": {}},
-    "env": {"LOG_LEVEL": "info", "DATABASE_URL": {"claim": "pg/url"}, "API_KEY": {"secret": "vendor/key"}},
-}
+# BASE (the classifier cases' app): public, two needs, every kind of env value: each gated rule family is one
+# edit away.
 
 
 def fresh_namespace(bed: KubeTestBed, prefix: str = "op") -> str:
@@ -42,13 +37,8 @@ def cr(namespace: str, base: dict[str, Any] | None = None, *, name: str = "demo"
 
 def edit(base: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
     """BASE (or base) with fields replaced; None deletes a field."""
-    out = copy.deepcopy(base if base is not None else BASE)
-    for key, value in fields.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    return out
+    kept = {k: v for k, v in (base if base is not None else BASE).items() if fields.get(k, v) is not None}
+    return copy.deepcopy({**kept, **{k: v for k, v in fields.items() if v is not None}})
 
 
 def apply(bed: KubeTestBed, obj: dict[str, Any]) -> dict[str, Any]:
