@@ -89,6 +89,12 @@ def operator_metrics(port: int) -> dict[str, Any]:
     return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def ready_count(bed: KubeTestBed, namespace: str) -> int:
     items = bed.http.get(f"/apis/{API}/namespaces/{namespace}/applications").json()["items"]
     return sum(1 for a in items if (a.get("status") or {}).get("phase") == "Ready"
@@ -157,6 +163,7 @@ def main() -> None:
                      or None, 60, op, interval=0.1)
             bed.ensure_namespace("bench")
             before = operator_metrics(metrics)
+            cpu = {p.name: cpu_seconds(p.popen.pid) for p in [*bed.processes, op]}
             start = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(args.workers) as pool:
                 list(pool.map(lambda i: bed.apply(application("bench", f"app{i:03d}")), range(args.apps)))
@@ -164,6 +171,8 @@ def main() -> None:
             wait_for(f"{args.apps} Applications Ready", lambda: ready_count(bed, "bench") == args.apps or None,
                      600, op, interval=0.25)
             elapsed = time.perf_counter() - start
+            cpu = {name: cpu_seconds(p.popen.pid) - cpu[name] for name, p in
+                   ((p.name, p) for p in [*bed.processes, op])}
             after = operator_metrics(metrics)
             buckets = [(le, c - dict(before["buckets"]).get(le, 0.0)) for le, c in after["buckets"]]
 
@@ -183,6 +192,8 @@ def main() -> None:
             print(f"{args.apps} Applications Ready in {elapsed:.1f} s: {rate:.1f} apps/s "
                   f"({rate / FLUX_KUSTOMIZATIONS_PER_S:.1f}x Flux's ~{FLUX_KUSTOMIZATIONS_PER_S:.0f} "
                   f"Kustomizations/s; submitting them took {submitted:.1f} s)")
+            print("CPU seconds used meanwhile: " + ", ".join(f"{n} {s:.1f}" for n, s in cpu.items())
+                  + f" (of {2 * elapsed:.0f} on 2 cores, shared with whatever else runs)")
             print(f"floor, same children and status applied directly with {args.workers} threads: {floor:.1f} s "
                   f"({args.apps / floor:.1f} apps/s); operator / floor = {elapsed / floor:.2f}x")
             print(f"reconcile duration p50 {1000 * quantile(buckets, 0.5):.0f} ms, p99 "
