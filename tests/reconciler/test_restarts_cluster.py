@@ -3,6 +3,7 @@ replicas of which exactly one reconciles until it dies."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.reconciler.helpers import (
 )
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed, start_kube
+from tests.testbed.procs import wait_for
 from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
@@ -36,17 +38,16 @@ GATED = edit(SIMPLE, image="ghcr.io/evil/demo:1.0.0")
 
 
 def phases(bed: KubeTestBed, namespace: str, names: list[str]) -> dict[str, str]:
-    return {n: str(status(bed, namespace, n).get("phase", "")) for n in names}
+    """The phase of each named Application that has processed its current generation (one LIST request)."""
+    items = bed.http.get(f"/apis/{API}/namespaces/{namespace}/applications").json()["items"]
+    done = {a["metadata"]["name"]: str((a.get("status") or {}).get("phase", "")) for a in items
+            if (a.get("status") or {}).get("observedGeneration") == a["metadata"]["generation"]}
+    return {n: done.get(n, "") for n in names}
 
 
 def all_in(bed: KubeTestBed, namespace: str, names: list[str], phase: str, timeout: float = 60) -> None:
     def probe() -> bool | None:
-        for n in names:
-            obj = bed.get(API, "Application", n, namespace) or {}
-            st = obj.get("status") or {}
-            if st.get("phase") != phase or st.get("observedGeneration") != obj["metadata"]["generation"]:
-                return None
-        return True
+        return all(p == phase for p in phases(bed, namespace, names).values()) or None
     try:
         wait(f"{len(names)} Applications {phase}", probe, timeout)
     except Exception as e:
@@ -68,7 +69,8 @@ def approve_all(bed: KubeTestBed, namespace: str, names: list[str]) -> None:
 
 def kill_when_some_are(bed: KubeTestBed, operator: Operator, namespace: str, names: list[str], phase: str) -> int:
     """SIGKILL the operator as soon as the first of `names` reaches `phase`; how many had reached it."""
-    wait(f"the first {phase}", lambda: any(p == phase for p in phases(bed, namespace, names).values()) or None, 60)
+    wait_for(f"the first {phase}", lambda: any(p == phase for p in phases(bed, namespace, names).values()) or None,
+             60, interval=0.01)
     operator.kill()
     done = sum(p == phase for p in phases(bed, namespace, names).values())
     assert done < len(names), "the operator finished before it was killed: nothing was interrupted"
@@ -76,10 +78,11 @@ def kill_when_some_are(bed: KubeTestBed, operator: Operator, namespace: str, nam
 
 
 def test_killed_mid_reconcile_it_converges_without_duplicate_plans(bed: KubeTestBed, tmp_path: Path) -> None:
-    op = Operator(bed, tmp_path, ("--no-leader-elect", *FAST), name="killed").start()
+    # two workers: a wave of 24 takes long enough that the kill lands in the middle of it
+    op = Operator(bed, tmp_path, ("--no-leader-elect", "--workers", "2", *FAST), name="killed").start()
     try:
         ns = fresh_namespace(bed, "kill")
-        old = [f"old{i}" for i in range(8)]
+        old = [f"old{i}" for i in range(24)]
         new = [f"new{i}" for i in range(24)]
         for n in old:
             apply(bed, cr(ns, SIMPLE, name=n))
@@ -93,15 +96,19 @@ def test_killed_mid_reconcile_it_converges_without_duplicate_plans(bed: KubeTest
         all_in(bed, ns, new, "Ready")
         all_in(bed, ns, old, "AwaitingMigrationApproval")
         per_app = plans_per_app(bed, ns)
-        assert sorted(per_app) == old and all(len(v) == 1 for v in per_app.values()), per_app
+        assert sorted(per_app) == sorted(old) and all(len(v) == 1 for v in per_app.values()), per_app
 
-        approve_all(bed, ns, old)
+        op.signal(signal.SIGSTOP)  # every approval lands before the operator moves again
+        try:
+            approve_all(bed, ns, old)
+        finally:
+            op.signal(signal.SIGCONT)
         kill_when_some_are(bed, op, ns, old, "Ready")
         op.start()
         all_in(bed, ns, old, "Ready")
+        applied = {name: plan for name, [plan] in plans_per_app(bed, ns).items()}
+        wait("every plan applied", lambda: all(plan_phase(bed, ns, p) == "applied" for p in applied.values()) or None)
         for n in old:
-            [plan] = plans_per_app(bed, ns)[n]
-            wait(f"{plan} applied", lambda plan=plan: plan_phase(bed, ns, plan) == "applied" or None)  # type: ignore[misc]
             assert status(bed, ns, n)["lastAppliedSpec"] == deployment(cr(ns, GATED, name=n), "prod").spec
         assert all(len(v) == 1 for v in plans_per_app(bed, ns).values())
     finally:
