@@ -53,6 +53,7 @@ class LeaderElector:
         self.kube = kube
         self.s = settings
         self.leading = False
+        self.standing_by = False  # another replica holds the lease (as opposed to: the API cannot be reached)
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         LEADER.labels(settings.identity).set(0)
@@ -96,11 +97,13 @@ class LeaderElector:
                 if await self._try():
                     self._lead(True)
                     return True
+                self.standing_by = True
                 if not announced:
                     log.info("standing by: another replica leads", extra={"lease": self.s.name,
                                                                          "identity": self.s.identity})
                     announced = True
             except KubeError as e:
+                self.standing_by = False
                 log.warning("lease not acquired", extra={"lease": self.s.name, "error": str(e)})
             await _wait(stop, self.s.retry_period)
         return False
@@ -143,6 +146,7 @@ class LeaderElector:
 
     def _lead(self, leading: bool) -> None:
         self.leading = leading
+        self.standing_by = False
         LEADER.labels(self.s.identity).set(1 if leading else 0)
         if leading:
             log.info("leading", extra={"lease": self.s.name, "identity": self.s.identity})

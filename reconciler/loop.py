@@ -131,7 +131,7 @@ class Manager:
         beat = asyncio.create_task(self._heartbeat(stop))
         try:
             if self.elector is not None:
-                self.health.ready, self.health.state = True, "standby"
+                self.health.ready, self.health.state = False, "waiting for the lease"
                 if not await self.elector.acquire(stop):
                     return 0
             return await self._lead(stop)
@@ -174,6 +174,10 @@ class Manager:
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.health.beat = time.monotonic()
+            if self.elector is not None and not self.elector.leading and self.health.state != "stopping":
+                # a standby is ready (it is healthy and waits its turn); a replica that cannot reach the API is not
+                self.health.ready = self.elector.standing_by
+                self.health.state = "standby" if self.elector.standing_by else "waiting for the lease"
             QUEUE_DEPTH.set(self.queue.depth())
             await asyncio.sleep(1.0)
 

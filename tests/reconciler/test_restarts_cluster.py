@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from compatibility.application import deployment
 from tests.reconciler.conftest import install_our_crds
@@ -28,7 +29,7 @@ from tests.reconciler.helpers import (
 )
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed, start_kube
-from tests.testbed.procs import wait_for
+from tests.testbed.procs import free_port, wait_for
 from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
@@ -197,3 +198,20 @@ def test_two_replicas_one_reconciles_and_a_dead_leader_is_replaced(bed: KubeTest
     finally:
         a.stop()
         b.stop()
+
+
+def test_without_an_api_server_it_waits_unready_and_stops_cleanly(bed: KubeTestBed, tmp_path: Path) -> None:
+    config = yaml.safe_load(bed.kubeconfig.read_text())
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    op = Operator(bed, tmp_path, ("--leader-elect-retry-period", "0.2", "--leader-elect-renew-deadline", "1",
+                                  "--leader-elect-lease-duration", "2"), name="alone", kubeconfig=path)
+    op.start(wait="up")
+    try:
+        wait("unready", lambda: op.readyz() == (503, "waiting for the lease") or None, 10)
+        assert op.healthz() == 200 and op.alive()
+        assert op.terminate() == 0
+        assert "lease not acquired" in op.log()
+    finally:
+        op.stop()
