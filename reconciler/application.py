@@ -28,14 +28,13 @@ from renderer.effective import spec_for
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 from renderer.manifests import CLAIM, KINDS
+from renderer.manifests.meta import INSTANCE_LABEL, MANAGED_BY, NAME_LABEL
 from renderer.render import render_loaded
 
 log = logging.getLogger("apprafter.application")
 
-MANAGED = {"app.kubernetes.io/managed-by": "apprafter"}
+MANAGED = MANAGED_BY
 PLAN_LABELS = {**MANAGED, "apprafter.io/scope": "application"}
-INSTANCE_LABEL = "app.kubernetes.io/instance"
-NAME_LABEL = "app.kubernetes.io/name"
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
 

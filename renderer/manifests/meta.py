@@ -8,6 +8,9 @@ from typing import Any
 from renderer.context import PlatformContext
 
 ENVIRONMENT_LABEL = "apprafter.io/environment"
+INSTANCE_LABEL = "app.kubernetes.io/instance"  # <app>-<env>: how the reconciler finds the children of one Application
+NAME_LABEL = "app.kubernetes.io/name"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "apprafter"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,13 +27,13 @@ class Target:
         return f"{self.app}-{self.environment}"
 
     def selector(self) -> dict[str, str]:
-        return {"app.kubernetes.io/instance": self.instance, "app.kubernetes.io/name": self.app}
+        return {INSTANCE_LABEL: self.instance, NAME_LABEL: self.app}
 
     def labels(self, component: str | None = None) -> dict[str, str]:
         labels = {
-            "app.kubernetes.io/instance": self.instance,
-            "app.kubernetes.io/managed-by": "apprafter",
-            "app.kubernetes.io/name": self.app,
+            INSTANCE_LABEL: self.instance,
+            **MANAGED_BY,
+            NAME_LABEL: self.app,
             "app.kubernetes.io/part-of": self.app,
             ENVIRONMENT_LABEL: self.environment,
         }
