@@ -5,6 +5,7 @@ p50/p99 from the operator's own histogram, write requests per app, and write req
 (from the API server's apiserver_request_total, leases counted apart). Side by side in the same run, the
 floor: the same children and status server-side applied directly by this script with the same concurrency.
 Usage: .venv/bin/python scripts/bench_operator.py [--apps 200] [--workers 8] [--resync 15]
+BENCH_OPERATOR_LAUNCHER=wrapper.py runs the operator as `python wrapper.py ARGS...` (e.g. under cProfile).
 """
 
 from __future__ import annotations
