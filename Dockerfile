@@ -1,35 +1,56 @@
-# The AppRafter CUE plugin sidecar for argocd-repo-server (see docs/argocd.md).
-# Build: docker build -t ghcr.io/apprafter/cmp-cue:0.1.0 .
-# Pins: Go and Python bases by version tag (pin digests in your registry mirror), cue by module version.
+# argocd-cue-cmp: the AppRafter CUE plugin sidecar for argocd-repo-server (docs/install.md).
+#
+# Build with `make images`: tools/images.sh stages the build context (this package as a wheel, its
+# dependencies pinned with hashes in deploy/images/requirements.txt, the pinned `cue` binary, plugin.yaml)
+# and runs `buildah bud --isolation chroot --timestamp $SOURCE_DATE_EPOCH --secret id=ca,src=<CA bundle>`.
+# BASE is any Debian-based image with python3 and python3-venv. The default is the public Python image,
+# pinned by the digest of its multi-architecture index; `make images` passes the local base built from
+# Debian packages by tools/base-image.sh (no container registry needed).
+ARG BASE=docker.io/library/python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+FROM ${BASE}
+ARG BASE
+ARG VERSION
+ARG REVISION=unknown
+# Set by `make images` from the last commit: pinned mtimes, fixed creation time, hash-based .pyc files.
+ARG SOURCE_DATE_EPOCH
 
-FROM golang:1.26-bookworm AS cue
-ARG CUE_VERSION=v0.17.1
-RUN CGO_ENABLED=0 GOBIN=/out go install -trimpath "cuelang.org/go/cmd/cue@${CUE_VERSION}"
+LABEL org.opencontainers.image.title="argocd-cue-cmp" \
+      org.opencontainers.image.description="Argo CD Config Management Plugin sidecar rendering AppRafter apprafter/Application.cue with CUE" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.vendor="AppRafter" \
+      org.opencontainers.image.base.name="${BASE}"
 
-FROM python:3.11.14-slim-bookworm AS wheel
-WORKDIR /src
-COPY pyproject.toml README.md ./
-COPY tools/versions.env tools/versions.env
-COPY apprafter apprafter
-COPY toolchain toolchain
-COPY renderer renderer
-COPY compatibility compatibility
-COPY platform_stack platform_stack
-COPY cmp cmp
-RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# The CA bundle pip needs is a build secret (never a layer); the context is bind-mounted, not copied.
+# pip and setuptools leave the venv once it is built. The .pyc files are compiled ahead (unchecked hash:
+# the root filesystem is read-only at run time and never changes) so each plugin run starts fast.
+# User 999 is the one Argo CD requires of sidecars; its entry lets tools that look up the user work.
+RUN --mount=type=secret,id=ca,target=/run/secrets/ca.crt \
+    --mount=type=bind,source=.,target=/context \
+    python3 -m venv /opt/apprafter \
+ && export PIP_CERT=/run/secrets/ca.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_COMPILE=1 \
+ && /opt/apprafter/bin/pip install --quiet --no-input --require-hashes -r /context/requirements.txt \
+ && /opt/apprafter/bin/pip install --quiet --no-input --no-deps /context/wheels/*.whl \
+ && /opt/apprafter/bin/pip check \
+ && /opt/apprafter/bin/pip uninstall --quiet --yes pip setuptools \
+ && /opt/apprafter/bin/python -m compileall -q -j 1 --invalidation-mode unchecked-hash /opt/apprafter/lib \
+ && install -m 0755 /context/cue /opt/apprafter/bin/cue \
+ && echo 'argocd:x:999:999:Argo CD plugin:/home/argocd:/usr/sbin/nologin' >> /etc/passwd \
+ && echo 'argocd:x:999:' >> /etc/group \
+ && install -d -o 999 -g 999 /home/argocd /home/argocd/cmp-server /home/argocd/cmp-server/plugins
 
-FROM python:3.11.14-slim-bookworm
-COPY --from=cue /out/cue /usr/local/bin/cue
-COPY --from=wheel /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels \
- && python -c "import renderer.render, cmp.commands"
 COPY plugin.yaml /home/argocd/cmp-server/config/plugin.yaml
-# Argo CD requires uid 999 for the plugin socket; HOME and cue's cache must be writable (an emptyDir on /tmp).
-ENV HOME=/tmp \
-    APPRAFTER_CUE=/usr/local/bin/cue \
+
+# Argo CD requires uid 999 for the plugin socket. The root filesystem is read-only in the pod: HOME, cue's
+# cache and Argo CD's unpacked repositories live in /tmp (an emptyDir).
+ENV PATH=/opt/apprafter/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    HOME=/tmp \
+    APPRAFTER_CUE=/opt/apprafter/bin/cue \
     APPRAFTER_CUE_TIMEOUT=20 \
     APPRAFTER_CUE_MEMORY_MB=1024 \
     PYTHONDONTWRITEBYTECODE=1
-USER 999
+USER 999:999
+WORKDIR /home/argocd
 # argocd-cmp-server is copied into /var/run/argocd by the repo-server's init container: do not ship one.
 ENTRYPOINT ["/var/run/argocd/argocd-cmp-server"]

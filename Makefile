@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
 
-.PHONY: setup tools venv example test lint bench
+.PHONY: setup tools venv example test lint bench images publish
 
 setup: tools venv
 
@@ -35,3 +35,13 @@ test: setup
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+
+# OCI images (tools/images.sh): buildah into podman's storage as localhost/<name>:<version>, on the local
+# Debian base the set-up builds. `make publish REGISTRY=ghcr.io/apprafter COSIGN_KEY=cosign.key` pushes,
+# signs and verifies them (COSIGN_PASSWORD in the environment; PLAIN_HTTP=1 for a registry without TLS).
+images: venv
+	@PYTHON=$(PY) tools/images.sh build
+
+publish: venv
+	@test -n "$(REGISTRY)" || { echo "make publish: set REGISTRY, e.g. REGISTRY=ghcr.io/apprafter" >&2; exit 1; }
+	@PYTHON=$(PY) tools/images.sh publish $(REGISTRY)

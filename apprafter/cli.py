@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "plan": "apprafter.plan_cmd:plan",
     "operator": "apprafter.operator_cmd:operator",
     "migration": "apprafter.migration_cmd:migration",
+    "webhook": "apprafter.webhook_cmd:webhook",
 }
 
 

@@ -6,8 +6,8 @@ import os
 import sys
 from pathlib import Path
 
-from apprafter.errors import USER_EXIT, describe, print_lines
-from renderer.errors import ToolFailure, UserError
+from apprafter.errors import report
+from toolchain.errors import AppRafterError
 
 MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
 
@@ -24,14 +24,15 @@ def run(command: str) -> int:
         print(found)
         return 0
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         if command == "parameters":
             sys.stdout.write(commands.parameters_json(os.environ, cwd))
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
-    except (UserError, ToolFailure) as error:
-        lines, code = describe(error) or ([], USER_EXIT)
-        print_lines(lines, MAX_ERROR_LINES)
-        return code
+    except (AppRafterError, MemoryError) as error:
+        return report(error, MAX_ERROR_LINES)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     sys.stdout.write(stream)

@@ -1,37 +1,55 @@
-"""`apprafter doctor`: every external tool, its resolved path and version, and whether it matches the pin."""
+"""`apprafter doctor`: every external tool (and container tool), its path and version, and whether it fits the pin."""
 
 from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-from toolchain.tools import TOOLS, candidate_path, read_version
+from toolchain.container_tools import container_tools, find
+from toolchain.tools import TOOLS, build_info, candidate_path, read_version
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--users-only", is_flag=True, help="Check only what `render` needs (the cue binary).")
+@click.option("--users-only", is_flag=True,
+              help="Check only what `render` needs (the cue binary), not the test bed or container tools.")
 def doctor(as_json: bool, users_only: bool) -> None:
     """Check the pinned toolchain; exit 1 when a required tool is missing or at the wrong version."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for tool in TOOLS.values():
         if users_only and not tool.required_for_users:
             continue
         path = candidate_path(tool.name)
         version = read_version(tool.name, path) if path and path.exists() else None
         ok = version == tool.pinned
-        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version,
+        build = build_info(tool.name, path) if version and path else []
+        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version, "build": build,
                      "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
-    bad = [r for r in rows if not r["ok"]]
+    # The images' build and run tools: Debian packages, any version from the minimum up.
+    found = [] if users_only else [find(t) for t in container_tools()]
+    containers = [{"tool": f.tool.name, "package": f.tool.package, "minimum": f.tool.minimum, "version": f.version,
+                   "path": str(f.path) if f.path else None, "ok": f.ok, "problem": f.problem} for f in found]
+    bad = [r for r in [*rows, *containers] if not r["ok"]]
     if as_json:
-        click.echo(json.dumps({"ok": not bad, "tools": rows}, indent=2, sort_keys=True))
+        click.echo(json.dumps({"ok": not bad, "tools": rows, "container_tools": containers}, indent=2,
+                              sort_keys=True))
     else:
         for r in rows:
             mark = "ok " if r["ok"] else "BAD"
+            built = f"  [{', '.join(r['build'])}]" if r["build"] else ""
             click.echo(f"{mark} {r['tool']:<18} {r['version'] or 'missing':<10} (pinned {r['pinned']})  "
-                       f"{r['path'] or '-'}")
+                       f"{r['path'] or '-'}{built}")
+        for c in containers:
+            mark = "ok " if c["ok"] else "BAD"
+            wanted = f">= {c['minimum']}" if c["minimum"] else "any version"
+            shown = c["version"] or ("present" if c["path"] else "missing")
+            click.echo(f"{mark} {c['tool']:<18} {shown:<10} ({wanted}, Debian {c['package']})  {c['path'] or '-'}")
+        for c in containers:
+            if c["problem"]:
+                click.echo(c["problem"], err=True)
         if bad:
             click.echo(f"{len(bad)} tool(s) missing or at the wrong version: run `make setup`", err=True)
     sys.exit(1 if bad else 0)

@@ -1,4 +1,5 @@
-"""Console-script entry: the plugin's `apprafter cmp generate|parameters|discover` skip click's import.
+"""Console-script entry: the plugin's `apprafter cmp generate|parameters|discover` and a well-formed
+`apprafter render` skip click's import.
 
 Argo CD runs the plugin once per sync of every app, so its start-up time is user-visible latency; every
 other command goes through the click CLI in apprafter.cli.
@@ -6,9 +7,21 @@ other command goes through the click CLI in apprafter.cli.
 
 from __future__ import annotations
 
+import os
 import sys
 
 PLUGIN_COMMANDS = frozenset({"generate", "parameters", "discover"})
+
+
+def _exit_now(code: int) -> None:
+    """Flush and leave without the interpreter's teardown (module and object finalisation, a few ms): by now
+    everything is written and the scratch directories are gone."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:  # the reader stopped reading: the output did not arrive whole
+        code = code or 2
+    os._exit(code)
 
 
 def main() -> None:
@@ -16,7 +29,21 @@ def main() -> None:
     if len(args) == 2 and args[0] == "cmp" and args[1] in PLUGIN_COMMANDS:
         from apprafter import cmp_entry
 
-        sys.exit(cmp_entry.run(args[1]))
+        _exit_now(cmp_entry.run(args[1]))
+    if args[:1] == ["render"]:
+        from apprafter import render_run
+
+        values = render_run.parse(args[1:])
+        if values is not None:  # well formed: no click (help and mistakes go to click below)
+            from toolchain.errors import AppRafterError
+
+            try:
+                render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
+            except (AppRafterError, MemoryError) as error:
+                from apprafter.errors import report
+
+                _exit_now(report(error))
+            _exit_now(0)
     from apprafter.cli import main as cli_main
 
     cli_main()

@@ -1,8 +1,9 @@
-"""How every command reports a failure: one line per problem on stderr, nothing on stdout, exit 1 or 2.
+"""How every command reports a failure: one line per problem on stderr, nothing on stdout, the error's exit code.
 
-The user's errors (renderer/compatibility UserError, platform_stack StackError) exit 1; tool and
-environment failures (ToolFailure, StackToolError) exit 2 with their remedy. Kept free of click so the
-plugin entry can use it without importing click.
+Every failure raised on purpose is a toolchain.errors.AppRafterError that carries its own lines and exit
+code (1 for the user's input, 2 for a tool or environment problem with its remedy); a MemoryError is the
+process's own memory budget running out (apprafter.budget), exit 2; anything else is a bug and keeps its
+traceback. Kept free of click so the plugin entry can use it without importing click.
 """
 
 from __future__ import annotations
@@ -12,26 +13,12 @@ import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from renderer.errors import ToolFailure, UserError
+from toolchain.errors import AppRafterError
+
+__all__ = ["print_lines", "report", "reported"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-USER_EXIT, TOOL_EXIT = 1, 2
-
-
-def describe(error: BaseException) -> tuple[list[str], int] | None:
-    """stderr lines and exit code for a failure the user or the environment caused; None for a bug."""
-    if isinstance(error, UserError):
-        return [str(p) for p in error.problems], USER_EXIT
-    if isinstance(error, ToolFailure):
-        return [f"apprafter: {error}"], TOOL_EXIT
-    from platform_stack.errors import StackError, StackToolError
-
-    if isinstance(error, StackError):
-        return list(error.lines), USER_EXIT
-    if isinstance(error, StackToolError):
-        return [f"apprafter: {error}"], TOOL_EXIT
-    return None
 
 
 def print_lines(lines: list[str], limit: int | None = None) -> None:
@@ -42,19 +29,24 @@ def print_lines(lines: list[str], limit: int | None = None) -> None:
         print(f"... and {len(lines) - limit} more problems (run `apprafter validate`)", file=sys.stderr)
 
 
+def report(error: AppRafterError | MemoryError, limit: int | None = None) -> int:
+    """Print the error's lines on stderr; return its exit code."""
+    if isinstance(error, MemoryError):
+        from apprafter.budget import OwnMemoryBudget
+
+        error = OwnMemoryBudget()
+    print_lines(error.lines(), limit)
+    return error.exit_code
+
+
 def reported(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn the failures `describe` knows into stderr lines and exit 1/2; anything else is a bug and raises."""
+    """Turn an AppRafterError into stderr lines and its exit code; anything else is a bug and raises."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except Exception as error:
-            described = describe(error)
-            if described is None:
-                raise
-            lines, code = described
-            print_lines(lines)
-            sys.exit(code)
+        except (AppRafterError, MemoryError) as error:
+            sys.exit(report(error))
 
     return wrapper

@@ -12,24 +12,24 @@ from pathlib import Path
 
 import click
 
-from apprafter.errors import USER_EXIT, describe, print_lines
+from apprafter.errors import report
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, MAX_FILE_BYTES, LoadedApp
+from toolchain.errors import USER_EXIT, AppRafterError
 
 CR_SUFFIXES = (".yaml", ".yml", ".json")
 GIT_PREFIX = "git:"
 
 
-def _read(path: Path) -> str:
-    display = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
-    except OSError as e:
-        raise UserError([Problem(display, 1, 1, "", f"cannot read: {e.strerror}")]) from None
+def _read(path: Path) -> tuple[bytes, str]:
+    """A CR file's bytes and its name for messages; never a byte of a file that resolves outside the directory
+    it was named from (a symlink or '..'), never a FIFO or device."""
+    from renderer import userfile
+
+    display = userfile.shown(path)
+    data = userfile.read_bytes(path, display=display, root=Path(userfile.absolute(path)).parent,
+                               root_name="the directory it is named in")
+    return data, display
 
 
 def load_path(path: Path) -> LoadedApp:
@@ -38,7 +38,7 @@ def load_path(path: Path) -> LoadedApp:
     from renderer.load import load
 
     if path.suffix in CR_SUFFIXES and not path.is_dir():
-        return parse_cr(_read(path), os.path.relpath(path), strict_json=path.suffix == ".json")
+        return parse_cr(*_read(path), strict_json=path.suffix == ".json")
     if path.is_dir() or path.suffix == ".cue":
         return load(path)
     raise UserError([Problem(str(path), 1, 1, "", "want a .cue file, a directory, a .yaml/.yml/.json "
@@ -88,12 +88,11 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         raise UserError([Problem(display, 1, 1, "", message[0] if message else "git show failed")])
     if len(shown.stdout) > MAX_FILE_BYTES:
         raise UserError([Problem(display, 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes")])
-    try:
-        text = shown.stdout.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UserError([Problem(display, 1, 1, "", "file is not UTF-8 text")]) from None
     if target.suffix in CR_SUFFIXES:
-        return parse_cr(text, display, strict_json=target.suffix == ".json")
+        return parse_cr(shown.stdout, display, strict_json=target.suffix == ".json")
+    from renderer import userfile
+
+    text = userfile.decode_text(shown.stdout, display)
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-") as tmp:
         file = Path(tmp) / APP_DIR / APP_FILE
         file.parent.mkdir()
@@ -101,9 +100,9 @@ def load_git(spec: str, other: str | None) -> LoadedApp:
         try:
             app = load(file, Path(tmp))
         except UserError as e:
-            raise UserError([dataclasses.replace(p, file=display) if p.file.startswith(tmp) or p.file == str(file)
+            raise UserError([p._replace(file=display) if p.file.startswith(tmp) or p.file == str(file)
                              else p for p in e.problems]) from None
-    return dataclasses.replace(app, source=dataclasses.replace(app.source, display=display))
+    return app._replace(source=app.source.replace(display=display))
 
 
 def load_side(spec: str, other: str | None) -> LoadedApp:
@@ -125,10 +124,12 @@ def plan(from_: str, to: str, environment: str, fmt: str, detailed_exitcode: boo
          domain: str | None, approvers: tuple[str, ...]) -> None:
     """Classify the change from OLD to NEW in one environment, like `terraform plan` (docs/plan.md)."""
     try:
+        from apprafter.budget import limit_own_memory
+
+        limit_own_memory()
         gated = _plan(from_, to, environment, fmt, namespace, domain, approvers)
-    except (UserError, ToolFailure) as error:
-        lines, code = describe(error) or ([], USER_EXIT)
-        print_lines(lines)
+    except (AppRafterError, MemoryError) as error:
+        code = report(error)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
     sys.exit(2 if detailed_exitcode and gated else 0)
 

@@ -10,8 +10,23 @@ from pathlib import Path
 import click
 
 from apprafter.errors import reported
+from renderer.context import TIERS
 
-TIER_CHOICES = ("all", "dev", "solo", "team", "production", "regulated")
+TIER_CHOICES = ("all", *TIERS)  # the renderer's tiers, and the all-tier chart
+MAX_FIELDS = 20  # fields listed per component in text output (JSON lists them all)
+
+
+def _kube_version(value: str | None) -> str | None:
+    """--kube-version checked before anything runs (a version that does not parse is never compared)."""
+    from compatibility.versions import InvalidVersion, kubernetes_version
+    from platform_stack.errors import StackError
+
+    if value is not None:
+        try:
+            kubernetes_version(value)
+        except InvalidVersion as e:
+            raise StackError(f"--kube-version: {e}") from None
+    return value
 
 
 def _password(env_name: str) -> str:
@@ -136,6 +151,7 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
     from platform_stack.classify import classify_stack
     from platform_stack.snapshot import load_overrides, load_snapshot
 
+    kube_version = _kube_version(kube_version)
     overrides = load_overrides(overrides_file) if overrides_file else None
     before, after = load_snapshot(from_, tier, overrides), load_snapshot(to, tier, overrides)
     result = classify_stack(before, after, kube_version)
@@ -148,7 +164,9 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
     for change in result.components:
         if change.change == "unchanged":
             continue
-        detail = f" ({', '.join(change.fields)})" if change.fields else ""
+        shown = change.fields[:MAX_FIELDS] + ([f"... {len(change.fields) - MAX_FIELDS} more"]
+                                              if len(change.fields) > MAX_FIELDS else [])
+        detail = f" ({', '.join(shown)})" if shown else ""
         click.echo(f"  {change.component}: {change.change}, {change.classification}{detail}")
         for reason in change.reasons:
             click.echo(f"    {reason}")
@@ -173,6 +191,7 @@ def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, fmt:
     from platform_stack.migration import stack_plan
     from platform_stack.snapshot import load_snapshot
 
+    kube_version = _kube_version(kube_version)
     before, after = load_snapshot(from_, tier), load_snapshot(to, tier)
     result = stack_plan(classify_stack(before, after, kube_version), before, after)
     document = migration_plan(result) if result.gated else None

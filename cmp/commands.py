@@ -6,39 +6,48 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cmp import argo_env
-from renderer.context import PlatformContext, make_context
-from renderer.emit import dump_stream
+from renderer import settings
+from renderer.context import PlatformContext
+from renderer.emit import dump_json_stream
 from renderer.errors import Problem, ToolFailure, UserError
-from renderer.load import APP_DIR, APP_FILE, load
-from renderer.render import MODES, Rendered, render_loaded
+from renderer.load import APP_DIR, APP_FILE, LoadedApp, load
+from renderer.render import MODES, Mode, Rendered, render_loaded
 from renderer.validate import environments
+
+__all__ = ["discover", "generate", "generate_stream", "parameters", "parameters_json"]
 
 KNOWN_SETTINGS = frozenset({"ENVIRONMENT", "MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE"})
 
 
-def _context(settings: Mapping[str, str]) -> PlatformContext:
-    unknown = sorted(set(settings) - KNOWN_SETTINGS)
+def _context(given: Mapping[str, settings.Given]) -> PlatformContext:
+    unknown = sorted(given[k].origin.setting.removeprefix("plugin env ") for k in set(given) - KNOWN_SETTINGS)
     if unknown:
-        raise argo_env.ContractError(f"unknown plugin env {', '.join('APPRAFTER_' + u for u in unknown)}; known: "
+        raise argo_env.ContractError(f"unknown plugin env {', '.join(unknown)}; known: "
                                      f"{', '.join('APPRAFTER_' + k for k in sorted(KNOWN_SETTINGS))}")
     platform_file = os.environ.get("APPRAFTER_PLATFORM_FILE")  # the sidecar's own config, not the repo's
-    return make_context(Path(platform_file) if platform_file else None,
-                        domain=settings.get("DOMAIN"), tier=settings.get("TIER"),
-                        gateway_name=settings.get("GATEWAY_NAME"),
-                        gateway_namespace=settings.get("GATEWAY_NAMESPACE"))
+    return settings.platform_context(Path(platform_file) if platform_file else None,
+                                     {"domain": given.get("DOMAIN"), "tier": given.get("TIER"),
+                                      "gateway_name": given.get("GATEWAY_NAME"),
+                                      "gateway_namespace": given.get("GATEWAY_NAMESPACE")})
+
+
+def _load(env: Mapping[str, str], cwd: Path) -> LoadedApp:
+    """The app of the source path, read against the repository root Argo CD unpacked."""
+    root = argo_env.repo_root(cwd, env)
+    return load(argo_env.app_directory(root, env), root)
 
 
 def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
     """Render the app in cwd for the environment Argo CD's contract selects. Never returns zero objects."""
-    settings = argo_env.settings(env)
-    mode = settings.get("MODE", "cr")
-    if mode not in MODES:
-        raise argo_env.ContractError(f"APPRAFTER_MODE must be one of {', '.join(MODES)}")
-    context = _context(settings)
-    app = load(cwd, argo_env.repo_root(cwd, env))
+    given = argo_env.settings(env)
+    mode = settings.choice(given["MODE"], MODES) if "MODE" in given else "cr"
+    context = _context(given)
+    namespace = settings.namespace(settings.Given(env.get("ARGOCD_APP_NAMESPACE"),
+                                                  settings.Origin("ARGOCD_APP_NAMESPACE")))
+    app = _load(env, cwd)
     declared = environments(app)
     choice = argo_env.choose_environment(env, declared)
     if choice is None:
@@ -46,10 +55,9 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
                                  "'environment' (or plugin env APPRAFTER_ENVIRONMENT, or name the Application "
                                  f"<app>-<env>); declared: {', '.join(declared) or 'none'}")])
     if choice.name not in declared:
-        raise UserError([Problem(app.source.display, 1, 1, "", f"environment {choice.name!r} (from {choice.source}) "
+        raise UserError([Problem(app.source.display, 1, 1, "", f"environment {choice.shown} (from {choice.source}) "
                                  f"is not declared; declared: {', '.join(declared) or 'none'}")])
-    namespace = env.get("ARGOCD_APP_NAMESPACE") or None
-    rendered = render_loaded(app, choice.name, mode, namespace, context)
+    rendered = render_loaded(app, choice.name, cast(Mode, mode), namespace, context)
     if not rendered.objects:
         raise ToolFailure("the renderer produced no objects; refusing to report an empty success")
     return rendered
@@ -57,7 +65,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
 
 def generate_stream(env: Mapping[str, str], cwd: Path) -> tuple[str, list[str]]:
     rendered = generate(env, cwd)
-    return dump_stream(rendered.objects), rendered.warnings
+    return dump_json_stream(rendered.objects), rendered.warnings
 
 
 def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:
@@ -66,8 +74,7 @@ def parameters(env: Mapping[str, str], cwd: Path) -> list[dict[str, Any]]:
     Argo CD lists dynamic announcements before the static `environment` one and the static one wins by
     name, so the environment the app name implies goes into the tooltip rather than a second `environment`.
     """
-    app = load(cwd, argo_env.repo_root(cwd, env))
-    declared = environments(app)
+    declared = environments(_load(env, cwd))
     implied = argo_env.choose_environment({k: v for k, v in env.items() if k == "ARGOCD_APP_NAME"}, declared)
     tooltip = "The environments apprafter/Application.cue declares; set `environment` to one of them"
     if implied:

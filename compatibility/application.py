@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from compatibility.diff import leaf_diff
 from compatibility.images import is_digest_pinned, split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
 from compatibility.rules import RULES
 from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
+from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.manifests.workload import BUDGET_SEEDS
+from renderer.manifests.network import default_hostname
+from renderer.redact import digest
 
-DEFAULT_DOMAIN = PlatformContext.domain
+__all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan", "soft_destructive"]
+
+DEFAULT_DOMAIN = PlatformContext().domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
 SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "connects": "AR-S012",
                "confidential": "AR-S013", "network": "AR-S013", "command": "AR-S013", "args": "AR-S013"}
@@ -58,20 +63,10 @@ def deployment(document: Mapping[str, Any], environment: str) -> Deployment:
     return Deployment(name, environment, check_spec(eff), namespace if isinstance(namespace, str) else None)
 
 
-def leaf_diff(before: Any, after: Any, path: str) -> list[tuple[str, Any, Any]]:
-    """(path, from, to) where two JSON values differ; mappings recurse, anything else compares whole."""
-    if isinstance(before, Mapping) and isinstance(after, Mapping):
-        out: list[tuple[str, Any, Any]] = []
-        for key in sorted(set(before) | set(after)):
-            out += leaf_diff(before.get(key), after.get(key), f"{path}.{key}")
-        return out
-    return [] if before == after else [(path, before, after)]
-
-
 def _redacted(kind: str, target: str) -> Any:
     """How an env value appears in a plan: references as written, literals only as their sha256."""
     if kind == "literal":
-        return {"literalSha256": hashlib.sha256(target.encode()).hexdigest()}
+        return {"literalSha256": digest(target)}
     return {kind: target}
 
 
@@ -115,7 +110,7 @@ class _Classifier:
     def need(self, name: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
         field = f"needs.{name}"
         v_old, v_new = old.get("version"), new.get("version")
-        if v_old is not None and v_new is not None and _major(v_old) != _major(v_new):
+        if v_old is not None and v_new is not None and need_major(v_old) != need_major(v_new):
             self.add("AR-DM003", f"{field}.version", v_old, v_new,
                      f"a major {name} upgrade rewrites the data (dump/restore or pg_upgrade)")
             old, new = {**old, "version": None}, {**new, "version": None}
@@ -123,8 +118,8 @@ class _Classifier:
                   lambda _: "storage is expansion-only: a shrink is refused by the provisioner")
         self.soft("AR-S003", field, {k: v for k, v in old.items() if k != "size"},
                   {k: v for k, v in new.items() if k != "size"},
-                  lambda p: "selector changes are deferred to platform scope (ADR 0051)" if ".selector" in p
-                  else "claim setting: applied by the provider in place")
+                  lambda p: "a selector change moves the claim to another provider: gated at platform scope"
+                  if ".selector" in p else "claim setting: applied by the provider in place")
 
     def env(self) -> None:
         old, new = mapping(self.old, "env"), mapping(self.new, "env")
@@ -205,11 +200,11 @@ class _Classifier:
                      f"{h_old} stops resolving to the app and its certificate churns")
 
     def default_host(self, side: Deployment) -> str:
-        return f"{side.app}.{side.environment}.{self.domain}"
+        return default_hostname(side.app, side.environment, self.domain)
 
 
 _SOFT_REASON: dict[str, Callable[[str], str]] = {
-    "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's (§3.8, §6)",
+    "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's",
     "AR-S012": lambda _: "egress policy change: applied in place",
     "AR-S013": lambda _: "runtime setting: rolled out like any deploy",
 }
@@ -231,12 +226,8 @@ def _env_rule(a: tuple[str, str] | None, b: tuple[str, str] | None) -> tuple[str
     if a is not None and a[0] != "literal":
         return "AR-RR005", f"the workload loses its wired {a[0]} reference {a[1]} (the new claim is self-scoped)"
     if a is None:
-        return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference is self-scoped (§3.1)"
+        return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference to the app's own claim"
     return "AR-S006", "literal edit" if b[0] == "literal" else "a literal becomes a self-scoped claim reference"
-
-
-def _major(version: str) -> str:
-    return version.split(".", 1)[0].lstrip("v")
 
 
 def _network(spec: Mapping[str, Any]) -> str:

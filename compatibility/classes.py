@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
+from toolchain.errors import AppRafterError
+
+__all__ = [
+    "BREAKING", "DATA_MIGRATION", "RANKS", "REQUIRES_RESTART", "SAFE", "SECURITY_BOUNDARY", "Scope", "UnknownClass",
+    "is_gated", "rank", "ranked"
+]
+
 Scope = Literal["application", "platform"]
 
 SAFE = "safe"
@@ -21,7 +28,7 @@ RANKS: dict[Scope, tuple[str, ...]] = {
 }
 
 
-class UnknownClass(ValueError):
+class UnknownClass(AppRafterError):
     """A classification that the scope does not rank (fail closed: never read as safe)."""
 
 

@@ -1,55 +1,30 @@
-"""Reads an Application CR given as YAML/JSON text (what the plugin emits) into a LoadedApp, fail closed."""
+"""Reads an Application CR given as YAML/JSON text (what the plugin emits) into a LoadedApp, fail closed.
+
+The schema is the one cue generates from the CUE source (`cue def --out openapi`), which is OpenAPI 3.0:
+it is checked with an OpenAPI 3.0 validator (`exclusiveMinimum: true` is a flag there, not a number).
+Problems are reported at the YAML node that holds them (renderer.yaml_input keeps every position).
+"""
 
 from __future__ import annotations
 
 import copy
 import functools
-import json
-from collections.abc import Hashable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
-from compatibility.shape import Unreadable, json_value
-from renderer.crds import application_json_schema
+from renderer import patterns
+from renderer.crds import APPLICATION, inline, openapi
+from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
 from renderer.load import DOCUMENT_KEYS, LoadedApp, Source
+from renderer.redact import Redactor, is_env_path
+from renderer.yaml_input import YamlDocument, parse, unwritten
+
+__all__ = ["document_schema", "load_document", "parse_cr"]
 
 IGNORED_TOP_LEVEL = frozenset({"status"})  # a CR read back from the cluster carries status; not compared
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML without aliases (no expansion bombs) and without duplicate keys (no hidden overrides)."""
-
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(None, None, "YAML aliases are not allowed", event.start_mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = key_node.value
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def _ref(kind: str, pattern: str) -> dict[str, Any]:
-    return {"type": "object", "required": [kind], "additionalProperties": False,
-            "properties": {kind: {"type": "string", "pattern": pattern}}}
-
-
-# cue's OpenAPI types env values as a bare object; the schema says literal | {claim} | {secret}.
-ENV_SCHEMA: dict[str, Any] = {
-    "type": "object", "propertyNames": {"pattern": "^[A-Z_][A-Z0-9_]*$"},
-    "additionalProperties": {"oneOf": [{"type": "string"}, _ref("claim", "^[a-z0-9]+/[a-zA-Z]+$"),
-                                       _ref("secret", "^.+/.+$")]},
-}
+MAX_MESSAGE = 200
 
 
 def _closed(node: Any) -> Any:
@@ -59,95 +34,98 @@ def _closed(node: Any) -> Any:
     if not isinstance(node, dict):
         return node
     out = {k: _closed(v) for k, v in node.items()}
-    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+    if "properties" in out and "additionalProperties" not in out:
         out["additionalProperties"] = False
     return out
 
 
 @functools.cache
 def document_schema() -> dict[str, Any]:
-    """JSON Schema of an Application CR: the renderer's schema with spec closed; metadata stays open (uid, ...).
+    """OpenAPI 3.0 schema of an Application CR, all from the CUE source; spec closed, metadata open (uid, ...).
 
-    Generated once per process (cue runs once); callers must not modify it."""
-    schema = copy.deepcopy(application_json_schema())
+    cue's OpenAPI keeps `#EnvValue` and `#EnvKey` as components but types `env` (a pattern-keyed struct) as a
+    bare object; they are put back here: values with `$ref: EnvValue`, keys with JSON Schema's propertyNames.
+    Generated once per process (cue runs once); callers must not modify it.
+    """
+    schemas = openapi(APPLICATION.package, APPLICATION.schema_file)
+    env = {"type": "object", "propertyNames": inline(schemas["EnvKey"], schemas),
+           "additionalProperties": _closed(inline(schemas["EnvValue"], schemas))}
+    schema = copy.deepcopy(inline(schemas[APPLICATION.definition], schemas))
     spec = _closed(schema["properties"]["spec"])
-    spec["properties"]["base"]["properties"]["env"] = ENV_SCHEMA
-    spec["properties"]["environments"]["additionalProperties"]["properties"]["env"] = ENV_SCHEMA
+    spec["properties"]["base"]["properties"]["env"] = env
+    spec["properties"]["environments"]["additionalProperties"]["properties"]["env"] = env
     schema["properties"]["spec"] = spec
-    return schema
+    result: dict[str, Any] = schema
+    return result
 
 
-def _position(text: str, path: tuple[Any, ...]) -> tuple[int, int]:
-    """Line/column of the deepest node on `path` in the YAML text (1:1 when it cannot be found)."""
-    try:
-        node = yaml.compose(text, Loader=_StrictLoader)
-    except yaml.YAMLError:
-        return 1, 1
-    best = node
-    for part in path:
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
+@functools.cache
+def _validator() -> Any:
+    import jsonschema
+    from openapi_schema_validator import OAS30Validator
+
+    # OpenAPI 3.0 has no key constraint; propertyNames (JSON Schema draft 6+) carries CUE's `[#EnvKey]: ...`.
+    keywords = {"propertyNames": jsonschema.Draft7Validator.VALIDATORS["propertyNames"]}
+    cls = jsonschema.validators.extend(OAS30Validator, keywords)
+    return cls(document_schema())
+
+
+def _problems(doc: YamlDocument, data: dict[str, Any]) -> Iterator[Problem]:
+    """One problem per schema violation, at the YAML node; an unknown field at its key, like cue names it.
+
+    No message shows an env value: one about an env value says what the value must be, and every other one
+    has the document's env literals redacted (before it is shortened, so no part of one survives)."""
+    redactor = Redactor.for_document(data)
+    for error in _validator().iter_errors(data):
+        path: tuple[str | int, ...] = tuple(error.absolute_path)
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {})
+            for key in sorted(set(error.instance) - set(known)):
+                yield doc.problem((*path, key), "field not allowed", at_key=True)
+        elif error.validator == "required" and isinstance(error.instance, dict):
+            missing = [k for k in error.validator_value if k not in error.instance]
+            for key in missing:
+                yield doc.problem((*path, key), "required field is missing")
+        elif "propertyNames" in error.relative_schema_path and isinstance(error.instance, str):
+            yield doc.problem((*path, error.instance), f"env key {error.instance!r} must match "
+                              f"{error.validator_value}", at_key=True)
         else:
-            node = None
-        if node is None:
-            break
-        best = node
-    mark = best.start_mark if best is not None else None
-    return (mark.line + 1, mark.column + 1) if mark else (1, 1)
+            yield doc.problem(path, _message(error, redactor))
 
 
-def _parse(text: str, display: str, strict_json: bool) -> Any:
-    if strict_json:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as e:
-            raise UserError([Problem(display, e.lineno, e.colno, "", f"not valid JSON: {e.msg}")]) from None
-    try:
-        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        message = getattr(e, "problem", None) or str(e)
-        raise UserError([Problem(display, line, col, "", f"not valid YAML: {message}")]) from None
-    except RecursionError:
-        raise UserError([Problem(display, 1, 1, "", "not valid YAML: nested too deeply")]) from None
-    if len(docs) != 1:
-        raise UserError([Problem(display, 1, 1, "", f"expected one Application document, found {len(docs)}")])
-    return docs[0]
+def _message(error: Any, redactor: Redactor) -> str:
+    if is_env_path(tuple(error.absolute_path)):
+        return ENV_VALUE_HINT
+    if error.validator == "pattern":  # the schema's name rules, worded as `apprafter validate` words them
+        named = patterns.violation(str(error.validator_value), error.instance)
+        if named:
+            return redactor.text(named)
+    message = redactor.text(str(error.message))
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
-def parse_cr(text: str, display: str, strict_json: bool = False) -> LoadedApp:
+def parse_cr(text: str | bytes, display: str, strict_json: bool = False) -> LoadedApp:
     """A YAML (or, with strict_json, JSON) Application CR validated against the CUE-generated schema."""
-    try:
-        doc = _parse(text, display, strict_json)
-        json_value(doc, "")
-    except Unreadable as e:
-        raise UserError([Problem(display, *_position(text, tuple(e.field.split("."))), e.field, e.message)]) from None
-    except RecursionError:
-        raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
-    if not isinstance(doc, dict):
+    doc = parse(text, display, json_only=strict_json)  # JSON-shaped: string keys, finite numbers
+    return _load(doc, text if isinstance(text, str) else text.decode())
+
+
+def load_document(data: Any, display: str) -> LoadedApp:
+    """An Application object that was never text (what the API server sends the webhook, JSON-shaped), checked
+    as `parse_cr` checks a CR; its problems carry no position. Parsing its JSON again to place them would cost
+    the webhook ~15 ms a request."""
+    return _load(unwritten(data, display), "")
+
+
+def _load(doc: YamlDocument, text: str) -> LoadedApp:
+    display = doc.display
+    if not isinstance(doc.data, dict):
         raise UserError([Problem(display, 1, 1, "", "an Application CR is a mapping (apiVersion, kind, metadata, "
                                  "spec)")])
-    doc = {k: v for k, v in doc.items() if k not in IGNORED_TOP_LEVEL}
-    validator = jsonschema.Draft202012Validator(document_schema())
-    try:
-        errors = sorted(validator.iter_errors(doc), key=lambda e: [str(p) for p in e.absolute_path])
-    except RecursionError:
-        raise UserError([Problem(display, 1, 1, "", "document nested too deeply")]) from None
-    problems = []
-    for error in errors:
-        path = tuple(error.absolute_path)
-        field = ".".join(str(p) for p in path)
-        problems.append(Problem(display, *_position(text, path), field, _message(error)))
+    data = {k: v for k, v in doc.data.items() if k not in IGNORED_TOP_LEVEL}
+    problems = list(_problems(doc, data))
     if problems:
         raise UserError(problems)
-    return LoadedApp(Source(Path(display), display, text, None), {k: doc[k] for k in DOCUMENT_KEYS if k in doc})
-
-
-def _message(error: jsonschema.ValidationError) -> str:
-    message = str(error.message)
-    if error.validator == "additionalProperties":
-        return "field not allowed: " + message.split("(", 1)[-1].rstrip(")")
-    return message if len(message) <= 200 else message[:197] + "..."
+    # The YAML document knows where each field is written: later problems (validate, plan) point there.
+    source = Source(Path(display), display, text if isinstance(text, str) else text.decode(), None, doc)
+    return LoadedApp(source, {k: data[k] for k in DOCUMENT_KEYS if k in data})

@@ -7,11 +7,12 @@ from typing import Any
 
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
 from compatibility.plan import Change, Plan
+from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 
-API_VERSION = "apprafter.io/v1alpha1"
+__all__ = ["KIND", "migration_plan", "name"]
+
 KIND = "MigrationPlan"
 PLATFORM_NAMESPACE = "apprafter-system"
-ENVIRONMENT_LABEL = "apprafter.io/environment"
 
 
 def _change(change: Change) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def migration_plan(plan: Plan, *, owner_uid: str | None = None, approvers: Seque
     trigger.update({k: v for k, v in (("from", trigger_change.from_), ("to", trigger_change.to)) if v is not None})
     classes = set(plan.classifications)
     metadata: dict[str, Any] = {"name": name(plan)}
-    labels = {"app.kubernetes.io/managed-by": "apprafter", "apprafter.io/scope": s.scope}
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, f"{GROUP}/scope": s.scope}
     if s.scope == "application":
         scope: dict[str, Any] = {"type": "application", "application": {
             "ref": {"name": s.name, **({"namespace": s.namespace} if s.namespace else {})},

@@ -11,6 +11,8 @@ from typing import Any
 from compatibility.classes import SAFE, Scope, is_gated, rank, ranked
 from compatibility.rules import RULES
 
+__all__ = ["Change", "Plan", "Subject", "canonical", "plan_json", "roll_up", "spec_hash"]
+
 
 @dataclasses.dataclass(frozen=True)
 class Change:

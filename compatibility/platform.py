@@ -21,6 +21,8 @@ from compatibility.plan import Change, Plan, Subject, roll_up
 from compatibility.rules import PLATFORM_RULE_BY_CLASS
 from compatibility.shape import json_value
 
+__all__ = ["PlatformChange", "roll_up_platform"]
+
 PLATFORM_STACK = "default"
 
 

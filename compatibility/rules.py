@@ -7,6 +7,8 @@ from typing import Literal
 
 from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
 
+__all__ = ["PLATFORM_RULE_BY_CLASS", "RULES", "Rule", "SoftDestructive"]
+
 # When a soft change still takes something away (spec §3.8: it applies, with a SoftDestructiveChange event):
 # always, when the value decreases (replicas, a need's size), or when a setting is removed.
 SoftDestructive = Literal["always", "decrease", "removal"]

@@ -6,9 +6,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from toolchain.errors import USER_EXIT, AppRafterError
 
-class Unreadable(ValueError):
+__all__ = ["Unreadable", "check_spec", "env_value", "json_value"]
+
+
+class Unreadable(AppRafterError):
     """Input the classifier cannot read; never classified (an error, not "safe")."""
+
+    exit_code = USER_EXIT
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field

@@ -7,7 +7,10 @@ from compatibility.shape import Unreadable
 from renderer import validate
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
+from renderer.redact import Redactor
 from renderer.render import require_environment
+
+__all__ = ["side"]
 
 
 def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
@@ -16,10 +19,10 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     Every problem `apprafter render` would report is a UserError here too: a plan never reads what the
     renderer would refuse.
     """
-    display, index = app.source.display, app.source.index
+    display = app.source.display
     stamped = app.document.get("spec", {}).get("environment")
     if stamped is not None and stamped != environment:
-        line, col = index.find(("spec", "environment"))
+        line, col = app.source.index.find(("spec", "environment"))
         raise UserError([Problem(display, line, col, "spec.environment", f"this CR is stamped for environment "
                                  f"{stamped!r}, not {environment!r} (a different environment is a different "
                                  "deployment)")])
@@ -37,7 +40,7 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
         return deployment(app.document, environment)
     except Unreadable as e:
         parts = tuple(e.field.split(".")) if e.field else ()
-        in_env = ("spec", "environments", environment, *parts)
-        path = in_env if index.has(in_env) else ("spec", "base", *parts)
-        line, col = index.find(path)
-        raise UserError([Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")]) from None
+        index = app.source.index
+        line, col = index.find(validate.written_at(index, environment, parts))
+        problem = Problem(display, line, col, e.field, f"{e.message} (fail closed: not classified)")
+        raise UserError([Redactor.for_document(app.document).problem(problem)]) from None

@@ -8,6 +8,8 @@ from typing import Any
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
 from compatibility.plan import Change, Plan
 
+__all__ = ["render_text"]
+
 # ANSI colours per class; used only when the caller says the output is a terminal.
 COLOURS = {SAFE: "32", REQUIRES_RESTART: "33", DATA_MIGRATION: "31", SECURITY_BOUNDARY: "1;31", "breaking": "1;31"}
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}

@@ -27,7 +27,7 @@ class BuildResult:
 def build_chart(source: Path = SOURCE_DIR, tier: str = ALL, version: str | None = None) -> tuple[Chart, int]:
     """Evaluate the source and render the chart in memory (no files written)."""
     evaluated = evaluate(source, tier)
-    chosen = version or latest_version(evaluated["compatibility"])
+    chosen = version or latest_version(evaluated["compatibility"], source)
     chart = render_chart(evaluated, chosen, tier, source=source)
     return chart, source_date_epoch(source)
 

@@ -5,21 +5,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from platform_stack.chart import semver_key
+from compatibility.classes import BREAKING, REQUIRES_RESTART, SAFE, rank, ranked
+from compatibility.diff import leaf_diff
+from compatibility.versions import kubernetes_version, stack_version
 
-# Ranked lowest to highest (spec §3.8, platform scope).
-CLASSES: tuple[str, ...] = ("safe", "requires-restart", "data-migration", "breaking")
-MAX_FIELDS = 20
-
-
-def rank(classification: str) -> int:
-    """Position of a class in CLASSES; unknown classes rank as breaking (fail closed)."""
-    return CLASSES.index(classification) if classification in CLASSES else len(CLASSES) - 1
+__all__ = ["ComponentChange", "StackClassification", "StackSnapshot", "classify_component", "classify_stack"]
 
 
 def highest(classes: list[str]) -> str:
-    """The highest-ranked class of `classes` ("safe" for none)."""
-    return max(classes, key=rank, default="safe")
+    """The highest-ranked platform class of `classes` ("safe" for none); UnknownClass for a class it lacks."""
+    return ranked(classes, "platform")[0] if classes else SAFE
 
 
 @dataclass(frozen=True)
@@ -63,40 +58,26 @@ class StackClassification:
         return asdict(self)
 
 
-def changed_fields(before: Any, after: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where two JSON-like values differ (maps compared key by key, anything else as a whole)."""
-    if isinstance(before, dict) and isinstance(after, dict):
-        out: list[str] = []
-        for key in sorted(set(before) | set(after), key=str):
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in before or key not in after:
-                out.append(path)
-            else:
-                out.extend(changed_fields(before[key], after[key], path))
-        return out
-    return [] if before == after else [prefix or "."]
-
-
 def _release_class(name: str, before: StackSnapshot, after: StackSnapshot) -> tuple[str, list[str]]:
     """Class of a changed component from the compatibility entries of the versions crossed."""
-    low, high = semver_key(before.version), semver_key(after.version)
+    low, high = stack_version(before.version), stack_version(after.version)
     if high < low:
-        return "breaking", [f"downgrade {before.version} -> {after.version}: no reverse migration metadata"]
+        return BREAKING, [f"downgrade {before.version} -> {after.version}: no reverse migration metadata"]
     if high == low:
-        return "requires-restart", [f"config change within {after.version} (no release metadata covers it)"]
+        return REQUIRES_RESTART, [f"config change within {after.version} (no release metadata covers it)"]
     classes: list[str] = []
     reasons: list[str] = []
-    crossed = sorted((v for v in after.compatibility if low < semver_key(v) <= high), key=semver_key)
+    crossed = sorted((v for v in after.compatibility if low < stack_version(v) <= high), key=stack_version)
     for version in crossed:
         cls = after.compatibility[version].get("components", {}).get(name)
         if cls is None:
-            classes.append("breaking")
+            classes.append(BREAKING)
             reasons.append(f"{version}: no compatibility class for {name} (fail closed)")
         else:
             classes.append(cls)
             reasons.append(f"{version}: {cls}")
     if not crossed:
-        return "breaking", [f"no compatibility entry between {before.version} and {after.version}"]
+        return BREAKING, [f"no compatibility entry between {before.version} and {after.version}"]
     return highest(classes), reasons
 
 
@@ -104,29 +85,21 @@ def classify_component(name: str, before: StackSnapshot, after: StackSnapshot) -
     """Verdict for one component present on either side."""
     old, new = before.components.get(name), after.components.get(name)
     if old is None and new is None:
-        return ComponentChange(name, "unchanged", "safe")
+        return ComponentChange(name, "unchanged", SAFE)
     if old is None:
-        return ComponentChange(name, "added", "safe", [], ["new component: installs alongside the stack"])
+        return ComponentChange(name, "added", SAFE, [], ["new component: installs alongside the stack"])
     if new is None:
-        return ComponentChange(name, "removed", "breaking", [],
+        return ComponentChange(name, "removed", BREAKING, [],
                                ["component removed or disabled: Argo CD deletes what it deployed"])
-    fields = changed_fields(old, new)
+    fields = [path for path, _, _ in leaf_diff(old, new)]
     if not fields:
-        return ComponentChange(name, "unchanged", "safe")
+        return ComponentChange(name, "unchanged", SAFE)
     cls, reasons = _release_class(name, before, after)
-    if (old.get("selfManaged") or new.get("selfManaged")) and rank(cls) < rank("requires-restart"):
-        cls = "requires-restart"
-        reasons.append("Argo CD manages itself: any change is at least requires-restart (spec §3.10)")
-    more = [f"... {len(fields) - MAX_FIELDS} more"] if len(fields) > MAX_FIELDS else []
-    shown = fields[:MAX_FIELDS] + more
-    return ComponentChange(name, "changed", cls, shown, reasons)
-
-
-def kube_version_key(version: str) -> tuple[int, ...]:
-    """(major, minor, patch) of "v1.31.2", "1.31" or "1.31.0-0"."""
-    core = version.strip().lstrip("v").split("-", 1)[0].split("+", 1)[0]
-    parts = [int(p) for p in core.split(".") if p.isdigit()]
-    return tuple([*parts, 0, 0, 0][:3])
+    if (old.get("selfManaged") or new.get("selfManaged")) and \
+            rank(cls, "platform") < rank(REQUIRES_RESTART, "platform"):
+        cls = REQUIRES_RESTART
+        reasons.append("Argo CD manages itself: any change to it is at least requires-restart")
+    return ComponentChange(name, "changed", cls, fields, reasons)
 
 
 def classify_stack(before: StackSnapshot, after: StackSnapshot,
@@ -137,10 +110,10 @@ def classify_stack(before: StackSnapshot, after: StackSnapshot,
     reasons: list[str] = []
     stack_classes: list[str] = []
     if kube_version is not None and \
-            kube_version_key(after.minimum_kubernetes_version) > kube_version_key(kube_version):
-        stack_classes.append("breaking")
+            kubernetes_version(after.minimum_kubernetes_version) > kubernetes_version(kube_version):
+        stack_classes.append(BREAKING)
         reasons.append(f"stack {after.version} needs Kubernetes >= {after.minimum_kubernetes_version}, "
                        f"cluster runs {kube_version}")
     classes = [c.classification for c in components] + stack_classes
-    present = sorted(set(classes), key=rank, reverse=True)
-    return StackClassification(before.version, after.version, highest(classes), present, components, reasons)
+    return StackClassification(before.version, after.version, highest(classes), ranked(classes, "platform"),
+                               components, reasons)

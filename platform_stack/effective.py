@@ -6,8 +6,59 @@ import copy
 from typing import Any
 
 from platform_stack.errors import StackError
+from toolchain.errors import USER_EXIT, AppRafterError
+
+__all__ = ["ValuesError", "check_values", "deep_merge", "effective_components", "enabled", "with_overrides"]
 
 ON_BY_DEFAULT = ("required", "default")
+AVAILABILITY = ("required", "default", "opt-in", "unavailable")
+_TYPES: dict[type, str] = {dict: "a mapping", str: "a string", int: "an integer", bool: "true or false"}
+# What the umbrella template (and effective_components) reads of each component, and its type.
+_COMPONENT = {"source": dict, "namespace": str, "syncWave": int, "enabled": bool, "selfManaged": bool,
+              "syncPolicy": dict, "tiers": dict}
+
+
+class ValuesError(AppRafterError):
+    """Chart values effective_components cannot read; `path` says where (callers add the file and line)."""
+
+    exit_code = USER_EXIT
+
+    def __init__(self, path: tuple[str, ...], message: str) -> None:
+        super().__init__(f"{'.'.join(path)}: {message}")
+        self.path, self.message = path, message
+
+
+def _need(value: Any, path: tuple[str, ...], kind: type, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValuesError(path, f"expected {_TYPES[kind]}")
+
+
+def check_values(values: Any) -> None:
+    """Every field effective_components reads has the type it expects (fail closed on anything else)."""
+    _need(values, (), dict)
+    _need(values.get("tier"), ("tier",), str)
+    _need(values.get("components"), ("components",), dict)
+    for name, component in values["components"].items():
+        at = ("components", name)
+        _need(component, at, dict)
+        for key, kind in _COMPONENT.items():
+            _need(component.get(key), (*at, key), kind)
+        _need(component.get("values"), (*at, "values"), dict, optional=True)
+        for key in ("repoURL", "chart", "targetRevision"):
+            _need(component["source"].get(key), (*at, "source", key), str)
+        for tier, entry in component["tiers"].items():
+            _need(entry, (*at, "tiers", tier), dict)
+            if entry.get("availability") not in AVAILABILITY:
+                raise ValuesError((*at, "tiers", tier, "availability"), f"expected one of {', '.join(AVAILABILITY)}")
+            _need(entry.get("values"), (*at, "tiers", tier, "values"), dict, optional=True)
+    _need(values.get("overrides"), ("overrides",), dict, optional=True)
+    for name, override in (values.get("overrides") or {}).items():
+        at = ("overrides", name)
+        _need(override, at, dict, optional=True)
+        for key, kind in (("pin", str), ("enabled", bool), ("values", dict)):
+            _need((override or {}).get(key), (*at, key), kind, optional=True)
 
 
 def deep_merge(dst: dict[str, Any], src: dict[str, Any]) -> dict[str, Any]:
@@ -43,6 +94,7 @@ def enabled(name: str, component: dict[str, Any], tier: str, override: dict[str,
 
 def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """name -> {source (pin applied), namespace, syncWave, selfManaged, syncPolicy, values}, enabled only."""
+    check_values(values)
     tier = values["tier"]
     overrides: dict[str, Any] = values.get("overrides") or {}
     for name in overrides:

@@ -1,15 +1,23 @@
-"""The two failure classes of the stack commands: the user's to fix (exit 1) or the tool's (exit 2)."""
+"""The two failure classes of the stack commands, in the project's error tree: the user's (exit 1), the tool's (2)."""
 
 from __future__ import annotations
 
+from toolchain.errors import ToolFailure, UserError
 
-class StackError(Exception):
-    """A problem in the user's input (CUE source, chart, reference, key); `lines` are one problem each."""
+__all__ = ["StackError", "StackToolError"]
+
+
+class StackError(UserError):
+    """A problem in the user's input (CUE source, chart, reference, key), already formatted: one line each."""
 
     def __init__(self, *lines: str) -> None:
-        super().__init__("\n".join(lines))
-        self.lines = list(lines)
+        super().__init__(())
+        self.args = ("\n".join(lines),)
+        self.messages = list(lines)
+
+    def lines(self) -> list[str]:
+        return list(self.messages)
 
 
-class StackToolError(Exception):
+class StackToolError(ToolFailure):
     """A tool or environment failure (missing binary, timeout, registry down); names the remedy."""

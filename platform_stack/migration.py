@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from compatibility.diff import leaf_diff
 from compatibility.plan import Plan
 from compatibility.platform import PlatformChange, roll_up_platform
 from platform_stack.classify import StackClassification, StackSnapshot
-
-
-def _lookup(config: dict[str, Any] | None, dotted: str) -> Any:
-    value: Any = config
-    for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return None
-        value = value[part]
-    return value
 
 
 def platform_changes(result: StackClassification, before: StackSnapshot,
@@ -31,9 +21,8 @@ def platform_changes(result: StackClassification, before: StackSnapshot,
             out.append(PlatformChange(comp.component, "", "enabled" if old else None, "enabled" if new else None,
                                       comp.classification, reason))
             continue
-        for dotted in comp.fields:
-            out.append(PlatformChange(comp.component, dotted, _lookup(old, dotted), _lookup(new, dotted),
-                                      comp.classification, reason))
+        for dotted, from_, to in leaf_diff(old, new):
+            out.append(PlatformChange(comp.component, dotted, from_, to, comp.classification, reason))
     if result.reasons and result.classification == "breaking" and not any(
             c.classification == "breaking" for c in out):
         # A stack-level verdict (e.g. the Kubernetes minimum) with no component carrying it.

@@ -2,30 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
-import logging
-import re
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
-import yaml
-
+from compatibility.images import parse_image
 from platform_stack.errors import StackError, StackToolError
+from platform_stack.registry import connect
+from platform_stack.tarball import MAX_ARCHIVE_BYTES, read_chart_files
+from renderer import userfile
+from renderer.yaml_input import parse
+
+__all__ = ["ChartArchive", "PushResult", "Reference", "parse_reference", "push", "read_archive"]
 
 CONFIG_MEDIA_TYPE = "application/vnd.cncf.helm.config.v1+json"
 CHART_LAYER_MEDIA_TYPE = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
-MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
-PROBE_TIMEOUT = 5.0
-_REF = re.compile(r"^(?:oci://)?(?P<host>[^/@]+)/(?P<path>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
-                  r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
 
 
 @dataclass(frozen=True)
@@ -50,11 +45,21 @@ class Reference:
 
 
 def parse_reference(text: str) -> Reference:
-    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]`; a bad reference is the user's error."""
-    m = _REF.match(text.strip())
-    if not m:
-        raise StackError(f"{text}: reference: expected [oci://]host[:port]/repository[:tag][@sha256:<hex>]")
-    return Reference(m["host"], m["path"], m["tag"], m["digest"])
+    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]` (compatibility.images' grammar, a registry host
+    required); a bad reference is the user's error. Credentials in it (`oci://user:password@host/...`) are
+    refused without printing them."""
+    bare = text.strip().removeprefix("oci://")
+    authority = bare.split("/", 1)[0]
+    if "@" in authority:
+        host = authority.rsplit("@", 1)[1]
+        raise StackError(f"oci://***@{host}/...: reference: credentials do not belong in a reference; log in with "
+                         f"`docker login {host}` or `helm registry login {host}` (read from DOCKER_CONFIG, "
+                         "~/.docker/config.json or Helm's registry/config.json)")
+    parsed = parse_image(bare)
+    if parsed is None or parsed.domain is None:
+        raise StackError(f"{text.strip()[:200]}: reference: expected [oci://]host[:port]/repository[:tag]"
+                         "[@sha256:<hex>]")
+    return Reference(parsed.domain, parsed.path, parsed.tag, parsed.digest)
 
 
 @dataclass(frozen=True)
@@ -80,24 +85,18 @@ class ChartArchive:
 
 
 def read_archive(path: Path) -> ChartArchive:
-    """Open a chart .tgz and read `<name>/Chart.yaml`; a non-chart is the user's error."""
-    try:
-        data = path.read_bytes()
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            members = tar.getmembers()
-            tops = {m.name.split("/", 1)[0] for m in members}
-            if len(tops) != 1:
-                raise StackError(f"{path}:1:1: chart: expected every entry under one <chart>/ directory")
-            top = tops.pop()
-            handle = tar.extractfile(f"{top}/Chart.yaml")
-            if handle is None:
-                raise KeyError("Chart.yaml")
-            metadata = yaml.safe_load(handle.read())
-    except (OSError, tarfile.TarError, KeyError, yaml.YAMLError) as exc:
-        raise StackError(f"{path}:1:1: chart: not a readable chart archive ({exc})") from exc
-    if not isinstance(metadata, dict) or not metadata.get("name") or not metadata.get("version"):
-        raise StackError(f"{path}:1:1: Chart.yaml: name and version are required")
-    return ChartArchive(path, data, metadata, int(max(m.mtime for m in members)))
+    """Open a chart .tgz (within Helm's limits) and read `<name>/Chart.yaml`; a non-chart is the user's error."""
+    files = read_chart_files(path, ("Chart.yaml",))
+    if "Chart.yaml" not in files.files:
+        raise StackError(f"{path}:1:1: chart: no {files.top}/Chart.yaml in the archive")
+    meta = parse(files.files["Chart.yaml"], f"{path}!/{files.top}/Chart.yaml")
+    if not isinstance(meta.data, dict):
+        raise meta.error((), "Chart.yaml is a mapping (name, version, ...)")
+    for key in ("name", "version"):
+        if not isinstance(meta.data.get(key), str) or not meta.data[key]:
+            raise meta.error((key,), "required: a non-empty string")
+    data = userfile.read_bytes(path, max_bytes=MAX_ARCHIVE_BYTES, what="the chart archive")
+    return ChartArchive(path, data, meta.data, files.mtime)
 
 
 def manifest_annotations(archive: ChartArchive) -> dict[str, str]:
@@ -132,41 +131,6 @@ def is_loopback(host: str) -> bool:
     return host.rsplit(":", 1)[0] in LOOPBACK_HOSTS if not host.startswith("[") else host.startswith("[::1]")
 
 
-def _client(plain_http: bool) -> httpx.Client:
-    return httpx.Client(timeout=PROBE_TIMEOUT, follow_redirects=True)
-
-
-def _base(ref: Reference, plain_http: bool) -> str:
-    return f"{'http' if plain_http else 'https'}://{ref.host}/v2/{ref.repository}"
-
-
-def probe(ref: Reference, plain_http: bool) -> None:
-    """Fail fast (exit 2) when the registry does not answer, instead of oras-py's minutes of retries."""
-    scheme = "http" if plain_http else "https"
-    try:
-        with _client(plain_http) as client:
-            client.get(f"{scheme}://{ref.host}/v2/")
-    except httpx.HTTPError as exc:
-        raise StackToolError(f"registry {ref.host} unreachable over {scheme} ({exc.__class__.__name__}): "
-                             "start the registry or check --plain-http") from exc
-
-
-def remote_manifest(ref: Reference, reference: str, plain_http: bool) -> tuple[str, dict[str, Any]] | None:
-    """(digest, manifest) for a tag or digest, or None when the registry does not have it."""
-    try:
-        with _client(plain_http) as client:
-            resp = client.get(f"{_base(ref, plain_http)}/manifests/{reference}",
-                              headers={"Accept": MANIFEST_MEDIA_TYPE})
-    except httpx.HTTPError as exc:
-        raise StackToolError(f"registry {ref.host}: {exc.__class__.__name__}: retry when it answers") from exc
-    if resp.status_code == 404:
-        return None
-    if resp.status_code != 200:
-        raise StackToolError(f"registry {ref.host}: GET manifest {reference}: HTTP {resp.status_code}")
-    digest = resp.headers.get("Docker-Content-Digest") or "sha256:" + hashlib.sha256(resp.content).hexdigest()
-    return digest, resp.json()
-
-
 @dataclass(frozen=True)
 class PushResult:
     """Where the chart went: the repository reference, its tag and the registry's manifest digest."""
@@ -180,45 +144,30 @@ def push(archive: ChartArchive, to: str, plain_http: bool) -> PushResult:
     """Push to `<to>/<chart-name>:<version>` (helm's convention); same content again is a no-op."""
     base = parse_reference(to)
     if base.tag or base.digest:
-        raise StackError(f"{to}: --to: give the repository namespace only; the tag is the chart version")
+        raise StackError(f"{base.oci()}: --to: give the repository namespace only; the tag is the chart version")
     tag = archive.version.replace("+", "_")
     ref = Reference(base.host, f"{base.repository}/{archive.name}", tag)
-    probe(ref, plain_http)
+    client = connect(ref.host, plain_http)
+    client.check()
     config = config_json(archive)
     layer_digest = "sha256:" + archive.sha256
     config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
-    existing = remote_manifest(ref, tag, plain_http)
+    existing = client.manifest(ref.repository, tag)
     if existing is not None:
         digest, manifest = existing
-        layers = [layer.get("digest") for layer in manifest.get("layers", [])]
-        if layers == [layer_digest] and manifest.get("config", {}).get("digest") == config_digest:
+        layers = [layer["digest"] for layer in manifest["layers"]]
+        if layers == [layer_digest] and manifest["config"]["digest"] == config_digest:
             return PushResult(Reference(ref.host, ref.repository, tag, digest), digest, created=False)
         raise StackError(f"{archive.path}:1:1: push: tag {ref.oci()} already exists with digest {digest} and "
                          "different content; tags are immutable, bump the chart version")
-    _oras_push(archive, ref, config, plain_http)
-    pushed = remote_manifest(ref, tag, plain_http)
-    if pushed is None:
-        raise StackToolError(f"registry {ref.host}: tag {tag} missing right after the push: retry")
-    return PushResult(Reference(ref.host, ref.repository, tag, pushed[0]), pushed[0], created=True)
-
-
-def _oras_push(archive: ChartArchive, ref: Reference, config: bytes, plain_http: bool) -> None:
-    import oras.provider  # imported lazily: the CLI must start fast
-
-    logging.getLogger("oras").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="apprafter-push-") as tmp:
         layer = Path(tmp) / archive.path.name
         layer.write_bytes(archive.data)
         config_path = Path(tmp) / "config.json"
         config_path.write_bytes(config)  # must exist: oras-py silently uses {} for a missing config path
-        registry = oras.provider.Registry(hostname=ref.host, insecure=plain_http)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                registry.push(target=f"{ref.host}/{ref.repository}:{ref.tag}",
-                              files=[f"{layer}:{CHART_LAYER_MEDIA_TYPE}"],
-                              manifest_config=f"{config_path}:{CONFIG_MEDIA_TYPE}",
-                              manifest_annotations=manifest_annotations(archive),
-                              disable_path_validation=True, quiet=True)
-        except Exception as exc:  # oras-py raises bare ValueError/RuntimeError/requests errors
-            raise StackToolError(f"registry {ref.host}: push failed ({exc.__class__.__name__}: {exc}): "
-                                 "retry when the registry answers") from exc
+        client.push_artifact(f"{ref.host}/{ref.repository}:{ref.tag}", [f"{layer}:{CHART_LAYER_MEDIA_TYPE}"],
+                             f"{config_path}:{CONFIG_MEDIA_TYPE}", manifest_annotations(archive))
+    pushed = client.manifest(ref.repository, tag)
+    if pushed is None:
+        raise StackToolError(f"registry {ref.host}: tag {tag} missing right after the push: retry")
+    return PushResult(Reference(ref.host, ref.repository, tag, pushed[0]), pushed[0], created=True)

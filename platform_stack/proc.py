@@ -9,17 +9,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from platform_stack.errors import StackToolError
-from toolchain.tools import ToolError, resolve
+from toolchain.tools import resolve
 
 DEFAULT_TIMEOUT = 120.0
 
 
 def tool_path(name: str) -> Path:
-    """The pinned binary for `name`, or StackToolError carrying the `make setup` remedy."""
-    try:
-        return resolve(name)
-    except ToolError as exc:
-        raise StackToolError(str(exc)) from exc
+    """The pinned binary for `name` (a ToolError carrying the `make setup` remedy when it is missing)."""
+    return resolve(name)
 
 
 def scrubbed_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from platform_stack.errors import StackError
-from platform_stack.oci import Reference, is_loopback, parse_reference, probe, remote_manifest
+from platform_stack.credentials import docker_config_json
+from platform_stack.errors import StackError, StackToolError
+from platform_stack.oci import Reference, is_loopback, parse_reference
 from platform_stack.proc import run
+from platform_stack.registry import RegistryClient, connect
+
+__all__ = ["resolve_digest", "sign", "verify"]
 
 COSIGN_TIMEOUT = 120.0
 # An empty trusted root: trust nothing but the given key. Without it cosign v2.6 verify tries to fetch
@@ -34,29 +39,38 @@ def _key(path: Path, what: str) -> Path:
     return path.resolve()
 
 
+def _cosign(args: list[str], client: RegistryClient,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """cosign with the registry credential we use ourselves (a DOCKER_CONFIG of just that host), else none."""
+    with tempfile.TemporaryDirectory(prefix="apprafter-cosign-auth-") as config_dir:
+        if client.credential is not None:
+            (Path(config_dir) / "config.json").write_bytes(docker_config_json(client.host, client.credential))
+        return run("cosign", args, env={**(env or {}), "DOCKER_CONFIG": config_dir}, timeout=COSIGN_TIMEOUT)
+
+
 def sign(reference: str, key: Path, password: str, plain_http: bool = False) -> Reference:
     """Sign `host/repo@sha256:…`; the signature lands as tag sha256-<hex>.sig in the same repository."""
     ref = parse_reference(reference)
     plain_http = plain_http or is_loopback(ref.host)
     target = ref.by_digest()
     key = _key(key, "private key")
-    probe(ref, plain_http)
-    if remote_manifest(ref, ref.digest or "", plain_http) is None:
-        raise StackError(f"{reference}: sign: no such manifest in the registry")
-    proc = run("cosign", ["sign", "--yes", "--key", str(key), "--tlog-upload=false",
-                          *_registry_flags(ref, plain_http), target],
-               env={"COSIGN_PASSWORD": password}, timeout=COSIGN_TIMEOUT)
+    client = connect(ref.host, plain_http)
+    client.check()
+    if client.manifest(ref.repository, ref.digest or "") is None:
+        raise StackError(f"{ref.oci()}: sign: no such manifest in the registry")
+    proc = _cosign(["sign", "--yes", "--key", str(key), "--tlog-upload=false", *_registry_flags(ref, plain_http),
+                    target], client, {"COSIGN_PASSWORD": password})
     if proc.returncode != 0:
-        raise _cosign_error(reference, proc.stderr, "sign")
+        raise _cosign_error(ref.oci(), proc.stderr, "sign")
     return ref
 
 
-def resolve_digest(ref: Reference, plain_http: bool) -> Reference:
+def resolve_digest(ref: Reference, client: RegistryClient) -> Reference:
     """Pin a tag to the digest it names now; with both tag and digest, fail if the tag has moved."""
-    probe(ref, plain_http)
+    client.check()
     if ref.tag is None:
         return ref
-    found = remote_manifest(ref, ref.tag, plain_http)
+    found = client.manifest(ref.repository, ref.tag)
     if found is None:
         raise StackError(f"{ref.oci()}: verify: tag {ref.tag} not found")
     if ref.digest and found[0] != ref.digest:
@@ -69,24 +83,27 @@ def verify(reference: str, public_key: Path,
     """Verify the cosign signature of `reference` against `public_key`; returns the digest and payloads."""
     parsed = parse_reference(reference)
     plain_http = plain_http or is_loopback(parsed.host)
-    ref = resolve_digest(parsed, plain_http)
+    client = connect(parsed.host, plain_http)
+    ref = resolve_digest(parsed, client)
     target = ref.by_digest()
     public_key = _key(public_key, "public key")
     with tempfile.TemporaryDirectory(prefix="apprafter-cosign-") as tmp:
         root = Path(tmp) / "trusted_root.json"
         root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
-        proc = run("cosign", ["verify", "--key", str(public_key), "--insecure-ignore-tlog=true",
-                              "--offline=true", "--trusted-root", str(root),
-                              *_registry_flags(ref, plain_http), target],
-                   timeout=COSIGN_TIMEOUT)
+        proc = _cosign(["verify", "--key", str(public_key), "--insecure-ignore-tlog=true", "--offline=true",
+                        "--trusted-root", str(root), *_registry_flags(ref, plain_http), target], client)
     if proc.returncode != 0:
         raise _cosign_error(ref.oci(), proc.stderr, "verify")
     try:
-        payloads: list[dict[str, Any]] = json.loads(proc.stdout)
-    except json.JSONDecodeError as exc:
-        raise StackError(f"{ref.oci()}: verify: cosign printed no signature payload") from exc
+        payloads = json.loads(proc.stdout)
+    except (json.JSONDecodeError, RecursionError):
+        payloads = None
+    if not isinstance(payloads, list) or not payloads or not all(isinstance(p, dict) for p in payloads):
+        raise StackToolError(f"{ref.oci()}: verify: cosign printed no signature payload (fail closed)")
     for payload in payloads:
-        signed = payload.get("critical", {}).get("image", {}).get("docker-manifest-digest")
+        critical = payload.get("critical")
+        image = critical.get("image") if isinstance(critical, dict) else None
+        signed = image.get("docker-manifest-digest") if isinstance(image, dict) else None
         if signed != ref.digest:
-            raise StackError(f"{ref.oci()}: verify: signature is for {signed}, not {ref.digest}")
+            raise StackError(f"{ref.oci()}: verify: signature is for {str(signed)[:80]}, not {ref.digest}")
     return ref, payloads

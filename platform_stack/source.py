@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from platform_stack.errors import StackError, StackToolError
-from platform_stack.proc import run
+from renderer.context import CLUSTER_ISSUER, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER, TIERS
+from renderer.cue import CueResult, run_cue
+from renderer.cue_errors import parse_errors
 
 SOURCE_DIR = Path(__file__).resolve().parent
-TIERS = ("dev", "solo", "team", "production", "regulated")
 ALL = "all"
 CUE_TIMEOUT = 60.0
-
-_POS = re.compile(r"^\s+(\S+?\.cue):(\d+):(\d+)\s*$")
 
 
 def cue_files(source: Path) -> list[Path]:
@@ -38,7 +36,7 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
         # The build expression reports a missing field at the comprehension that reads it; evaluating
         # the components alone names the component and tier instead (only on this failure path).
         detail = _export(files, source, tier, "components")
-        stderr = (detail if detail.returncode != 0 else proc).stderr.decode(errors="replace")
+        stderr = (detail if detail.returncode != 0 else proc).stderr
         raise StackError(*(_point_at_overlay(line, source) for line in cue_error_lines(stderr, source)))
     try:
         data: dict[str, Any] = json.loads(proc.stdout)
@@ -47,9 +45,17 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
     return data
 
 
-def _export(files: list[str], source: Path, tier: str, expression: str) -> subprocess.CompletedProcess[bytes]:
-    return run("cue", ["export", *files, "-t", f"tier={tier}", "-e", expression, "--out", "json"],
-               cwd=source, timeout=CUE_TIMEOUT)
+def platform_tags() -> list[str]:
+    """What the stack takes from the renderer, so both name the same Gateways and ClusterIssuer."""
+    tags = {"gatewayNamespace": GATEWAY_NAMESPACE, "httpsListener": HTTPS_LISTENER, "httpListener": HTTP_LISTENER,
+            "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()}}
+    return [arg for key, value in sorted(tags.items()) for arg in ("-t", f"{key}={value}")]
+
+
+def _export(files: list[str], source: Path, tier: str, expression: str) -> CueResult:
+    """The one cue runner (scrubbed environment, time and memory budget), on the stack's source."""
+    return run_cue(["export", *files, "-t", f"tier={tier}", *platform_tags(), "-e", expression, "--out", "json"],
+                   cwd=source, timeout_s=CUE_TIMEOUT)
 
 
 _MISSING_TIER = re.compile(
@@ -68,24 +74,15 @@ def _point_at_overlay(line: str, source: Path) -> str:
 
 
 def cue_error_lines(stderr: str, source: Path) -> list[str]:
-    """cue's `field: message` + indented positions -> one `file:line:col: field: message` line each."""
+    """cue's errors (renderer.cue_errors reads them) -> one `file:line:col: field: message` line each."""
     out: list[str] = []
-    message: str | None = None
-    placed = False
-    for line in stderr.splitlines():
-        pos = _POS.match(line)
-        if pos and message is not None:
-            if not placed:
-                path = (source / pos.group(1)).resolve()
-                out.append(f"{_show(path)}:{pos.group(2)}:{pos.group(3)}: {message}")
-                placed = True
-            continue
-        if line.strip() and not line.startswith((" ", "\t")):
-            if message is not None and not placed:
-                out.append(f"{_show(source / 'platform.cue')}:1:1: {message}")
-            message, placed = line.strip().rstrip(":"), False
-    if message is not None and not placed:
-        out.append(f"{_show(source / 'platform.cue')}:1:1: {message}")
+    for error in parse_errors(stderr):
+        message = f"{error.path}: {error.message}" if error.path else error.message
+        if error.positions:
+            file, line, col = error.positions[0]
+            out.append(f"{_show((source / file).resolve())}:{line}:{col}: {message}")
+        else:
+            out.append(f"{_show(source / 'platform.cue')}:1:1: {message}")
     return out or [f"{_show(source / 'platform.cue')}:1:1: cue: evaluation failed"]
 
 

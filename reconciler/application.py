@@ -28,12 +28,12 @@ from renderer.effective import spec_for
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 from renderer.manifests import CLAIM, KINDS
-from renderer.manifests.meta import INSTANCE_LABEL, MANAGED_BY, NAME_LABEL
+from renderer.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 from renderer.render import render_loaded
 
 log = logging.getLogger("apprafter.application")
 
-MANAGED = MANAGED_BY
+MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 PLAN_LABELS = {**MANAGED, "apprafter.io/scope": "application"}
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"

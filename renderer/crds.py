@@ -13,10 +13,8 @@ from typing import Any
 
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
-
-GROUP = "apprafter.io"
-VERSION = "v1alpha1"
-
+from renderer.names import GROUP, VERSION
+from renderer.validate import ENVIRONMENT_IMMUTABLE
 
 SchemaPath = tuple[str, ...]  # property names from the object's root; "*" = additionalProperties, "[]" = items
 
@@ -92,9 +90,8 @@ APPLICATION = CrdSource(
     patches=(
         # The plugin stamps the environment; a cluster object is always one environment's deployment.
         SchemaPatch(("spec",), {"required": ["environment"]}),
-        cel(("spec",), "self.environment == oldSelf.environment",
-            "spec.environment is immutable: a different environment is a different deployment "
-            "(<app>-<env>); create a new Application instead", "FieldValueForbidden"),
+        cel(("spec",), "self.environment == oldSelf.environment", f"spec.environment {ENVIRONMENT_IMMUTABLE}",
+            "FieldValueForbidden"),
         SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
     ),
     columns=(Column("Environment", ".spec.environment"), Column("Phase", ".status.phase"),
@@ -268,10 +265,3 @@ def crd(source: CrdSource) -> dict[str, Any]:
 def crd_documents(sources: tuple[CrdSource, ...] = RENDERER_CRDS) -> list[dict[str, Any]]:
     """CRDs for the given sources, sorted by name (deterministic output)."""
     return [crd(source) for source in sorted(sources, key=lambda s: s.plural)]
-
-
-def application_json_schema() -> dict[str, Any]:
-    """JSON Schema of a whole Application document (for CR inputs read without cue)."""
-    schemas = openapi(APPLICATION.package, APPLICATION.schema_file)
-    result: dict[str, Any] = inline(schemas["Application"], schemas)
-    return result

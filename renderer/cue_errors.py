@@ -1,30 +1,78 @@
-"""Turns cue's error text into one Problem per error, positioned in the user's file, never in injected ones."""
+"""Turns cue's error report into one Problem per error, positioned in the user's file, never in injected ones.
+
+cue prints each error as a header `<field path>: <message>` followed by indented `file:line:col` lines.
+The path is read label by label (identifiers, quoted labels, indices), so no line makes the parser
+backtrack. A message about an env value never shows a string value, and every message goes through the
+caller's Redactor (the env literals the caller knows).
+"""
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable, Collection
 
+from renderer import patterns
 from renderer.errors import Problem
-from renderer.positions import PositionIndex
+from renderer.positions import Path, PositionIndex, unquote
+from renderer.redact import Redactor, is_env_path, shown, strip_values
+
+__all__ = ["CueError", "parse_errors", "to_problems"]
 
 _POS = re.compile(r"^\s+(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+)\s*$")
-_HEADER = re.compile(r'^(?P<path>[A-Za-z_$#"][^\s:]*(?:\."[^"]*"[^\s:]*)*): (?P<msg>.*?):?$')
+_LABEL = re.compile(r'[A-Za-z_$#][A-Za-z0-9_$#]*|"(?:[^"\\]|\\.)*"|\d+|\[\]')
 _CONFLICT = re.compile(r"^conflicting values (?P<a>.+?) and (?P<b>.+?)(?: \(mismatched types .*\))?$")
 _DISJ = re.compile(r"^\d+ errors in empty disjunction$")
-
+# What cue puts in front of an error in an imported package (the user's package is one): our plumbing.
+_IMPORT_NOISE = re.compile(r"^(?:apprafter\.local/\S*: )?(?:import failed: )*")
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_OUT_OF_BOUND = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(out of bound =~(?P<re>{_QUOTED})\)$")
+_TOO_LONG = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(does not satisfy strings\.MaxRunes\((?P<n>\d+)\)\)$")
+# The schema's own error() messages for map keys, by the field that holds the map.
+_KEY_ERRORS = {"environments": ("environment name", "_dnsLabel"), "labels": ("label key", "_labelKey"),
+               "annotations": ("annotation key", "_labelKey")}
+MAX_MESSAGE = 4096  # longer cue messages are cut (after redaction) before they are read or printed
+TOP_LEVEL = "field not allowed at top level (an Application has apiVersion, kind, metadata, spec)"
 ENV_VALUE_HINT = ('must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}')
 
 
-class _Block:
-    def __init__(self, path: str, message: str) -> None:
+class CueError:
+    """One error as cue prints it: the field path (as printed and as labels), the message, every position cue
+    names (file, line, col)."""
+
+    def __init__(self, path: str, fields: Path, message: str) -> None:
         self.path = path
+        self.fields = fields
         self.message = message
         self.positions: list[tuple[str, int, int]] = []
         self.alternatives: list[str] = []
 
 
-def _parse(stderr: str) -> list[_Block]:
-    blocks: list[_Block] = []
+def _unquote(token: str) -> str:
+    return unquote(token) or token[1:-1]
+
+
+def split_header(line: str) -> tuple[Path, str, str] | None:
+    """(fields, the path as printed, message) when the line starts with a field path and ': ', else None."""
+    fields: list[str | int] = []
+    i = 0
+    while True:
+        m = _LABEL.match(line, i)
+        if m is None:
+            return None
+        token = m.group()
+        fields.append(_unquote(token) if token.startswith('"') else token)
+        i = m.end()
+        if line.startswith(": ", i):
+            return tuple(fields), line[:i], line[i + 2:]
+        if not line.startswith(".", i):
+            return None
+        i += 1
+
+
+def parse_errors(stderr: str) -> list[CueError]:
+    """cue's error text, one CueError per error; the conflicts of an empty disjunction fold into it."""
+    blocks: list[CueError] = []
     for raw in stderr.splitlines():
         if not raw.strip():
             continue
@@ -32,22 +80,17 @@ def _parse(stderr: str) -> list[_Block]:
         if pos and blocks:
             blocks[-1].positions.append((pos["file"], int(pos["line"]), int(pos["col"])))
             continue
-        header = _HEADER.match(raw)
-        path, msg = (header["path"], header["msg"]) if header else ("", raw.rstrip(":").strip())
-        if blocks and blocks[-1].path == path and _DISJ.match(blocks[-1].message):
-            conflict = _CONFLICT.match(msg)
-            if conflict:
-                blocks[-1].alternatives.append(msg)
-                continue
-        blocks.append(_Block(path, msg))
+        header = split_header(raw)
+        fields, path, message = header if header else ((), "", raw)
+        message = _IMPORT_NOISE.sub("", message[:MAX_MESSAGE], count=1).rstrip(":").strip()
+        if blocks and blocks[-1].path == path and _DISJ.match(blocks[-1].message) and _CONFLICT.match(message):
+            blocks[-1].alternatives.append(message)
+            continue
+        blocks.append(CueError(path, fields, message))
     return blocks
 
 
-def _split_path(path: str) -> tuple[str, ...]:
-    return tuple(p.strip('"') for p in re.findall(r'"[^"]*"|[^.]+', path))
-
-
-def _disjunction_message(block: _Block) -> str:
+def _disjunction_message(block: CueError) -> str:
     pairs = [m for m in (_CONFLICT.match(a) for a in block.alternatives) if m]
     if not pairs:
         return "value matches none of the allowed forms"
@@ -65,29 +108,72 @@ def _disjunction_message(block: _Block) -> str:
     return f"{given} is not allowed: want one of {', '.join(allowed)}"
 
 
-def _message(block: _Block, fields: tuple[str, ...]) -> str:
-    in_env = len(fields) >= 2 and fields[-2] == "env"
-    if in_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
+def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str | None:
+    """Our wording for a broken name rule of the schema (the same as the Python-side checks use)."""
+    fields = block.fields
+    bound = _OUT_OF_BOUND.match(block.message)
+    if bound:
+        rule = patterns.rule_for(_unquote(bound["re"]))
+        if rule:
+            return f"{shown(_unquote(bound['value']), written())} is not {rule}"
+    long = _TOO_LONG.match(block.message)
+    if long:
+        return f"{shown(_unquote(long['value']), written())} is longer than {long['n']} characters"
+    if len(fields) >= 2 and str(fields[-2]) in _KEY_ERRORS and block.message.startswith(
+            _KEY_ERRORS[str(fields[-2])][0]):
+        what, rule_name = _KEY_ERRORS[str(fields[-2])]
+        label = str(fields[-1])
+        return f"{what} {repr(label) if len(label) <= 100 else repr(label[:100]) + '...'} is not " \
+               f"{patterns.RULES[rule_name]}"
+    return None
+
+
+@functools.cache
+def schema_literals() -> frozenset[str]:
+    """The string literals of the schema: constants ("Application", "public", ...) a message may show."""
+    from renderer.load import schema_text
+
+    return frozenset(PositionIndex(schema_text()).literals)
+
+
+def _message(block: CueError, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
+    fields = block.fields
+    value_of_env = len(fields) >= 2 and fields[-2] == "env" and is_env_path(fields)
+    if value_of_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
         return ENV_VALUE_HINT
-    if in_env and block.message == "field not allowed":
-        return f"env key {fields[-1]!r} must match ^[A-Z_][A-Z0-9_]*$"
+    if value_of_env and block.message == "field not allowed":
+        return f"env key {str(fields[-1])!r} must match ^[A-Z_][A-Z0-9_]*$"
+    if is_env_path(fields) or touches_env_value:  # a value that is (or comes from) an env value
+        return strip_values(_disjunction_message(block) if _DISJ.match(block.message) else block.message)
+    if len(fields) == 1 and block.message == "field not allowed":
+        return TOP_LEVEL
     if _DISJ.match(block.message):
-        return _disjunction_message(block)
-    return block.message
+        return strip_values(_disjunction_message(block), written())
+    return _named_rule(block, written) or (strip_values(block.message, written()) if '"' in block.message
+                                           else block.message)
 
 
-def to_problems(stderr: str, user_file: str, display: str, index: PositionIndex,
-                line1_shift: int = 0) -> list[Problem]:
-    """One Problem per cue error; positions only from `user_file` (its name in cue's output)."""
+def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
+                line1_shift: int = 0, redactor: Redactor | None = None) -> list[Problem]:
+    """One Problem per cue error; positions only from `user_file` (its name in cue's output), else the position
+    of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call).
+
+    A message shows no string value when the error is about an env value, or when cue points at a token of an
+    env value among the values it involves (an env literal used elsewhere); `redactor` then replaces the env
+    literals the caller knows wherever they appear.
+    """
+    redactor = redactor or Redactor.of(())
     problems: list[Problem] = []
-    for block in _parse(stderr):
-        fields = _split_path(block.path) if block.path else ()
-        user_positions = [(line, col) for f, line, col in block.positions if f == user_file]
-        if user_positions:
-            line, col = user_positions[0]
-            if line == 1:
-                col = max(1, col - line1_shift)
-        else:
-            line, col = index.find(fields)
-        problems.append(Problem(display, line, col, block.path, _message(block, fields)))
+    env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
+    for block in parse_errors(stderr):
+        if any(block.fields[: len(v)] == v and len(block.fields) > len(v) for v in env_values):
+            continue
+        user_positions = [(line, col - (line1_shift if line == 1 else 0)) for f, line, col in block.positions
+                          if f == user_file]
+        touches_env_value = any(index().in_env_value(line, col) for line, col in user_positions)
+        line, col = user_positions[0] if user_positions else index().find(block.fields)
+        message = _message(block, touches_env_value, lambda: index().literals | schema_literals())
+        if message == ENV_VALUE_HINT:
+            env_values.append(block.fields)
+        problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     return problems

@@ -6,6 +6,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+__all__ = ["effective_spec", "merge"]
+
 # How each field of an environment override combines with base (architecture.md, spec §3.1).
 SUBFIELD_MERGE = frozenset({"expose", "imagePolicy"})  # deep-merge by subfield, override wins
 KEY_MERGE = frozenset({"env", "needs"})  # env: key by key; needs: an override replaces the whole entry per key

@@ -3,24 +3,27 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
+import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from renderer import validate
+from renderer import userfile, validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
-from renderer.manifests import network, platform, workload
-from renderer.manifests.meta import ENVIRONMENT_LABEL, Target
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+
+__all__ = [
+    "MODES", "Mode", "Rendered", "application_cr", "discover", "manifests", "render", "render_all", "render_loaded",
+    "require_environment"
+]
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
 
 
-@dataclasses.dataclass(frozen=True)
-class Rendered:
+class Rendered(NamedTuple):
     """Objects for one app and environment, in output order, and the warnings to show on stderr."""
 
     app: str
@@ -45,7 +48,7 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
     if namespace:
         meta["namespace"] = namespace
     meta["labels"] = dict(sorted({**meta.get("labels", {}), ENVIRONMENT_LABEL: environment,
-                                  "app.kubernetes.io/managed-by": "apprafter"}.items()))
+                                  MANAGED_BY_LABEL: MANAGED_BY}.items()))
     ordered_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     spec = doc["spec"]
     spec["environment"] = environment
@@ -55,6 +58,9 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
 
 def manifests(app: LoadedApp, environment: str, namespace: str | None,
               context: PlatformContext) -> tuple[list[dict[str, Any]], list[str]]:
+    from renderer.manifests import network, platform, workload  # cr mode (the plugin's default) needs none of it
+    from renderer.manifests.meta import Target
+
     eff = effective_spec(app.document["spec"], environment)
     target = Target(app.name, environment, namespace, context)
     warnings: list[str] = []
@@ -65,6 +71,8 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
         objects.append(network.service(target, eff))
         if expose.get("network") == "public":
             objects.append(network.http_route(target, eff))
+            if expose.get("tls", True):
+                objects += [network.certificate(target, eff), network.reference_grant(target)]
     objects += [network.network_policy(target, eff), network.egress_policy(target, eff)]
     if eff.get("autoscale"):
         objects.append(platform.scaled_object(target, eff))
@@ -91,12 +99,40 @@ def render(path: Path, environment: str, mode: Mode = "cr", namespace: str | Non
     return render_loaded(load(path, root), environment, mode, namespace, context)
 
 
+MAX_DEPTH = 32  # directory levels below the --all directory
+MAX_ENTRIES = 200_000  # directory entries looked at
+
+
 def discover(directory: Path) -> list[Path]:
-    """Every apprafter/Application.cue below directory, sorted, never following symlinked directories."""
-    found = []
-    for app_file in sorted(directory.rglob(f"{APP_DIR}/{APP_FILE}")):
-        found.append(app_file)
-    return found
+    """Every apprafter/Application.cue below directory, sorted, never following symlinked directories.
+
+    Walks without recursion; a tree deeper than MAX_DEPTH or larger than MAX_ENTRIES is refused (UserError),
+    never half-searched.
+    """
+    found: list[Path] = []
+    pending, seen = [(Path(directory), 0)], 0
+    while pending:
+        current, depth = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                subdirs = []
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        raise UserError([Problem(userfile.shown(directory), 0, 0, "", f"more than {MAX_ENTRIES} "
+                                                 "entries below this directory: point --all at the apps' directory")])
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirs.append(entry)
+        except OSError as e:
+            raise UserError([Problem(userfile.shown(current), 0, 0, "", f"cannot list: {e.strerror}")]) from None
+        for entry in subdirs:
+            if depth + 1 > MAX_DEPTH:
+                raise UserError([Problem(userfile.shown(current), 0, 0, "", f"more than {MAX_DEPTH} directory levels "
+                                         "below the --all directory: refused (point --all at the apps' directory)")])
+            if entry.name == APP_DIR and os.path.lexists(os.path.join(entry.path, APP_FILE)):
+                found.append(Path(entry.path) / APP_FILE)
+            pending.append((Path(entry.path), depth + 1))
+    return sorted(found)
 
 
 def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | None = None,
@@ -108,7 +144,11 @@ def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | No
     sources: list[Source] = []
     problems: list[Problem] = []
     root = Path(directory)
-    for file in discover(root):
+    files = discover(root)
+    if not files:
+        raise UserError([Problem(userfile.shown(root), 0, 0, "", f"no {APP_DIR}/{APP_FILE} below this directory: "
+                                 "nothing to render")])
+    for file in files:
         try:
             sources.append(read_source(*locate(file, root)))
         except UserError as e:

@@ -1,28 +1,48 @@
-"""Invariants beyond the schema (the webhook's rules), reported all at once with positions in the user's file."""
+"""Invariants beyond the schema (the webhook's rules), reported all at once with positions in the user's file.
+
+Callable on any LoadedApp, whether cue evaluated it or not (a CR read as YAML/JSON, an AdmissionReview's
+object): the name rules are the schema's own patterns (renderer/patterns.py), matched in full, and every
+problem goes through the Redactor of the document's env literals.
+"""
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from renderer import patterns
 from renderer.effective import effective_spec
-from renderer.errors import Problem
+from renderer.errors import Problem, field_path
+from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
+from renderer.redact import Redactor
 
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-ENV_KEY = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-# The one rewrite Gateway API can express: a prefix capture replaced by another prefix.
-REWRITE_FROM = re.compile(r"^(?P<prefix>/[^()*+?\[\]{}|\\^$]*?)/?\(\.\*\)$")
-REWRITE_TO = re.compile(r"^(?P<prefix>/[^$()]*?)/?\$1$")
-MAX_NAME = 63
+__all__ = ["MAX_NAME", "check", "check_document", "check_environment", "environments", "rewrite_prefixes", "written_at"]
+
+MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
+SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+# The one rewrite Gateway API can express: a prefix capture replaced by another prefix (matched in full).
+REWRITE_FROM = re.compile(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
+REWRITE_TO = re.compile(r"(?P<prefix>/[^$()\n]*?)/?\$1")
+# Gateway API's rule for an HTTPRoute PathPrefix value (its CRD's CEL validation).
+GATEWAY_PATH = re.compile(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
+# Cilium's rules for toFQDNs matchName / matchPattern.
+FQDN_NAME = re.compile(r"(?:[-a-zA-Z0-9_]+\.?)+")
+FQDN_PATTERN = re.compile(r"(?:[-a-zA-Z0-9_*]+\.?)+")
+NO_BLANKS = re.compile(r"[^\s]+")
+# Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
+MAX_INSTANCE = 63
+# The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8). Also a CEL rule.
+ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
+                         "create a new Application instead")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
     """(match prefix, replacement prefix) for a rewrite Gateway API can express, else None."""
-    f, t = REWRITE_FROM.match(rewrite.get("from", "")), REWRITE_TO.match(rewrite.get("to", ""))
+    f, t = REWRITE_FROM.fullmatch(rewrite.get("from", "")), REWRITE_TO.fullmatch(rewrite.get("to", ""))
     if not f or not t:
         return None
     return (f["prefix"] or "/", t["prefix"] or "/")
@@ -35,50 +55,78 @@ def environments(app: LoadedApp) -> list[str]:
 class _Checker:
     def __init__(self, app: LoadedApp) -> None:
         self.app = app
-        self.index = app.source.index
+        self.redactor = Redactor.for_document(app.document)
         self.problems: list[Problem] = []
+
+    @functools.cached_property
+    def index(self) -> Positions:
+        """Built on the first problem: a valid app is never indexed."""
+        return self.app.source.index
 
     def add(self, path: tuple[str | int, ...], message: str) -> None:
         line, col = self.index.find(path)
-        field = ".".join(str(p) for p in path)
-        self.problems.append(Problem(self.app.source.display, line, col, field, message))
+        field = field_path(path)
+        self.problems.append(self.redactor.problem(Problem(self.app.source.display, line, col, field, message)))
 
     def where(self, env: str, *rel: str | int) -> tuple[str | int, ...]:
-        """The written location of an effective field: the override when it sets it, else base."""
-        in_env = ("spec", "environments", env, *rel)
-        for n in range(len(rel), 0, -1):
-            if self.index.has(in_env[: 3 + n]):
-                return in_env
-        return ("spec", "base", *rel)
+        return written_at(self.index, env, rel)
+
+
+def written_at(index: Positions, env: str, rel: Sequence[str | int]) -> tuple[str | int, ...]:
+    """The path an effective field of `env` is written at: in the override when it sets any part of the
+    field, else in base (the one rule for pointing at an effective field)."""
+    in_env = ("spec", "environments", env, *rel)
+    for n in range(len(rel), 0, -1):
+        if index.has(in_env[: 3 + n]):
+            return in_env
+    return ("spec", "base", *rel)
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return repr(text) if len(text) <= 100 else repr(text[:100]) + "..."
 
 
 def check_document(app: LoadedApp) -> list[Problem]:
-    """Environment-independent rules: names, at least one environment, env keys, secret refs."""
+    """Environment-independent rules: names, labels, at least one environment, env keys, secret refs."""
     c = _Checker(app)
-    name = app.document.get("metadata", {}).get("name", "")
-    if not DNS_LABEL.match(name) or len(name) > MAX_NAME:
-        c.add(("metadata", "name"), f"{name!r} is not a DNS-1123 label (lowercase letters, digits, '-', "
-              f"at most {MAX_NAME} characters)")
+    metadata = app.document.get("metadata", {})
+    name = metadata.get("name", "")
+    if not patterns.app_name(name):
+        c.add(("metadata", "name"), f"{_shown(name)} is not {patterns.RULES['_appName']}")
+    namespace = metadata.get("namespace")
+    if namespace is not None and not patterns.dns_label(namespace):
+        c.add(("metadata", "namespace"), f"{_shown(namespace)} is not {patterns.RULES['_dnsLabel']}")
+    for kind in ("labels", "annotations"):
+        for key, value in metadata.get(kind, {}).items():
+            if not patterns.qualified_name(key):
+                c.add(("metadata", kind, key), f"{kind[:-1]} key {_shown(key)} is not {patterns.RULES['_labelKey']}")
+            elif kind == "labels" and not patterns.label_value(value):
+                c.add(("metadata", kind, key), f"{_shown(value)} is not {patterns.RULES['_labelValue']}")
     spec = app.document.get("spec", {})
     envs = spec.get("environments", {})
     if not envs:
         c.add(("spec", "environments"), "declare at least one environment")
     for env in envs:
-        if not DNS_LABEL.match(env) or len(env) > MAX_NAME:
-            c.add(("spec", "environments", env), f"environment name {env!r} is not a DNS-1123 label")
-    for env, budget_env in ((e, e) for e in spec.get("budget", {})):
-        if budget_env not in envs:
-            c.add(("spec", "budget", env), f"budget for undeclared environment {env!r}")
+        if not patterns.dns_label(env):
+            c.add(("spec", "environments", env), f"environment name {_shown(env)} is not "
+                  f"{patterns.RULES['_dnsLabel']}")
+        elif patterns.app_name(name) and len(name) + 1 + len(env) > MAX_INSTANCE:
+            c.add(("spec", "environments", env), f"'{name}-{env}' (app and environment name) is longer than "
+                  f"{MAX_INSTANCE} characters: it is the app.kubernetes.io/instance label of every object")
+    for env in spec.get("budget", {}):
+        if env not in envs:
+            c.add(("spec", "budget", env), f"budget for undeclared environment {_shown(env)}")
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
-            if not ENV_KEY.match(key):
-                c.add((*scope, "env", key), f"env key {key!r} must match ^[A-Z_][A-Z0-9_]*$")
+            if not patterns.env_key(key):
+                c.add((*scope, "env", key), f"env key {_shown(key)} must match ^[A-Z_][A-Z0-9_]*$")
             if isinstance(value, dict) and "secret" in value:
                 ref = value["secret"]
                 secret, _, key_part = ref.partition("/")
-                if not (DNS_SUBDOMAIN.match(secret) and len(secret) <= 253 and SECRET_KEY.match(key_part)):
+                if not (patterns.dns_name(secret) and SECRET_KEY.fullmatch(key_part)):
                     c.add((*scope, "env", key, "secret"),
-                          f'secret reference {ref!r} must be "<secret-name>/<key>" (a DNS-1123 name and a key)')
+                          f'secret reference {_shown(ref)} must be "<secret-name>/<key>" (a DNS-1123 name and a key)')
     return c.problems
 
 
@@ -95,6 +143,8 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     if not eff.get("image"):
         c.add(c.where(env, "image"), f"image is empty in environment {env!r}: set base.image or "
               f"environments.{env}.image")
+    elif not NO_BLANKS.fullmatch(eff["image"]):
+        c.add(c.where(env, "image"), "an image reference has no blanks or line breaks")
     needs = eff.get("needs", {})
     for key, value in eff.get("env", {}).items():
         if isinstance(value, dict) and "claim" in value:
@@ -107,16 +157,18 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
         if "port" not in expose:
             c.add(c.where(env, "expose"), f"expose.port is required (environment {env!r})")
         for i, path in enumerate(expose.get("paths", [])):
-            if not path.startswith("/"):
-                c.add((*c.where(env, "expose", "paths"), i), f"path {path!r} must start with '/'")
+            if not GATEWAY_PATH.fullmatch(path):
+                c.add((*c.where(env, "expose", "paths"), i), f"path {_shown(path)} must start with '/' and use only "
+                      "URL path characters (Gateway API's rule)")
         hostname = expose.get("hostname")
-        if hostname is not None and not DNS_SUBDOMAIN.match(hostname):
-            c.add(c.where(env, "expose", "hostname"), f"hostname {hostname!r} is not a DNS name")
+        if hostname is not None and not patterns.dns_name(hostname):
+            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is not a DNS name")
         for i, rewrite in enumerate(expose.get("rewrites", [])):
-            if rewrite_prefixes(rewrite) is None:
+            prefixes = rewrite_prefixes(rewrite)
+            if prefixes is None or not all(GATEWAY_PATH.fullmatch(p) for p in prefixes):
                 c.add((*c.where(env, "expose", "rewrites"), i),
-                      f"rewrite {rewrite.get('from')!r} -> {rewrite.get('to')!r} cannot be expressed in Gateway "
-                      "API: use a prefix capture, from: \"/old/(.*)\" to: \"/new/$1\"")
+                      f"rewrite {_shown(rewrite.get('from'))} -> {_shown(rewrite.get('to'))} cannot be expressed in "
+                      "Gateway API: use a prefix capture, from: \"/old/(.*)\" to: \"/new/$1\"")
         protocols = expose.get("protocols")
         if protocols is not None and (not protocols or len(set(protocols)) != len(protocols)):
             c.add(c.where(env, "expose", "protocols"), "protocols must list ipv6 and/or ipv4, each once")
@@ -132,10 +184,29 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
               "(scaling to zero needs an event source such as jetstream_lag)")
     external = eff.get("connects", {}).get("egress", {}).get("external", [])
     for i, rule in enumerate(external):
-        if ("host" in rule) == ("cidr" in rule):
-            c.add((*c.where(env, "connects", "egress", "external"), i),
-                  "each external egress rule needs exactly one of host or cidr")
+        problem = _egress_problem(rule)
+        if problem:  # where it is written is looked up only now: finding positions costs milliseconds
+            c.add((*c.where(env, "connects", "egress", "external"), i, *problem[0]), problem[1])
     return c.problems
+
+
+def _egress_problem(rule: dict[str, Any]) -> tuple[tuple[str, ...], str] | None:
+    """(field below the rule, message) for an external egress rule that cannot be rendered, else None."""
+    if ("host" in rule) == ("cidr" in rule):
+        return (), "each external egress rule needs exactly one of host or cidr"
+    if "host" in rule and not (FQDN_PATTERN if "*" in rule["host"] else FQDN_NAME).fullmatch(rule["host"]):
+        return ("host",), f"host {_shown(rule['host'])} is not a DNS name (or a pattern with '*')"
+    if "cidr" in rule and not _cidr(rule["cidr"]):
+        return ("cidr",), f"cidr {_shown(rule['cidr'])} is not an IPv4 or IPv6 network (a.b.c.d/n)"
+    return None
+
+
+def _cidr(value: str) -> bool:
+    try:
+        ipaddress.ip_network(value, strict=False)
+    except ValueError:
+        return False
+    return NO_BLANKS.fullmatch(value) is not None
 
 
 def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:
@@ -146,3 +217,11 @@ def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:
         if env in declared:
             problems.extend(check_environment(app, env))
     return problems
+
+
+def check_update(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:
+    """Rules on changing an Application object in the cluster: spec.environment stays what it was."""
+    before, after = (d.get("spec", {}).get("environment") for d in (old, new))
+    if before == after:
+        return []
+    return [Problem(display, 0, 0, "spec.environment", f"{ENVIRONMENT_IMMUTABLE} (was {before!r}, now {after!r})")]

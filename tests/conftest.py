@@ -1,4 +1,7 @@
-"""Session-scoped loopback test-bed fixtures: oci_registry, kube, argocd_cmp_server (docs/development.md)."""
+"""Session-scoped loopback test-bed fixtures: oci_registry, auth_registry, kube, argocd_cmp_server.
+
+See docs/development.md ("Test bed") for what each starts and how to use it.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import pytest
 from hypothesis import settings
 
 from tests.testbed.cmp import CmpServer, start_cmp_server
+from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.registry import OciRegistry, start_registry
 
@@ -45,6 +49,16 @@ def oci_registry(testbed_dir: Path) -> Iterator[OciRegistry]:
         yield reg
     finally:
         reg.process.stop()
+
+
+@pytest.fixture(scope="session", params=["htpasswd", "token"])
+def auth_registry(request: pytest.FixtureRequest, testbed_dir: Path) -> Iterator[AuthRegistry]:
+    """Debian's docker-registry on 127.0.0.1 wanting credentials: HTTP Basic (htpasswd) or the token protocol."""
+    reg = start_distribution(testbed_dir / f"distribution-{request.param}", request.param)
+    try:
+        yield reg
+    finally:
+        reg.stop()
 
 
 @pytest.fixture(scope="session")

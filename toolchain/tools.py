@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+from toolchain.errors import ToolFailure
 from toolchain.pins import pins
 
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
 
 
-class ToolError(RuntimeError):
+class ToolError(ToolFailure):
     """A required tool is missing or at the wrong version; the message names the remedy."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Tool:
+class Tool(NamedTuple):
     """One external binary: its pin key, how to read its version, and whether users need it."""
 
     name: str
@@ -29,6 +28,8 @@ class Tool:
     parse: Callable[[str], str | None]
     purpose: str
     required_for_users: bool = False
+    # What the binary says about how it was built, beyond its version (doctor shows it).
+    build_probe: Callable[[Path], list[str]] | None = None
 
     @property
     def pinned(self) -> str:
@@ -36,10 +37,8 @@ class Tool:
 
 
 def _first(pattern: str) -> Callable[[str], str | None]:
-    rx = re.compile(pattern, re.MULTILINE)
-
     def parse(text: str) -> str | None:
-        m = rx.search(text)
+        m = re.search(pattern, text, re.MULTILINE)  # compiled on use: the plugin never asks a version
         return ("v" + m.group(1).lstrip("v")) if m else None
 
     return parse
@@ -50,17 +49,42 @@ def _go_module(module: str) -> Callable[[str], str | None]:
     return _first(r"^\s*(?:mod|dep)\s+" + re.escape(module) + r"\s+(v[^\s]+)")
 
 
+def _output(argv: list[str], timeout: float = 30) -> str:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _helm_build(path: Path) -> list[str]:
+    """The commit helm was built from, and the Kubernetes version it assumes without --kube-version."""
+    commit = _output([str(path), "version", "--template", "{{.GitCommit}}"])
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="apprafter-doctor-") as tmp:
+        chart = Path(tmp) / "probe"
+        (chart / "templates").mkdir(parents=True)
+        (chart / "Chart.yaml").write_text("apiVersion: v2\nname: probe\nversion: 0.1.0\n")
+        (chart / "templates" / "kube.yaml").write_text("kube: {{ .Capabilities.KubeVersion.Version | quote }}\n")
+        rendered = _output([str(path), "template", "probe", str(chart)])
+    kube = re.search(r'kube: "(v[^"]+)"', rendered)
+    return [f"commit {commit[:12] or 'unknown'}", f"assumes Kubernetes {kube.group(1) if kube else 'unknown'}"]
+
+
 TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
         Tool("cue", "CUE_VERSION", ("version",), _first(r"cue version (v\S+)"),
              "evaluates Application.cue and the platform stack", required_for_users=True),
         Tool("helm", "HELM_VERSION", ("version", "--short"), _first(r"^(v\d+\.\d+\.\d+)"),
-             "lints and templates the platform-stack chart"),
+             "lints and templates the platform-stack chart", build_probe=_helm_build),
         Tool("cosign", "COSIGN_VERSION", ("version",), _first(r"GitVersion:\s+(v\S+)"),
              "signs and verifies the platform-stack OCI artifact"),
         Tool("registry", "GGCR_REGISTRY_VERSION", (), _go_module("github.com/google/go-containerregistry"),
              "OCI registry on loopback (test bed)"),
+        Tool("docker-registry", "DOCKER_REGISTRY_VERSION", ("--version",),
+             _first(r"docker/distribution v?(\d+\.\d+\.\d+)"),
+             "registry that requires credentials, htpasswd or token (test bed; Debian package)"),
         Tool("etcd", "ETCD_VERSION", ("--version",), _first(r"etcd Version: (\S+)"),
              "storage for the test-bed API server"),
         Tool("kube-apiserver", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
@@ -98,6 +122,8 @@ def candidate_path(name: str) -> Path | None:
             matches = sorted(cached.glob(f"{tool.pinned}-*/{name}"))
             if matches:
                 return matches[-1]
+    import shutil  # only when the cache and APPRAFTER_<NAME> do not have it
+
     found = shutil.which(name)
     return Path(found) if found else None
 
@@ -108,14 +134,21 @@ def read_version(name: str, path: Path) -> str | None:
     argv = [str(path), *tool.version_argv] if tool.version_argv else _go_version_argv(path)
     if argv is None:
         return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
+        # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     return tool.parse(proc.stdout + proc.stderr)
 
 
 def _go_version_argv(path: Path) -> list[str] | None:
+    import shutil
+
     go = shutil.which("go")
     return [go, "version", "-m", str(path)] if go else None
 
@@ -142,6 +175,16 @@ def _from_path_lookup(name: str, path: Path) -> bool:
     if os.environ.get("APPRAFTER_" + name.upper().replace("-", "_")):
         return False
     return tools_dir() not in path.parents
+
+
+def build_info(name: str, path: Path) -> list[str]:
+    """How the binary at path was built: the tool's own account (build_probe) and the set-up's recipe stamp."""
+    tool = TOOLS[name]
+    info = tool.build_probe(path) if tool.build_probe else []
+    stamp = path.parent / ".recipe"
+    if stamp.is_file():
+        info.append(f"recipe {stamp.read_text().strip()}")
+    return info
 
 
 def check(name: str) -> Path:

@@ -36,31 +36,66 @@ wanted=("$@")
 # wants NAME: true when no tools were named on the command line, or NAME was.
 wants() { [[ ${#wanted[@]} -eq 0 ]] || [[ " ${wanted[*]} " == *" $1 "* ]]; }
 
-# ensure NAME VERSION BUILD_FN [VERSION_CMD...]: build into the cache when missing, then link.
+# recipe BUILD_FN: a hash of how a tool is built (the function's text, with the pins it expands), so that a
+# changed recipe rebuilds a tool whose version did not change.
+recipe() { declare -f "$1" | sed "s|\$HELM_COMMIT|$HELM_COMMIT|g" | sha256sum | cut -c1-16; }
+
+# ensure NAME VERSION BUILD_FN [VERSION_CMD...]: build into the cache when missing or built by another recipe,
+# then link. A binary cached before recipes were stamped is kept when verify_NAME (if defined) accepts it.
 ensure() {
   local name=$1 version=$2 build=$3; shift 3
   wants "$name" || return 0
-  local dest="$TOOLS_DIR/$name/$version"
-  if [[ -x "$dest/$name" ]]; then log "$name $version" "cached"; link "$name" "$version"; return; fi
+  local dest="$TOOLS_DIR/$name/$version" want; want=$(recipe "$build")
+  if [[ -x "$dest/$name" ]]; then
+    local have; have=$(cat "$dest/.recipe" 2>/dev/null || true)
+    if [[ -z "$have" ]] && { ! declare -F "verify_$name" >/dev/null || "verify_$name" "$dest/$name"; }; then
+      echo "$want" > "$dest/.recipe"; have=$want
+    fi
+    if [[ "$have" == "$want" ]]; then log "$name $version" "cached"; link "$name" "$version"; return; fi
+    log "$name $version" "built by another recipe: rebuilding"
+  fi
   if [[ $# -gt 0 ]] && on_path_at "$name" "$version" "$@"; then log "$name $version" "reused from PATH"; link "$name" "$version"; return; fi
   local start=$SECONDS tmp="$dest.tmp.$$"
   mkdir -p "$tmp"
   "$build" "$tmp" || { rm -rf "$tmp"; echo "setup: building $name $version failed (see above)" >&2; exit 2; }
+  echo "$want" > "$tmp/.recipe"
   rm -rf "$dest"; mv "$tmp" "$dest"
   link "$name" "$version"
   log "$name $version" "built in $((SECONDS - start))s"
 }
 
 build_cue() { GOBIN=$1 go install -trimpath "cuelang.org/go/cmd/cue@$CUE_VERSION"; }
+# As helm's Makefile builds a release: version, commit, tree state, and the Kubernetes version it assumes
+# without --kube-version (client-go's minor + 1.x, as K8S_MODULES_MAJOR_VER/MINOR_VER; else v1.20).
 build_helm() {
-  GOBIN=$1 go install -trimpath -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" \
-    "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  local gomod client major minor pkg=helm.sh/helm/v3
+  gomod=$(go mod download -json "$pkg@$HELM_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+  client=$(awk '$1 == "k8s.io/client-go" {print $2}' "$gomod"); client=${client#v}
+  major=$(( ${client%%.*} + 1 )); minor=${client#*.}; minor=${minor%%.*}
+  GOBIN=$1 go install -trimpath -ldflags "-s -w -X $pkg/internal/version.version=$HELM_VERSION \
+    -X $pkg/internal/version.gitCommit=$HELM_COMMIT -X $pkg/internal/version.gitTreeState=clean \
+    -X $pkg/pkg/lint/rules.k8sVersionMajor=$major -X $pkg/pkg/lint/rules.k8sVersionMinor=$minor \
+    -X $pkg/pkg/chartutil.k8sVersionMajor=$major -X $pkg/pkg/chartutil.k8sVersionMinor=$minor" \
+    "$pkg/cmd/helm@$HELM_VERSION"
 }
+verify_helm() { "$1" version 2>/dev/null | grep -q "GitCommit:\"$HELM_COMMIT\""; }
 build_cosign() {
   GOBIN=$1 go install -trimpath -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=$COSIGN_VERSION" \
     "github.com/sigstore/cosign/v2/cmd/cosign@$COSIGN_VERSION"
 }
 build_registry() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "github.com/google/go-containerregistry/cmd/registry@$GGCR_REGISTRY_VERSION"; }
+# A Debian package, not a Go build: apt-get installs the pinned version, the cache links to it.
+build_docker_registry() {
+  local want=${DOCKER_REGISTRY_VERSION#v}
+  if ! docker-registry --version 2>/dev/null | grep -q " v\?$want"; then
+    local sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+    command -v apt-get >/dev/null || { echo "setup: docker-registry $want needs apt-get (Debian/Ubuntu)" >&2; return 1; }
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "docker-registry=$want*" \
+      || { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+             apt-get install -y --no-install-recommends "docker-registry=$want*"; } || return 1
+  fi
+  ln -s "$(command -v docker-registry)" "$1/docker-registry"
+}
 build_etcd() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3); }
 build_kube_apiserver() {
   local v=${KUBERNETES_VERSION#v} pkg=k8s.io/component-base/version
@@ -78,6 +113,7 @@ ensure cue "$CUE_VERSION" build_cue cue version
 ensure helm "$HELM_VERSION" build_helm helm version --short
 ensure cosign "$COSIGN_VERSION" build_cosign cosign version
 ensure registry "$GGCR_REGISTRY_VERSION" build_registry
+ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
 ensure etcd "$ETCD_VERSION" build_etcd etcd --version
 ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
 ensure argocd "$ARGOCD_VERSION" build_argocd
@@ -86,4 +122,8 @@ client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd
 ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
 
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
+# Container tools (apt-get) and the local base image for `make images` and the image tests.
+if wants images; then "$here/setup-images.sh"; fi
+# redis-server (apt-get) and Argo CD's install manifest for the GitOps loop tier.
+if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
+from typing import Any, NamedTuple
 
 from renderer.context import PlatformContext
-
-ENVIRONMENT_LABEL = "apprafter.io/environment"
-INSTANCE_LABEL = "app.kubernetes.io/instance"  # <app>-<env>: how the reconciler finds the children of one Application
-NAME_LABEL = "app.kubernetes.io/name"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "apprafter"}
+from renderer.names import ENVIRONMENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 
-@dataclasses.dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """What one render is for: the app, its environment, its namespace and the platform around it."""
 
     app: str
@@ -32,7 +26,7 @@ class Target:
     def labels(self, component: str | None = None) -> dict[str, str]:
         labels = {
             INSTANCE_LABEL: self.instance,
-            **MANAGED_BY,
+            MANAGED_BY_LABEL: MANAGED_BY,
             NAME_LABEL: self.app,
             "app.kubernetes.io/part-of": self.app,
             ENVIRONMENT_LABEL: self.environment,

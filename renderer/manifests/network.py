@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from renderer.context import HTTP_LISTENER
 from renderer.manifests.meta import Target
 from renderer.validate import rewrite_prefixes
 
@@ -35,7 +36,36 @@ def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
 
 
 def hostname(target: Target, expose: dict[str, Any]) -> str:
-    return str(expose.get("hostname") or f"{target.app}.{target.environment}.{target.context.domain}")
+    """The public hostname: the one written, else the platform's default for the app and environment."""
+    return str(expose.get("hostname") or default_hostname(target.app, target.environment, target.context.domain))
+
+
+def default_hostname(app: str, environment: str, domain: str) -> str:
+    """{app}.{env}.{platform domain}: the one rule the renderer and the plan's classifier both use."""
+    return f"{app}.{environment}.{domain}"
+
+
+def tls_secret(target: Target) -> str:
+    """The Secret cert-manager writes the app's public certificate into (in the app's namespace)."""
+    return f"{target.instance}-tls"
+
+
+def certificate(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """Public TLS via cert-manager + ClusterIssuer: a Certificate for the hostname, into tls_secret()."""
+    return {"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": target.metadata(target.app, "app"),
+            "spec": {"secretName": tls_secret(target), "dnsNames": [hostname(target, eff["expose"])],
+                     "issuerRef": {"group": "cert-manager.io", "kind": "ClusterIssuer",
+                                   "name": target.context.cluster_issuer}}}
+
+
+def reference_grant(target: Target) -> dict[str, Any]:
+    """Lets the platform's Gateway (another namespace) use the app's certificate Secret for its listener."""
+    return {"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+            "metadata": target.metadata(f"{target.app}-gateway-tls", "app"),
+            "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                               "namespace": target.context.gateway_namespace}],
+                     "to": [{"group": "", "kind": "Secret", "name": tls_secret(target)}]}}
 
 
 def http_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +93,7 @@ def http_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
     tls = expose.get("tls", True)
     parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": target.context.gateway_name,
               "namespace": target.context.gateway_namespace,
-              "sectionName": target.context.gateway_listener if tls else "http"}
+              "sectionName": target.context.gateway_listener if tls else HTTP_LISTENER}
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": target.metadata(target.app, "app"),
             "spec": {"parentRefs": [parent], "hostnames": [hostname(target, expose)], "rules": rules}}
@@ -87,7 +117,11 @@ def network_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
 
 
 def egress_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
-    """Egress derived from needs plus connects.egress.external; DNS is always allowed (FQDN rules need it)."""
+    """Default-deny egress plus DNS, the same namespace, one rule per declared need, and the world.
+
+    The world rule (any address outside the cluster) is the platform's default; an app that declares
+    connects.egress.external narrows it to exactly those hosts and CIDRs (FQDN rules need the DNS rule).
+    """
     ctx = target.context
     dns_labels = {"k8s:io.kubernetes.pod.namespace": ctx.dns_namespace, **{f"k8s:{k}": v for k, v in ctx.dns_selector}}
     egress: list[dict[str, Any]] = [
@@ -102,7 +136,8 @@ def egress_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
                 "toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": namespace}}],
                 "toPorts": [{"ports": [{"port": str(p), "protocol": "TCP"} for p in NEED_PORTS[need]]}],
             })
-    for rule in eff.get("connects", {}).get("egress", {}).get("external", []):
+    external = eff.get("connects", {}).get("egress", {}).get("external", [])
+    for rule in external:
         ports = [{"ports": [{"port": str(rule["port"]), "protocol": rule.get("protocol", "TCP")}]}]
         if "host" in rule:
             host = rule["host"]
@@ -110,6 +145,8 @@ def egress_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
             egress.append({"toFQDNs": [fqdn], "toPorts": ports})
         else:
             egress.append({"toCIDR": [rule["cidr"]], "toPorts": ports})
+    if not external:
+        egress.append({"toEntities": ["world"]})
     return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
             "metadata": target.metadata(f"{target.app}-egress", "app"),
             "spec": {"endpointSelector": {"matchLabels": target.selector()}, "egress": egress}}

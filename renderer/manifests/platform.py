@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from renderer.manifests.meta import Target
+from renderer.names import API_VERSION
 
 DEFAULT_SELECTOR = {"tier": "integrated"}
 PARAMETER_FIELDS = ("streams", "buckets", "version", "mountPath")
@@ -19,7 +20,7 @@ def resource_claims(target: Target, eff: dict[str, Any]) -> list[dict[str, Any]]
         parameters = {k: entry[k] for k in PARAMETER_FIELDS if k in entry}
         if parameters:
             spec["parameters"] = parameters
-        out.append({"apiVersion": "apprafter.io/v1alpha1", "kind": "ResourceClaim",
+        out.append({"apiVersion": API_VERSION, "kind": "ResourceClaim",
                     "metadata": target.metadata(f"{target.app}-{need}", need), "spec": spec})
     return out
 

@@ -42,20 +42,60 @@ def test_absent_and_null_parameters_mean_none() -> None:
     assert parameters({}) == [] and parameters({"ARGOCD_APP_PARAMETERS": "null"}) == []
 
 
-def test_settings_keep_argo_cd_case() -> None:
-    assert settings({"ARGOCD_ENV_APPRAFTER_MODE": "manifests", "ARGOCD_ENV_OTHER": "x", "APPRAFTER_MODE": "y"}) == {
-        "MODE": "manifests"}
+def test_settings_are_the_apprafter_plugin_env_entries() -> None:
+    found = settings({"ARGOCD_ENV_APPRAFTER_MODE": "manifests", "ARGOCD_ENV_OTHER": "x", "APPRAFTER_MODE": "y"})
+    assert {k: (g.value, g.origin.setting) for k, g in found.items()} == {
+        "MODE": ("manifests", "plugin env APPRAFTER_MODE")}
 
 
-@pytest.mark.parametrize(("source_path", "up"), [("", 0), (".", 0), ("apps/shop", 2), ("apps/shop/", 2), ("a", 1)])
+def test_a_lowercase_plugin_env_name_is_the_same_setting() -> None:
+    # Argo CD passes plugin.env names as written: `apprafter_environment` means APPRAFTER_ENVIRONMENT.
+    env = {"ARGOCD_ENV_apprafter_environment": "prod", "ARGOCD_APP_NAME": "shop-dev"}
+    choice = choose_environment(env, DECLARED)
+    assert choice is not None and (choice.name, choice.source) == ("prod", "plugin env apprafter_environment")
+
+
+def test_two_spellings_of_one_setting_are_refused() -> None:
+    with pytest.raises(ContractError, match="APPRAFTER_MODE and apprafter_mode set the same setting"):
+        settings({"ARGOCD_ENV_APPRAFTER_MODE": "cr", "ARGOCD_ENV_apprafter_mode": "manifests"})
+
+
+@pytest.mark.parametrize(("source_path", "up"), [("", 0), (".", 0), ("apps/shop", 2), ("apps/shop/", 2),
+                                                 ("./apps//shop", 2), ("shop", 1)])
 def test_repo_root_is_cwd_minus_source_path(tmp_path: Path, source_path: str, up: int) -> None:
     cwd = tmp_path / "r" / "apps" / "shop"
+    cwd.mkdir(parents=True)
     expected = cwd
     for _ in range(up):
         expected = expected.parent
     assert repo_root(cwd, {"ARGOCD_APP_SOURCE_PATH": source_path}) == expected
 
 
-def test_source_path_leaving_the_repo_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source_path", ["../x", "a", "x/r/apps/shop/deeper", "other/shop", "/" * 3 + "..", "shop/.."])
+def test_a_source_path_that_is_not_the_tail_of_the_working_directory_is_refused(tmp_path: Path,
+                                                                               source_path: str) -> None:
+    cwd = tmp_path / "r" / "apps" / "shop"
+    cwd.mkdir(parents=True)
     with pytest.raises(ContractError):
-        repo_root(tmp_path, {"ARGOCD_APP_SOURCE_PATH": "../x"})
+        repo_root(cwd, {"ARGOCD_APP_SOURCE_PATH": source_path})
+
+
+def test_the_root_is_never_the_filesystem_root(tmp_path: Path) -> None:
+    with pytest.raises(ContractError):
+        repo_root(Path("/tmp"), {"ARGOCD_APP_SOURCE_PATH": "tmp"})
+
+
+def test_a_symlinked_directory_on_the_source_path(tmp_path: Path) -> None:
+    """The resolved working directory does not end with the source path: refused, unless PWD names the
+    directory the way Argo CD joined it (then that unresolved form gives the root)."""
+    repo = tmp_path / "repo"
+    (repo / "real" / "shop").mkdir(parents=True)
+    (repo / "apps").mkdir()
+    (repo / "apps" / "shop").symlink_to(repo / "real" / "shop")
+    env = {"ARGOCD_APP_SOURCE_PATH": "apps/shop"}
+    with pytest.raises(ContractError, match="does not end with the source path"):
+        repo_root(repo / "real" / "shop", env)
+    assert repo_root(repo / "real" / "shop", {**env, "PWD": str(repo / "apps" / "shop")}) == repo
+    # A PWD naming another directory is ignored.
+    with pytest.raises(ContractError):
+        repo_root(repo / "real" / "shop", {**env, "PWD": str(tmp_path / "apps" / "shop")})

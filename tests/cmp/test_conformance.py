@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, run_cli, write_app
+from tests.renderer.helpers import EXAMPLES, MINIMAL, REPO, RUNAWAY, run_cli, write_app
 from tests.testbed.cmp import CmpError, CmpServer
 from tests.testbed.kube import KubeTestBed
 from toolchain.tools import resolve
@@ -31,10 +32,9 @@ def plugin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(argocd_cmp_server: Any, plugin_dir: Path) -> CmpServer:
-    # A credential in the sidecar's own env: it must never reach output or cue.
     # As in the sidecar image: apprafter and cue on PATH, nothing else of ours.
-    return argocd_cmp_server(plugin_dir, path=[VENV_BIN, str(resolve("cue").parent)], env={"GIT_PASSWORD": SECRET_VALUE,
-                                                                "APPRAFTER_CUE_TIMEOUT": "3"})
+    return argocd_cmp_server(plugin_dir, path=[VENV_BIN, str(resolve("cue").parent)],
+                             env={"APPRAFTER_CUE_TIMEOUT": "3"})
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +43,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for example in ("parser", "webapp", "worker"):
         shutil.copytree(EXAMPLES / example, root / "apps" / example)
     write_app(root / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: 70000"))
-    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL
-              + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
+    write_app(root / "apps" / "runaway", 'import "list"\n\n' + MINIMAL + RUNAWAY)
     return root
 
 
@@ -123,12 +122,20 @@ def test_runaway_evaluation_is_stopped_inside_the_deadline(server: CmpServer, re
     assert time.monotonic() - start < 30
 
 
-def test_secrets_in_the_sidecar_env_never_reach_output(server: CmpServer, repo: Path) -> None:
+def test_the_sidecar_env_never_reaches_cue(argocd_cmp_server: Any, plugin_dir: Path, repo: Path,
+                                           tmp_path: Path) -> None:
+    # CUE_EXPERIMENT is read by cue: handed to it, this value fails every evaluation and is quoted in the error.
+    (tmp_path / "probe.cue").write_text("a: 1\n")
+    leaked = subprocess.run([str(resolve("cue")), "export", "probe.cue"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**os.environ, "CUE_EXPERIMENT": SECRET_VALUE}, timeout=60, check=False)
+    assert leaked.returncode != 0 and SECRET_VALUE in leaked.stderr  # the oracle: cue does read it
+    server = argocd_cmp_server(plugin_dir, path=[VENV_BIN, str(resolve("cue").parent)],
+                               env={"CUE_EXPERIMENT": SECRET_VALUE, "GIT_PASSWORD": SECRET_VALUE})
     ok = server.generate(repo, "apps/parser", app_name="parser-prod")
-    assert SECRET_VALUE not in yaml.safe_dump(ok.manifests)
+    assert ok.manifests == local("parser", "prod")  # cue ran without the sidecar's env
     with pytest.raises(CmpError) as err:
-        server.generate(repo, "apps/broken", app_name="demo-dev", plugin_env={"APPRAFTER_DOMAIN": SECRET_VALUE})
-    assert SECRET_VALUE not in str(err.value)
+        server.generate(repo, "apps/broken", app_name="demo-dev")
+    assert "out of bound" in str(err.value) and SECRET_VALUE not in str(err.value) + server.log()
 
 
 def test_every_emitted_object_passes_a_server_side_dry_run(server: CmpServer, repo: Path, kube: KubeTestBed,
@@ -146,3 +153,27 @@ def test_every_emitted_object_passes_a_server_side_dry_run(server: CmpServer, re
 
 def _apprafter() -> list[str]:
     return [sys.executable, "-m", "apprafter"]
+
+
+def test_a_symlinked_app_directory_is_refused_not_guessed(server: CmpServer, tmp_path: Path) -> None:
+    """Argo CD unpacks a relative link inside the repository; the app directory then resolves elsewhere, and
+    the resolved working directory does not end with the source path: refused (main walked up from it)."""
+    repo = tmp_path / "repo"
+    write_app(repo / "real" / "shop", MINIMAL)
+    (repo / "apps").mkdir()
+    (repo / "apps" / "shop").symlink_to(Path("../real/shop"))
+    with pytest.raises(CmpError, match=r"the working directory does not end with the source path"):
+        server.generate(repo, "apps/shop", app_name="demo-dev")
+    assert server.generate(repo, "real/shop", app_name="demo-dev").manifests[0]["kind"] == "Application"
+
+
+def test_plugin_settings_are_named_as_plugin_env(server: CmpServer, repo: Path) -> None:
+    with pytest.raises(CmpError) as err:
+        server.generate(repo, "apps/parser", app_name="parser-dev", plugin_env={"APPRAFTER_TIER": "gold"})
+    assert "plugin env APPRAFTER_TIER: must be one of dev, solo, team, production, regulated" in str(err.value)
+    assert "--tier" not in str(err.value)
+
+
+def test_a_lowercase_plugin_env_name_works_as_written(server: CmpServer, repo: Path) -> None:
+    result = server.generate(repo, "apps/parser", app_name="parser", plugin_env={"apprafter_environment": "staging"})
+    assert [m["spec"]["environment"] for m in result.manifests] == ["staging"]

@@ -41,3 +41,16 @@ def test_patched_repo_server_passes_a_server_side_dry_run(kube: KubeTestBed) -> 
     accepted = kube.dry_run_apply([patched_repo_server()], namespace="argocd")
     names = [c["name"] for c in accepted[0]["spec"]["template"]["spec"]["containers"]]
     assert names == ["argocd-repo-server", "apprafter-cue"]
+
+
+def test_the_sidecar_image_is_the_one_the_spec_names() -> None:
+    spec_image = "ghcr.io/apprafter/argocd-cue-cmp"  # spec: M1.5 "CUE CMP sidecar (ghcr.io/apprafter/argocd-cue-cmp)"
+    sidecar = patched_repo_server()["spec"]["template"]["spec"]["containers"][1]
+    assert sidecar["image"].rsplit(":", 1)[0] == spec_image
+    name = spec_image.rsplit("/", 1)[1]
+    assert f'org.opencontainers.image.title="{name}"' in (REPO / "Dockerfile").read_text()
+    assert f"[{name}]=Dockerfile" in (REPO / "tools" / "images.sh").read_text()  # what `make images` tags
+    from platform_stack.source import evaluate
+
+    component = evaluate()["values"]["components"]["cue-cmp"]
+    assert component["values"]["image"]["repository"] == spec_image

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from cmp.plugin_schema import PLUGIN_SCHEMA
+from tests.cmp.plugin_schema import PLUGIN_SCHEMA
 from tests.renderer.helpers import REPO
 
 PLUGINS = [REPO / "plugin.yaml", REPO / "deploy" / "argocd" / "plugin-discovery.yaml"]

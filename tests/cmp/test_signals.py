@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.renderer.helpers import MINIMAL, write_app
+from tests.renderer.helpers import MINIMAL, RUNAWAY, write_app
 
 
 def group_members(pgid: int) -> list[int]:
@@ -26,8 +26,7 @@ def group_members(pgid: int) -> list[int]:
 
 
 def test_sigterm_to_the_group_stops_cue(tmp_path: Path) -> None:
-    write_app(tmp_path, 'import "list"\n\n' + MINIMAL
-              + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n')
+    write_app(tmp_path, 'import "list"\n\n' + MINIMAL + RUNAWAY)
     env = {**os.environ, "ARGOCD_APP_NAME": "demo-dev", "APPRAFTER_CUE_TIMEOUT": "120",
            "APPRAFTER_CUE_MEMORY_MB": "8192"}
     # Argo CD starts plugin commands in their own process group and signals the group on its deadline.

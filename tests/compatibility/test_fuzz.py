@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -140,3 +142,30 @@ def test_cli_refuses_malformed_inputs_with_exit_1(tmp_path: Path) -> None:
             assert result.returncode == 1, (name, result.stderr)
             assert result.stdout == ""
             assert result.stderr.strip() and "Traceback" not in result.stderr
+
+
+HOSTILE = [
+    ("deep.yaml", "a:\n" + "".join("  " * i + "- \n" for i in range(1, 300)), "nested deeper than 64 levels"),
+    ("deep-flow.yaml", "[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+    ("deep.json", '{"a": ' * 50_000 + "1" + "}" * 50_000, "nested deeper than 64 levels"),
+    ("bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n", "YAML alias *a is not allowed"),
+    ("wide.yaml", "a: [" + ", ".join(["1"] * 150_000) + "]\n", "more than 100000 YAML nodes"),
+    ("nul.yaml", "apiVersion: apprafter.io/v1alpha1\nkind: Application\nmetadata: {name: \x00}\n",
+     "nul.yaml:3:"),
+    ("keys.yaml", "apiVersion: apprafter.io/v1alpha1\n1: x\n", "keys.yaml:2:1: mapping key 1 is not a string"),
+    ("dup.yaml", "apiVersion: a\napiVersion: b\n", "dup.yaml:2:1: apiVersion: duplicate key"),
+    ("bad.yaml", "metadata:\n  name: x\n bad: y\n", "bad.yaml:3:"),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "says"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_plan_inputs_are_one_bounded_line(tmp_path: Path, name: str, text: str, says: str) -> None:
+    bad = tmp_path / name
+    bad.write_text(text)
+    start = time.monotonic()
+    result = run_cli("plan", "--from", str(bad), "--to", str(EXAMPLES / "parser"), "--env", "prod", cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout == "" and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], lines
+    assert time.monotonic() - start < 60

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from compatibility.authority import PENDING, PHASES, REACHABLE_FROM
 from compatibility.migrationplan import migration_plan
 from compatibility.platform import PlatformChange, roll_up_platform
 from tests.renderer.helpers import MINIMAL, run_cli, write_app
@@ -87,3 +90,82 @@ def test_a_platform_scope_plan_has_the_same_shape(kube_with_crds: KubeTestBed) -
         "ref": {"name": "default", "namespace": "apprafter-system"}, "fromVersion": "1.5.0", "toVersion": "1.6.0"}}
     assert stored["spec"]["risks"]["classification"] == "data-migration"
     assert stored["spec"] == obj["spec"]
+
+
+# --- the phase machine as CEL: the API server alone (no webhook here) holds compatibility.authority's table ----
+
+def _path_to(phase: str | None) -> list[str]:
+    """Phases to write, from a new plan, to reach `phase` (breadth-first over REACHABLE_FROM)."""
+    paths: dict[str | None, list[str]] = {None: []}
+    frontier: list[str | None] = [None]
+    while frontier:
+        here = frontier.pop(0)
+        for nxt, sources in sorted(REACHABLE_FROM.items()):
+            if here in sources and nxt not in paths:
+                paths[nxt] = [*paths[here], nxt]
+                frontier.append(nxt)
+    return paths[phase]
+
+
+def _status(kube: KubeTestBed, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    info = kube.resource_for(obj["apiVersion"], obj["kind"])
+    resp = kube.http.patch(info.path(obj["metadata"]["name"], obj["metadata"]["namespace"]) + "/status",
+                           json={"status": status}, headers={"Content-Type": "application/merge-patch+json"})
+    if resp.status_code >= 300:
+        raise ApplyRejected(resp.json().get("message", resp.text), resp.json(), resp.status_code)
+    result: dict[str, Any] = resp.json()
+    return result
+
+
+def _plan(namespace: str, scope: str = "platform") -> dict[str, Any]:
+    spec_scope = ({"type": "platform", "platform": {"ref": {"name": "default"}}} if scope == "platform" else
+                  {"type": "application", "application": {"ref": {"name": "demo"}, "environment": "prod"}})
+    return {"apiVersion": "apprafter.io/v1alpha1", "kind": "MigrationPlan",
+            "metadata": {"name": f"p-{uuid.uuid4().hex[:8]}", "namespace": namespace},
+            "spec": {"scope": spec_scope, "trigger": {"type": "t", "field": "f",
+                                                      "approvedSpecHash": "sha256:" + "c" * 64},
+                     "risks": {"classification": "breaking", "classifications": ["breaking"], "reversible": False},
+                     "changes": [], "approvers": []}}
+
+
+@pytest.mark.parametrize("before", [None, *PHASES])
+def test_the_api_server_moves_phases_only_along_the_table(kube_with_crds: KubeTestBed, before: str | None) -> None:
+    namespace = f"phases-{uuid.uuid4().hex[:6]}"
+    for after in PHASES:
+        obj = _plan(namespace)
+        kube_with_crds.apply(obj)
+        for step in _path_to(before):
+            _status(kube_with_crds, obj, {"phase": step})
+        try:
+            stored = _status(kube_with_crds, obj, {"phase": after})
+        except ApplyRejected as e:
+            assert before not in REACHABLE_FROM[after], f"{before} -> {after}: {e}"
+            assert f"status.phase may become {after} only from" in str(e)
+        else:
+            assert before in REACHABLE_FROM[after], f"{before} -> {after} was accepted"
+            assert stored["status"]["phase"] == after
+
+
+def test_the_api_server_keeps_the_other_plan_rules(kube_with_crds: KubeTestBed) -> None:
+    namespace = f"phases-{uuid.uuid4().hex[:6]}"
+    app_plan, platform_plan = _plan(namespace, "application"), _plan(namespace)
+    for obj in (app_plan, platform_plan):
+        kube_with_crds.apply(obj)
+        _status(kube_with_crds, obj, {"phase": PENDING})
+    with pytest.raises(ApplyRejected, match=r"status\.phase rejected is only for platform-scope plans"):
+        _status(kube_with_crds, app_plan, {"phase": "rejected"})
+    with pytest.raises(ApplyRejected, match=r"status\.phase cannot be removed"):
+        _status(kube_with_crds, app_plan, {"phase": None})
+    _status(kube_with_crds, platform_plan, {"phase": "approved", "approvedBy": "alice",
+                                            "approvedAt": "2026-11-30T12:00:00Z"})
+    with pytest.raises(ApplyRejected, match=r"status\.approvedBy never changes once stamped"):
+        _status(kube_with_crds, platform_plan, {"approvedBy": "mallory"})
+    with pytest.raises(ApplyRejected, match=r"status\.approvedAt never changes once stamped"):
+        _status(kube_with_crds, platform_plan, {"approvedAt": None})
+    changed = copy.deepcopy(platform_plan)
+    changed["spec"]["approvers"] = ["mallory@example.com"]
+    with pytest.raises(ApplyRejected, match="spec is immutable"):
+        kube_with_crds.apply(changed)
+    relabelled = copy.deepcopy(platform_plan)
+    relabelled["metadata"]["labels"] = {"team": "a"}
+    assert kube_with_crds.apply(relabelled)["metadata"]["labels"] == {"team": "a"}

@@ -8,6 +8,13 @@ from compatibility.application import classify, deployment
 from compatibility.rules import RULES
 from tests.compatibility.cases import CASES, Case
 
+# The class each rule family stands for, as docs/plan.md and the spec name them (independent of RULES).
+CLASS_OF_FAMILY = {"DM": "data-migration", "RR": "requires-restart", "SB": "security-boundary", "S": "safe"}
+
+
+def expected_class(rule: str) -> str:
+    return CLASS_OF_FAMILY[rule.removeprefix("AR-").rstrip("0123456789")]
+
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_rule(case: Case) -> None:
@@ -17,7 +24,7 @@ def test_rule(case: Case) -> None:
         assert fired == [], f"{case.rule} fired: {fired}"
         return
     assert [c.field for c in fired] == [case.field]
-    assert fired[0].classification == RULES[case.rule].classification
+    assert fired[0].classification == expected_class(case.rule)
     assert fired[0].reason
 
 

@@ -8,6 +8,7 @@ import io
 import re
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -127,3 +128,9 @@ def test_missing_cue_is_a_tool_error_naming_the_remedy(tmp_path: Path) -> None:
     proc = cli("stack", "build", "--out", str(tmp_path), env={"APPRAFTER_CUE": str(tmp_path / "no-cue")})
     assert proc.returncode == 2 and proc.stdout == ""
     assert "make setup" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_stack_knows_the_renderers_tiers_in_order(source_eval: dict[str, Any]) -> None:
+    from renderer.context import TIERS
+
+    assert source_eval["tiers"] == list(TIERS)  # CUE's #tierNames and the renderer's tiers are one list

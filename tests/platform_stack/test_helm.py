@@ -14,6 +14,8 @@ import yaml
 
 from platform_stack.effective import effective_components, with_overrides
 from tests.platform_stack.conftest import ALL_TIERS, applications, helm, helm_template, ok, on_by_default
+from tests.renderer.helpers import run_cli
+from toolchain.pins import pins
 
 
 def chart_values(chart: Path) -> dict[str, Any]:
@@ -214,3 +216,27 @@ def test_schema_rejects_unknown_components_and_tiers(
 def test_kubernetes_below_the_minimum_is_refused(stack_all: Path) -> None:
     proc = helm("template", "x", str(stack_all), "--kube-version", "1.29.0")
     assert proc.returncode != 0 and "kubeVersion" in proc.stderr
+
+
+def test_pinned_helm_assumes_the_kubernetes_its_release_assumes(stack_all: Path) -> None:
+    # The platform chart wants kubeVersion >= 1.31: a released helm renders it without --kube-version.
+    rendered = helm("template", "platform-stack", str(stack_all), "--namespace", "argocd")
+    assert rendered.returncode == 0, rendered.stderr
+    doctor = json.loads(run_cli("doctor", "--json").stdout)
+    (row,) = [r for r in doctor["tools"] if r["tool"] == "helm"]
+    assert f"commit {pins()['HELM_COMMIT'][:12]}" in row["build"]
+    assert "assumes Kubernetes v1.34.0" in row["build"]  # helm v3.19's client-go v0.34 -> Kubernetes 1.34
+    assert any(item.startswith("recipe ") for item in row["build"])
+
+
+def test_multitenancy_is_a_platform_value_opt_in_from_team_up(stack_all: Path, tmp_path: Path) -> None:
+    # PlatformStack.spec.values.multitenancy: true (spec §3.9): accepted by the values schema from team up.
+    values = tmp_path / "values.yaml"
+    values.write_text("tier: team\nmultitenancy: true\n")
+    assert applications(helm_template(stack_all, "--values", str(values)))
+    values.write_text("tier: solo\nmultitenancy: true\n")
+    solo = helm("template", "platform-stack", str(stack_all), "--values", str(values), "--kube-version", "1.34.0")
+    assert solo.returncode != 0 and "multitenancy: hard multi-tenancy is not available on tier solo" in solo.stderr
+    values.write_text("tier: team\nmultitenancy: sometimes\n")
+    typed = helm("template", "platform-stack", str(stack_all), "--values", str(values), "--kube-version", "1.34.0")
+    assert typed.returncode != 0 and "multitenancy" in typed.stderr

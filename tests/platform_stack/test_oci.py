@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from platform_stack.oci import CHART_LAYER_MEDIA_TYPE, CONFIG_MEDIA_TYPE, MANIFEST_MEDIA_TYPE
+from platform_stack.oci import CHART_LAYER_MEDIA_TYPE, CONFIG_MEDIA_TYPE
+from platform_stack.registry import MANIFEST_MEDIA_TYPE
 from tests.platform_stack.conftest import EPOCH, built_tgz, cli, helm, ok
 
 pytestmark = pytest.mark.testbed

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +44,46 @@ spec: {
 	}
 }
 '''
+
+# Appended to MINIMAL (with `import "list"` in front): an evaluation no budget can afford, feeding the document
+# (a hidden field nothing uses is never evaluated).
+RUNAWAY = '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\nspec: base: replicas: len(_burn)\n'
+
+
+@dataclasses.dataclass(frozen=True)
+class Capped:
+    """A finished CLI run made under a hard memory cap."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_capped(*args: str, memory_mb: int, cwd: Path | None = None, env: dict[str, str] | None = None,
+               timeout: float = 120) -> Capped:
+    """Run the CLI with a hard RLIMIT_DATA of memory_mb over its whole process tree's each process: a run that
+    needed more fails (MemoryError, a crash), so a clean result proves the work stayed under it. `timeout`
+    only guards against a hang (never a speed check)."""
+    limit = memory_mb << 20
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    result = subprocess.run([*APPRAFTER, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
+                            text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL, preexec_fn=cap)
+    return Capped(result.returncode, result.stdout, result.stderr)
+
+
+# One problem per line: `file:line:col: field: message`, `file: message`, `argocd: ...`, `apprafter: ...`.
+PROBLEM_LINE = re.compile(r"^(?:[^\s:][^:]*?(?::\d+:\d+)?|apprafter|argocd): \S.*$")
+
+
+def assert_clean_failure(result: Capped | subprocess.CompletedProcess[str], code: int | None = None) -> list[str]:
+    """Exit 1 or 2 (or `code`), nothing on stdout, one well-formed line per problem and no traceback."""
+    assert result.returncode == code if code is not None else result.returncode in (1, 2), result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert lines and "Traceback" not in result.stderr, result.stderr
+    for line in lines:
+        assert PROBLEM_LINE.match(line), line
+    return lines

@@ -100,6 +100,7 @@ def test_migrationplan_status_accepts_the_phases_and_the_approval_stamp(bed: Kub
         "risks": {"classification": "data-migration", "classifications": ["data-migration"], "reversible": False},
         "changes": [], "approvers": []}}
     bed.apply(plan)
+    write_status(bed, "MigrationPlan", "p1", ns, {"phase": "pending-approval"})
     stored = write_status(bed, "MigrationPlan", "p1", ns, {"phase": "approved", "approvedBy": "alice",
                                                             "approvedAt": "2026-11-30T12:00:00Z"})
     assert stored["status"]["approvedBy"] == "alice"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.renderer.helpers import MINIMAL, run_cli, write_app
+from tests.renderer.helpers import MINIMAL, RUNAWAY, run_cli, write_app
 from toolchain.tools import TOOLS
 
 F = "apprafter/Application.cue"
@@ -80,9 +80,10 @@ def test_bad_secret_reference(tmp_path: Path) -> None:
 def test_names_must_be_dns_labels(tmp_path: Path) -> None:
     text = MINIMAL.replace('"demo"', '"Demo_App"').replace("dev: {}", "Dev: {}")
     assert errors_of(tmp_path, text, "validate", ".") == [
-        f"{F}:3:11: metadata.name: 'Demo_App' is not a DNS-1123 label "
-        "(lowercase letters, digits, '-', at most 63 characters)",
-        f"{F}:10:3: spec.environments.Dev: environment name 'Dev' is not a DNS-1123 label",
+        f"{F}:3:17: metadata.name: 'Demo_App' is not a DNS-1035 label (a lowercase letter, then lowercase "
+        "letters, digits and '-', at most 63 characters)",
+        f"{F}:10:3: spec.environments.Dev: environment name 'Dev' is not a DNS-1123 label (lowercase letters, "
+        "digits and '-', at most 63 characters)",
     ]
 
 
@@ -111,15 +112,14 @@ def test_syntax_error(tmp_path: Path) -> None:
 
 
 def test_all_problems_reported_at_once(tmp_path: Path) -> None:
-    text = MINIMAL.replace('"demo"', '"Demo"').replace("dev: {}", 'dev: image: ""').replace(
-        "prod: replicas: 2", 'prod: env: K: secret: "nokey"')
+    text = MINIMAL.replace("dev: {}", 'dev: image: ""').replace(
+        "prod: replicas: 2", 'prod: env: K: secret: "nokey"') + 'spec: budget: qa: "small"\n'
     assert errors_of(tmp_path, text, "validate", ".") == [
-        f"{F}:3:11: metadata.name: 'Demo' is not a DNS-1123 label "
-        "(lowercase letters, digits, '-', at most 63 characters)",
         f"{F}:10:8: spec.environments.dev.image: image is empty in environment 'dev': set base.image or "
         "environments.dev.image",
         f"{F}:11:17: spec.environments.prod.env.K.secret: secret reference 'nokey' must be \"<secret-name>/<key>\" "
         "(a DNS-1123 name and a key)",
+        f"{F}:14:15: spec.budget.qa: budget for undeclared environment 'qa'",
     ]
 
 
@@ -157,7 +157,7 @@ def test_package_clause_optional_and_positions_kept(tmp_path: Path, prefix: str)
 
 
 def test_runaway_evaluation_is_stopped(tmp_path: Path) -> None:
-    text = 'import "list"\n\n' + MINIMAL + '\n_burn: [for i in list.Range(0, 100000000, 1) {i * 2}]\n_n: len(_burn)\n'
+    text = 'import "list"\n\n' + MINIMAL + RUNAWAY
     write_app(tmp_path, text)
     result = run_cli("render", ".", "--env", "dev", cwd=tmp_path,
                      env={"APPRAFTER_CUE_TIMEOUT": "2", "APPRAFTER_CUE_MEMORY_MB": "512"})

@@ -7,16 +7,17 @@ from typing import Any
 
 import yaml
 
-from renderer.context import make_context
 from renderer.load import load
 from renderer.render import render_loaded
+from renderer.settings import Given, Origin, platform_context
 from tests.renderer.helpers import MINIMAL, run_cli, write_app
 
 
 def objects(tmp_path: Path, base_extra: str, env: str = "dev", **context: Any) -> dict[str, dict[str, Any]]:
     text = MINIMAL.replace('expose: port: 8080', base_extra)
     write_app(tmp_path, text)
-    out = render_loaded(load(tmp_path), env, "manifests", "ns1", make_context(**context))
+    given = {k: Given(v, Origin(k)) for k, v in context.items()}
+    out = render_loaded(load(tmp_path), env, "manifests", "ns1", platform_context(None, given))
     return {o["kind"]: o for o in out.objects}
 
 
@@ -28,7 +29,7 @@ def test_public_route_defaults(tmp_path: Path) -> None:
                                "backendRefs": [{"name": "demo", "port": 8080}]}]
     assert route["parentRefs"][0]["sectionName"] == "https"
     ingress = objs["NetworkPolicy"]["spec"]["ingress"]
-    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apprafter-system"}}} in [
+    assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apprafter-gateway"}}} in [
         rule["from"][0] for rule in ingress]
 
 
@@ -120,3 +121,46 @@ def test_platform_file_then_flags(tmp_path: Path) -> None:
     platform.write_text("domian: typo.example\n")
     bad = run_cli("render", ".", "--env", "dev", "--platform", str(platform), cwd=tmp_path)
     assert bad.returncode == 1 and bad.stdout == "" and "domian: unknown platform setting" in bad.stderr
+
+
+def test_public_tls_is_a_cert_manager_certificate_the_platform_gateway_may_use(tmp_path: Path) -> None:
+    objs = objects(tmp_path, 'expose: {port: 8080, network: "public", hostname: "shop.acme.example"}',
+                   cluster_issuer="letsencrypt-prod")
+    cert = objs["Certificate"]
+    assert cert["apiVersion"] == "cert-manager.io/v1" and cert["metadata"]["namespace"] == "ns1"
+    assert cert["spec"] == {"secretName": "demo-dev-tls", "dnsNames": ["shop.acme.example"],
+                            "issuerRef": {"group": "cert-manager.io", "kind": "ClusterIssuer",
+                                          "name": "letsencrypt-prod"}}
+    parent = objs["HTTPRoute"]["spec"]["parentRefs"][0]
+    grant = objs["ReferenceGrant"]["spec"]
+    assert grant == {"from": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                               "namespace": parent["namespace"]}],
+                     "to": [{"group": "", "kind": "Secret", "name": "demo-dev-tls"}]}
+    plain = objects(tmp_path, 'expose: {port: 8080, network: "public", tls: false}')
+    assert "Certificate" not in plain and "ReferenceGrant" not in plain
+    assert "Certificate" not in objects(tmp_path, "expose: port: 8080")
+
+
+def test_routes_attach_to_the_gateway_the_platform_stack_deploys(tmp_path: Path) -> None:
+    from platform_stack.source import evaluate
+
+    gateway = evaluate()["values"]["components"]["gateway"]
+    parent = objects(tmp_path, 'expose: {port: 8080, network: "public"}')["HTTPRoute"]["spec"]["parentRefs"][0]
+    assert parent["namespace"] == gateway["namespace"]
+    assert parent["name"] == gateway["values"]["gateways"]["public"]["name"]
+    assert parent["sectionName"] in gateway["values"]["gateways"]["public"]["listeners"].values()
+
+
+def test_egress_is_default_deny_plus_dns_namespace_needs_and_the_world(tmp_path: Path) -> None:
+    # Spec (known limitations, ADR 0045): "default-deny plus DNS, same-namespace, world and one rule per need".
+    egress = objects(tmp_path, "expose: port: 8080\n\t\tneeds: pg: {}")["CiliumNetworkPolicy"]["spec"]["egress"]
+    assert egress[1] == {"toEndpoints": [{}]} and egress[0]["toPorts"][0]["ports"] == [{"port": "53",
+                                                                                      "protocol": "ANY"}]
+    assert {"toEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "apprafter-pg"}}],
+            "toPorts": [{"ports": [{"port": "5432", "protocol": "TCP"}]}]} in egress
+    assert egress[-1] == {"toEntities": ["world"]} and len(egress) == 4
+    declared = objects(tmp_path, 'expose: port: 8080\n\t\tconnects: egress: external: [{host: "api.example.com", '
+                       'port: 443}]')["CiliumNetworkPolicy"]["spec"]["egress"]
+    assert {"toEntities": ["world"]} not in declared  # declared external egress narrows the world to it
+    assert {"toFQDNs": [{"matchName": "api.example.com"}],
+            "toPorts": [{"ports": [{"port": "443", "protocol": "TCP"}]}]} in declared

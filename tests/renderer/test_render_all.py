@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from renderer import cue, load
 from renderer.emit import dump_stream
 from renderer.render import render, render_all
-from tests.renderer.helpers import EXAMPLES, MINIMAL, run_cli, write_app
+from tests.renderer.helpers import EXAMPLES, MINIMAL, RUNAWAY, run_cli, write_app
 
 
 def monorepo(tmp_path: Path) -> Path:
@@ -47,3 +51,36 @@ def test_a_broken_app_is_reported_and_the_others_still_render(tmp_path: Path) ->
     assert problems[0].file.endswith("apps/broken/apprafter/Application.cue")
     result = run_cli("render", "--all", str(repo))
     assert result.returncode == 1 and result.stdout == ""
+
+
+def test_an_app_over_its_budget_is_its_own_problem_and_the_others_render(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = monorepo(tmp_path)
+    write_app(repo / "apps" / "runaway", 'import "list"\n\n' + MINIMAL + RUNAWAY)
+    monkeypatch.setenv("APPRAFTER_CUE_TIMEOUT", "3")  # read when used
+    rendered, problems = render_all(repo, "cr")
+    assert len(rendered) == 7
+    (problem,) = problems
+    assert problem.file.endswith("apps/runaway/apprafter/Application.cue") and "did not finish within 3s" in \
+        problem.message
+    result = run_cli("render", "--all", str(repo), env={"APPRAFTER_CUE_TIMEOUT": "3"})
+    assert result.returncode == 1 and result.stdout == ""
+    assert [line.split(":")[0] for line in result.stderr.splitlines()] == [problem.file]
+
+
+def test_after_a_failed_batch_only_the_broken_app_runs_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = monorepo(tmp_path)
+    write_app(repo / "apps" / "broken", MINIMAL.replace("expose: port: 8080", "expose: port: -1"))
+    runs: list[list[str]] = []
+    real = load.run_cue
+
+    def counting(args: list[str], cwd: Path, **kw: Any) -> cue.CueResult:
+        runs.append(list(args))
+        return real(args, cwd, **kw)
+
+    monkeypatch.setattr(load, "run_cue", counting)
+    rendered, problems = render_all(repo, "cr")
+    assert len(rendered) == 7 and [p.field for p in problems] == ["spec.base.expose.port"]
+    # The batch runs `export .` of all four; the broken one alone (`--all-errors`); the three healthy ones in one
+    # more batch.
+    assert ["alone" if "--all-errors" in r else "batch" for r in runs] == ["batch", "alone", "batch"]

@@ -81,6 +81,7 @@ class KubeTestBed:
         self.crd_names: list[str] = []
         self.crd_install_seconds = 0.0
         self.apiserver_restarts = 0
+        self.user_tokens: dict[str, str] = {}  # extra token users (start_kube(users=...)): name -> token
 
     # --- discovery -------------------------------------------------------------------------------
 
@@ -128,6 +129,11 @@ class KubeTestBed:
         with self._lock:
             keys = list(self._resources)
         return sorted({gv for gv, _ in keys} | {f"{gv}/{kind}" for gv, kind in keys})
+
+    def as_user(self, name: str) -> httpx.Client:
+        """An httpx client authenticated as one of the extra token users (RBAC is the test's to grant)."""
+        return httpx.Client(base_url=self.url, verify=ssl_context(self.ca_path), timeout=30.0,
+                            headers={"Authorization": f"Bearer {self.user_tokens[name]}"})
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -313,8 +319,13 @@ def _server_env(home: Path) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(home)}
 
 
-def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True) -> KubeTestBed:
-    """Start etcd and kube-apiserver on 127.0.0.1 and install the pinned CRDs; stop() tears it all down."""
+def start_kube(
+    workdir: Path, timeout: float = 120.0, install_crds: bool = True, users: Mapping[str, Iterable[str]] | None = None
+) -> KubeTestBed:
+    """Start etcd and kube-apiserver on 127.0.0.1 and install the pinned CRDs; stop() tears it all down.
+
+    `users` adds token users (username -> groups) besides the admin; their tokens are in `bed.user_tokens`.
+    """
     etcd_bin, apiserver_bin = tool("etcd"), tool("kube-apiserver")
     try:
         files = crd_files() if install_crds else []
@@ -332,7 +343,12 @@ def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True)
     sa_priv, sa_pub = service_account_keys(certs)
     token = secrets.token_hex(24)
     tokens = workdir / "tokens.csv"
-    tokens.write_text(f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"\n')
+    user_tokens = {name: secrets.token_hex(24) for name in users or {}}
+    lines = [f'{token},{ADMIN_USER},{ADMIN_USER}-uid,"system:masters"']
+    for name, groups in (users or {}).items():
+        listed = ",".join(groups)
+        lines.append(f'{user_tokens[name]},{name},{name}-uid' + (f',"{listed}"' if listed else ""))
+    tokens.write_text("\n".join(lines) + "\n")
     tokens.chmod(0o600)
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     env = _server_env(home)
@@ -397,6 +413,7 @@ def start_kube(workdir: Path, timeout: float = 120.0, install_crds: bool = True)
                 interval=0.2,
             )
         bed = KubeTestBed(url, token, serving.ca_path, kubeconfig, procs)
+        bed.user_tokens = user_tokens
     except BaseException:
         for p in reversed(procs):
             p.stop()

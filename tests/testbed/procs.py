@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,6 +31,14 @@ def tool(name: str) -> Path:
         return resolve(name)
     except ToolError as exc:
         pytest.fail(f"test bed needs {name}: {exc}", pytrace=False)
+
+
+def system_tool(name: str, remedy: str) -> str:
+    """A binary from PATH that the set-up installs from the distribution (not pinned); fails with `remedy`."""
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"test bed needs {name}: {remedy}", pytrace=False)
+    return found
 
 
 def free_port() -> int:

@@ -1,0 +1,306 @@
+"""AdmissionReview (admission.k8s.io/v1) in, AdmissionReview out: the request is dispatched on kind,
+subresource and operation to the core's rules. Pure: no server, no I/O, no clock (the caller passes `now`).
+
+Fail closed: a body that is not an AdmissionReview, or a request this webhook has no rule for, is refused
+with a message saying what is wrong; nothing here answers "allowed" without a rule that allows it.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import functools
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jsonschema
+
+from compatibility import authority
+from compatibility.inputs import document_schema
+from compatibility.objects import check_application
+from platform_stack import resource as platform_stack
+from renderer import validate
+from renderer.context import PlatformContext
+
+API_VERSION = "admission.k8s.io/v1"
+GROUP = "apprafter.io"
+MAX_BODY_BYTES = 3 << 20
+MAX_PROBLEMS = 50
+DEFAULT_OPERATOR_USER = "system:serviceaccount:apprafter-system:apprafter-operator"
+INVALID, FORBIDDEN, BAD_REQUEST, TOO_LARGE, INTERNAL = 422, 403, 400, 413, 500
+_REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest", TOO_LARGE: "RequestEntityTooLarge",
+            INTERNAL: "InternalError"}
+
+# What a request must carry for any rule to read it (the API server always sends these).
+_OBJECT = {"type": ["object", "null"]}
+REQUEST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "request"],
+    "properties": {
+        "apiVersion": {"const": API_VERSION},
+        "kind": {"const": "AdmissionReview"},
+        "request": {
+            "type": "object",
+            "required": ["uid", "kind", "operation", "userInfo"],
+            "properties": {
+                "uid": {"type": "string", "minLength": 1},
+                "kind": {"type": "object", "required": ["group", "kind"],
+                         "properties": {"group": {"type": "string"}, "kind": {"type": "string"}}},
+                "subResource": {"type": "string"},
+                "name": {"type": "string"},
+                "namespace": {"type": "string"},
+                "operation": {"type": "string"},
+                "userInfo": {"type": "object", "required": ["username"],
+                             "properties": {"username": {"type": "string"}}},
+                "object": _OBJECT,
+                "oldObject": _OBJECT,
+            },
+        },
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the rules need from the command line: who the operator is, the platform (tier) for warnings."""
+
+    operator_user: str = DEFAULT_OPERATOR_USER
+    context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The answer, plus what the server logs and counts (fields named in refusals, never their values)."""
+
+    review: dict[str, Any]
+    kind: str
+    operation: str
+    allowed: bool
+    fields: tuple[str, ...] = ()
+    subject: str = "-"
+    user: str = "-"
+
+    @property
+    def message(self) -> str:
+        return str(self.review["response"].get("status", {}).get("message", ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Request:
+    """The parts of an AdmissionRequest the rules read (object/oldObject are {} when absent)."""
+
+    uid: str
+    kind: str
+    subresource: str
+    operation: str
+    user: str
+    namespace: str
+    name: str
+    obj: dict[str, Any]
+    old: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        """Kind (with /subresource) for metrics and logs."""
+        return f"{self.kind}/{self.subresource}" if self.subresource else self.kind
+
+    @property
+    def who(self) -> str:
+        """How messages name the object: `Kind namespace/name`."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where or '(unnamed)'}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Verdict:
+    """A rule's answer: (field, reason) problems (none = allowed), their status code, warnings, a JSON patch."""
+
+    problems: tuple[tuple[str, str], ...] = ()
+    code: int = INVALID
+    warnings: tuple[str, ...] = ()
+    patch: tuple[dict[str, Any], ...] = ()
+
+
+@functools.cache
+def _request_validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are Python's extensions, not JSON: refused like any other malformed body."""
+    raise ValueError(f"{name} is not JSON")
+
+
+class _Unreadable(Exception):
+    """The body is not an AdmissionReview this webhook can read."""
+
+
+def _parse(body: bytes) -> _Request:
+    """The request, or _Unreadable naming the first thing wrong."""
+    try:
+        doc = json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise _Unreadable(f"the body is not JSON ({type(e).__name__})") from None
+    errors = sorted(_request_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        error = errors[0]
+        where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        # The instance is left out of a type error: it could be a whole object with its values.
+        what = f"must be of type {error.validator_value}" if error.validator == "type" else error.message[:200]
+        raise _Unreadable(f"not an {API_VERSION} AdmissionReview: {where}: {what}")
+    req = doc["request"]
+    obj: dict[str, Any] = req.get("object") or {}
+    old: dict[str, Any] = req.get("oldObject") or {}
+    meta = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
+    name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
+    group, kind = req["kind"]["group"], req["kind"]["kind"]
+    return _Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
+                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old)
+
+
+def _uid_of(body: bytes) -> str:
+    """The request uid of a body that failed to parse, when one can be read (else the API server gets "")."""
+    try:
+        uid = json.loads(body)["request"]["uid"]
+    except (ValueError, RecursionError, KeyError, TypeError):
+        return ""
+    return uid if isinstance(uid, str) else ""
+
+
+def _answer(uid: str, allowed: bool, code: int = 200, message: str = "", warnings: tuple[str, ...] = (),
+            patch: tuple[dict[str, Any], ...] = ()) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": code, "reason": _REASONS.get(code, "Invalid"), "message": message}
+    if warnings:
+        response["warnings"] = list(warnings)
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(list(patch)).encode()).decode()
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def too_large(limit: int = MAX_BODY_BYTES) -> Outcome:
+    """The answer to a body over `limit` bytes (not read, so its uid is unknown)."""
+    message = f"refused: the AdmissionReview is larger than {limit} bytes ({limit >> 20} MiB)"
+    return Outcome(_answer("", False, TOO_LARGE, message), "-", "-", False)
+
+
+def warm_up() -> None:
+    """Build what the first review would (the Application schema runs cue once), so no request pays for it."""
+    document_schema()
+    _request_validator()
+
+
+def internal_error(body: bytes) -> Outcome:
+    """The answer when a rule itself failed (a bug): refused, never allowed; the traceback is in the webhook's log."""
+    message = "refused: the admission webhook failed to evaluate this request (see its log); nothing was admitted"
+    return Outcome(_answer(_uid_of(body), False, INTERNAL, message), "-", "-", False)
+
+
+# --- rules, one handler per (kind, subresource) ----------------------------------------------------------
+
+def _application(req: _Request, settings: Settings) -> _Verdict:
+    problems = [(p.field, p.message) for p in validate.check_update(req.old, req.obj)] if req.old else []
+    if req.old and req.old.get("spec") == req.obj.get("spec"):
+        return _Verdict(tuple(problems))  # metadata-only update: an object admitted before stays writable
+    checked = check_application(req.obj, settings.context, req.who)
+    problems += [(p.field, p.message) for p in checked.problems]
+    return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+
+
+def _operator_status(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.status_writer(req.kind, req.user, settings.operator_user)
+    return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
+
+
+def _migration_plan(req: _Request, settings: Settings) -> _Verdict:
+    problems: list[tuple[str, str]] = []
+    if req.operation == "CREATE":
+        reason = authority.plan_create(req.user, settings.operator_user)
+        problems += [("metadata", reason)] if reason else []
+    else:
+        reason = authority.plan_spec_change(req.old.get("spec"), req.obj.get("spec"))
+        problems += [("spec", reason)] if reason else []
+        if req.old.get("status") != req.obj.get("status"):
+            problems.append(("status", "changes only through the status subresource"))
+    return _Verdict(tuple(problems), FORBIDDEN)
+
+
+def _scope(req: _Request) -> str | None:
+    scope = (req.obj.get("spec") or {}).get("scope") or {}
+    return scope.get("type") if isinstance(scope, dict) else None
+
+
+def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
+    if req.old.get("spec") != req.obj.get("spec"):
+        return _Verdict((("spec", "changes only through the main resource (and never: " +
+                          authority.SPEC_IMMUTABLE + ")"),), FORBIDDEN)
+    problems = authority.plan_phase_change(req.old.get("status"), req.obj.get("status"), _scope(req), req.user,
+                                           settings.operator_user)
+    return _Verdict(tuple(problems), FORBIDDEN)
+
+
+def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
+    return _Verdict(tuple(platform_stack.check(req.obj)))
+
+
+Handler = Callable[[_Request, Settings], _Verdict]
+VALIDATING: dict[tuple[str, str], Handler] = {
+    ("Application", ""): _application,
+    ("Application", "status"): _operator_status,
+    ("MigrationPlan", ""): _migration_plan,
+    ("MigrationPlan", "status"): _migration_plan_status,
+    ("PlatformStack", ""): _platform_stack,
+    ("PlatformStack", "status"): _operator_status,
+}
+WRITES = frozenset({"CREATE", "UPDATE"})
+
+
+def _approval_stamp(now: str) -> Handler:
+    def stamp(req: _Request, settings: Settings) -> _Verdict:
+        fields = authority.approval_stamp(req.old.get("status"), req.obj.get("status"), req.user, now)
+        return _Verdict(patch=tuple({"op": "add", "path": f"/status/{k}", "value": v} for k, v in fields.items()))
+    return stamp
+
+
+def _mutating(now: str) -> dict[tuple[str, str], Handler]:
+    return {("MigrationPlan", "status"): _approval_stamp(now)}
+
+
+# --- entry points ----------------------------------------------------------------------------------------
+
+def _review(body: bytes, settings: Settings, handlers: Mapping[tuple[str, str], Handler]) -> Outcome:
+    try:
+        req = _parse(body)
+    except _Unreadable as e:
+        return Outcome(_answer(_uid_of(body), False, BAD_REQUEST, f"refused: {e}"), "-", "-", False)
+    handler = handlers.get((req.kind, req.subresource))
+    if handler is None or req.operation not in WRITES:
+        handled = ", ".join(f"{k}/{s}" if s else k for k, s in handlers)
+        message = (f"refused: this webhook has no rule for {req.operation} of {req.label} ({req.who}); it handles "
+                   f"CREATE and UPDATE of {handled}: check the webhook configuration's rules")
+        return Outcome(_answer(req.uid, False, BAD_REQUEST, message), req.label, req.operation, False, (), req.who,
+                       req.user)
+    verdict = handler(req, settings)
+    if not verdict.problems:
+        return Outcome(_answer(req.uid, True, warnings=verdict.warnings, patch=verdict.patch), req.label, req.operation,
+                       True, (), req.who, req.user)
+    count = len(verdict.problems)
+    lines = [f"{req.who} (user {req.user!r}): {count} problem{'s' if count > 1 else ''}:",
+             *(f"{field}: {message}" for field, message in verdict.problems[:MAX_PROBLEMS])]
+    if count > MAX_PROBLEMS:  # a message the API server hands back whole: bounded, the rest is one command away
+        lines.append(f"... and {count - MAX_PROBLEMS} more problems (run `apprafter validate`)")
+    return Outcome(_answer(req.uid, False, verdict.code, "\n".join(lines)), req.label, req.operation, False,
+                   tuple(field for field, _ in verdict.problems[:MAX_PROBLEMS]), req.who, req.user)
+
+
+def validating(body: bytes, settings: Settings) -> Outcome:
+    """POST /validate: every validating rule, dispatched on the request's kind and subresource."""
+    return _review(body, settings, VALIDATING)
+
+
+def mutating(body: bytes, settings: Settings, now: str) -> Outcome:
+    """POST /mutate: stamps status.approvedBy/approvedAt on a MigrationPlan status write that approves it."""
+    return _review(body, settings, _mutating(now))

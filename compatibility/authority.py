@@ -1,0 +1,147 @@
+"""Who may write what (spec §3.8 S-2): automation writes status and plans, humans approve.
+
+The MigrationPlan phase machine lives here once: the admission webhook checks a status write against it
+(with the writer's identity), and the CRD carries CEL rules generated from the same table, so the API
+server holds the transitions by itself when the webhook is down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from renderer.crds import SchemaPatch, cel
+
+PENDING, APPROVED, REJECTED, APPLIED, SUPERSEDED = "pending-approval", "approved", "rejected", "applied", "superseded"
+PHASES = (PENDING, APPROVED, REJECTED, APPLIED, SUPERSEDED)
+# phase -> the phases it may be reached from (None: the plan has no phase yet). Staying put is always allowed.
+REACHABLE_FROM: dict[str, frozenset[str | None]] = {
+    PENDING: frozenset({None, PENDING}),
+    APPROVED: frozenset({PENDING, APPROVED}),
+    REJECTED: frozenset({PENDING, REJECTED}),
+    APPLIED: frozenset({APPROVED, APPLIED}),
+    SUPERSEDED: frozenset({None, PENDING, APPROVED, SUPERSEDED}),
+}
+# A person decides these; the operator never may (whoever can write a manifest cannot approve its change).
+HUMAN_PHASES = frozenset({APPROVED, REJECTED})
+# Only platform-scope plans can be rejected: an application change is undone by a git revert.
+PLATFORM_ONLY = frozenset({REJECTED})
+# Written by the mutating webhook from the approver's identity, once; nobody edits them afterwards.
+STAMP_FIELDS = ("approvedBy", "approvedAt")
+SPEC_IMMUTABLE = ("is immutable: the operator writes a plan once; a different change gets a new plan "
+                  "(approval is bound to spec.trigger.approvedSpecHash)")
+
+
+def _phase(status: Mapping[str, Any] | None) -> str | None:
+    value = (status or {}).get("phase")
+    return value if isinstance(value, str) else None
+
+
+def _sources(phase: str) -> str:
+    """The phases `phase` may be reached from, in words."""
+    names = sorted(p for p in REACHABLE_FROM[phase] if p and p != phase)
+    return " or ".join([*names, *(["none (a new plan)"] if None in REACHABLE_FROM[phase] else [])])
+
+
+def status_writer(kind: str, user: str, operator_user: str) -> str | None:
+    """Why `user` may not write the status of a `kind` object (None when it may): the operator's alone."""
+    if user == operator_user:
+        return None
+    return (f"only the operator ({operator_user}) may write {kind} status; {user!r} may not "
+            "(the status is the gate's baseline, spec §3.8)")
+
+
+def plan_create(user: str, operator_user: str) -> str | None:
+    """Why `user` may not create a MigrationPlan (None when it may): the operator writes plans."""
+    if user == operator_user:
+        return None
+    return (f"only the operator ({operator_user}) creates MigrationPlans; {user!r} may not "
+            "(a plan is the operator's record of a gated change)")
+
+
+def plan_spec_change(old_spec: Any, new_spec: Any) -> str | None:
+    """Why a plan's spec may not change this way (None when unchanged)."""
+    return None if old_spec == new_spec else SPEC_IMMUTABLE
+
+
+def plan_phase_change(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, scope: str | None,
+                      user: str, operator_user: str) -> list[tuple[str, str]]:
+    """Every (status field, reason) that makes this status write by `user` unacceptable.
+
+    The phase moves only along REACHABLE_FROM; approved/rejected are set by a person, every other phase
+    by the operator; rejected only on platform scope; the approval stamp is written once, by the
+    mutating webhook, for the user who approved; other status fields belong to the operator.
+    """
+    problems: list[tuple[str, str]] = []
+    before, after = _phase(old), _phase(new)
+    old, new = old or {}, new or {}
+    is_operator = user == operator_user
+    if before is not None and after is None:
+        problems.append(("status.phase", f"cannot be removed (it is {before!r})"))
+    if after is not None and after != before:
+        if before not in REACHABLE_FROM.get(after, frozenset()):
+            problems.append(("status.phase", f"may become {after!r} only from {_sources(after)}, not from "
+                             f"{before or 'none'!r}"))
+        if after in HUMAN_PHASES and is_operator:
+            problems.append(("status.phase", f"{user!r} is the operator and may not set {after!r}: automation "
+                             "writes, humans approve (spec §3.8 S-2)"))
+        if after not in HUMAN_PHASES and not is_operator:
+            problems.append(("status.phase", f"only the operator ({operator_user}) sets {after!r}; {user!r} may "
+                             f"set {' or '.join(sorted(HUMAN_PHASES))} only"))
+        if after in PLATFORM_ONLY and scope != "platform":
+            problems.append(("status.phase", f"{after!r} is only for platform-scope plans; an application change is "
+                             "undone by reverting it in git"))
+    if after == APPROVED and before != APPROVED:
+        if new.get("approvedBy") != user or not new.get("approvedAt"):
+            problems.append(("status.approvedBy", f"an approval records its approver: expected {user!r} and a time, "
+                             "stamped by the mutating webhook (is it registered?)"))
+    else:
+        problems += [(f"status.{field}", "is stamped by the admission webhook when a person approves, and never "
+                      "changes afterwards") for field in STAMP_FIELDS if new.get(field) != old.get(field)]
+    if not is_operator:
+        for field in sorted(set(old) | set(new)):
+            if field != "phase" and field not in STAMP_FIELDS and old.get(field) != new.get(field):
+                problems.append((f"status.{field}", f"belongs to the operator ({operator_user}); {user!r} may "
+                                 "only set status.phase"))
+    return problems
+
+
+def approval_stamp(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, user: str,
+                   now: str) -> dict[str, str]:
+    """The fields to stamp on a status write that approves a plan (empty when it does not approve)."""
+    if _phase(new) == APPROVED and _phase(old) != APPROVED:
+        return {"approvedBy": user, "approvedAt": now}
+    return {}
+
+
+# --- the same rules as CEL on the CRD (root-level rules see spec and status; oldSelf = the stored object) --
+
+def _old_phase_in(phases: frozenset[str | None]) -> str:
+    named = ", ".join(f"'{p}'" for p in sorted(p for p in phases if p))
+    known = f"has(oldSelf.status) && has(oldSelf.status.phase) && oldSelf.status.phase in [{named}]"
+    if None in phases:
+        return f"!has(oldSelf.status) || !has(oldSelf.status.phase) || ({known})"
+    return f"({known})"
+
+
+def _new_phase_is(phase: str) -> str:
+    return f"has(self.status) && has(self.status.phase) && self.status.phase == '{phase}'"
+
+
+def migration_plan_cel() -> tuple[SchemaPatch, ...]:
+    """The CEL rules of the MigrationPlan CRD, generated from the tables above."""
+    rules = [cel(("spec",), "self == oldSelf", f"spec {SPEC_IMMUTABLE}", "FieldValueForbidden")]
+    for phase in PHASES:
+        rules.append(cel((), f"!({_new_phase_is(phase)}) || {_old_phase_in(REACHABLE_FROM[phase])}",
+                         f"status.phase may become {phase} only from {_sources(phase)}", "FieldValueForbidden"))
+    rules.append(cel((), "!has(oldSelf.status) || !has(oldSelf.status.phase) || "
+                     "(has(self.status) && has(self.status.phase))", "status.phase cannot be removed",
+                     "FieldValueForbidden"))
+    for phase in sorted(PLATFORM_ONLY):
+        rules.append(cel((), f"!({_new_phase_is(phase)}) || self.spec.scope.type == 'platform'",
+                         f"status.phase {phase} is only for platform-scope plans", "FieldValueInvalid"))
+    for field in STAMP_FIELDS:
+        rules.append(cel((), f"!has(oldSelf.status) || !has(oldSelf.status.{field}) || (has(self.status) && "
+                         f"has(self.status.{field}) && self.status.{field} == oldSelf.status.{field})",
+                         f"status.{field} never changes once stamped", "FieldValueForbidden"))
+    return tuple(rules)

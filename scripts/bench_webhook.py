@@ -1,0 +1,291 @@
+"""Benchmark: the admission webhook alone over TLS on loopback, and end to end through the API server.
+
+(1) `apprafter webhook` (a subprocess, as in the cluster) answering the parser example's Application CREATE:
+    200 requests/s for 10 s (open loop: latency counted from each request's scheduled time), then a
+    saturation run (closed loop, `--clients` connections); /healthz on the same server and client at the same
+    rate is the floor (TLS + HTTP + this Python client), so the review's own cost is the difference.
+    `--servers` also runs the same ASGI app under hypercorn, side by side (why admission/ uses uvicorn).
+(2) Application creates through the test bed's kube-apiserver into a namespace the webhook is registered for
+    and into one it is not, interleaved; the difference is what the webhook adds to a user's write.
+
+Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
+                                                  [--servers] [--skip-e2e]
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import copy
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from renderer.load import load  # noqa: E402 - after the repository root is importable
+from renderer.render import render_loaded  # noqa: E402 - as above
+from tests.testbed.kube import KubeTestBed, start_kube  # noqa: E402 - as above
+from tests.testbed.pki import CA, ServingCert  # noqa: E402 - as above
+from tests.testbed.procs import ManagedProcess, free_port, wait_for  # noqa: E402 - as above
+
+ROUNDS = 5
+HYPERCORN = """
+import asyncio, logging, sys
+from hypercorn.asyncio import serve
+from hypercorn.config import Config
+from admission import review
+from admission.app import make_app
+review.warm_up()
+logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+config = Config()
+config.bind = [f"127.0.0.1:{sys.argv[3]}"]
+config.certfile, config.keyfile = sys.argv[1], sys.argv[2]
+config.accesslog = None
+asyncio.run(serve(make_app(review.Settings(), ready=lambda: True), config))
+"""
+
+
+def parser_cr(namespace: str, name: str = "parser") -> dict[str, Any]:
+    cr: dict[str, Any] = render_loaded(load(ROOT / "examples" / "parser"), "prod", "cr", namespace).objects[0]
+    cr["metadata"]["name"] = name
+    return cr
+
+
+def review_body() -> bytes:
+    cr = parser_cr("team-a")
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "apprafter.io", "version": "v1alpha1", "kind": "Application"},
+        "resource": {"group": "apprafter.io", "version": "v1alpha1", "resource": "applications"},
+        "name": "parser", "namespace": "team-a", "operation": "CREATE",
+        "userInfo": {"username": "argocd-application-controller"}, "object": cr, "oldObject": None}}).encode()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def summary(values: list[float]) -> str:
+    return f"p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms  (n={len(values)})"
+
+
+def open_loop(base_url: str, ca: Path, send: Callable[[httpx.Client], httpx.Response], rate: float,
+              seconds: float, workers: int = 4) -> list[float]:
+    """Requests at a fixed rate; each latency from its scheduled time (no coordinated omission)."""
+    total = int(rate * seconds)
+    start = time.perf_counter() + 0.2
+    latencies: list[float] = []
+    lock, counter = threading.Lock(), iter(range(total))
+
+    def worker() -> None:
+        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10) as client:
+            send(client)  # connect (TLS handshake) before the clock starts
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                due = start + i / rate
+                time.sleep(max(0.0, due - time.perf_counter()))
+                resp = send(client)
+                done = time.perf_counter()
+                assert resp.status_code == 200, resp.text
+                with lock:
+                    latencies.append(done - due)
+
+    threads = [threading.Thread(target=worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies
+
+
+def closed_loop(base_url: str, ca: Path, send: Callable[[httpx.Client], httpx.Response], clients: int,
+                seconds: float) -> tuple[list[float], float]:
+    """As fast as `clients` connections go: (latencies, requests per second)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    stop = time.perf_counter() + seconds
+
+    def worker() -> None:
+        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10) as client:
+            send(client)
+            while time.perf_counter() < stop:
+                t0 = time.perf_counter()
+                resp = send(client)
+                elapsed = time.perf_counter() - t0
+                assert resp.status_code == 200, resp.text
+                with lock:
+                    latencies.append(elapsed)
+
+    began = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, len(latencies) / (time.perf_counter() - began)
+
+
+def cpu_seconds(proc: ManagedProcess) -> float:
+    """User + system CPU time the server process has used (from /proc): what a review costs whatever the load."""
+    fields = Path(f"/proc/{proc.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_times(proc: ManagedProcess, since: int) -> tuple[list[float], int]:
+    """The webhook's own time per /validate review (its log line's "ms": body read to answer written), logged
+    after byte offset `since`; and the new offset."""
+    text = proc.log_path.read_bytes()
+    times = []
+    for line in text[since:].decode(errors="replace").splitlines():
+        start = line.find('{"webhook":"validate"')
+        if start >= 0:
+            times.append(json.loads(line[start:])["ms"] / 1000)
+    return times, len(text)
+
+
+def start_server(kind: str, cert: ServingCert, workdir: Path) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    if kind == "uvicorn":
+        argv = [sys.executable, "-m", "apprafter", "webhook", "--cert-file", str(cert.cert_path), "--key-file",
+                str(cert.key_path), "--host", "127.0.0.1", "--port", str(port)]
+    else:
+        argv = [sys.executable, "-c", HYPERCORN, str(cert.cert_path), str(cert.key_path), str(port)]
+    proc = ManagedProcess(kind, argv, workdir / f"{kind}.log", cwd=ROOT)
+    url = f"https://127.0.0.1:{port}"
+    with httpx.Client(verify=str(cert.ca_path), timeout=5) as probe:
+        wait_for(f"{kind} /readyz", lambda: probe.get(url + "/readyz").status_code == 200 or None, 60, proc)
+    return proc, url
+
+
+def bench_handler(args: argparse.Namespace, workdir: Path) -> None:
+    cert = CA().serving_cert(workdir / "tls", "webhook")
+    body = review_body()
+
+    def validate(client: httpx.Client) -> httpx.Response:
+        resp = client.post("/validate", content=body, headers={"Content-Type": "application/json"})
+        assert resp.json()["response"]["allowed"] is True
+        return resp
+
+    def healthz(client: httpx.Client) -> httpx.Response:
+        return client.get("/healthz")
+
+    for kind in ("uvicorn", "hypercorn") if args.servers else ("uvicorn",):
+        proc, url = start_server(kind, cert, workdir)
+        try:
+            print(f"--- {kind}: Application CREATE review ({len(body)} bytes), TLS on loopback")
+            floor: list[float] = []
+            reviews: list[float] = []
+            _, offset = server_times(proc, 0)
+            cpu = {"healthz": 0.0, "validate": 0.0}
+            for _ in range(ROUNDS):  # interleaved, so both see the same machine load
+                before = cpu_seconds(proc)
+                floor += open_loop(url, cert.ca_path, healthz, args.rate, args.seconds / ROUNDS)
+                middle = cpu_seconds(proc)
+                reviews += open_loop(url, cert.ca_path, validate, args.rate, args.seconds / ROUNDS)
+                cpu["healthz"] += middle - before
+                cpu["validate"] += cpu_seconds(proc) - middle
+            handler, offset = server_times(proc, offset)
+            print(f"{args.rate:.0f} req/s for {args.seconds:.0f} s  /validate  {summary(reviews)}")
+            print(f"{args.rate:.0f} req/s, in the webhook   /validate  {summary(handler)}   (its log: body read to "
+                  "answer written)")
+            print(f"{args.rate:.0f} req/s for {args.seconds:.0f} s  /healthz   {summary(floor)}   (floor: TLS + HTTP + "
+                  "client)")
+            print(f"review's own cost at {args.rate:.0f} req/s: p50 +{pct(reviews, .5) - pct(floor, .5):.2f} ms, "
+                  f"p99 +{pct(reviews, .99) - pct(floor, .99):.2f} ms")
+            per_review, per_probe = (1000 * cpu[k] / (args.rate * args.seconds) for k in ("validate", "healthz"))
+            print(f"server CPU per request: /validate {per_review:.2f} ms, /healthz {per_probe:.2f} ms "
+                  f"(one core: ~{1000 / per_review:.0f} reviews/s)")
+            saturated, rps = closed_loop(url, cert.ca_path, validate, args.clients, args.seconds)
+            handler, offset = server_times(proc, offset)
+            print(f"saturation, {args.clients} connections: {rps:.0f} req/s  {summary(saturated)}")
+            print(f"saturation, in the webhook:           {summary(handler)}")
+        finally:
+            proc.stop()
+
+
+def bench_end_to_end(args: argparse.Namespace, workdir: Path) -> None:
+    bed: KubeTestBed = start_kube(workdir / "kube", install_crds=False)
+    cert = CA().serving_cert(workdir / "tls-e2e", "webhook")
+    proc: ManagedProcess | None = None
+    try:
+        crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
+                              check=True, cwd=ROOT)
+        (workdir / "crds.yaml").write_text(crds.stdout)
+        bed.install_crds([workdir / "crds.yaml"])
+        proc, url = start_server("uvicorn", cert, workdir)
+        with_ns, without_ns = f"bench-on-{uuid.uuid4().hex[:6]}", f"bench-off-{uuid.uuid4().hex[:6]}"
+        for ns in (with_ns, without_ns):
+            bed.ensure_namespace(ns)
+        bed.http.patch(f"/api/v1/namespaces/{with_ns}", json={"metadata": {"labels": {"apprafter-bench": "on"}}},
+                       headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+        hook = {"name": "applications.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "timeoutSeconds": 5, "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchLabels": {"apprafter-bench": "on"}},
+                "clientConfig": {"url": url + "/validate", "caBundle": base64.b64encode(cert.ca_pem).decode()},
+                "rules": [{"apiGroups": ["apprafter.io"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["applications"]}]}
+        bed.apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                   "metadata": {"name": "apprafter-bench"}, "webhooks": [hook]})
+        canary = parser_cr(with_ns, "canary")
+        canary["spec"]["base"]["env"]["bad-key"] = "x"
+        info = bed.resource_for("apprafter.io/v1alpha1", "Application")
+        wait_for("the webhook to be honoured", lambda: "applications.apprafter.io" in bed.http.post(
+            info.path(None, with_ns), json=canary, params={"dryRun": "All"}).text or None, 30)
+        template = parser_cr("x")
+        timings: dict[str, list[float]] = {with_ns: [], without_ns: []}
+        for i in range(args.creates + 10):
+            for ns in (with_ns, without_ns) if i % 2 else (without_ns, with_ns):
+                obj = copy.deepcopy(template)
+                obj["metadata"].update(name=f"app-{i:04d}", namespace=ns)
+                t0 = time.perf_counter()
+                resp = bed.http.post(info.path(None, ns), json=obj, params={"fieldValidation": "Strict"})
+                elapsed = time.perf_counter() - t0
+                assert resp.status_code == 201, resp.text
+                if i >= 10:  # the first creates warm both paths (connections, caches)
+                    timings[ns].append(elapsed)
+        on, off = timings[with_ns], timings[without_ns]
+        print("--- end to end: Application create (POST) through kube-apiserver, interleaved")
+        print(f"webhook registered      {summary(on)}")
+        print(f"webhook not registered  {summary(off)}")
+        added_p50, added_p99 = pct(on, .5) - pct(off, .5), pct(on, .99) - pct(off, .99)
+        print(f"added by the webhook: p50 +{added_p50:.2f} ms, p99 +{added_p99:.2f} ms "
+              f"(median ratio {statistics.median(on) / statistics.median(off):.2f}x)")
+    finally:
+        if proc is not None:
+            proc.stop()
+        bed.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--creates", type=int, default=200)
+    parser.add_argument("--servers", action="store_true", help="also run the app under hypercorn, side by side")
+    parser.add_argument("--skip-e2e", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
+        bench_handler(args, Path(tmp))
+        if not args.skip_e2e:
+            bench_end_to_end(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The webhook as users run it (`apprafter webhook`, a subprocess over TLS) registered with a real kube-apiserver."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import sys
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import yaml
+
+from tests.admission.reviews import API, OPERATOR
+from tests.renderer.helpers import REPO
+from tests.testbed.kube import KubeTestBed, ssl_context
+from tests.testbed.pki import CA, ServingCert
+from tests.testbed.procs import ManagedProcess, free_port, wait_for
+
+DEPLOY = REPO / "deploy" / "admission"
+T = TypeVar("T")
+
+
+class Webhook:
+    """`apprafter webhook` on 127.0.0.1 with a serving certificate from the test's own CA."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.ca = CA("apprafter-admission-test-ca")
+        self.cert: ServingCert = self.ca.serving_cert(workdir / "tls", "webhook")
+        self.port, self.metrics_port = free_port(), free_port()
+        self.process: ManagedProcess | None = None
+        self.starts = 0
+        self.honoured = False  # registered and seen answering through the API server
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.starts += 1
+        self.process = ManagedProcess("apprafter-webhook", [
+            sys.executable, "-m", "apprafter", "webhook", "--cert-file", self.cert.cert_path,
+            "--key-file", self.cert.key_path, "--host", "127.0.0.1", "--port", str(self.port),
+            "--metrics-port", str(self.metrics_port), "--operator-user", OPERATOR, "--cert-poll-seconds", "0.2",
+        ], self.workdir / f"webhook-{self.starts}.log")
+        with self.client() as client:
+            wait_for("apprafter webhook /readyz", lambda: client.get("/readyz").status_code == 200 or None, 60,
+                     self.process, interval=0.1)
+
+    def stop(self) -> None:
+        self.honoured = False
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
+    def client(self, ca: Path | None = None) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, verify=ssl_context(ca or self.cert.ca_path), timeout=10)
+
+    def log(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("webhook-*.log")))
+
+
+def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
+    """deploy/admission/webhooks.yaml pointed at `webhook_url` (instead of the Service) trusting `ca_pem`."""
+    out = []
+    for doc in yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()):
+        doc = copy.deepcopy(doc)
+        doc["metadata"].pop("annotations", None)  # cert-manager's injection: the test sets caBundle itself
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": webhook_url + path, "caBundle": base64.b64encode(ca_pem).decode()}
+        out.append(doc)
+    return out
+
+
+def register(bed: KubeTestBed, webhook_url: str, ca_pem: bytes) -> None:
+    for config in configurations(webhook_url, ca_pem):
+        bed.apply(config, field_manager="admission-test")
+
+
+def unregister(bed: KubeTestBed) -> None:
+    for config in configurations("https://unused", b""):
+        bed.delete(config["apiVersion"], config["kind"], config["metadata"]["name"])
+
+
+def eventually(what: str, probe: Callable[[], T | None], timeout: float = 30.0) -> T:
+    return wait_for(what, probe, timeout, interval=0.2)
+
+
+# --- writes as a user ----------------------------------------------------------------------------------
+
+def path(bed: KubeTestBed, obj: Mapping[str, Any], status: bool = False) -> str:
+    info = bed.resource_for(API, obj["kind"])
+    return info.path(obj["metadata"]["name"], obj["metadata"]["namespace"]) + ("/status" if status else "")
+
+
+def apply(client: httpx.Client, bed: KubeTestBed, obj: Mapping[str, Any], *, status: bool = False,
+          dry_run: bool = False, manager: str = "admission-test") -> httpx.Response:
+    """Server-side apply as kubectl does it (fieldValidation=Strict, the kubectl default)."""
+    params = {"fieldManager": manager, "force": "true", "fieldValidation": "Strict"}
+    if dry_run:
+        params["dryRun"] = "All"
+    return client.patch(path(bed, obj, status), params=params, content=json.dumps(obj).encode(),
+                        headers={"Content-Type": "application/apply-patch+yaml"})
+
+
+def merge_status(client: httpx.Client, bed: KubeTestBed, obj: Mapping[str, Any], status: Mapping[str, Any],
+                 dry_run: bool = False) -> httpx.Response:
+    """A merge patch of the status subresource, as `kubectl patch --subresource=status --type=merge` sends it."""
+    params = {"dryRun": "All"} if dry_run else {}
+    return client.patch(path(bed, obj, status=True), params=params, json={"status": dict(status)},
+                        headers={"Content-Type": "application/merge-patch+json"})
+
+
+def message(resp: httpx.Response) -> str:
+    """The API server's refusal message (fails the test when the write went through)."""
+    assert resp.status_code >= 400, f"expected a refusal, got {resp.status_code}: {resp.text[:500]}"
+    return str(resp.json().get("message", resp.text))
+
+
+def ok(resp: httpx.Response) -> dict[str, Any]:
+    assert resp.status_code < 300, f"{resp.status_code}: {resp.text[:2000]}"
+    result: dict[str, Any] = resp.json()
+    return result
+
+
+def fresh_namespace(bed: KubeTestBed, prefix: str = "adm") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    bed.ensure_namespace(name)
+    return name
+
+
+def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
+    """The roles a cluster administrator gives: the editor writes apps (and, to show the webhook's refusal, their
+    status) but not plan status; the approver gets deploy/admission's approver role; the operator everything."""
+    rules = [{"apiGroups": ["apprafter.io"], "resources": ["applications", "applications/status", "platformstacks",
+                                                           "platformstacks/status", "migrationplans"],
+              "verbs": ["*"]}]
+    operator_rules = [{"apiGroups": ["apprafter.io"], "resources": ["*"], "verbs": ["*"]}]
+    approver_role = next(d for d in yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text())
+                         if d["kind"] == "ClusterRole")
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "test-editor"},
+         "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "test-operator"},
+         "rules": operator_rules},
+        approver_role,
+    ]
+    namespace, sa = OPERATOR.split(":")[2:]
+    bindings = [("test-editor", {"kind": "User", "name": editor, "apiGroup": "rbac.authorization.k8s.io"}),
+                ("test-operator", {"kind": "ServiceAccount", "name": sa, "namespace": namespace}),
+                (approver_role["metadata"]["name"], {"kind": "User", "name": approver,
+                                                      "apiGroup": "rbac.authorization.k8s.io"})]
+    objects += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": role}, "subjects": [subject],
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}}
+                for role, subject in bindings]
+    for obj in objects:
+        bed.apply(obj, field_manager="admission-test")

@@ -1,0 +1,316 @@
+"""Argo CD's own components on loopback: the pinned `argocd` binary run as repo-server and application
+controller (and API server on demand) against the test bed's kube-apiserver, with Redis and a plugin-server
+socket directory shared with the repo-server, as in the repo-server pod.
+
+Outside a pod Argo CD runs the way its own Procfile runs it for development: ARGOCD_FAKE_IN_CLUSTER=true
+makes the in-cluster destination (https://kubernetes.default.svc) use $KUBECONFIG.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import json
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.testbed.kube import KubeTestBed
+from tests.testbed.procs import BedError, ManagedProcess, free_port, tool, wait_for
+from toolchain.pins import pins
+from toolchain.tools import SETUP_REMEDY, tools_dir
+
+ARGOCD_API = "argoproj.io/v1alpha1"
+IN_CLUSTER = "https://kubernetes.default.svc"
+PART_OF = {"app.kubernetes.io/part-of": "argocd"}  # Argo CD's settings informers select on this label
+FIELD_MANAGER = "apprafter-testbed"
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: install.yaml is 1.4 MB
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalUser:
+    """An Argo CD local account (argocd-cm `accounts.<name>: login`) bound to `role` in argocd-rbac-cm."""
+
+    name: str
+    role: str
+    password: str = dataclasses.field(default_factory=lambda: secrets.token_urlsafe(16), repr=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Argo CD's ConfigMaps (name -> data, e.g. from kustomized_configmaps) and the local users to add."""
+
+    configmaps: Mapping[str, Mapping[str, str]]
+    users: Sequence[LocalUser] = ()
+
+
+def bcrypt(password: str) -> str:
+    """The hash argocd-secret holds for a local account, made by Argo CD itself (`argocd account bcrypt`)."""
+    proc = subprocess.run([str(tool("argocd")), "account", "bcrypt", "--password", password], capture_output=True,
+                          text=True, timeout=30, check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    if proc.returncode != 0 or not proc.stdout.startswith("$2"):
+        raise BedError(f"argocd account bcrypt failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+    return proc.stdout.strip()
+
+
+def install_manifest() -> Path:
+    """Argo CD's own manifests/install.yaml at the pinned version (tools/setup-gitops.sh copies it)."""
+    path = tools_dir() / "argocd-install" / pins()["ARGOCD_VERSION"] / "install.yaml"
+    if not path.is_file():
+        import pytest
+
+        pytest.fail(f"the loop needs Argo CD's install manifest at {path}: {SETUP_REMEDY}", pytrace=False)
+    return path
+
+
+def kustomized_configmaps(patches: Sequence[Path], install: Path | None = None) -> dict[str, dict[str, str]]:
+    """The install's ConfigMaps with our patches merged, as kustomize's strategic merge does for ConfigMap
+    data (key by key, the patch wins). A patch naming a ConfigMap the install lacks is an error."""
+    maps = copy.deepcopy(_install_configmaps(install or install_manifest()))
+    for patch in patches:
+        doc = yaml.safe_load(patch.read_text())
+        name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap" or name not in maps:
+            raise BedError(f"{patch}: not a patch of a ConfigMap of Argo CD's install ({', '.join(sorted(maps))})")
+        maps[name].update({str(k): str(v) for k, v in (doc.get("data") or {}).items()})
+    return maps
+
+
+@functools.cache
+def _install_configmaps(install: Path) -> dict[str, dict[str, str]]:
+    with open(install, "rb") as fh:
+        docs = [d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)]
+    return {d["metadata"]["name"]: {str(k): str(v) for k, v in (d.get("data") or {}).items()}
+            for d in docs if d.get("kind") == "ConfigMap"}
+
+
+def settings_objects(namespace: str, settings: Settings) -> list[dict[str, Any]]:
+    """The ConfigMaps (local users added), argocd-secret (their passwords) and the `default` AppProject."""
+
+    def meta(name: str) -> dict[str, Any]:
+        return {"name": name, "namespace": namespace, "labels": dict(PART_OF)}
+
+    data = {name: dict(values) for name, values in settings.configmaps.items()}
+    data.setdefault("argocd-cm", {}).update({f"accounts.{u.name}": "login" for u in settings.users})
+    rbac = data.setdefault("argocd-rbac-cm", {})
+    rbac["policy.csv"] = rbac.get("policy.csv", "") + "".join(f"g, {u.name}, {u.role}\n" for u in settings.users)
+    secret_data = {"server.secretkey": secrets.token_urlsafe(32),
+                   **{f"accounts.{u.name}.password": bcrypt(u.password) for u in settings.users}}
+    return [
+        *({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name), "data": values}
+          for name, values in sorted(data.items())),
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": meta("argocd-secret"),
+         "stringData": secret_data},
+        {"apiVersion": ARGOCD_API, "kind": "AppProject", "metadata": {"name": "default", "namespace": namespace},
+         "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
+                  "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}},
+    ]
+
+
+class ArgoCD:
+    """The running components; Argo CD's Applications live in `namespace`. stop() ends every process."""
+
+    def __init__(self, kube: KubeTestBed, namespace: str, workdir: Path, env: Mapping[str, str],
+                 redis: str, repo_server: str, users: Sequence[LocalUser]) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.workdir = workdir
+        self._env = dict(env)
+        self.redis = redis
+        self.repo_server = repo_server
+        self.users = {u.name: u for u in users}
+        self.processes: list[ManagedProcess] = []
+        self.server_url: str | None = None
+        self.startup_seconds = 0.0
+        self._tokens: dict[str, str] = {}
+
+    # --- processes -------------------------------------------------------------------------------
+
+    def _start(self, binary_name: str, argv: Sequence[str], extra_env: Mapping[str, str] | None = None,
+               ) -> ManagedProcess:
+        env = {**self._env, "ARGOCD_BINARY_NAME": binary_name, **(extra_env or {})}
+        proc = ManagedProcess(binary_name, [tool("argocd"), *argv], self.workdir / f"{binary_name}.log", env=env,
+                              cwd=self.workdir)
+        self.processes.append(proc)
+        return proc
+
+    def start_server(self, timeout: float = 60.0) -> str:
+        """argocd-server (the API the UI and the argocd CLI use), plaintext, with local users; returns its URL."""
+        if self.server_url:
+            return self.server_url
+        port, metrics = free_port(), free_port()
+        proc = self._start("argocd-server", [
+            "--namespace", self.namespace, "--kubeconfig", str(self.kube.kubeconfig), "--redis", self.redis,
+            "--repo-server", self.repo_server, "--repo-server-plaintext", "--insecure",
+            "--address", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics),
+            "--dex-server", "http://127.0.0.1:1", "--staticassets", str(self.workdir), "--logformat", "text"])
+        url = f"http://127.0.0.1:{port}"
+        wait_for("argocd-server /healthz", lambda: _healthy(f"{url}/healthz"), timeout, proc)
+        self.server_url = url
+        return url
+
+    def stop(self) -> None:
+        for proc in reversed(self.processes):
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(p.tail(60) for p in self.processes)
+
+    # --- Applications ----------------------------------------------------------------------------
+
+    def apply(self, app: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or update an Argo CD Application (server-side apply) in Argo CD's namespace."""
+        return self.kube.apply(app, namespace=self.namespace, field_manager=FIELD_MANAGER)
+
+    def get(self, name: str) -> dict[str, Any]:
+        app = self.kube.get(ARGOCD_API, "Application", name, self.namespace)
+        if app is None:
+            raise BedError(f"Argo CD Application {name} does not exist")
+        return app
+
+    def refresh(self, name: str, kind: str = "normal") -> None:
+        """What Argo CD's git webhook handler does on a push: the refresh annotation on the Application."""
+        self.kube.apply({"apiVersion": ARGOCD_API, "kind": "Application",
+                         "metadata": {"name": name, "namespace": self.namespace,
+                                      "annotations": {"argocd.argoproj.io/refresh": kind}}},
+                        namespace=self.namespace, field_manager=f"{FIELD_MANAGER}-refresh")
+
+    def wait(self, name: str, what: str, predicate: Callable[[dict[str, Any]], bool],
+             timeout: float = 120.0) -> dict[str, Any]:
+        """Poll the Application until predicate(app) holds; on timeout the error shows its status and the logs."""
+        last: dict[str, Any] = {}
+
+        def probe() -> dict[str, Any] | None:
+            nonlocal last
+            last = self.get(name)
+            return last if predicate(last) else None
+
+        try:
+            return wait_for(f"Argo CD Application {name}: {what}", probe, timeout, interval=0.1)
+        except BedError as exc:
+            status = yaml.safe_dump(last.get("status", {}), sort_keys=False)[:4000]
+            raise BedError(f"{exc}\nlast status:\n{status}\n{self.logs()}") from exc
+
+    # --- the API server, as the UI calls it ------------------------------------------------------
+
+    def token(self, user: str) -> str:
+        """A session token for a local user (POST /api/v1/session, as the UI's login does)."""
+        if user not in self._tokens:
+            account = self.users[user]
+            resp = httpx.post(f"{self.start_server()}/api/v1/session", timeout=30,
+                              json={"username": account.name, "password": account.password})
+            if resp.status_code != 200:
+                raise BedError(f"argocd-server refused the login of {user}: {resp.status_code} {resp.text[:500]}")
+            self._tokens[user] = resp.json()["token"]
+        return self._tokens[user]
+
+    def api(self, user: str, method: str, path: str, *, params: Mapping[str, str] | None = None,
+            body: Any = None) -> httpx.Response:
+        """Call argocd-server's REST API as `user` (JSON in, the raw response out)."""
+        headers = {"Authorization": f"Bearer {self.token(user)}", "Content-Type": "application/json"}
+        content = None if body is None else json.dumps(body).encode()
+        return httpx.request(method, f"{self.start_server()}{path}", params=params, content=content,
+                             headers=headers, timeout=60)
+
+    def resource_tree(self, user: str, app: str) -> list[dict[str, Any]]:
+        """The nodes the UI draws for `app` (managed resources and their children, with health)."""
+        resp = self.api(user, "GET", f"/api/v1/applications/{app}/resource-tree",
+                        params={"appNamespace": self.namespace})
+        resp.raise_for_status()
+        nodes: list[dict[str, Any]] = resp.json().get("nodes") or []
+        return nodes
+
+    def tree_node(self, user: str, app: str, kind: str) -> dict[str, Any]:
+        """The one node of `kind` in `app`'s tree."""
+        nodes = [n for n in self.resource_tree(user, app) if n["kind"] == kind]
+        if len(nodes) != 1:
+            raise BedError(f"{app}: expected one {kind} in the resource tree, found {len(nodes)}")
+        return nodes[0]
+
+    def resource_action(self, user: str, app: str, node: Mapping[str, Any], action: str | None = None,
+                        ) -> httpx.Response:
+        """As the UI does: list the actions of a tree node (action None) or run one."""
+        params = node_query(self.namespace, node)
+        path = f"/api/v1/applications/{app}/resource/actions"
+        if action is None:
+            return self.api(user, "GET", path, params=params)
+        return self.api(user, "POST", path, params=params, body=action)
+
+def node_query(app_namespace: str, node: Mapping[str, Any]) -> dict[str, str]:
+    """The query the UI sends to address one tree node (resource actions, live manifest)."""
+    return {"appNamespace": app_namespace, "namespace": node.get("namespace", ""), "resourceName": node["name"],
+            "version": node["version"], "kind": node["kind"], "group": node.get("group", "")}
+
+
+def sync_status(app: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(sync status, health status, synced revision) of an Argo CD Application."""
+    status = app.get("status") or {}
+    sync = status.get("sync") or {}
+    return sync.get("status", ""), (status.get("health") or {}).get("status", ""), sync.get("revision", "")
+
+
+def operation_phase(app: Mapping[str, Any]) -> str:
+    return str(((app.get("status") or {}).get("operationState") or {}).get("phase", ""))
+
+
+def conditions(app: Mapping[str, Any], kind: str | None = None) -> list[dict[str, Any]]:
+    found = list((app.get("status") or {}).get("conditions") or [])
+    return [c for c in found if kind is None or c.get("type") == kind]
+
+
+def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_dir: Path, settings: Settings,
+                 namespace: str = "argocd", timeout: float = 90.0) -> ArgoCD:
+    """Install Argo CD's settings into `namespace`, start repo-server and application controller."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    home, tmp = workdir / "home", workdir / "tmp"
+    dirs = {name: workdir / name for name in ("tls", "ssh", "gpg-keys", "gpg-source")}
+    for d in (home, tmp, *dirs.values()):
+        d.mkdir(exist_ok=True)
+    started = time.monotonic()
+    kube.ensure_namespace(namespace)
+    for obj in settings_objects(namespace, settings):
+        kube.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
+        "KUBECONFIG": str(kube.kubeconfig), "ARGOCD_FAKE_IN_CLUSTER": "true",
+        "ARGOCD_TLS_DATA_PATH": str(dirs["tls"]), "ARGOCD_SSH_DATA_PATH": str(dirs["ssh"]),
+        "ARGOCD_GNUPGHOME": str(dirs["gpg-keys"]), "ARGOCD_GPG_DATA_PATH": str(dirs["gpg-source"]),
+        "ARGOCD_GPG_ENABLED": "false", "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    repo_port = free_port()
+    argo = ArgoCD(kube, namespace, workdir, env, redis, f"127.0.0.1:{repo_port}", settings.users)
+    try:
+        repo_metrics, controller_metrics = free_port(), free_port()
+        repo = argo._start("argocd-repo-server", [
+            "--address", "127.0.0.1", "--port", str(repo_port), "--metrics-address", "127.0.0.1",
+            "--metrics-port", str(repo_metrics), "--redis", redis, "--disable-tls", "--logformat", "text",
+            "--parallelismlimit", "2"], {"ARGOCD_PLUGINSOCKFILEPATH": str(plugin_socket_dir)})
+        # One status and one operation processor: a handful of apps, and the machine is shared.
+        controller = argo._start("argocd-application-controller", [
+            "--kubeconfig", str(kube.kubeconfig), "--namespace", namespace, "--redis", redis,
+            "--repo-server", argo.repo_server, "--repo-server-plaintext", "--repo-server-timeout-seconds", "90",
+            "--metrics-port", str(controller_metrics), "--status-processors", "1", "--operation-processors", "1",
+            "--kubectl-parallelism-limit", "4", "--logformat", "text"],
+            {"HOSTNAME": "argocd-application-controller-0"})
+        wait_for("argocd-repo-server /healthz", lambda: _healthy(f"http://127.0.0.1:{repo_metrics}/healthz"),
+                 timeout, repo)
+        wait_for("argocd-application-controller /healthz",
+                 lambda: _healthy(f"http://127.0.0.1:{controller_metrics}/healthz"), timeout, controller)
+        argo.startup_seconds = time.monotonic() - started
+        return argo
+    except BaseException:
+        argo.stop()
+        raise
+
+
+def _healthy(url: str) -> bool | None:
+    return True if httpx.get(url, timeout=2).status_code == 200 else None
+

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Builds and publishes the project's OCI images (docs/development.md "Images"): buildah builds into podman's
+# storage, skopeo copies, cosign signs (through `apprafter stack sign|verify`, the chart's signing code).
+#
+#   tools/images.sh build [NAME...]          build $IMAGE_PREFIX/<name>:<version> (default: every image);
+#                                            an image whose inputs did not change is kept, not rebuilt
+#   tools/images.sh publish REPO [NAME...]   push each to REPO/<name>:<version>, sign it by digest, verify;
+#                                            prints REPO/<name>:<version>@sha256:<digest> per image
+#
+# Environment: PYTHON (default .venv/bin/python), IMAGE_PREFIX (default localhost), BASE (default: the
+# local base from tools/base-image.sh), CA_BUNDLE (the build secret pip trusts, default the system bundle),
+# SOURCE_DATE_EPOCH (default: the last commit's time). publish: COSIGN_KEY (private key), COSIGN_PASSWORD,
+# COSIGN_PUBLIC_KEY (default: COSIGN_KEY with .pub), PLAIN_HTTP=1 for a registry without TLS. Registry
+# credentials: `skopeo login --authfile ~/.docker/config.json HOST` (cosign reads that file too).
+# Exit 1: a problem with the input (stale lock, moved tag); 2: a tool or the environment, with the remedy.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/tools/containers.conf}
+PYTHON=${PYTHON:-$root/.venv/bin/python}
+PREFIX=${IMAGE_PREFIX:-localhost}
+CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
+
+# name -> Dockerfile (build context: the staged directory, see stage()).
+declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile)
+ALL=(argocd-cue-cmp)
+
+log() { printf 'images: %s\n' "$*" >&2; }
+die() { local code=$1; shift; printf 'images: %s\n' "$*" >&2; exit "$code"; }
+
+[[ -x "$PYTHON" ]] || die 2 "$PYTHON not found: run \`make setup\`"
+for cmd in buildah podman skopeo; do
+  command -v "$cmd" >/dev/null || die 2 "$cmd not found: run \`make setup\` (tools/setup-images.sh)"
+done
+VERSION=$("$PYTHON" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+
+names() {
+  if (($# == 0)); then printf '%s\n' "${ALL[@]}"; return; fi
+  local n; for n in "$@"; do [[ -n "${DOCKERFILE[$n]:-}" ]] || die 1 "unknown image $n (known: ${ALL[*]})"; echo "$n"; done
+}
+
+# stage DIR: the build context: the package wheel, the pinned dependencies, the pinned cue, plugin.yaml.
+stage() {
+  local ctx=$1
+  rm -rf "$ctx"; mkdir -p "$ctx/wheels"
+  # hatchling honours SOURCE_DATE_EPOCH: the same source gives the same wheel.
+  SOURCE_DATE_EPOCH=$SDE "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$ctx/wheels" . >&2 \
+    || die 2 "building the package wheel failed (see above)"
+  cp deploy/images/requirements.txt plugin.yaml "$ctx/"
+  local cue; cue=$("$PYTHON" -c 'from toolchain.tools import check; print(check("cue"))') \
+    || die 2 "the pinned cue is missing: run \`make setup\`"
+  cp "$cue" "$ctx/cue"
+}
+
+build() {
+  "$PYTHON" scripts/lock_image_requirements.py --check || exit 1
+  [[ -r "$CA_BUNDLE" ]] || die 2 "CA bundle $CA_BUNDLE not readable: set CA_BUNDLE to the bundle pip should trust"
+  local base=${BASE:-}
+  [[ -n "$base" ]] || base=$(tools/base-image.sh) || die 2 "the base image could not be built (see above)"
+  podman image exists "$base" || die 2 "base image $base not in podman's storage: run tools/base-image.sh or set BASE"
+  SDE=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
+  local revision; revision=$(git rev-parse HEAD)
+  [[ -z "$(git status --porcelain)" ]] || revision="$revision-dirty"
+  local ctx=build/images/context base_id; base_id=$(podman image inspect --format '{{.Id}}' "$base")
+  stage "$ctx"
+  local name
+  for name in $(names "$@"); do
+    local tag="$PREFIX/$name:$VERSION" dockerfile=${DOCKERFILE[$name]}
+    # Everything the image is made of; an image carrying the same hash is up to date.
+    local inputs; inputs=$( { echo "$name $VERSION $revision $SDE $base_id"; cat "$dockerfile";
+                              (cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-64)
+    local old; old=$(podman image inspect --format '{{.Id}} {{index .Labels "dev.apprafter.inputs"}}' "$tag" 2>/dev/null || true)
+    if [[ "${old#* }" == "$inputs" ]]; then
+      log "$tag up to date (${old:0:12})"
+      continue
+    fi
+    local start=$SECONDS
+    buildah bud --quiet --isolation chroot --timestamp "$SDE" --secret "id=ca,src=$CA_BUNDLE" \
+      --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$revision" \
+      --build-arg "SOURCE_DATE_EPOCH=$SDE" --label "dev.apprafter.inputs=$inputs" \
+      -f "$dockerfile" -t "$tag" "$ctx" >/dev/null || die 2 "buildah failed building $tag (see above)"
+    local id size base_size; id=$(podman image inspect --format '{{.Id}}' "$tag")
+    size=$(podman image inspect --format '{{.Size}}' "$tag"); base_size=$(podman image inspect --format '{{.Size}}' "$base")
+    log "$tag built in $((SECONDS - start))s: ${id:0:12}, $((size / 1000000)) MB ($(((size - base_size) / 1000000)) MB over the base)"
+    # The image this build replaced is unreferenced now; keep the store from growing with every rebuild
+    # (it stays when a container still uses it, which podman reports and we ignore).
+    if [[ -n "$old" && "${old%% *}" != "$id" ]]; then podman image rm "${old%% *}" >/dev/null 2>&1 || true; fi
+  done
+}
+
+# remote_manifest REF FILE: write the manifest behind docker://REF to FILE; false when there is no such tag.
+remote_manifest() {
+  local err
+  if err=$(skopeo inspect --raw "${TLS[@]}" "docker://$1" 2>&1 >"$2"); then
+    return 0
+  elif grep -qiE "manifest unknown|name unknown" <<<"$err"; then  # no such tag, or no such repository yet
+    return 1
+  else
+    die 2 "registry for $1 did not answer: $(tail -1 <<<"$err")"
+  fi
+}
+
+publish() {
+  (($# >= 1)) || die 1 "usage: tools/images.sh publish REPO [NAME...] (REPO like ghcr.io/apprafter)"
+  local repo=${1#oci://}; shift
+  repo=${repo%/}
+  local key=${COSIGN_KEY:-} pub
+  [[ -n "$key" ]] || die 1 "COSIGN_KEY: set it to the cosign private key that signs the images"
+  pub=${COSIGN_PUBLIC_KEY:-${key%.key}.pub}
+  [[ -n "${COSIGN_PASSWORD+x}" ]] || die 1 "COSIGN_PASSWORD: set it to the key's password (it is never printed)"
+  local plain=() ; TLS=()
+  if [[ "${PLAIN_HTTP:-}" == 1 ]]; then plain=(--plain-http); TLS=(--tls-verify=false); fi
+  work=$(mktemp -d -t apprafter-publish-XXXXXX)  # global: the EXIT trap runs after this function returns
+  trap 'rm -rf "$work"' EXIT
+  local apprafter=("$PYTHON" -m apprafter)
+  local name
+  for name in $(names "$@"); do
+    local src="$PREFIX/$name:$VERSION" dest="$repo/$name:$VERSION" digest
+    podman image exists "$src" || die 2 "$src not built: run \`make images\`"
+    local id; id=sha256:$(podman image inspect --format '{{.Id}}' "$src")
+    if remote_manifest "$dest" "$work/$name.manifest"; then
+      # The tag exists: it must hold this very image (same config digest = same image ID), never another.
+      local theirs; theirs=$("$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["config"]["digest"])' \
+                             <"$work/$name.manifest") || die 2 "$dest: the registry's manifest has no config digest"
+      [[ "$theirs" == "$id" ]] || die 1 "$dest already holds image ${theirs:7:12}, not this build's ${id:7:12}: tags are immutable, bump the version in pyproject.toml"
+      digest=sha256:$(sha256sum <"$work/$name.manifest" | cut -d' ' -f1)
+      log "$dest@$digest already in the registry"
+    else
+      skopeo copy --quiet "${TLS[@]/--tls-verify/--dest-tls-verify}" --digestfile "$work/$name.digest" \
+        "containers-storage:$src" "docker://$dest" >&2 || die 2 "pushing $dest failed (see above): check the registry and its credentials"
+      digest=$(cat "$work/$name.digest")
+      log "pushed $dest@$digest"
+    fi
+    # Sign unless a signature by this key is there already (a re-run adds no second signature).
+    if "${apprafter[@]}" stack verify "$dest@$digest" --key "$pub" "${plain[@]}" >/dev/null 2>&1; then
+      log "$dest@$digest already signed with $pub"
+    else
+      "${apprafter[@]}" stack sign "$repo/$name@$digest" --key "$key" --password-env COSIGN_PASSWORD "${plain[@]}" >&2 \
+        || die 2 "signing $dest@$digest failed (see above)"
+      "${apprafter[@]}" stack verify "$dest@$digest" --key "$pub" "${plain[@]}" >&2 \
+        || die 2 "$dest@$digest: the signature does not verify with $pub"
+    fi
+    echo "$dest@$digest"
+  done
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  build) build "$@" ;;
+  publish) publish "$@" ;;
+  *) die 2 "usage: tools/images.sh build [NAME...] | publish REPO [NAME...]" ;;
+esac

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs the container tools that `make images`, `make publish` and the image tests run (Debian packages,
+# apt-get, only what is missing), then builds the local base image once (tools/base-image.sh, cached by
+# its recipe). Idempotent; called by tools/setup.sh. Prints one line per step, like setup.sh.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+log() { printf 'setup: %-22s %s\n' "$1" "$2"; }
+
+# shellcheck source=versions.env
+source "$here/versions.env"
+# CONTAINER_TOOLS (versions.env): command:package:minimum. newuidmap (uidmap) maps users for buildah and
+# podman; runc is the runtime podman is told to use here (tools/containers.conf).
+missing=()
+IFS=, read -ra entries <<<"$CONTAINER_TOOLS"
+for entry in "${entries[@]}"; do
+  IFS=: read -r cmd package _ <<<"$entry"
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("$package")
+done
+
+if ((${#missing[@]})); then
+  remedy="apt-get update && apt-get install -y ${missing[*]}"
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: container tools missing (${missing[*]}) and apt-get not found: install them with your package manager" >&2
+    exit 2
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: container tools missing (${missing[*]}): run as root: $remedy" >&2
+    exit 2
+  fi
+  start=$SECONDS
+  # Wait for another apt run (engineers share the machine) instead of failing on the dpkg lock.
+  apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq)
+  if ! { "${apt[@]}" install -y "${missing[@]}" >/dev/null 2>&1 \
+         || { "${apt[@]}" update && "${apt[@]}" install -y "${missing[@]}" >/dev/null; }; }; then
+    echo "setup: apt-get could not install ${missing[*]}: check /etc/apt/sources.list.d/ and the network, then: $remedy" >&2
+    exit 2
+  fi
+  log "container tools" "installed ${missing[*]} in $((SECONDS - start))s"
+else
+  log "container tools" "present ($(podman --version | awk '{print $NF}') podman, $(buildah --version | awk '{print $3}') buildah)"
+fi
+
+"$here/base-image.sh" >/dev/null
