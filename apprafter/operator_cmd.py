@@ -19,7 +19,8 @@ from reconciler.kube import Kube, default_namespace, load_config
 from reconciler.lease import LeaderElector, LeaseSettings, default_identity
 from reconciler.loop import Manager, Runtime, Settings
 from reconciler.serve import Health, Servers
-from renderer.context import TIERS, PlatformContext, make_context
+from renderer import settings as settings_
+from renderer.context import TIERS, PlatformContext
 
 
 @click.command()
@@ -68,7 +69,9 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              domain: str | None, tier: str | None, log_level: str, log_format: str) -> None:
     """Reconcile Applications into their children and gate destructive changes (docs/operator.md)."""
     logs.setup(log_level, log_format)
-    context = make_context(platform_file, domain=domain, tier=tier)
+    given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
+             "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
+    context = settings_.platform_context(platform_file, given)
     config = load_config(kubeconfig, kube_context)
     document_schema()  # runs cue once, now: a missing cue is a start-up failure (exit 2), not a failed reconcile
     lease = LeaseSettings(namespace=leader_elect_resource_namespace or default_namespace(config),

@@ -14,8 +14,8 @@ from compatibility.shape import Unreadable, check_spec, env_value, json_value, m
 from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
-from renderer.manifests.workload import BUDGET_SEEDS
 from renderer.manifests.network import default_hostname
+from renderer.manifests.workload import BUDGET_SEEDS
 from renderer.redact import digest
 
 __all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan", "soft_destructive"]

@@ -11,13 +11,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from compatibility.application import DEFAULT_DOMAIN, Deployment, plan, soft_destructive
+from compatibility.authority import APPLIED, APPROVED, PENDING, REACHABLE_FROM, REJECTED, SUPERSEDED
 from compatibility.migrationplan import migration_plan, name
 from compatibility.plan import Change, Plan
 from compatibility.shape import check_spec
 
-PENDING, APPROVED, APPLIED, SUPERSEDED, REJECTED = "pending-approval", "approved", "applied", "superseded", "rejected"
-# Phases a plan can still move on from; "" is a plan whose status was never written (created, then a crash).
-ACTIVE = frozenset({"", PENDING, APPROVED})
+__all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
+           "PlanPhase", "decide"]
+
+# Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
+# CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
+ACTIVE = frozenset(p or "" for p in REACHABLE_FROM[SUPERSEDED] if p != SUPERSEDED)
 
 Outcome = Literal["apply", "apply-approved", "hold"]
 
@@ -40,7 +44,10 @@ class PlanPhase:
     phase: str
     message: str
     superseded_by: str | None = None
-    clear_approval: bool = False  # an approval that no longer counts is removed (approvedBy/approvedAt)
+    # Delete the plan and create it anew (then pending-approval): its spec is not this change's (a forged hash,
+    # another owner), or it can no longer return to pending-approval (applied, superseded). A plan's spec is
+    # immutable and its phase moves one way, so a fresh object is the only way back to a pending plan.
+    recreate: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,10 +118,10 @@ def decide(desired: Deployment, baseline: Mapping[str, Any] | None, plans: Itera
     if current is None or current.phase == "":
         phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
     elif current.approved_spec_hash != result.approved_spec_hash or current.owner_uid != owner_uid:
-        phases.append(PlanPhase(wanted, PENDING, "approval withdrawn: the plan's approvedSpecHash or owner did not "
-                                "match the change; approve it again", clear_approval=True))
-    elif current.phase in (APPLIED, SUPERSEDED):
-        phases.append(PlanPhase(wanted, PENDING, "the same change is proposed again: awaiting a new approval",
-                                clear_approval=True))
+        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name did not carry this change's "
+                                "approvedSpecHash or was not this Application's; approve this one", recreate=True))
+    elif current.phase not in REACHABLE_FROM[PENDING] and current.phase not in (APPROVED, REJECTED):
+        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
+                                f"{current.phase}); awaiting a new approval", recreate=True))
     return Decision("hold", before.spec, result, migration_plan(result, owner_uid=owner_uid), phases=tuple(phases),
                     soft_destructive=soft)

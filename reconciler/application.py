@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
 from compatibility.application import Deployment
 from compatibility.gate import APPLIED, PENDING, REJECTED, Decision, ExistingPlan, PlanPhase, decide
-from compatibility.inputs import parse_cr
-from compatibility.migrationplan import ENVIRONMENT_LABEL
+from compatibility.inputs import load_document
 from compatibility.plan import canonical
 from compatibility.shape import Unreadable
 from compatibility.sides import side
@@ -28,7 +26,7 @@ from renderer.effective import spec_for
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 from renderer.manifests import CLAIM, KINDS
-from renderer.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import ENVIRONMENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 from renderer.render import render_loaded
 
 log = logging.getLogger("apprafter.application")
@@ -44,12 +42,13 @@ class Stop(Exception):
 
 
 def read_application(obj: Mapping[str, Any]) -> LoadedApp:
-    """The Application as `apprafter plan` reads a CR file: the CUE-generated schema, then the renderer's rules."""
+    """The Application as `apprafter plan` reads a CR file (and the webhook an object): the CUE-generated schema,
+    then the renderer's rules (compatibility.sides.side)."""
     meta = obj.get("metadata", {})
     doc = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
            "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta},
            "spec": obj.get("spec")}
-    return parse_cr(json.dumps(doc), f"Application {meta.get('namespace')}/{meta.get('name')}", strict_json=True)
+    return load_document(doc, f"Application {meta.get('namespace')}/{meta.get('name')}")
 
 
 def describe(problems: Iterable[Problem]) -> str:
@@ -186,8 +185,7 @@ class _Pass:
                 doc = {"apiVersion": APPLICATION_KIND.api_version, "kind": APPLICATION_KIND.kind,
                        "metadata": {"name": self.name, "namespace": self.namespace},
                        "spec": spec_for(self.environment, decision.target)}
-                loaded = parse_cr(json.dumps(doc), f"Application {self.namespace}/{self.name} status.lastAppliedSpec",
-                                  strict_json=True)
+                loaded = load_document(doc, f"Application {self.namespace}/{self.name} status.lastAppliedSpec")
             rendered = render_loaded(loaded, self.environment, "manifests", self.namespace, self.c.context)
         except UserError as e:
             where = "status.lastAppliedSpec" if decision.outcome == "hold" else "spec"
@@ -213,6 +211,15 @@ class _Pass:
         live = {p["metadata"]["name"]: p for p in self._my_plans()}
         if decision.migration_plan is not None:
             obj = decision.migration_plan
+            for phase in decision.phases:
+                if phase.recreate and phase.name in live:  # a plan's spec and phase cannot be turned back
+                    old = live.pop(phase.name)
+                    await self.kube.delete(MIGRATION_PLAN_KIND, phase.name, self.namespace)
+                    self.c.cache(MIGRATION_PLAN_KIND).forget(self.namespace, phase.name)
+                    await self.recorder.event(self.app, "MigrationPlanRecreated", f"MigrationPlan {phase.name} "
+                                              f"(phase {(old.get('status') or {}).get('phase') or 'none'}) was "
+                                              f"deleted and created anew: {phase.message}",
+                                              old["metadata"].get("uid", phase.name), type_="Warning")
             created = obj["metadata"]["name"] not in live
             live[obj["metadata"]["name"]] = await self._ensure(obj)
             if created:
@@ -229,8 +236,6 @@ class _Pass:
                                  "supersededBy": phase.superseded_by}
         if phase.phase == APPLIED:
             patch["appliedAt"] = status.get("appliedAt") or now()
-        if phase.clear_approval:
-            patch |= {"approvedBy": None, "approvedAt": None}
         if all(status.get(k) == v for k, v in patch.items()):
             return plan
         meta = plan["metadata"]

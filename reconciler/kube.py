@@ -25,16 +25,17 @@ from lightkube.types import PatchType
 from prometheus_client import Counter
 
 from compatibility.crd import MIGRATION_PLAN
-from renderer.crds import APPLICATION, GROUP, VERSION
+from renderer.crds import APPLICATION
 from renderer.errors import ToolFailure
 from renderer.manifests import KINDS, Kind
+from renderer.names import API_VERSION
 
 FIELD_MANAGER = "apprafter-operator"
 ALL_NAMESPACES = "*"
 IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
-APPLICATION_KIND = Kind(f"{GROUP}/{VERSION}", APPLICATION.kind, APPLICATION.plural)
-MIGRATION_PLAN_KIND = Kind(f"{GROUP}/{VERSION}", MIGRATION_PLAN.kind, MIGRATION_PLAN.plural)
+APPLICATION_KIND = Kind(API_VERSION, APPLICATION.kind, APPLICATION.plural)
+MIGRATION_PLAN_KIND = Kind(API_VERSION, MIGRATION_PLAN.kind, MIGRATION_PLAN.plural)
 LEASE_KIND = Kind("coordination.k8s.io/v1", "Lease", "leases")
 EVENT_KIND = Kind("events.k8s.io/v1", "Event", "events")
 NAMESPACE_KIND = Kind("v1", "Namespace", "namespaces")

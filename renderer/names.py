@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["API_VERSION", "ENVIRONMENT_LABEL", "GROUP", "INSTANCE_LABEL", "MANAGED_BY", "MANAGED_BY_LABEL", "NAME_LABEL",
-           "VERSION"]
+__all__ = ["API_VERSION", "ENVIRONMENT_LABEL", "GROUP", "INSTANCE_LABEL", "MANAGED_BY", "MANAGED_BY_LABEL",
+           "NAME_LABEL", "VERSION"]
 
 GROUP = "apprafter.io"
 VERSION = "v1alpha1"

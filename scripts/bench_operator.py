@@ -30,6 +30,7 @@ from compatibility.crd import ALL_CRDS  # noqa: E402 - after the repo root is im
 from compatibility.inputs import parse_cr  # noqa: E402
 from renderer.crds import crd_documents  # noqa: E402
 from renderer.emit import dump_stream  # noqa: E402
+from renderer.manifests import KINDS  # noqa: E402
 from renderer.render import render_loaded  # noqa: E402
 from tests.testbed.kube import KubeTestBed, start_kube  # noqa: E402
 from tests.testbed.procs import ManagedProcess, free_port, wait_for  # noqa: E402
@@ -143,8 +144,7 @@ def main() -> None:
         bed = start_kube(work / "kube", install_crds=False)
         op: ManagedProcess | None = None
         try:
-            bed.install_crds([f for f in crd_files() if any(s in f.name for s in (
-                "httproutes", "scaledobjects", "ciliumnetworkpolicies"))])
+            bed.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
             (work / "crds.yaml").write_text(dump_stream(crd_documents(ALL_CRDS)))
             bed.install_crds([work / "crds.yaml"])
             floor = direct_floor(bed, "floor", args.apps, args.workers)

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compatibility.application import Deployment, deployment, plan, soft_destructive
+from compatibility.authority import REACHABLE_FROM
 from compatibility.gate import (
     ACTIVE,
     APPLIED,
@@ -83,8 +84,8 @@ def test_an_approval_with_an_empty_missing_or_other_hash_never_applies(stored: s
                owner_uid=UID)
     assert d.outcome == "hold" and d.target == baseline(app())
     [phase] = d.phases
-    assert (phase.name, phase.phase, phase.clear_approval) == (plan_name, PENDING, True)
-    assert "approval withdrawn" in phase.message
+    assert (phase.name, phase.phase, phase.recreate) == (plan_name, PENDING, True)
+    assert "created anew" in phase.message
 
 
 def test_an_approval_on_a_plan_owned_by_another_object_never_applies() -> None:
@@ -92,7 +93,7 @@ def test_an_approval_on_a_plan_owned_by_another_object_never_applies() -> None:
     d = decide(side(GATED), baseline(app()), [ExistingPlan(plan_name, digest, APPROVED, "someone-else")],
                owner_uid=UID)
     assert d.outcome == "hold"
-    assert d.phases[0].clear_approval
+    assert d.phases[0].recreate
 
 
 def test_an_edit_after_approval_supersedes_the_approved_plan() -> None:
@@ -126,7 +127,7 @@ def test_the_same_change_proposed_again_needs_a_new_approval(phase: str) -> None
     assert d.outcome == "hold"
     [again] = d.phases
     assert (again.name, again.phase) == (plan_name, PENDING)
-    assert again.clear_approval == (phase != "")
+    assert again.recreate == (phase != "")
 
 
 def test_a_rejected_plan_keeps_its_phase_and_the_change_waits() -> None:
@@ -206,6 +207,9 @@ def test_the_gate_binds_approval_to_the_recomputed_hash(a: dict[str, Any], b: di
     by_name = {p.name: p for p in existing}
     for phase in d.phases:
         old = by_name.get(phase.name)
+        if not phase.recreate:  # every move is one the phase machine (and the CRD's CEL rules) allows
+            before = (old.phase or None) if old else None
+            assert before == phase.phase or before in REACHABLE_FROM[phase.phase], (before, phase)
         if phase.phase == APPLIED:
             assert old is not None and old.name == applied_plan and old.phase == APPROVED
         if phase.phase == SUPERSEDED:

@@ -31,6 +31,7 @@ from tests.reconciler.helpers import (
     versions,
     wait,
     wait_phase,
+    write_status,
 )
 from tests.reconciler.operator_proc import Operator
 from tests.renderer.helpers import run_cli
@@ -148,35 +149,67 @@ def test_a_gated_change_waits_for_approval_then_applies(bed: KubeTestBed, operat
     assert len(plans(bed, ns)) == 1
 
 
-def test_a_tampered_approved_spec_hash_is_never_applied(bed: KubeTestBed, operator: Operator) -> None:
+def test_a_tampered_approved_spec_hash_is_refused_by_the_api_server(bed: KubeTestBed, operator: Operator) -> None:
     ns = fresh_namespace(bed, "tamper")
-    kids = deployed(bed, ns, cr(ns))
+    deployed(bed, ns, cr(ns))
     apply(bed, cr(ns, edit(image="ghcr.io/evil/demo:1.0.0")))
     _, plan = awaiting(bed, ns)
-    name = plan["metadata"]["name"]
-    real = plan["spec"]["trigger"]["approvedSpecHash"]
     info = bed.resource_for(API, "MigrationPlan")
-    operator.signal(signal.SIGSTOP)  # both writes land before the operator looks again
+    forged = {"spec": {"trigger": {"approvedSpecHash": "sha256:" + "0" * 64}}}
+    resp = bed.http.patch(info.path(plan["metadata"]["name"], ns), params={"fieldManager": "intruder"},
+                          content=json.dumps(forged).encode(), headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code == 422 and "immutable" in resp.text  # the CRD's CEL rule, webhook or not
+
+
+def test_a_forged_approved_plan_is_never_applied(bed: KubeTestBed, operator: Operator, tmp_path: Path) -> None:
+    ns = fresh_namespace(bed, "forged")
+    kids = deployed(bed, ns, cr(ns))
+    uid = bed.get(API, "Application", "demo", ns)["metadata"]["uid"]  # type: ignore[index]
+    new = cr(ns, edit(image="ghcr.io/evil/demo:1.0.0"))
+    expected = cli_plan(tmp_path, cr(ns), new, ns)["migrationPlan"]
+    name = expected["metadata"]["name"]
+    forged = {**expected, "spec": {**expected["spec"], "trigger": {
+        **expected["spec"]["trigger"], "approvedSpecHash": "sha256:" + "0" * 64}}}
+    forged["metadata"] = {**expected["metadata"], "ownerReferences": [{
+        "apiVersion": API, "kind": "Application", "name": "demo", "uid": uid, "controller": True}]}
+    operator.signal(signal.SIGSTOP)  # the forgery is in place, approved, before the operator sees the change
     try:
-        forged = {"spec": {"trigger": {"approvedSpecHash": "sha256:" + "0" * 64}}}
-        resp = bed.http.patch(info.path(name, ns), params={"fieldManager": "intruder"},
-                              content=json.dumps(forged).encode(),
-                              headers={"Content-Type": "application/merge-patch+json"})
-        assert resp.status_code == 200, resp.text
-        assert run_cli("migration", "approve", name, "-n", ns, "--kubeconfig", str(bed.kubeconfig)).returncode == 0
+        bed.apply(forged, field_manager="intruder")
+        write_status(bed, "MigrationPlan", name, ns, {"phase": "pending-approval"}, "intruder")
+        write_status(bed, "MigrationPlan", name, ns, {"phase": "approved"}, "intruder")
+        apply(bed, new)
     finally:
         operator.signal(signal.SIGCONT)
-    def withdrawn() -> dict[str, Any] | None:
+    st = wait_phase(bed, ns, "AwaitingMigrationApproval")
+    assert st["migrationPlan"] == name
+
+    def recreated() -> dict[str, Any] | None:
         obj = bed.get(API, "MigrationPlan", name, ns) or {}
         return obj if (obj.get("status") or {}).get("phase") == "pending-approval" else None
 
-    stored = wait("approval withdrawn", withdrawn)
-    assert "approval withdrawn" in stored["status"]["message"]
-    assert "approvedBy" not in stored["status"]
-    assert stored["spec"]["trigger"]["approvedSpecHash"] == real  # the operator's spec is restored
-    assert status(bed, ns)["phase"] == "AwaitingMigrationApproval"
+    plan = wait("the plan created anew", recreated)
+    assert plan["spec"]["trigger"]["approvedSpecHash"] == expected["spec"]["trigger"]["approvedSpecHash"]
+    assert "created anew" in plan["status"]["message"]
+    assert events(bed, ns, "MigrationPlanRecreated")
     assert versions(children(bed, ns)) == versions(kids)
-    assert deployment(cr(ns), "prod").spec == status(bed, ns)["lastAppliedSpec"]
+    assert status(bed, ns)["lastAppliedSpec"] == deployment(cr(ns), "prod").spec
+
+
+def test_the_same_change_proposed_again_needs_a_new_approval(bed: KubeTestBed, operator: Operator) -> None:
+    ns = fresh_namespace(bed, "again")
+    deployed(bed, ns, cr(ns))
+    moved = cr(ns, edit(image="ghcr.io/acme/other:1.0.0"))
+    for target in (moved, cr(ns)):  # there and back: each direction is gated and approved once
+        apply(bed, target)
+        st = wait_phase(bed, ns, "AwaitingMigrationApproval")
+        wait("pending", lambda st=st: plan_phase(bed, ns, st["migrationPlan"]) == "pending-approval" or None)
+        write_status(bed, "MigrationPlan", st["migrationPlan"], ns, {"phase": "approved"}, "approver")
+        wait_phase(bed, ns, "Ready")
+    apply(bed, moved)  # the first change again: its plan was applied, so it is created anew and waits
+    st = wait_phase(bed, ns, "AwaitingMigrationApproval")
+    wait("a new pending plan", lambda: plan_phase(bed, ns, st["migrationPlan"]) == "pending-approval" or None)
+    assert len(plans(bed, ns)) == 2
+    assert events(bed, ns, "MigrationPlanRecreated")
 
 
 def test_an_edit_after_approval_is_not_applied_and_gets_a_fresh_plan(bed: KubeTestBed, operator: Operator) -> None:

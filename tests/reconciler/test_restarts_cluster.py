@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from compatibility.application import deployment
+from renderer.manifests import KINDS
 from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import (
     API,
@@ -122,8 +123,7 @@ def own_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
     workdir = Path(str(tmp_path_factory.mktemp("restart")))
     kube = start_kube(workdir / "kube", install_crds=False)
     try:
-        kube.install_crds([f for f in crd_files() if any(s in f.name for s in ("httproutes", "scaledobjects",
-                                                                               "ciliumnetworkpolicies"))])
+        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
         yield install_our_crds(kube, workdir)
     finally:
         kube.stop()
