@@ -95,13 +95,17 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     kube = Kube(config, field_manager)
+    # The Lease on a connection of its own: renewals never queue behind the workers' requests, and a request
+    # cancelled at shutdown cannot take the connection that releases the Lease down with it.
+    lease_kube = Kube(config, field_manager, http2=False)
     health = Health()
     servers = Servers(health, bind, health_port, metrics_port)
     identity = lease.identity if lease is not None else field_manager
     try:
         runtime = Runtime(kube, settings, identity)
-        elector = LeaderElector(kube, lease) if lease is not None else None
+        elector = LeaderElector(lease_kube, lease) if lease is not None else None
         return await Manager(runtime, [ApplicationController(context)], health, elector).run(stop)
     finally:
         servers.close()
         await kube.close()
+        await lease_kube.close()

@@ -184,11 +184,11 @@ class Kube:
     """The operator's API client: plain dicts in and out, errors as KubeError, every write counted."""
 
     def __init__(self, config: KubeConfig, field_manager: str = FIELD_MANAGER, timeout: float = 15.0,
-                 max_requests: int = 16) -> None:
+                 max_requests: int = 16, http2: bool = True) -> None:
         self.field_manager = field_manager
         self.status_field_manager = f"{field_manager}-status"
         self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout),
-                                  http2=True)
+                                  http2=http2)
         # Watches hold their connection for minutes: a pool of their own keeps them out of the requests' pool.
         self.watcher = AsyncClient(config=config, timeout=httpx.Timeout(timeout))
         # At most this many requests at once: their connections then stay within httpx's keep-alive pool (20)
