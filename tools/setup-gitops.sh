@@ -16,24 +16,9 @@ redis_version() { redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p'; }
 if command -v redis-server >/dev/null 2>&1; then
   log "redis-server" "present ($(redis_version))"
 else
-  remedy="apt-get update && apt-get install -y redis-server"
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup: redis-server missing and apt-get not found: install Redis >= 6 with your package manager" >&2
-    exit 2
-  fi
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "setup: redis-server missing: run as root: $remedy" >&2
-    exit 2
-  fi
   start=$SECONDS
-  # Wait for another apt run (engineers share the machine) instead of failing on the dpkg lock. The tests
-  # start redis-server themselves on a free loopback port; the package's own service is not used.
-  apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq)
-  if ! { "${apt[@]}" install -y --no-install-recommends redis-server >/dev/null 2>&1 \
-         || { "${apt[@]}" update && "${apt[@]}" install -y --no-install-recommends redis-server >/dev/null; }; }; then
-    echo "setup: apt-get could not install redis-server: check /etc/apt/sources.list.d/ and the network, then: $remedy" >&2
-    exit 2
-  fi
+  # The tests start redis-server themselves on a free loopback port; the package's own service is not used.
+  "$here/apt-install.sh" "redis-server" redis-server
   log "redis-server" "installed $(redis_version) in $((SECONDS - start))s"
 fi
 

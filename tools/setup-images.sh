@@ -19,23 +19,8 @@ for entry in "${entries[@]}"; do
 done
 
 if ((${#missing[@]})); then
-  remedy="apt-get update && apt-get install -y ${missing[*]}"
-  if ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup: container tools missing (${missing[*]}) and apt-get not found: install them with your package manager" >&2
-    exit 2
-  fi
-  if [[ $(id -u) -ne 0 ]]; then
-    echo "setup: container tools missing (${missing[*]}): run as root: $remedy" >&2
-    exit 2
-  fi
   start=$SECONDS
-  # Wait for another apt run (engineers share the machine) instead of failing on the dpkg lock.
-  apt=(env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -qq)
-  if ! { "${apt[@]}" install -y "${missing[@]}" >/dev/null 2>&1 \
-         || { "${apt[@]}" update && "${apt[@]}" install -y "${missing[@]}" >/dev/null; }; }; then
-    echo "setup: apt-get could not install ${missing[*]}: check /etc/apt/sources.list.d/ and the network, then: $remedy" >&2
-    exit 2
-  fi
+  "$here/apt-install.sh" --with-recommends "container tools" "${missing[@]}"
   log "container tools" "installed ${missing[*]} in $((SECONDS - start))s"
 else
   log "container tools" "present ($(podman --version | awk '{print $NF}') podman, $(buildah --version | awk '{print $3}') buildah)"

@@ -88,11 +88,7 @@ build_registry() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "github.com/go
 build_docker_registry() {
   local want=${DOCKER_REGISTRY_VERSION#v}
   if ! docker-registry --version 2>/dev/null | grep -q " v\?$want"; then
-    local sudo=(); [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
-    command -v apt-get >/dev/null || { echo "setup: docker-registry $want needs apt-get (Debian/Ubuntu)" >&2; return 1; }
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "docker-registry=$want*" \
-      || { "${sudo[@]}" apt-get update -qq && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-             apt-get install -y --no-install-recommends "docker-registry=$want*"; } || return 1
+    "$here/apt-install.sh" "docker-registry $want" "docker-registry=$want*" || return 1
   fi
   ln -s "$(command -v docker-registry)" "$1/docker-registry"
 }

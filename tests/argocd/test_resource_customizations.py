@@ -11,6 +11,7 @@ import pytest
 
 from compatibility.classes import is_gated
 from compatibility.migrationplan import migration_plan
+from compatibility.platform import PlatformChange, roll_up_platform
 from tests.argocd import overrides
 from tests.argocd.objects import (
     app_status,
@@ -141,27 +142,57 @@ def test_approve_refuses_every_other_phase(phase: str | None) -> None:
            "can be approved" in str(refused.value)
 
 
+STAMP = {"approvedBy": "alice@example.com", "approvedAt": "2026-11-30T12:00:00Z"}
+# How the cluster reaches each plan phase: the CRD's CEL rules allow only the phase machine's transitions
+# (approved only from pending-approval, rejected only for platform scope, no phase removed); the
+# approver's stamp is the admission webhook's, not the CRD's.
+PLAN_PATHS: dict[str, list[dict[str, Any]]] = {
+    "approved": [{"phase": "pending-approval"}],
+    "applied": [{"phase": "pending-approval"}, {"phase": "approved", **STAMP}],
+    "superseded": [{"phase": "pending-approval"}],
+    "rejected": [{"phase": "pending-approval"}],
+}
+
+
 @pytest.mark.testbed
 def test_every_status_above_is_one_the_crds_accept(kube: KubeTestBed, apprafter_crds: list[str]) -> None:
-    """The hand-written statuses are the operator's shapes: the typed status schema stores each unchanged."""
+    """The hand-written statuses are the operator's shapes: the typed status schema stores each unchanged, and
+    each plan status is reachable through the phase machine the CRD enforces (a fresh plan per status)."""
     namespace = f"health-{uuid.uuid4().hex[:8]}"
     cr = rendered_cr(namespace=namespace)
     app = kube.apply(cr)
-    plan = kube.apply(migration_plan(gated_plan(cr, edited(cr, replicas=0))))
-    for obj, statuses in ((app, [c[2] for c in APPLICATION_CASES]), (plan, [c[1] for c in PLAN_CASES])):
-        for status in statuses:
-            if status is None:
-                continue
-            stored = write_status(kube, obj, status)
-            assert stored["status"] == status
+    for status in (c[2] for c in APPLICATION_CASES):
+        if status is not None:
+            assert write_status(kube, app, status, replace=True)["status"] == status
+    for i, status in enumerate(c[1] for c in PLAN_CASES):
+        if status is None:
+            continue
+        plan = kube.apply(_fresh_plan(cr, status["phase"], f"p{i}-{namespace}"))
+        for step in PLAN_PATHS.get(status["phase"], []):
+            write_status(kube, plan, step)
+        stored = write_status(kube, plan, status)["status"]
+        assert {k: stored.get(k) for k in status} == status
 
 
-def write_status(kube: KubeTestBed, obj: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
-    """Replace obj's status through the status subresource (JSON merge patch after clearing it)."""
+def _fresh_plan(cr: dict[str, Any], phase: str, name: str) -> dict[str, Any]:
+    """An application-scope plan from the classifier (a platform-scope one for `rejected`), under its own name."""
+    if phase == "rejected":
+        obj = migration_plan(roll_up_platform([PlatformChange("cnpg", "version", "1.24.1", "1.25.0",
+                                                              "data-migration", "1.25.0: data-migration")],
+                                              "1.5.0", "1.6.0"))
+    else:
+        obj = migration_plan(gated_plan(cr, edited(cr, replicas=0)))
+    obj["metadata"]["name"] = name
+    return obj
+
+
+def write_status(kube: KubeTestBed, obj: dict[str, Any], status: dict[str, Any],
+                 replace: bool = False) -> dict[str, Any]:
+    """Write obj's status through the status subresource (a JSON merge patch; `replace` clears it first)."""
     meta = obj["metadata"]
     info = kube.resource_for(obj["apiVersion"], obj["kind"])
     path = info.path(meta["name"], meta["namespace"]) + "/status"
-    for body in ({"status": None}, {"status": status}):
+    for body in ({"status": None}, {"status": status}) if replace else ({"status": status},):
         resp = kube.http.patch(path, json=body, headers={"Content-Type": "application/merge-patch+json"})
         if resp.status_code >= 300:
             raise _rejected(resp, f"{obj['kind']} {meta['name']} status")
