@@ -17,6 +17,8 @@ COMMANDS: dict[str, str] = {
     "cmp": "apprafter.cmp_cmd:cmp",
     "stack": "apprafter.stack_cmd:stack",
     "plan": "apprafter.plan_cmd:plan",
+    "operator": "apprafter.operator_cmd:operator",
+    "migration": "apprafter.migration_cmd:migration",
     "webhook": "apprafter.webhook_cmd:webhook",
 }
 

@@ -9,14 +9,16 @@ from typing import Any
 from compatibility.diff import leaf_diff
 from compatibility.images import is_digest_pinned, split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
+from compatibility.rules import RULES
 from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
 from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.manifests.network import default_hostname
+from renderer.manifests.workload import BUDGET_SEEDS
 from renderer.redact import digest
 
-__all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan"]
+__all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan", "soft_destructive"]
 
 DEFAULT_DOMAIN = PlatformContext().domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
@@ -240,6 +242,26 @@ def _running(spec: Mapping[str, Any]) -> int | None:
         return None
     replicas = spec.get("replicas")
     return 1 if replicas is None else int(replicas)  # null is an absent field, as in the CR
+
+
+SIZES = tuple(BUDGET_SEEDS)  # nano < small < ... < xlarge
+
+
+def soft_destructive(change: Change, before: Deployment, after: Deployment) -> bool:
+    """Whether a soft change still takes something away (its rule says when): it applies with an event."""
+    when = RULES[change.rule].soft_destructive
+    if when is None:
+        return False
+    if when == "always":
+        return True
+    if when == "removal":
+        return change.from_ is not None and change.to is None
+    if change.field == "replicas":  # what the Deployment runs with: an autoscaled side has no count of ours
+        old, new = _running(before.spec), _running(after.spec)
+        return old is not None and new is not None and new < old
+    if change.from_ in SIZES and change.to in SIZES:
+        return SIZES.index(change.to) < SIZES.index(change.from_)
+    return False
 
 
 def classify(before: Deployment, after: Deployment, domain: str = DEFAULT_DOMAIN) -> list[Change]:

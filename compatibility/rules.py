@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
 
-__all__ = ["PLATFORM_RULE_BY_CLASS", "RULES", "Rule"]
+__all__ = ["PLATFORM_RULE_BY_CLASS", "RULES", "Rule", "SoftDestructive"]
+
+# When a soft change still takes something away (spec §3.8: it applies, with a SoftDestructiveChange event):
+# always, when the value decreases (replicas, a need's size), or when a setting is removed.
+SoftDestructive = Literal["always", "decrease", "removal"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +22,7 @@ class Rule:
     type: str
     classification: str
     summary: str
+    soft_destructive: SoftDestructive | None = None
 
 
 _ALL = [
@@ -48,15 +54,15 @@ _ALL = [
     Rule("AR-SB008", "image-repository-changed", SECURITY_BOUNDARY, "the image repository (path) changes"),
     # Soft: auto-applied, listed so that nothing hides behind a benign primary.
     Rule("AR-S001", "need-added", SAFE, "a needs.* entry is added"),
-    Rule("AR-S002", "need-size-changed", SAFE, "a need's size changes"),
+    Rule("AR-S002", "need-size-changed", SAFE, "a need's size changes", "decrease"),
     Rule("AR-S003", "need-settings-changed", SAFE,
-         "a need's selector, minor version, streams, buckets or mountPath change"),
+         "a need's selector, minor version, streams, buckets or mountPath change", "removal"),
     Rule("AR-S004", "env-added", SAFE, "an env literal or claim reference is added"),
-    Rule("AR-S005", "env-literal-removed", SAFE, "an env literal is removed"),
+    Rule("AR-S005", "env-literal-removed", SAFE, "an env literal is removed", "always"),
     Rule("AR-S006", "env-literal-changed", SAFE, "an env literal changes or becomes a claim reference"),
     Rule("AR-S007", "image-tag-changed", SAFE, "the image tag or digest changes on the same repository"),
-    Rule("AR-S008", "replicas-changed", SAFE, "replicas changes and does not go to zero"),
-    Rule("AR-S009", "expose-changed", SAFE, "an expose edit that removes no public reachability"),
+    Rule("AR-S008", "replicas-changed", SAFE, "replicas changes and does not go to zero", "decrease"),
+    Rule("AR-S009", "expose-changed", SAFE, "an expose edit that removes no public reachability", "removal"),
     Rule("AR-S010", "image-policy-changed", SAFE,
          "imagePolicy hardening (digest -> off), interval, or resolve on a digest-pinned image"),
     Rule("AR-S011", "capacity-changed", SAFE, "resources, budget or autoscale change"),

@@ -53,3 +53,15 @@ def effective_spec(spec: Mapping[str, Any], environment: str) -> dict[str, Any]:
     if budget is not None:
         out["budget"] = budget
     return out
+
+
+def spec_for(environment: str, effective: Mapping[str, Any]) -> dict[str, Any]:
+    """An Application spec whose effective spec in `environment` is `effective` (effective_spec's inverse).
+
+    The reconciler renders the last applied spec (status.lastAppliedSpec) through it while a change waits.
+    """
+    base = {k: copy.deepcopy(v) for k, v in effective.items() if k != "budget"}
+    spec: dict[str, Any] = {"environment": environment, "base": base, "environments": {environment: {}}}
+    if "budget" in effective:
+        spec["budget"] = {environment: effective["budget"]}
+    return spec

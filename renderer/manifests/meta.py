@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from renderer.context import PlatformContext
-from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from renderer.names import ENVIRONMENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 
 class Target(NamedTuple):
@@ -21,13 +21,13 @@ class Target(NamedTuple):
         return f"{self.app}-{self.environment}"
 
     def selector(self) -> dict[str, str]:
-        return {"app.kubernetes.io/instance": self.instance, "app.kubernetes.io/name": self.app}
+        return {INSTANCE_LABEL: self.instance, NAME_LABEL: self.app}
 
     def labels(self, component: str | None = None) -> dict[str, str]:
         labels = {
-            "app.kubernetes.io/instance": self.instance,
+            INSTANCE_LABEL: self.instance,
             MANAGED_BY_LABEL: MANAGED_BY,
-            "app.kubernetes.io/name": self.app,
+            NAME_LABEL: self.app,
             "app.kubernetes.io/part-of": self.app,
             ENVIRONMENT_LABEL: self.environment,
         }

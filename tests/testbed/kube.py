@@ -80,6 +80,7 @@ class KubeTestBed:
         self._namespaces: set[str] = set()
         self.crd_names: list[str] = []
         self.crd_install_seconds = 0.0
+        self.apiserver_restarts = 0
         self.user_tokens: dict[str, str] = {}  # extra token users (start_kube(users=...)): name -> token
 
     # --- discovery -------------------------------------------------------------------------------
@@ -260,6 +261,23 @@ class KubeTestBed:
         names = sorted(c["metadata"]["name"] for c in crds)
         self.crd_names = names
         return names
+
+    # --- restarts ---------------------------------------------------------------------------------
+
+    def restart_apiserver(self, down: float = 0.0, timeout: float = 60.0) -> None:
+        """Stop kube-apiserver and start it again: same port, certificates and tokens; etcd (and its data) keeps
+        running. `down` seconds pass in between. Call from the main thread (the child dies with its starter)."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == "kube-apiserver")
+        old = self.processes[index]
+        argv, env = old.argv, old.env
+        old.stop()
+        time.sleep(down)
+        self.apiserver_restarts += 1
+        log = old.log_path.with_name(f"kube-apiserver.{self.apiserver_restarts}.log")
+        new = ManagedProcess("kube-apiserver", argv, log, env=env)
+        self.processes[index] = new
+        wait_for("kube-apiserver /readyz after restart",
+                 lambda: self.http.get("/readyz").status_code == 200 or None, timeout, new, interval=0.2)
 
     def stop(self) -> None:
         self.http.close()

@@ -101,6 +101,8 @@ class ManagedProcess:
     ) -> None:
         self.name = name
         self.log_path = log_path
+        self.argv = [str(a) for a in argv]  # kept so that a test bed can restart the server as it was
+        self.env = dict(env) if env is not None else None
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             [str(a) for a in argv],

@@ -1,0 +1,111 @@
+"""`apprafter operator`: run the Application reconciler (leader-elected, with probes and metrics) until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import click
+from lightkube import KubeConfig
+
+from apprafter.errors import reported
+from apprafter.kube_options import kube_options
+from compatibility.inputs import document_schema
+from reconciler import logs
+from reconciler.application import ApplicationController
+from reconciler.kube import Kube, default_namespace, load_config
+from reconciler.lease import LeaderElector, LeaseSettings, default_identity
+from reconciler.loop import Manager, Runtime, Settings
+from reconciler.serve import Health, Servers
+from renderer import settings as settings_
+from renderer.context import TIERS, PlatformContext
+
+
+@click.command()
+@kube_options
+@click.option("--namespace", "namespaces", multiple=True, metavar="NS",
+              help="Reconcile Applications in this namespace only (repeatable; default: every namespace).")
+@click.option("--resync", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
+              help="Look at every Application again this often (drift is repaired; nothing is written when "
+                   "nothing changed).")
+@click.option("--workers", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Applications reconciled at the same time.")
+@click.option("--max-backoff", type=click.FloatRange(min=0.5), default=300.0, show_default=True, metavar="SECONDS",
+              help="Cap of the exponential backoff after a failed reconcile.")
+@click.option("--health-port", type=click.IntRange(min=0, max=65535), default=8081, show_default=True,
+              help="/healthz and /readyz (0: off).")
+@click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
+              help="Prometheus /metrics (0: off).")
+@click.option("--bind-address", default="0.0.0.0", show_default=True, help="Address of the probe and metrics ports.")
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True,
+              help="Run as one of several replicas: only the holder of the Lease reconciles.")
+@click.option("--leader-elect-lease-duration", type=click.FloatRange(min=1), default=30.0, show_default=True,
+              metavar="SECONDS", help="A standby takes over after the leader has not renewed for this long.")
+@click.option("--leader-elect-renew-deadline", type=click.FloatRange(min=0.5), default=20.0, show_default=True,
+              metavar="SECONDS", help="The leader steps down (and exits) when it could not renew for this long.")
+@click.option("--leader-elect-retry-period", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              metavar="SECONDS", help="How often the leader renews and a standby tries.")
+@click.option("--leader-elect-resource-namespace", metavar="NS",
+              help="Namespace of the Lease (default: the pod's namespace, else the kubeconfig context's).")
+@click.option("--leader-elect-resource-name", default="apprafter-operator", show_default=True, metavar="NAME")
+@click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
+@click.option("--field-manager", default="apprafter-operator", show_default=True,
+              help="Server-side apply field manager of the children (status: <this>-status).")
+@click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
+              help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
+@click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
+@click.option("--tier", type=click.Choice(TIERS), help="Platform tier (what the cluster can provide).")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), default="info",
+              show_default=True)
+@click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
+@reported
+def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tuple[str, ...], resync: float,
+             workers: int, max_backoff: float, health_port: int, metrics_port: int, bind_address: str,
+             leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
+             leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
+             leader_elect_resource_name: str, identity: str | None, field_manager: str, platform_file: Path | None,
+             domain: str | None, tier: str | None, log_level: str, log_format: str) -> None:
+    """Reconcile Applications into their children and gate destructive changes (docs/operator.md)."""
+    logs.setup(log_level, log_format)
+    given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
+             "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
+    context = settings_.platform_context(platform_file, given)
+    config = load_config(kubeconfig, kube_context)
+    document_schema()  # runs cue once, now: a missing cue is a start-up failure (exit 2), not a failed reconcile
+    lease = LeaseSettings(namespace=leader_elect_resource_namespace or default_namespace(config),
+                          name=leader_elect_resource_name, identity=identity or default_identity(),
+                          lease_duration=leader_elect_lease_duration, renew_deadline=leader_elect_renew_deadline,
+                          retry_period=leader_elect_retry_period)
+    if lease.renew_deadline >= lease.lease_duration or lease.retry_period >= lease.renew_deadline:
+        raise click.UsageError("want --leader-elect-retry-period < --leader-elect-renew-deadline < "
+                               "--leader-elect-lease-duration")
+    settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
+    code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
+                              bind_address, health_port, metrics_port))
+    sys.exit(code)
+
+
+async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
+                 lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int) -> int:
+    """Run the manager until SIGTERM/SIGINT; the exit code."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    kube = Kube(config, field_manager)
+    # The Lease on a connection of its own: renewals never queue behind the workers' requests, and a request
+    # cancelled at shutdown cannot take the connection that releases the Lease down with it.
+    lease_kube = Kube(config, field_manager, http2=False)
+    health = Health()
+    servers = Servers(health, bind, health_port, metrics_port)
+    identity = lease.identity if lease is not None else field_manager
+    try:
+        runtime = Runtime(kube, settings, identity)
+        elector = LeaderElector(lease_kube, lease) if lease is not None else None
+        return await Manager(runtime, [ApplicationController(context)], health, elector).run(stop)
+    finally:
+        servers.close()
+        await kube.close()
+        await lease_kube.close()

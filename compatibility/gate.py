@@ -1,0 +1,127 @@
+"""The MigrationPlan gate (spec §3.8) as one pure decision: apply, apply an approved plan, or hold.
+
+The reconciler calls `decide` with what it read from the cluster; `apprafter plan` makes the same
+`compatibility.application.plan` call, so the plan's name and `approvedSpecHash` are the CLI's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from compatibility.application import DEFAULT_DOMAIN, Deployment, plan, soft_destructive
+from compatibility.authority import APPLIED, APPROVED, PENDING, REACHABLE_FROM, REJECTED, SUPERSEDED
+from compatibility.migrationplan import migration_plan, name
+from compatibility.plan import Change, Plan
+from compatibility.shape import check_spec
+
+__all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
+           "PlanPhase", "decide"]
+
+# Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
+# CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
+ACTIVE = frozenset(p or "" for p in REACHABLE_FROM[SUPERSEDED] if p != SUPERSEDED)
+
+Outcome = Literal["apply", "apply-approved", "hold"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExistingPlan:
+    """A MigrationPlan of this Application and environment as the cluster holds it."""
+
+    name: str
+    approved_spec_hash: str | None  # spec.trigger.approvedSpecHash; None when missing or empty
+    phase: str  # status.phase, "" when none
+    owner_uid: str | None  # uid of its controlling owner
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanPhase:
+    """A phase an existing (or just created) plan must be moved to, and the note for its status.message."""
+
+    name: str
+    phase: str
+    message: str
+    superseded_by: str | None = None
+    # Delete the plan and create it anew (then pending-approval): its spec is not this change's (a forged hash,
+    # another owner), or it can no longer return to pending-approval (applied, superseded). A plan's spec is
+    # immutable and its phase moves one way, so a fresh object is the only way back to a pending plan.
+    recreate: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the reconciler does: which effective spec the children reflect, and what happens to plans."""
+
+    outcome: Outcome
+    target: Mapping[str, Any]  # the effective spec to render and apply (the baseline while holding)
+    plan: Plan | None  # baseline -> desired; None on a first deployment
+    migration_plan: dict[str, Any] | None = None  # hold: the MigrationPlan to ensure
+    consumed: str | None = None  # apply-approved: the plan whose approval this apply carries out
+    phases: tuple[PlanPhase, ...] = ()
+    soft_destructive: tuple[Change, ...] = ()  # soft changes that take something away (an Event when applied)
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome != "hold"
+
+    @property
+    def waiting_for(self) -> str | None:
+        """The plan an Application on hold waits for."""
+        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
+
+
+def _others(plans: Iterable[ExistingPlan], keep: str | None, applied_plan: str | None,
+            superseded_by: str | None, why: str) -> list[PlanPhase]:
+    """Every other plan still in play: finished if the last apply consumed it, else superseded."""
+    out = []
+    for p in sorted(plans, key=lambda p: p.name):
+        if p.name == keep or p.phase not in ACTIVE:
+            continue
+        if p.name == applied_plan and p.phase == APPROVED:
+            out.append(PlanPhase(p.name, APPLIED, "applied: the approved change is the applied spec"))
+        else:
+            out.append(PlanPhase(p.name, SUPERSEDED, why, superseded_by))
+    return out
+
+
+def decide(desired: Deployment, baseline: Mapping[str, Any] | None, plans: Iterable[ExistingPlan], *,
+           owner_uid: str, applied_plan: str | None = None, domain: str = DEFAULT_DOMAIN) -> Decision:
+    """The gate for one Application: `desired` is the effective spec of its environment now, `baseline` the
+    effective spec last applied (status.lastAppliedSpec; None on a first deployment), `plans` its
+    MigrationPlans, `applied_plan` the plan the last apply consumed (status.appliedMigrationPlan).
+
+    Approval binds the change, not the name: a plan applies only when it is `approved`, owned by this
+    Application, and its approvedSpecHash equals the hash recomputed now for baseline -> desired. Raises
+    compatibility.shape.Unreadable when the baseline cannot be read (fail closed: nothing applies).
+    """
+    plans = list(plans)
+    if baseline is None:
+        return Decision("apply", desired.spec, None, phases=tuple(_others(
+            plans, None, applied_plan, None, "superseded: the Application has no applied spec to compare with")))
+    before = Deployment(desired.app, desired.environment, check_spec(baseline), desired.namespace)
+    result = plan(before, desired, domain)
+    soft = tuple(c for c in result.changes if soft_destructive(c, before, desired))
+    if not result.gated:
+        return Decision("apply", desired.spec, result, phases=tuple(_others(
+            plans, None, applied_plan, None, "superseded: the change was reverted or no longer needs approval")),
+            soft_destructive=soft)
+    wanted = name(result)
+    why = f"superseded by {wanted}: the spec changed again"
+    current = next((p for p in plans if p.name == wanted), None)
+    if current is not None and current.phase == APPROVED and current.owner_uid == owner_uid \
+            and current.approved_spec_hash is not None and current.approved_spec_hash == result.approved_spec_hash:
+        return Decision("apply-approved", desired.spec, result, consumed=wanted,
+                        phases=tuple(_others(plans, wanted, applied_plan, wanted, why)), soft_destructive=soft)
+    phases = _others(plans, wanted, applied_plan, wanted, why)
+    if current is None or current.phase == "":
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif current.approved_spec_hash != result.approved_spec_hash or current.owner_uid != owner_uid:
+        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name did not carry this change's "
+                                "approvedSpecHash or was not this Application's; approve this one", recreate=True))
+    elif current.phase not in REACHABLE_FROM[PENDING] and current.phase not in (APPROVED, REJECTED):
+        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
+                                f"{current.phase}); awaiting a new approval", recreate=True))
+    return Decision("hold", before.spec, result, migration_plan(result, owner_uid=owner_uid), phases=tuple(phases),
+                    soft_destructive=soft)

@@ -1,0 +1,44 @@
+"""events.k8s.io/v1 Events on the objects we reconcile; one per occurrence key, so a retry never duplicates one."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import logging
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from reconciler.kube import EVENT_KIND, Kube, KubeError
+
+log = logging.getLogger("apprafter.events")
+REPORTING_CONTROLLER = "apprafter.io/operator"
+MAX_NOTE = 1024  # the API's limit
+
+
+class Recorder:
+    """Creates Events named after (object, reason, occurrence): the second create of one answers 409."""
+
+    def __init__(self, kube: Kube, instance: str) -> None:
+        self.kube = kube
+        self.instance = instance[:128]
+
+    async def event(self, regarding: Mapping[str, Any], reason: str, note: str, occurrence: str, *,
+                    type_: Literal["Normal", "Warning"] = "Normal", action: str = "Reconcile") -> None:
+        meta = regarding["metadata"]
+        digest = hashlib.sha256(f"{reason}\0{occurrence}".encode()).hexdigest()[:16]
+        body = {
+            "apiVersion": EVENT_KIND.api_version, "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{digest}", "namespace": meta["namespace"]},
+            "eventTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER, "reportingInstance": self.instance,
+            "action": action, "reason": reason, "type": type_,
+            "note": note if len(note) <= MAX_NOTE else note[: MAX_NOTE - 1] + "…",
+            "regarding": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"], "name": meta["name"],
+                          "namespace": meta["namespace"], "uid": meta.get("uid", "")},
+        }
+        try:
+            await self.kube.create(body)
+        except KubeError as e:
+            if e.code != 409:  # 409: this occurrence was already reported (a retried reconcile)
+                log.warning("event not recorded", extra={"namespace": meta["namespace"], "object": meta["name"],
+                                                         "reason": reason, "error": str(e)})

@@ -1,0 +1,146 @@
+"""Reading and writing the test bed the way a user, Argo CD or a provider would, and waiting for the operator."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from renderer.manifests import KINDS
+from tests.compatibility.cases import BASE
+from tests.testbed.kube import KubeTestBed, _rejected
+from tests.testbed.procs import wait_for
+
+API = "apprafter.io/v1alpha1"
+ARGO = "argocd-controller"  # who writes Application specs in a real cluster
+T = TypeVar("T")
+
+# BASE (the classifier cases' app): public, two needs, every kind of env value: each gated rule family is one
+# edit away.
+
+
+def fresh_namespace(bed: KubeTestBed, prefix: str = "op") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    bed.ensure_namespace(name)
+    return name
+
+
+def cr(namespace: str, base: dict[str, Any] | None = None, *, name: str = "demo", env: str = "prod",
+       override: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An Application CR as the plugin emits it (spec.environment stamped)."""
+    return {"apiVersion": API, "kind": "Application", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"environment": env, "base": copy.deepcopy(base if base is not None else BASE),
+                     "environments": {env: copy.deepcopy(override or {})}}}
+
+
+def edit(base: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    """BASE (or base) with fields replaced; None deletes a field."""
+    kept = {k: v for k, v in (base if base is not None else BASE).items() if fields.get(k, v) is not None}
+    return copy.deepcopy({**kept, **{k: v for k, v in fields.items() if v is not None}})
+
+
+def apply(bed: KubeTestBed, obj: dict[str, Any]) -> dict[str, Any]:
+    return bed.apply(obj, field_manager=ARGO)
+
+
+def wait(what: str, probe: Callable[[], T | None], timeout: float = 30) -> T:
+    return wait_for(what, probe, timeout, interval=0.1)
+
+
+def app(bed: KubeTestBed, namespace: str, name: str = "demo") -> dict[str, Any]:
+    obj = bed.get(API, "Application", name, namespace)
+    assert obj is not None
+    return obj
+
+
+def status(bed: KubeTestBed, namespace: str, name: str = "demo") -> dict[str, Any]:
+    return app(bed, namespace, name).get("status") or {}
+
+
+def condition(st: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in st.get("conditions") or [] if c["type"] == type_), None)
+
+
+def wait_phase(bed: KubeTestBed, namespace: str, phase: str, name: str = "demo", timeout: float = 30) -> dict[str, Any]:
+    """The status once the operator has processed the current generation and reached `phase`."""
+    def probe() -> dict[str, Any] | None:
+        obj = app(bed, namespace, name)
+        st = obj.get("status") or {}
+        done = st.get("observedGeneration") == obj["metadata"]["generation"] and st.get("phase") == phase
+        return st if done else None
+    try:
+        return wait(f"{namespace}/{name} phase {phase}", probe, timeout)
+    except Exception as e:
+        raise AssertionError(f"{e}\nstatus now: {json.dumps(status(bed, namespace, name), indent=1)[:3000]}") from e
+
+
+def children(bed: KubeTestBed, namespace: str, instance: str = "demo-prod") -> dict[tuple[str, str], dict[str, Any]]:
+    """Every object of a kind the renderer emits, labelled with the app's instance: (kind, name) -> object."""
+    out = {}
+    for kind in KINDS:
+        info = bed.resource_for(kind.api_version, kind.kind)
+        selector = {"labelSelector": f"app.kubernetes.io/instance={instance}"}
+        resp = bed.http.get(info.path(None, namespace), params=selector)
+        resp.raise_for_status()
+        for item in resp.json()["items"]:  # list items carry no apiVersion/kind
+            out[(kind.kind, item["metadata"]["name"])] = {"apiVersion": kind.api_version, "kind": kind.kind, **item}
+    return out
+
+
+def versions(objs: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], str]:
+    return {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
+
+
+def set_claims_ready(bed: KubeTestBed, namespace: str, names: list[str], ready: bool = True) -> None:
+    """Play the provider: write status.ready on each claim."""
+    info = bed.resource_for(API, "ResourceClaim")
+    for claim in names:
+        resp = bed.http.patch(info.path(claim, namespace) + "/status", params={"fieldManager": "provider"},
+                              content=json.dumps({"status": {"ready": ready}}).encode(),
+                              headers={"Content-Type": "application/merge-patch+json"})
+        if resp.status_code >= 300:
+            raise _rejected(resp, f"claim {claim} status")
+
+
+def claims_when_created(bed: KubeTestBed, namespace: str, names: list[str], timeout: float = 30) -> None:
+    """Wait for the operator to create the claims, then make them ready."""
+    wait(f"claims {names}", lambda: all(bed.get(API, "ResourceClaim", n, namespace) for n in names) or None, timeout)
+    set_claims_ready(bed, namespace, names)
+
+
+def plans(bed: KubeTestBed, namespace: str) -> list[dict[str, Any]]:
+    info = bed.resource_for(API, "MigrationPlan")
+    resp = bed.http.get(info.path(None, namespace))
+    resp.raise_for_status()
+    items: list[dict[str, Any]] = resp.json()["items"]
+    return sorted(items, key=lambda p: p["metadata"]["name"])
+
+
+def plan_phase(bed: KubeTestBed, namespace: str, name: str) -> str:
+    obj = bed.get(API, "MigrationPlan", name, namespace) or {}
+    return str((obj.get("status") or {}).get("phase") or "")
+
+
+def write_status(bed: KubeTestBed, kind: str, name: str, namespace: str, status_: dict[str, Any],
+                 manager: str, merge: bool = True) -> dict[str, Any]:
+    info = bed.resource_for(API, kind)
+    body = {"status": status_} if merge else {"apiVersion": API, "kind": kind,
+                                              "metadata": {"name": name, "namespace": namespace}, "status": status_}
+    resp = bed.http.patch(info.path(name, namespace) + "/status", params={"fieldManager": manager,
+                                                                          **({} if merge else {"force": "true"})},
+                          content=json.dumps(body).encode(),
+                          headers={"Content-Type": "application/merge-patch+json" if merge
+                                   else "application/apply-patch+yaml"})
+    if resp.status_code >= 300:
+        raise _rejected(resp, f"{kind} {namespace}/{name} status")
+    result: dict[str, Any] = resp.json()
+    return result
+
+
+def events(bed: KubeTestBed, namespace: str, reason: str | None = None) -> list[dict[str, Any]]:
+    resp = bed.http.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    resp.raise_for_status()
+    items: list[dict[str, Any]] = resp.json()["items"]
+    return [e for e in items if reason is None or e.get("reason") == reason]

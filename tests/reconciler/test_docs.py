@@ -1,0 +1,27 @@
+"""docs/operator.md stays true: every flag of `apprafter operator` and every phase and reason the operator
+writes is documented there."""
+
+from __future__ import annotations
+
+import re
+
+from apprafter.operator_cmd import operator
+from tests.renderer.helpers import REPO
+
+DOC = (REPO / "docs" / "operator.md").read_text()
+
+
+def test_every_flag_is_documented() -> None:
+    names = [opt for param in operator.params for opt in [*param.opts, *param.secondary_opts]]
+    flags = {opt for opt in names if opt.startswith("--")}
+    assert sorted(f for f in flags if f not in DOC) == []
+
+
+def test_every_phase_and_reason_the_operator_writes_is_documented() -> None:
+    source = (REPO / "reconciler" / "application.py").read_text()
+    written = set(re.findall(r'Condition\([A-Z_]+, "(?:True|False|Unknown)", "([A-Za-z]+)"', source))
+    written |= set(re.findall(r'phase = "([A-Za-z]+)"', source)) | set(re.findall(r'_fail\("([A-Za-z]+)"', source))
+    written |= {w for pair in re.findall(r'\("([A-Za-z]+)", "([A-Za-z]+)"\)', source) for w in pair}
+    assert written >= {"InvalidSpec", "InvalidStatus", "WaitingForClaims", "AwaitingMigrationApproval", "Applied",
+                       "Progressing", "Retrying", "Failed", "ApplyFailed"}
+    assert sorted(w for w in written if f"`{w}`" not in DOC) == []

@@ -1,0 +1,68 @@
+"""Each example app in each environment, reconciled by `apprafter operator`: its children are exactly what
+`apprafter render --mode manifests` prints, owned by the Application, applied by the operator's field manager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.compare import covers
+from tests.reconciler.helpers import (
+    app,
+    apply,
+    children,
+    claims_when_created,
+    condition,
+    fresh_namespace,
+    wait_phase,
+)
+from tests.reconciler.operator_proc import Operator
+from tests.renderer.helpers import EXAMPLES, run_cli
+from tests.testbed.kube import KubeTestBed
+
+pytestmark = pytest.mark.testbed
+
+CASES = [("parser", "parser", env) for env in ("dev", "staging", "prod")] + \
+        [("webapp", "shop", env) for env in ("staging", "prod")] + \
+        [("worker", "ingest-worker", env) for env in ("dev", "prod")]
+
+
+def render(example: str, env: str, mode: str, namespace: str) -> list[dict[str, Any]]:
+    result = run_cli("render", str(EXAMPLES / example), "--env", env, "--mode", mode, "--namespace", namespace)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+@pytest.mark.parametrize(("example", "name", "env"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
+def test_children_equal_render_and_are_owned(bed: KubeTestBed, operator: Operator, example: str, name: str,
+                                             env: str) -> None:
+    ns = fresh_namespace(bed, example)
+    [application] = render(example, env, "cr", ns)
+    want = {(o["kind"], o["metadata"]["name"]): o for o in render(example, env, "manifests", ns)}
+    apply(bed, application)
+    claims = [n for kind, n in want if kind == "ResourceClaim"]
+    if claims:
+        st = wait_phase(bed, ns, "Pending", name)
+        assert condition(st, "ClaimsReady")["status"] == "False"  # type: ignore[index]
+        assert condition(st, "Ready")["reason"] == "WaitingForClaims"  # type: ignore[index]
+        waiting = children(bed, ns, f"{name}-{env}")
+        assert {kind for kind, _ in waiting} == {"ResourceClaim"}, "no workload objects before the claims are ready"
+        claims_when_created(bed, ns, claims)
+    st = wait_phase(bed, ns, "Ready", name)
+    assert condition(st, "Ready")["reason"] == "Applied"  # type: ignore[index]
+    uid = app(bed, ns, name)["metadata"]["uid"]
+    live = children(bed, ns, f"{name}-{env}")
+    assert sorted(live) == sorted(want)
+    for key, desired in want.items():
+        obj = live[key]
+        assert covers(obj, desired), f"{key}: live object differs from `apprafter render --mode manifests`"
+        assert obj["metadata"]["ownerReferences"] == [{
+            "apiVersion": "apprafter.io/v1alpha1", "kind": "Application", "name": name, "uid": uid,
+            "controller": True, "blockOwnerDeletion": True}]
+        managers = {(m["manager"], m["operation"]) for m in obj["metadata"]["managedFields"]
+                    if m.get("subresource", "") == ""}
+        assert ("apprafter-operator", "Apply") in managers
+    assert st["image"] == next(o for o in want.values() if o["kind"] == "Deployment")[
+        "spec"]["template"]["spec"]["containers"][0]["image"]
