@@ -15,7 +15,7 @@ from compatibility.inputs import load_document
 from compatibility.plan import canonical
 from compatibility.shape import Unreadable
 from compatibility.sides import side
-from reconciler.compare import status_up_to_date, up_to_date
+from reconciler.compare import foreign_writers, status_up_to_date, up_to_date
 from reconciler.conditions import Condition, now, render
 from reconciler.conditions import Status as ConditionStatus
 from reconciler.informer import Informer, Key, controller_uid, key_of
@@ -71,6 +71,7 @@ class ApplicationController:
 
     name = "application"
     primary = APPLICATION_KIND
+    namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
     def __init__(self, context: PlatformContext) -> None:
         self.context = context
@@ -162,7 +163,7 @@ class _Pass:
         if baseline is not None and not isinstance(baseline, Mapping):
             await self._fail("InvalidStatus", "status.lastAppliedSpec: not a mapping (fail closed: nothing applied)")
             raise Stop
-        foreign = _foreign_writers(self.app, "lastAppliedSpec", self.kube.status_field_manager)
+        foreign = foreign_writers(self.app, "lastAppliedSpec", self.kube.status_field_manager)
         if baseline is not None and foreign:
             await self._fail("InvalidStatus", f"status.lastAppliedSpec was written by {', '.join(foreign)}, not by "
                              "the operator: it is not trusted as the gate's baseline (nothing applied)")
@@ -413,16 +414,6 @@ def _waiting_note(decision: Decision, namespace: str) -> str:
     classes = ", ".join(decision.plan.classifications)
     return (f"MigrationPlan {name} ({decision.plan.primary}; classes: {classes}) awaits approval: "
             f"apprafter migration approve {name} -n {namespace}")
-
-
-def _foreign_writers(app: Mapping[str, Any], field: str, manager: str) -> list[str]:
-    """Field managers other than ours that wrote status.<field> (a hand-written baseline is not trusted)."""
-    out = []
-    for entry in app["metadata"].get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
-        if f"f:{field}" in fields and entry.get("manager") != manager:
-            out.append(str(entry.get("manager") or "(unnamed)"))
-    return sorted(set(out))
 
 
 __all__ = ["ApplicationController", "key_of", "read_application"]
