@@ -242,11 +242,12 @@ class RegistryClient(oras.provider.Registry):  # type: ignore[misc]  # oras-py s
         assert isinstance(data, dict)
         return data
 
-    def tags(self, repository: str) -> list[str] | None:
-        """Every tag of `repository` (following the registry's pages), None when the registry has no such repository."""
+    def tags(self, repository: str, page: int = TAG_PAGE) -> list[str] | None:
+        """Every tag of `repository` (following the registry's pages of `page` tags), None when the registry has no
+        such repository."""
         scheme = "http" if self.plain_http else "https"
         base = f"{scheme}://{self.host}"
-        url: str | None = f"{base}/v2/{repository}/tags/list?n={TAG_PAGE}"
+        url: str | None = f"{base}/v2/{repository}/tags/list?n={page}"
         found: list[str] = []
         while url is not None:
             response = self.do_request(url, "GET")

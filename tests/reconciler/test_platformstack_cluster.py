@@ -311,7 +311,16 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     bed = fresh
     repo = publisher.publish("early", [("1.0.0", "retired"), ("1.1.0", "release"), ("1.2.0", None),
                                        ("1.3.0", "other")])
-    create(bed, registry.url, repo)
+    create(bed, registry.url, repo, pin="1.0.0")
+    st = settled(bed, "Applied")
+    assert st["currentVersion"] == "1.0.0"  # signed with the retired key: any key of the Secret may match
+    assert "verified with retired.pub" in condition(st, "SourceVerified")["message"]
+    assert condition(st, "UpgradeAvailable")["status"] == "True"
+    # autoUpgrade, no pin: the newest release of the channel that verifies; 1.0.0 -> 1.1.0 is safe, so no plan
+    patch_spec(bed, {"pin": None, "autoUpgrade": True})
+    st = settled(bed, "Applied", lambda st: st.get("currentVersion") == "1.1.0")
+    assert platform_plans(bed) == [] and events(bed, "UpgradeApplied")
+    patch_spec(bed, {"autoUpgrade": False})
     st = settled(bed, "Applied")
     digest = publisher.digest(repo, "1.1.0")
     # 1.3.0 (another key) and 1.2.0 (unsigned) are newer, never offered: stable resolves to 1.1.0
@@ -328,7 +337,8 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     verified = condition(st, "SourceVerified")
     assert verified["status"] == "True" and f"1.1.0 ({digest}) verified with release.pub" in verified["message"]
     assert condition(st, "UpgradeAvailable")["status"] == "False"
-    assert [(h["version"], h["digest"]) for h in st["versionHistory"]] == [("1.1.0", digest)]
+    assert [(h["version"], h["digest"]) for h in st["versionHistory"]] == [("1.1.0", digest),
+                                                                            ("1.0.0", publisher.digest(repo, "1.0.0"))]
     app = umbrella(bed)
     assert app is not None
     assert app["spec"]["source"] == {"repoURL": f"{registry.url}/{repo}", "chart": "platform-stack",
@@ -389,7 +399,8 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     assert app["metadata"]["annotations"]["apprafter.io/stack-digest"] == publisher.digest(repo, "2.0.0")
     assert wait("plan applied", lambda: platform_plans(bed)[0]["status"]["phase"] == "applied" or None)
     assert condition(st, "MigrationApproved")["status"] == "True"
-    assert [(h["version"], h.get("plan")) for h in st["versionHistory"]] == [("2.0.0", name), ("1.1.0", None)]
+    assert [(h["version"], h.get("plan")) for h in st["versionHistory"]] == [("2.0.0", name), ("1.1.0", None),
+                                                                              ("1.0.0", None)]
     assert "migrationPlan" not in st and st["lastApplied"]["plan"] == name
     text = done(platform(bed, "status"))
     assert "  Current:      2.0.0  " + publisher.digest(repo, "2.0.0") in text
