@@ -179,6 +179,9 @@ def _error(e: Exception, what: str) -> KubeError:
     if isinstance(e, ApiError):
         status = e.status
         return KubeError(f"{what}: {status.message or status.reason}", int(status.code or 0), status.reason or "")
+    if isinstance(e, httpx.HTTPStatusError):  # a reply that is no Status, e.g. the 404 of an API group not served
+        code = e.response.status_code
+        return KubeError(f"{what}: HTTP {code} {e.response.reason_phrase}", code)
     return KubeError(f"{what}: {type(e).__name__}: {e}", 0)
 
 
