@@ -11,6 +11,7 @@ import binascii
 import collections
 import dataclasses
 import hashlib
+import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -173,7 +174,21 @@ class Session:
 
     def snapshot(self, version: str, digest: str, tier: str | None,
                  overrides: Mapping[str, Any] | None) -> StackSnapshot:
-        """The classifier's view of the chart at `digest` (what `apprafter stack plan` reads from a .tgz)."""
+        """The classifier's view of the chart at `digest` (what `apprafter stack plan` reads from a .tgz); kept,
+        since reading a chart's files safely costs tens of milliseconds and its content never changes."""
+        key = (digest, version, tier, json.dumps(overrides or {}, sort_keys=True))
+        cached = self.upstream.snapshots.get(key)
+        if cached is not None:
+            self.upstream.snapshots.move_to_end(key)
+            return cached
+        snap = self._snapshot(version, digest, tier, overrides)
+        self.upstream.snapshots[key] = snap
+        while len(self.upstream.snapshots) > CHART_CACHE:
+            self.upstream.snapshots.popitem(last=False)
+        return snap
+
+    def _snapshot(self, version: str, digest: str, tier: str | None,
+                  overrides: Mapping[str, Any] | None) -> StackSnapshot:
         data = self.chart(digest)
         with tempfile.TemporaryDirectory(prefix="apprafter-chart-") as tmp:
             path = Path(tmp) / f"platform-stack-{version}.tgz"
@@ -201,6 +216,9 @@ class Upstream:
     def __init__(self) -> None:
         self.verified: dict[tuple[str, str, str], str] = {}  # (repository, digest, key set) -> key that matched
         self.charts: collections.OrderedDict[str, bytes] = collections.OrderedDict()  # digest -> chart .tgz
+        # (digest, version, tier, overrides) -> what the classifier reads of it
+        self.snapshots: collections.OrderedDict[tuple[str, str, str | None, str], StackSnapshot] = \
+            collections.OrderedDict()
 
     def open(self, repository: str, insecure: bool, configs: Sequence[DockerConfig]) -> Session:
         """A session on `repository` ([oci://]host/path) with the credential `configs` hold for its host (a Secret's
@@ -304,12 +322,12 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         return dataclasses.replace(partial, finding=finding)
 
     try:
-        session.snapshot(version, digest, None, None)  # the chart alone: a failure here is the chart's
-    except StackError as e:
-        return found(Finding("InvalidChart", "; ".join(e.lines())))
-    try:
         after = session.snapshot(version, digest, tier, overrides)
     except StackError as e:
+        try:
+            session.snapshot(version, digest, None, None)  # the chart alone: if this fails too, it is the chart's
+        except StackError as chart_error:
+            return found(Finding("InvalidChart", "; ".join(chart_error.lines())))
         return found(Finding("InvalidSpec", "; ".join(e.lines())))
     target = Target(version, digest, key, _components(after))
     if baseline is None:
