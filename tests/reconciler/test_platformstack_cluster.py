@@ -408,7 +408,7 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
 
 
 def test_beta_and_edge_see_pre_releases_the_pin_wins_and_reject_reverts_the_pin(
-        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher, pub: str) -> None:
+        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher, pub: str, operator: Operator) -> None:
     bed = fresh
     create(bed, registry.url, pub, pin="2.0.0")
     st = settled(bed, "Applied")  # a first install with a pin: nothing to compare with, nothing gated
@@ -430,6 +430,16 @@ def test_beta_and_edge_see_pre_releases_the_pin_wins_and_reject_reverts_the_pin(
     [obj] = platform_plans(bed)
     assert obj["spec"]["risks"]["classification"] == "requires-restart"
     assert json.loads(obj["metadata"]["annotations"]["apprafter.io/previous-spec"]) == {"pin": "2.0.0"}
+    # A killed operator starts with nothing in memory: its first check finds the same plan, creates no other,
+    # touches neither the plan nor the umbrella, and only records that it looked (lastUpstreamCheck)
+    before = stack(bed)["status"]
+    held = (obj["metadata"]["resourceVersion"], umbrella_version(bed))
+    operator.kill()
+    operator.start()
+    wait("a check after the restart", lambda: stack(bed)["status"]["lastUpstreamCheck"] > before["lastUpstreamCheck"]
+         or None, timeout=30)
+    assert (platform_plans(bed)[0]["metadata"]["resourceVersion"], umbrella_version(bed)) == held
+    assert {**stack(bed)["status"], "lastUpstreamCheck": ""} == {**before, "lastUpstreamCheck": ""}
 
     assert done(migration(bed, "reject", plan)) == f"migrationplan/{plan} rejected (namespace {NS})\n"
     wait("the pin reverted", lambda: stack(bed)["spec"].get("pin") == "2.0.0" or None)
