@@ -13,9 +13,9 @@ import dataclasses
 import hashlib
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from compatibility.plan import Plan
 from compatibility.versions import stack_version
@@ -110,6 +110,34 @@ class Check:
     current_digest: str | None  # what the running version's tag names now (None: the tag is gone)
 
 
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Kept(Generic[K, V]):
+    """The most recently used `size` values of a key (what was learnt from content that never changes)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: collections.OrderedDict[K, V] = collections.OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        return None
+
+    def put(self, key: K, value: V) -> V:
+        self._items[key] = value
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return value
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._items)
+
+
 class Session:
     """One check's view of one chart repository (host/path), with the registry credential it was given."""
 
@@ -154,9 +182,9 @@ class Session:
 
     def chart(self, digest: str) -> bytes:
         """The chart .tgz of manifest `digest`: a Helm chart manifest, its one chart layer checked by digest."""
-        if digest in self.upstream.charts:
-            self.upstream.charts.move_to_end(digest)
-            return self.upstream.charts[digest]
+        kept = self.upstream.charts.get(digest)
+        if kept is not None:
+            return kept
         found = self.client.manifest(self.ref.repository, digest)
         if found is None:
             raise RegistryFailure(f"registry {self.ref.host}: {self.ref.repository}@{digest}: no such manifest")
@@ -165,27 +193,18 @@ class Session:
         if manifest["config"].get("mediaType") != CONFIG_MEDIA_TYPE or len(layers) != 1 \
                 or layers[0].get("mediaType") != CHART_LAYER_MEDIA_TYPE:
             raise StackError(f"{self.repository}@{digest}: not a Helm chart (config {CONFIG_MEDIA_TYPE} and one "
-                                f"{CHART_LAYER_MEDIA_TYPE} layer)")
-        data = self.client.blob(self.ref.repository, str(layers[0]["digest"]), MAX_ARCHIVE_BYTES)
-        self.upstream.charts[digest] = data
-        while len(self.upstream.charts) > CHART_CACHE:
-            self.upstream.charts.popitem(last=False)
-        return data
+                             f"{CHART_LAYER_MEDIA_TYPE} layer)")
+        return self.upstream.charts.put(digest, self.client.blob(self.ref.repository, str(layers[0]["digest"]),
+                                                                 MAX_ARCHIVE_BYTES))
 
     def snapshot(self, version: str, digest: str, tier: str | None,
                  overrides: Mapping[str, Any] | None) -> StackSnapshot:
         """The classifier's view of the chart at `digest` (what `apprafter stack plan` reads from a .tgz); kept,
         since reading a chart's files safely costs tens of milliseconds and its content never changes."""
         key = (digest, version, tier, json.dumps(overrides or {}, sort_keys=True))
-        cached = self.upstream.snapshots.get(key)
-        if cached is not None:
-            self.upstream.snapshots.move_to_end(key)
-            return cached
-        snap = self._snapshot(version, digest, tier, overrides)
-        self.upstream.snapshots[key] = snap
-        while len(self.upstream.snapshots) > CHART_CACHE:
-            self.upstream.snapshots.popitem(last=False)
-        return snap
+        kept = self.upstream.snapshots.get(key)
+        return kept if kept is not None else self.upstream.snapshots.put(key, self._snapshot(version, digest, tier,
+                                                                                             overrides))
 
     def _snapshot(self, version: str, digest: str, tier: str | None,
                   overrides: Mapping[str, Any] | None) -> StackSnapshot:
@@ -215,10 +234,9 @@ class Upstream:
 
     def __init__(self) -> None:
         self.verified: dict[tuple[str, str, str], str] = {}  # (repository, digest, key set) -> key that matched
-        self.charts: collections.OrderedDict[str, bytes] = collections.OrderedDict()  # digest -> chart .tgz
+        self.charts: Kept[str, bytes] = Kept(CHART_CACHE)  # digest -> chart .tgz
         # (digest, version, tier, overrides) -> what the classifier reads of it
-        self.snapshots: collections.OrderedDict[tuple[str, str, str | None, str], StackSnapshot] = \
-            collections.OrderedDict()
+        self.snapshots: Kept[tuple[str, str, str | None, str], StackSnapshot] = Kept(CHART_CACHE)
 
     def open(self, repository: str, insecure: bool, configs: Sequence[DockerConfig]) -> Session:
         """A session on `repository` ([oci://]host/path) with the credential `configs` hold for its host (a Secret's

@@ -35,6 +35,8 @@ from reconciler.conditions import Status as ConditionStatus
 from reconciler.informer import Informer, Key, controller_uid
 from reconciler.kube import ARGO_APPLICATION_KIND, MIGRATION_PLAN_KIND, PLATFORM_STACK_KIND, SECRET_KIND, KubeError
 from reconciler.loop import RetryLater, Runtime, Watch, itself
+from reconciler.plans import ensure as ensure_plans
+from reconciler.plans import set_phase
 from renderer.manifests import Kind
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from toolchain.errors import ToolFailure, UserError
@@ -432,7 +434,8 @@ class _Pass:
             log.info("applied", extra={**self.log, "version": new.version, "digest": new.digest,
                                        "plan": decision.consumed})
         if decision.consumed and decision.consumed in live:
-            await self._set_phase(live[decision.consumed], PlanPhase(decision.consumed, APPLIED, "applied"))
+            await set_phase(self.kube, self._plan_cache(), live[decision.consumed],
+                                  PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
             await self.recorder.event(self.obj, "MigrationApplied", f"MigrationPlan {decision.consumed} was approved; "
                                       f"{new.version} is applied", decision.consumed)
         self.c.remember(self.obj, self._live_plans(live))
@@ -515,51 +518,26 @@ class _Pass:
         return None
 
     async def _plans(self, decision: PlatformDecision) -> dict[str, dict[str, Any]]:
-        """Ensure the plan a held target waits for (recreated when it cannot be reused) and move every plan to the
-        phase the gate decided."""
-        cache = self.c.cache(MIGRATION_PLAN_KIND, PLAN_LABELS, NAMESPACE)
-        live = {p["metadata"]["name"]: p for p in self.plans}
-        if decision.migration_plan is not None:
-            obj = decision.migration_plan
-            for phase in decision.phases:
-                if phase.recreate and phase.name in live:
-                    old = live.pop(phase.name)
-                    await self.kube.delete(MIGRATION_PLAN_KIND, phase.name, NAMESPACE)
-                    cache.forget(NAMESPACE, phase.name)
-                    await self.recorder.event(self.obj, "MigrationPlanRecreated", f"MigrationPlan {phase.name} "
-                                              f"(phase {(old.get('status') or {}).get('phase') or 'none'}) was "
-                                              f"deleted and created anew: {phase.message}",
-                                              old["metadata"].get("uid", phase.name), type_="Warning")
-            name = obj["metadata"]["name"]
-            created = name not in live
-            existing = live.get(name)
-            if existing is None or not up_to_date(existing, obj, self.kube.field_manager):
-                live[name] = await self.kube.apply(obj)
-                cache.update(live[name])
-            if created:
-                assert decision.plan is not None
-                await self.recorder.event(self.obj, "MigrationPlanCreated", f"MigrationPlan {name} "
-                                          f"({decision.plan.primary}) waits for approval: apprafter migration approve "
-                                          f"{name}", name, type_="Warning")
-        for phase in decision.phases:
-            if phase.name in live:
-                live[phase.name] = await self._set_phase(live[phase.name], phase)
-        return live
+        """Ensure the plan a held target waits for and move every plan to the phase the gate decided."""
+        def note(name: str) -> str:
+            assert decision.plan is not None
+            return (f"MigrationPlan {name} ({decision.plan.primary}) waits for approval: apprafter migration "
+                    f"approve {name}")
+        return await ensure_plans(self.kube, self._plan_cache(), self.recorder, self.obj,
+                                  {p["metadata"]["name"]: p for p in self.plans}, decision.migration_plan,
+                                  decision.phases, namespace=NAMESPACE, apply=self._ensure_plan, created=note,
+                                  log_fields=self.log)
 
-    async def _set_phase(self, plan: dict[str, Any], phase: PlanPhase) -> dict[str, Any]:
-        status = plan.get("status") or {}
-        patch: dict[str, Any] = {"phase": phase.phase, "message": phase.message, "supersededBy": phase.superseded_by}
-        if phase.phase == APPLIED:
-            patch["appliedAt"] = status.get("appliedAt") or now()
-        if all(status.get(k) == v for k, v in patch.items()):
-            return plan
-        meta = plan["metadata"]
-        updated = await self.kube.merge_status(MIGRATION_PLAN_KIND, meta["name"], NAMESPACE, patch,
-                                               resource_version=meta.get("resourceVersion"))
-        self.c.cache(MIGRATION_PLAN_KIND, PLAN_LABELS, NAMESPACE).update(updated)
-        log.info("MigrationPlan phase", extra={**self.log, "plan": meta["name"], "phase": phase.phase,
-                                               "reason": phase.message})
-        return updated
+    async def _ensure_plan(self, obj: dict[str, Any]) -> dict[str, Any]:
+        live = self._plan_cache().get(NAMESPACE, obj["metadata"]["name"])
+        if live is not None and up_to_date(live, obj, self.kube.field_manager):
+            return live
+        result = await self.kube.apply(obj)
+        self._plan_cache().update(result)
+        return result
+
+    def _plan_cache(self) -> Informer:
+        return self.c.cache(MIGRATION_PLAN_KIND, PLAN_LABELS, NAMESPACE)
 
     def _live_plans(self, live: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return list(live.values())

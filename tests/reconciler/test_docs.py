@@ -32,11 +32,11 @@ PLATFORM_DOC = (REPO / "docs" / "platform-stack.md").read_text()
 
 def test_every_reason_and_event_of_the_platformstack_controller_is_documented() -> None:
     written = set()
-    for module in ("reconciler/platformstack.py", "platform_stack/upstream.py"):
+    for module in ("reconciler/platformstack.py", "platform_stack/upstream.py", "reconciler/plans.py"):
         source = (REPO / module).read_text()
         written |= set(re.findall(r'Condition\([A-Z_]+, "(?:True|False|Unknown)", "([A-Za-z]+)"', source))
         written |= set(re.findall(r'Finding\(\s*"([A-Za-z]+)"', source))
-        written |= set(re.findall(r'recorder\.event\(self\.obj, "([A-Za-z]+)"', source))
+        written |= set(re.findall(r'recorder\.event\((?:self\.obj|regarding), "([A-Za-z]+)"', source))
         written |= set(re.findall(r'\("(?:Unknown|False)", "([A-Za-z]+)"\)', source))
     assert written >= {"Applied", "AwaitingMigrationApproval", "VerificationFailed", "TagMoved", "NotConfigured",
                        "KeysUnavailable", "CredentialsUnavailable", "RegistryUnavailable", "CheckFailed",
