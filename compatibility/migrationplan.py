@@ -8,6 +8,7 @@ from typing import Any
 
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
 from compatibility.plan import Change, Plan
+from compatibility.versions import InvalidVersion, stack_version
 from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 
 __all__ = ["KIND", "PREVIOUS_SPEC_ANNOTATION", "migration_plan", "name", "platform_migration_plan", "previous_pin"]
@@ -102,12 +103,19 @@ def platform_migration_plan(plan: Plan, *, owner_uid: str, from_digest: str | No
 
 def previous_pin(plan: dict[str, Any]) -> tuple[bool, str | None]:
     """(found, pin) from a platform plan's previous-spec annotation; found is False when it is missing or not
-    `{"pin": <string or null>}` (nothing is reverted on the strength of an unreadable annotation)."""
+    `{"pin": <SemVer version or null>}` (nothing is reverted on the strength of an unreadable annotation)."""
     text = ((plan.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_SPEC_ANNOTATION)
     try:
         value = json.loads(text) if isinstance(text, str) else None
     except ValueError:
         return False, None
-    if not isinstance(value, dict) or "pin" not in value or not isinstance(value["pin"], (str, type(None))):
+    pin = value.get("pin", False) if isinstance(value, dict) else False
+    if pin is None:
+        return True, None
+    if not isinstance(pin, str):
         return False, None
-    return True, value["pin"]
+    try:
+        stack_version(pin)
+    except InvalidVersion:
+        return False, None
+    return True, pin

@@ -289,7 +289,7 @@ class _Pass:
             plan = plans.get(decision.consumed)
             if plan is not None:
                 await set_phase(self.kube, self.c.cache(MIGRATION_PLAN_KIND), plan,
-                                      PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
+                                PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
                 await self.recorder.event(self.app, "MigrationApplied", f"MigrationPlan {decision.consumed} was "
                                           "approved; its change is applied", decision.consumed)
 

@@ -435,10 +435,10 @@ class _Pass:
                                        "plan": decision.consumed})
         if decision.consumed and decision.consumed in live:
             await set_phase(self.kube, self._plan_cache(), live[decision.consumed],
-                                  PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
+                            PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
             await self.recorder.event(self.obj, "MigrationApplied", f"MigrationPlan {decision.consumed} was approved; "
                                       f"{new.version} is applied", decision.consumed)
-        self.c.remember(self.obj, self._live_plans(live))
+        self.c.remember(self.obj, live.values())
         return spec.check_interval
 
     async def _hold(self, spec: StackSpec, baseline: Baseline, result: Check, decision: PlatformDecision,
@@ -459,7 +459,7 @@ class _Pass:
                       Condition(MIGRATION_APPROVED, "False", "AwaitingApproval", f"MigrationPlan {name} is "
                                 f"{(live.get(name, {}).get('status') or {}).get('phase') or PENDING}")]
         await self._write(conditions, fields)
-        self.c.remember(self.obj, self._live_plans(live))
+        self.c.remember(self.obj, live.values())
         return spec.check_interval
 
     async def _rejected(self, spec: StackSpec, baseline: Baseline, result: Check, decision: PlatformDecision,
@@ -495,7 +495,7 @@ class _Pass:
                                 f"MigrationPlan {rejected} was rejected{reverted}")]
         await self._write(conditions, fields, generation=self.generation)
         if decision.outcome != "revert":
-            self.c.remember(self.obj, self._live_plans(live))
+            self.c.remember(self.obj, live.values())
             return spec.check_interval
         return again
 
@@ -538,9 +538,6 @@ class _Pass:
 
     def _plan_cache(self) -> Informer:
         return self.c.cache(MIGRATION_PLAN_KIND, PLAN_LABELS, NAMESPACE)
-
-    def _live_plans(self, live: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(live.values())
 
     # --- the umbrella and the components ---------------------------------------------------------------------
 

@@ -149,7 +149,7 @@ def test_after_a_crash_the_plan_the_last_apply_consumed_is_marked_applied() -> N
 def test_previous_pin_reads_only_its_own_shape() -> None:
     obj = platform_migration_plan(gated(), owner_uid=UID, from_digest=FROM, to_digest=TO, previous_pin="1.1.0")
     assert previous_pin(obj) == (True, "1.1.0")
-    for text in ("not json", '{"pin": 3}', '{"other": 1}', "[]"):
+    for text in ("not json", '{"pin": 3}', '{"other": 1}', "[]", '{"pin": "latest"}'):
         obj["metadata"]["annotations"][PREVIOUS_SPEC_ANNOTATION] = text
         assert previous_pin(obj) == (False, None)
     del obj["metadata"]["annotations"]
