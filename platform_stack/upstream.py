@@ -35,7 +35,12 @@ __all__ = ["Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "U
 
 CHECK_DEADLINE = 120.0  # every registry request of one check
 PROVENANCE_MEDIA_TYPE = "application/vnd.cncf.helm.chart.provenance.v1.prov"
-CHART_CACHE = 16  # charts kept in memory (a few hundred KB at most each)
+CHART_CACHE = 16  # charts and snapshots kept in memory (charts are tens of KB; a large one is not kept)
+KEEP_CHART_BYTES = 1 << 20
+# Each candidate costs a cosign run per key: whoever can push tags but not sign them must not be able to make a
+# check run cosign without bound. The newest MAX_CANDIDATES of a channel are tried, with at most MAX_KEYS keys.
+MAX_CANDIDATES = 10
+MAX_KEYS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,8 +199,8 @@ class Session:
                 or layers[0].get("mediaType") != CHART_LAYER_MEDIA_TYPE:
             raise StackError(f"{self.repository}@{digest}: not a Helm chart (config {CONFIG_MEDIA_TYPE} and one "
                              f"{CHART_LAYER_MEDIA_TYPE} layer)")
-        return self.upstream.charts.put(digest, self.client.blob(self.ref.repository, str(layers[0]["digest"]),
-                                                                 MAX_ARCHIVE_BYTES))
+        data = self.client.blob(self.ref.repository, str(layers[0]["digest"]), MAX_ARCHIVE_BYTES)
+        return self.upstream.charts.put(digest, data) if len(data) <= KEEP_CHART_BYTES else data
 
     def snapshot(self, version: str, digest: str, tier: str | None,
                  overrides: Mapping[str, Any] | None) -> StackSnapshot:
@@ -278,7 +283,8 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
     unverified: list[dict[str, str]] = []
     seen: dict[str, tuple[str | None, Verified]] = {}  # version -> (digest, verification)
     available: tuple[str, str] | None = None
-    for item in offered(tags, channel):
+    candidates = offered(tags, channel)
+    for item in candidates[:MAX_CANDIDATES]:
         digest, result = _look(session, keys, item)
         seen[item.version] = (digest, result)
         if digest is not None and result.ok:
@@ -294,8 +300,9 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
                      current_digest)
 
     if target_version is None:
+        tried = f" (the newest {MAX_CANDIDATES} were tried)" if len(candidates) > MAX_CANDIDATES else ""
         return found(Finding("NoVersionAvailable", f"no version of channel {channel} in {session.repository} "
-                             "verifies" + (" (see unverifiedVersions)" if unverified else "")))
+                             f"verifies{tried}" + (" (see unverifiedVersions)" if unverified else "")))
     if baseline is not None and target_version == current and running is session \
             and current_digest != baseline.digest:
         now = f"names {current_digest}" if current_digest else "is gone"
@@ -378,4 +385,6 @@ def keys_from_secret(secret: Mapping[str, Any], display: str) -> PublicKeys:
             raise StackError(f"Secret {display}: {name}: not base64") from None
     if not keys:
         raise StackError(f"Secret {display}: no *.pub entry (cosign public keys)")
+    if len(keys) > MAX_KEYS:
+        raise StackError(f"Secret {display}: {len(keys)} *.pub entries, at most {MAX_KEYS} (each is tried in turn)")
     return PublicKeys(display, tuple(keys))

@@ -16,7 +16,16 @@ from platform_stack.credentials import parse_docker_config
 from platform_stack.errors import StackError
 from platform_stack.registry import connect
 from platform_stack.umbrella import umbrella
-from platform_stack.upstream import Baseline, PublicKeys, Upstream, check, keys_from_secret
+from platform_stack.upstream import (
+    MAX_CANDIDATES,
+    MAX_KEYS,
+    Baseline,
+    PublicKeys,
+    Upstream,
+    Verified,
+    check,
+    keys_from_secret,
+)
 from tests.platform_stack.conftest import built_tgz, cli, ok
 from tests.testbed.distribution import AuthRegistry
 from tests.testbed.kube import KubeTestBed
@@ -168,3 +177,39 @@ def test_argo_cd_accepts_the_umbrella(kube: KubeTestBed) -> None:
     [stored] = kube.dry_run_apply([app], namespace="argocd")
     assert stored["spec"]["source"] == app["spec"]["source"]
     assert stored["spec"]["syncPolicy"] == app["spec"]["syncPolicy"]
+
+
+class JunkTags:
+    """A stand-in for a registry session whose newest tags nobody signed (the real-tool twin is the first test of
+    this module): counts the verifications a check asks for."""
+
+    repository = "registry.example/junk/platform-stack"
+
+    def __init__(self) -> None:
+        self.verified: list[str] = []
+
+    def tags(self) -> list[str]:
+        return ["0.1.0", *(f"9.{n}.0" for n in range(25))]
+
+    def resolve(self, tag: str) -> str:
+        return "sha256:" + tag.replace(".", "").rjust(64, "0")
+
+    def verify(self, digest: str, keys: PublicKeys) -> Verified:
+        self.verified.append(digest)
+        return Verified(False, None, "release.pub: no signatures found")
+
+
+def test_tags_nobody_signed_cannot_make_a_check_run_cosign_without_bound() -> None:
+    session = JunkTags()
+    result = check(session, keys_of(), channel="stable", pin=None, auto_upgrade=False, tier=None,
+                   overrides={}, baseline=None, kube_version=KUBE)
+    assert len(session.verified) == MAX_CANDIDATES == len(result.unverified)
+    assert result.available is None and result.finding is not None
+    assert result.finding.reason == "NoVersionAvailable" and f"the newest {MAX_CANDIDATES} were tried" in \
+        result.finding.message
+
+
+def test_at_most_a_few_keys_are_tried() -> None:
+    pem = base64.b64encode(b"key").decode()
+    with pytest.raises(StackError, match=f"at most {MAX_KEYS}"):
+        keys_from_secret({"data": {f"k{n}.pub": pem for n in range(MAX_KEYS + 1)}}, "ns/keys")
