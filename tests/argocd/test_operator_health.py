@@ -86,47 +86,37 @@ def test_an_application_before_and_after_the_operator_reconciles_it(kube: KubeTe
     assert overrides.health(obj) == overrides.Health("Healthy", ready_says(obj))
 
 
-def test_waiting_for_claims_is_progressing_with_the_operators_message(kube: KubeTestBed, operator: Operator,
-                                                                     namespace: str) -> None:
-    apply(kube, cr(namespace, BASE, name="claims"))
-    wait_phase(kube, namespace, "Pending", name="claims")
-    obj = live(kube, "Application", "claims", namespace)
-    assert ready(obj)["reason"] == "WaitingForClaims"
-    message = ready_says(obj)
-    assert "claims-pg" in message
-    assert overrides.health(obj) == overrides.Health("Progressing", message)
-
-
-def test_an_invalid_spec_is_degraded_with_the_operators_message(kube: KubeTestBed, operator: Operator,
-                                                               namespace: str) -> None:
-    apply(kube, cr(namespace, {**BASE, "env": {"bad-key": "x"}}, name="invalid"))
-    wait_phase(kube, namespace, "Failed", name="invalid")
-    obj = live(kube, "Application", "invalid", namespace)
-    assert ready(obj)["reason"] == "InvalidSpec"
-    message = ready_says(obj)
-    assert "bad-key" in message
-    assert overrides.health(obj) == overrides.Health("Degraded", message)
-
-
-def test_a_child_the_api_server_refuses_is_degraded_with_its_message(kube: KubeTestBed, operator: Operator,
-                                                                    namespace: str) -> None:
-    squatter = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "refused", "namespace": namespace},
+def squat(kube: KubeTestBed, namespace: str, name: str) -> None:
+    """A Deployment of the app's name made by hand with another selector: the operator's apply is refused."""
+    kube.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
                 "spec": {"selector": {"matchLabels": {"made": "by-hand"}}, "template": {
                     "metadata": {"labels": {"made": "by-hand"}},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
-    kube.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
-    apply(kube, cr(namespace, with_base_internal(), name="refused"))
-    wait_phase(kube, namespace, "Failed", name="refused")
-    obj = live(kube, "Application", "refused", namespace)
-    assert ready(obj)["reason"] == "ApplyFailed"
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}, field_manager="kubectl")
+
+
+INTERNAL = {"image": BASE["image"], "replicas": 2, "expose": {"port": 8080, "network": "internal"}}  # no claims
+# (app name, spec.base, a squatting Deployment first?, phase, Ready reason, in its message, Argo CD health)
+STATES = [
+    ("claims", BASE, False, "Pending", "WaitingForClaims", "claims-pg", "Progressing"),
+    ("invalid", {**BASE, "env": {"bad-key": "x"}}, False, "Failed", "InvalidSpec", "bad-key", "Degraded"),
+    ("refused", INTERNAL, True, "Failed", "ApplyFailed", "immutable", "Degraded"),
+]
+
+
+@pytest.mark.parametrize(("name", "base", "squatted", "phase", "reason", "fragment", "health"), STATES,
+                         ids=[s[4] for s in STATES])
+def test_argo_cd_shows_the_operators_phase_and_message(kube: KubeTestBed, operator: Operator, namespace: str,
+                                                       name: str, base: dict[str, Any], squatted: bool, phase: str,
+                                                       reason: str, fragment: str, health: str) -> None:
+    if squatted:
+        squat(kube, namespace, name)
+    apply(kube, cr(namespace, base, name=name))
+    wait_phase(kube, namespace, phase, name=name)
+    obj = live(kube, "Application", name, namespace)
+    assert ready(obj)["reason"] == reason
     message = ready_says(obj)
-    assert "immutable" in message
-    assert overrides.health(obj) == overrides.Health("Degraded", message)
-
-
-def with_base_internal() -> dict[str, Any]:
-    """BASE without needs or env references: nothing waits for a claim."""
-    return {"image": BASE["image"], "replicas": 2, "expose": {"port": 8080, "network": "internal"}}
+    assert fragment in message
+    assert overrides.health(obj) == overrides.Health(health, message)
 
 
 def test_superseded_plans_are_healthy(kube: KubeTestBed, operator: Operator, namespace: str) -> None:
