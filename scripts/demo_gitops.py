@@ -43,7 +43,8 @@ def show(loop: GitOpsLoop, app: str) -> None:
     print("\n".join("   " + line for line in (proc.stdout or proc.stderr).rstrip().splitlines()))
     for node in loop.argocd.resource_tree(APPROVER.name, app):  # the UI shows these on hover
         health = node.get("health") or {}
-        print(f"   health of {node['kind']}/{node['name']}: {health.get('status')}: {health.get('message')}")
+        if health.get("message"):
+            print(f"   health of {node['kind']}/{node['name']}: {health['status']}: {health['message']}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +176,8 @@ def walk(loop: GitOpsLoop) -> None:
         "Argo CD reports ComparisonError": lambda s: bool(conditions(s.app, "ComparisonError"))})
     app = loop.argocd.get(PROD)
     print("   ComparisonError:", conditions(app, "ComparisonError")[0]["message"])
-    print(f"   Argo CD stays at {sync_status(app)[2][:8]} (not {broken[:8]}); the apprafter.io Application is "
+    last = (app["status"].get("history") or [{}])[-1].get("revision", "")
+    print(f"   Argo CD's last sync is still {last[:8]} (not {broken[:8]}); the apprafter.io Application is "
           "still there:", loop.apprafter_application("hello", PROD) is not None)
 
     say("the fix (and LOG_LEVEL warn)")
