@@ -145,7 +145,7 @@ def test_a_commit_reaches_the_children_through_argo_cd_and_the_operator(loop: Gi
                                                                      generation - 1)
         shown(loop, PROD, cr, "Progressing",
               f"The AppRafter operator has not reconciled generation {generation} yet (observed: {generation - 1})")
-        assert sync_status(loop.argocd.get(PROD))[1] == "Progressing"
+        loop.wait(PROD, "app Progressing", lambda a: sync_status(a) == ("Synced", "Progressing", revision))
         assert versions(children(loop.kube, PROD, PROD)) == versions(before)
     loop.wait_health(PROD, revision, "Healthy")
     kids = assert_children_follow(loop, tmp_path, SCALED, "prod", PROD)
