@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
@@ -117,12 +116,6 @@ class GitOpsLoop:
         for app in apps:
             self.argocd.refresh(app)
         return sha
-
-    @contextmanager
-    def timed(self, step: str) -> Iterator[None]:
-        started = time.monotonic()
-        yield
-        self.timings[step] = time.monotonic() - started
 
     def apprafter_application(self, name: str, namespace: str) -> dict[str, Any] | None:
         return self.kube.get(APPRAFTER_API, "Application", name, namespace)
