@@ -1,29 +1,30 @@
-"""Demo: the GitOps loop on loopback, step by step, through Argo CD's own components; prints what Argo CD shows
-and what each step cost. Run it with scripts/demo_gitops.sh (it sets the paths); `--keep` leaves everything
-running until Enter, with the kubeconfig and Argo CD's address printed, and keeps the logs.
-
-Until the AppRafter operator joins the loop (issue 9), the demo writes the operator's status itself where
-Argo CD's health reads it; those steps say so.
+"""Demo: the GitOps loop on loopback, step by step, through Argo CD's own components, the AppRafter operator and
+its admission webhook; prints what Argo CD shows and what each step cost. Run it with scripts/demo_gitops.sh (it
+sets the paths); `--keep` leaves everything running until Enter, with the kubeconfig and Argo CD's address
+printed, and keeps the logs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from compatibility.migrationplan import migration_plan
-from tests.argocd.objects import APP_FILE, HELLO, app_status, edited, gated_plan
-from tests.testbed.argocd import conditions, sync_status
-from tests.testbed.gitops import APPROVER, STAND_IN, GitOpsLoop, start_loop
-from tests.testbed.kube import start_kube
+from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
+from tests.testbed.argocd import conditions, operation_phase, sync_status
+from tests.testbed.gitops import APPROVER, GitOpsLoop, start_loop
+from tests.testbed.kube import PERSON, start_kube
+from tests.testbed.procs import BedError
 from toolchain.tools import resolve
 
-REPO, PROD, STAGING = "hello", "hello-prod", "hello-staging"
+REPO = "hello"
 
 
 def say(text: str) -> None:
@@ -42,65 +43,150 @@ def show(loop: GitOpsLoop, app: str) -> None:
     print("\n".join("   " + line for line in (proc.stdout or proc.stderr).rstrip().splitlines()))
     for node in loop.argocd.resource_tree(APPROVER.name, app):  # the UI shows these on hover
         health = node.get("health") or {}
-        print(f"   health of {node['kind']}/{node['name']}: {health.get('status')}: {health.get('message')}")
+        if health.get("message"):
+            print(f"   health of {node['kind']}/{node['name']}: {health['status']}: {health['message']}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Seen:
+    """One look at the cluster: our Application, the Argo CD Application, and a MigrationPlan (if named)."""
+
+    cr: dict[str, Any]
+    app: dict[str, Any]
+    plan: dict[str, Any]
+
+    @property
+    def generation(self) -> int:
+        return int(self.cr.get("metadata", {}).get("generation", 0))
+
+    def reconciled(self, phase: str) -> bool:
+        """The operator wrote its status for the current generation, in `phase`."""
+        status = self.cr.get("status") or {}
+        return status.get("observedGeneration") == self.generation and status.get("phase") == phase
+
+    def argo(self, sync: str, health: str | None, revision: str) -> bool:
+        got = sync_status(self.app)
+        return got[0] == sync and got[2] == revision and (health is None or got[1] == health) and (
+            health is not None or operation_phase(self.app) == "Succeeded")
+
+
+Milestones = dict[str, Callable[[Seen], bool]]
+
+
+def track(loop: GitOpsLoop, label: str, action: Callable[[], object], milestones: Milestones, *,
+          app: str = PROD, plan: str = "", timeout: float = 120.0) -> None:
+    """Run `action`, then look every 20 ms and record in loop.timings when each milestone first held (seconds
+    after the action began), as "<label>: <milestone>"."""
+    started = time.monotonic()
+    action()
+    pending = dict(milestones)
+    while pending:
+        seen = Seen(loop.apprafter_application("hello", app) or {}, loop.argocd.get(app),
+                    (loop.migration_plan(plan, app) or {}) if plan else {})
+        elapsed = time.monotonic() - started
+        for name, holds in list(pending.items()):
+            if holds(seen):
+                loop.timings[f"{label}: {name}"] = elapsed
+                del pending[name]
+        if elapsed > timeout:
+            raise BedError(f"{label}: no {', '.join(pending)} after {timeout:.0f}s\n{loop.argocd.logs()}")
+        time.sleep(0.02)
+
+
+def plan_of(loop: GitOpsLoop, namespace: str) -> str:
+    cr = loop.apprafter_application("hello", namespace) or {}
+    return str((cr.get("status") or {}).get("migrationPlan", ""))
+
+
+def commit(loop: GitOpsLoop, label: str, text: str, message: str, phase: str, health: str) -> str:
+    """Commit `text`, announce it as Argo CD's git webhook would, and time each step until Argo CD shows it."""
+    generation = int((loop.apprafter_application("hello", PROD) or {})["metadata"]["generation"])
+    sha = loop.git.commit(REPO, {APP_FILE: text}, message)
+    track(loop, label, lambda: loop.argocd.refresh(PROD), {
+        "Argo CD applied the new spec": lambda s: s.generation > generation,
+        f"the operator reconciled it ({phase})": lambda s: s.generation > generation and s.reconciled(phase),
+        "Argo CD reports Synced, sync operation Succeeded": lambda s: s.argo("Synced", None, sha),
+        f"Argo CD reports {health}": lambda s: s.argo("Synced", health, sha)})
+    return sha
+
+
+def created(loop: GitOpsLoop, label: str, app: str, environment: str | None, revision: str) -> None:
+    """Create the Argo CD Application `app` and time each step until Argo CD shows it Healthy."""
+    spec = loop.application(app, REPO, app, environment=environment)
+    track(loop, label, lambda: loop.argocd.apply(spec), {
+        "our Application in the cluster": lambda s: bool(s.cr),
+        "the operator applied it (Ready)": lambda s: s.reconciled("Ready"),
+        "Argo CD reports Synced, sync operation Succeeded": lambda s: s.argo("Synced", None, revision),
+        "Argo CD reports Healthy": lambda s: s.argo("Synced", "Healthy", revision)}, app=app)
+
+
+def approved(loop: GitOpsLoop, label: str, approve: Callable[[], object], plan: str, revision: str) -> None:
+    """Approve `plan` with `approve` and time each step until Argo CD shows the app Healthy again."""
+    track(loop, label, approve, {
+        "the operator applied it (plan applied)": lambda s: (s.plan.get("status") or {}).get("phase") == "applied",
+        "Argo CD reports Healthy": lambda s: s.argo("Synced", "Healthy", revision)}, plan=plan)
 
 
 def walk(loop: GitOpsLoop) -> None:
     say(f"a repository at {loop.git.url(REPO)} with apprafter/Application.cue (environments staging, prod)")
     head = loop.git.create(REPO, {APP_FILE: HELLO})
     say(f"Argo CD Application {PROD}: our plugin, environment=prod as a parameter, auto-sync with prune")
-    with loop.timed("first Application created -> Synced (cold caches)"):
-        loop.argocd.apply(loop.application(PROD, REPO, PROD, environment="prod"))
-        loop.wait_synced(PROD, head)
-    cr = loop.apprafter_application("hello", PROD)
-    assert cr is not None
+    created(loop, "first Application (cold caches)", PROD, "prod", head)
     show(loop, PROD)
 
-    say("[stand-in for the operator] status Ready -> Argo CD reports Healthy")
-    generation = cr["metadata"]["generation"]
-    loop.write_status("Application", "hello", PROD, app_status("Ready", generation, ("True", "Applied", "applied")))
-    loop.argocd.wait(PROD, "Healthy", lambda a: sync_status(a)[1] == "Healthy")
+    say("a commit: prod runs 4 replicas (a soft change: the operator applies it at once)")
+    commit(loop, "soft change", SCALED, "prod: 4 replicas", "Ready", "Healthy")
     show(loop, PROD)
 
-    say("[stand-in for the operator] a gated change (prod scaled to zero): MigrationPlan, app held")
-    plan = migration_plan(gated_plan(cr, edited(cr, replicas=0)), owner_uid=cr["metadata"]["uid"])
-    name = plan["metadata"]["name"]
-    loop.kube.apply(plan, field_manager=STAND_IN)
-    loop.write_status("MigrationPlan", name, PROD, {"phase": "pending-approval"})
-    loop.write_status("Application", "hello", PROD, app_status(
-        "AwaitingMigrationApproval", generation, ("False", "AwaitingMigrationApproval", name), migrationPlan=name))
-    loop.argocd.wait(PROD, "Suspended", lambda a: sync_status(a)[1] == "Suspended")
+    say("a commit with a gated change: prod's image comes from another repository")
+    head = commit(loop, "gated change", NEXT_REPOSITORY, "prod: the next image repository",
+                  "AwaitingMigrationApproval", "Suspended")
+    name = plan_of(loop, PROD)
+    show(loop, PROD)
+    say(f"{PERSON} approves it: apprafter migration approve {name} -n {PROD}")
+    result: list[subprocess.CompletedProcess[str]] = []
+
+    def cli() -> None:
+        started = time.monotonic()
+        result.append(loop.approve(name, PROD))
+        loop.timings["approved with the CLI: the command returned"] = time.monotonic() - started
+
+    approved(loop, "approved with the CLI", cli, name, head)
+    print("   " + (result[0].stdout or result[0].stderr).strip())
     show(loop, PROD)
 
-    say(f"the Approve action on {name}, as user '{APPROVER.name}' ({APPROVER.role}), as the UI calls it")
-    node = loop.argocd.tree_node(APPROVER.name, PROD, "MigrationPlan")
-    resp = loop.argocd.resource_action(APPROVER.name, PROD, node, "approve")
-    stored = loop.kube.get("apprafter.io/v1alpha1", "MigrationPlan", name, PROD) or {}
-    print(f"   HTTP {resp.status_code}; MigrationPlan status now {stored.get('status')}")
-
-    say("a commit (prod: 4 replicas), announced as Argo CD's git webhook would")
-    with loop.timed("commit -> Synced"):
-        good = HELLO.replace("prod: replicas: 3", "prod: replicas: 4")
-        loop.wait_synced(PROD, loop.push(REPO, {APP_FILE: good}, "prod: 4 replicas", PROD))
-    print("   synced; the apprafter.io Application's generation is now",
-          (loop.apprafter_application("hello", PROD) or {}).get("metadata", {}).get("generation"))
+    say("a commit with another gated change: prod scaled to zero")
+    head = commit(loop, "second gated change", TO_ZERO, "prod: scale to zero", "AwaitingMigrationApproval",
+                  "Suspended")
+    name = plan_of(loop, PROD)
+    node = next(n for n in loop.argocd.resource_tree(APPROVER.name, PROD)
+                if (n["kind"], n["name"]) == ("MigrationPlan", name))
+    say(f"the Approve action on {name}, as Argo CD user '{APPROVER.name}' ({APPROVER.role}), as the UI calls it")
+    answers: list[int] = []
+    approved(loop, "approved with the Approve action", lambda: answers.append(
+        loop.argocd.resource_action(APPROVER.name, PROD, node, "approve").status_code), name, head)
+    status = (loop.migration_plan(name, PROD) or {}).get("status") or {}
+    print(f"   HTTP {answers[0]}; plan {status.get('phase')}, approved by {status.get('approvedBy')} "
+          "(argocd-server's ServiceAccount: the person is in Argo CD's ResourceActionRan Event)")
+    show(loop, PROD)
 
     say("a commit with a broken Application.cue (port 70000)")
-    with loop.timed("commit -> ComparisonError"):
-        loop.push(REPO, {APP_FILE: good.replace("port: 8080", "port: 70000")}, "port out of range", PROD)
-        app = loop.argocd.wait(PROD, "ComparisonError", lambda a: bool(conditions(a, "ComparisonError")))
+    broken = loop.git.commit(REPO, {APP_FILE: TO_ZERO.replace("port: 8080", "port: 70000")}, "port out of range")
+    track(loop, "broken commit", lambda: loop.argocd.refresh(PROD), {
+        "Argo CD reports ComparisonError": lambda s: bool(conditions(s.app, "ComparisonError"))})
+    app = loop.argocd.get(PROD)
     print("   ComparisonError:", conditions(app, "ComparisonError")[0]["message"])
-    print("   the apprafter.io Application is still there:", loop.apprafter_application("hello", PROD) is not None)
+    last = (app["status"].get("history") or [{}])[-1].get("revision", "")
+    print(f"   Argo CD's last sync is still {last[:8]} (not {broken[:8]}); the apprafter.io Application is "
+          "still there:", loop.apprafter_application("hello", PROD) is not None)
 
-    say("the fix")
-    with loop.timed("fix commit -> Synced"):
-        loop.wait_synced(PROD, loop.push(REPO, {APP_FILE: good}, "fix the port", PROD))
+    say("the fix (and LOG_LEVEL warn)")
+    head = commit(loop, "fix", TO_ZERO.replace('LOG_LEVEL: "info"', 'LOG_LEVEL: "warn"'), "fix the port", "Ready",
+                  "Healthy")
     show(loop, PROD)
 
     say(f"a second environment: Argo CD Application {STAGING}, environment from its name, own namespace")
-    with loop.timed("second environment's Application created -> Synced"):
-        loop.argocd.apply(loop.application(STAGING, REPO, STAGING))
-        loop.wait_synced(STAGING, loop.git.git(REPO, "rev-parse", "HEAD").strip())
+    created(loop, "second environment", STAGING, None, head)
     show(loop, STAGING)
 
 
@@ -110,23 +196,25 @@ def main() -> int:
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="apprafter-gitops-", dir="/tmp"))
     started = time.monotonic()
-    say(f"starting etcd + kube-apiserver, Redis, git daemon, Argo CD (work dir {workdir})")
-    kube = start_kube(workdir / "kube")
+    say(f"starting etcd + kube-apiserver, the AppRafter webhook and operator, Redis, git daemon, Argo CD "
+        f"(work dir {workdir})")
+    kube = start_kube(workdir / "kube", users={PERSON: ()})
     kube_seconds = time.monotonic() - started
     try:
         started = time.monotonic()
-        loop = start_loop(kube, workdir / "gitops")
+        loop = start_loop(kube, workdir / "gitops", (PROD, STAGING))
         try:
             loop.timings["start-up: etcd + kube-apiserver + pinned CRDs"] = kube_seconds
-            loop.timings["start-up: our CRDs, Redis, git daemon, plugin server, repo-server, controller"] = (
+            loop.timings["start-up: our CRDs, webhook, operator, Redis, git daemon, plugin server, Argo CD"] = (
                 time.monotonic() - started)
             walk(loop)
             say("what each step cost (seconds)")
             for step, seconds in loop.timings.items():
-                print(f"   {seconds:6.1f}  {step}")
+                print(f"   {seconds:6.2f}  {step}")
             if args.keep:
-                say(f"running: KUBECONFIG={kube.kubeconfig}; Argo CD API {loop.argocd.server_url} "
-                    f"(user {APPROVER.name}, password {APPROVER.password}); logs under {workdir}")
+                say(f"running: KUBECONFIG={kube.kubeconfig} (admin; {PERSON}: {loop.person_kubeconfig}); Argo CD "
+                    f"API {loop.argocd.server_url} (user {APPROVER.name}, password {APPROVER.password}); logs "
+                    f"under {workdir}")
                 input("   press Enter to tear everything down ")
         finally:
             loop.stop()

@@ -18,7 +18,7 @@ from hypothesis import settings
 
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed.kube import KubeTestBed, start_kube
+from tests.testbed.kube import PERSON, KubeTestBed, start_kube
 from tests.testbed.registry import OciRegistry, start_registry
 
 # CI replays a fixed set of examples (a red build must mean a change broke something, not a new draw);
@@ -63,8 +63,9 @@ def auth_registry(request: pytest.FixtureRequest, testbed_dir: Path) -> Iterator
 
 @pytest.fixture(scope="session")
 def kube(testbed_dir: Path) -> Iterator[KubeTestBed]:
-    """etcd + kube-apiserver on 127.0.0.1 with a system:masters token and every pinned CRD Established."""
-    bed = start_kube(testbed_dir / "kube")
+    """etcd + kube-apiserver on 127.0.0.1 with a system:masters token, a token user PERSON (no roles) and every
+    pinned CRD Established."""
+    bed = start_kube(testbed_dir / "kube", users={PERSON: ()})
     try:
         yield bed
     finally:

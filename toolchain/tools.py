@@ -181,9 +181,10 @@ def build_info(name: str, path: Path) -> list[str]:
     """How the binary at path was built: the tool's own account (build_probe) and the set-up's recipe stamp."""
     tool = TOOLS[name]
     info = tool.build_probe(path) if tool.build_probe else []
-    stamp = path.parent / ".recipe"
-    if stamp.is_file():
-        info.append(f"recipe {stamp.read_text().strip()}")
+    try:
+        info.append(f"recipe {(path.parent / '.recipe').read_text().strip()}")
+    except OSError:  # no stamp (a tool reused from PATH), or the set-up is replacing this cache entry now
+        info.append("recipe unknown")
     return info
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.argocd.objects import PROD, STAGING
 from tests.testbed.gitops import GitOpsLoop, install_apprafter_crds, start_loop
 from tests.testbed.kube import KubeTestBed
 
@@ -19,8 +20,9 @@ def apprafter_crds(kube: KubeTestBed, testbed_dir: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def loop(kube: KubeTestBed, apprafter_crds: list[str], testbed_dir: Path) -> Iterator[GitOpsLoop]:
-    """The whole loop for one test module; torn down after it (Argo CD's controller watches every kind)."""
-    running = start_loop(kube, testbed_dir / "gitops")
+    """The whole loop for one test module, deploying into PROD and STAGING; torn down after it (Argo CD's
+    controller watches every kind, and the webhook fails closed)."""
+    running = start_loop(kube, testbed_dir / "gitops", (PROD, STAGING))
     try:
         yield running
     finally:

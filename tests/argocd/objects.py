@@ -33,6 +33,13 @@ spec: {
 }
 '''
 APP_FILE = "apprafter/Application.cue"
+# The loop's commits to HELLO, in order: a soft change; a gated change (image repository, AR-SB008) approved with
+# the CLI; a gated change (scale to zero, AR-RR003) approved with Argo CD's Approve action.
+SCALED = HELLO.replace("prod: replicas: 3", "prod: replicas: 4")
+NEXT_REPOSITORY = SCALED.replace('"ghcr.io/acme/hello:1.0.0"', '"ghcr.io/acme/hello-next:2.0.0"')
+TO_ZERO = NEXT_REPOSITORY.replace("prod: replicas: 4", "prod: replicas: 0")
+# Argo CD Applications of the loop, each syncing into the namespace of its name (the operator's instance label).
+PROD, STAGING = "hello-prod", "hello-staging"
 
 
 def rendered_cr(text: str = HELLO, environment: str = "prod", namespace: str = "hello-prod") -> dict[str, Any]:

@@ -1,30 +1,34 @@
 """The GitOps loop, through Argo CD and not around it: a commit to a git repository on loopback reaches the
 cluster as our `apprafter.io` Application via Argo CD's repo-server, our plugin under Argo CD's plugin server
-and Argo CD's application controller; Argo CD's API server shows our health and runs the Approve action.
-
-No operator runs in this module yet (issue 9): where Argo CD must read the operator's status, the test writes
-that status through the status subresource itself, as the operator's tests play the claim provider.
+and Argo CD's application controller; the AppRafter operator applies its children and holds a gated change;
+the admission webhook guards every write; Argo CD shows the operator's status as health and its API server
+runs the Approve action. Each health Argo CD shows is also computed by `argocd admin settings
+resource-overrides` on the same live object (the operator's real output).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from compatibility.migrationplan import migration_plan
-from tests.argocd.objects import APP_FILE, HELLO, app_status, edited, gated_plan
+from reconciler.compare import covers
+from tests.argocd import overrides
+from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
+from tests.reconciler.helpers import children, versions
 from tests.renderer.helpers import run_cli, write_app
 from tests.testbed.argocd import conditions, sync_status
-from tests.testbed.gitops import APPRAFTER_API, APPROVER, STAND_IN, VIEWER, GitOpsLoop
+from tests.testbed.gitops import APPROVER, VIEWER, GitOpsLoop
+from tests.testbed.kube import PERSON
 
 pytestmark = pytest.mark.gitops
 
 REPO_NAME = "hello"
-PROD, STAGING = "hello-prod", "hello-staging"  # Argo CD Applications; each syncs into a namespace of its name
+ARGOCD_SERVER = "system:serviceaccount:argocd-loop:argocd-server"  # who argocd-server is to the API server
 
 
 @dataclasses.dataclass
@@ -39,167 +43,270 @@ class Deployed:
 def prod(loop: GitOpsLoop) -> Deployed:
     revision = loop.git.create(REPO_NAME, {APP_FILE: HELLO})
     loop.argocd.apply(loop.application(PROD, REPO_NAME, PROD, environment="prod"))
-    loop.wait_synced(PROD, revision)
-    cr = loop.apprafter_application("hello", PROD)
+    loop.wait_health(PROD, revision, "Healthy")
+    return Deployed(revision, current(loop, PROD))
+
+
+def current(loop: GitOpsLoop, namespace: str) -> dict[str, Any]:
+    cr = loop.apprafter_application("hello", namespace)
     assert cr is not None
-    return Deployed(revision, cr)
-
-
-def local_render(tmp_path: Path, text: str, environment: str, namespace: str) -> dict[str, Any]:
-    """What `apprafter render` prints for `text` (the CR), as a user runs it before pushing."""
-    write_app(tmp_path, text)
-    result = run_cli("render", str(tmp_path), "--env", environment, "--namespace", namespace)
-    assert result.returncode == 0, result.stderr
-    cr: dict[str, Any] = yaml.safe_load(result.stdout)
     return cr
 
 
-def tree_health(loop: GitOpsLoop, app: str, kind: str) -> dict[str, Any]:
-    """What the UI shows on the node of `kind` in `app`'s tree: {status, message}."""
-    health: dict[str, Any] = loop.argocd.tree_node(APPROVER.name, app, kind).get("health") or {}
+def local(tmp_path: Path, text: str, *args: str) -> str:
+    """What the `apprafter` CLI prints for a repository holding `text`, as a user runs it before pushing."""
+    write_app(tmp_path, text)
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def rendered_children(tmp_path: Path, text: str, environment: str, namespace: str) -> dict[tuple[str, str], Any]:
+    """`apprafter render --mode manifests`: the objects the operator must make of the CR, by (kind, name)."""
+    out = local(tmp_path, text, "render", ".", "--env", environment, "--mode", "manifests", "--namespace", namespace)
+    return {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out) if o}
+
+
+def assert_children_follow(loop: GitOpsLoop, tmp_path: Path, text: str, environment: str, namespace: str,
+                           ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The live children are exactly what `apprafter render --mode manifests` prints for `text`."""
+    live, want = children(loop.kube, namespace, namespace), rendered_children(tmp_path, text, environment, namespace)
+    assert sorted(live) == sorted(want)
+    for key, desired in want.items():
+        assert covers(live[key], desired), f"{key} is not as rendered"
+    return live
+
+
+def node(loop: GitOpsLoop, app: str, kind: str, name: str) -> dict[str, Any]:
+    """The tree node the UI draws for one object of `app`."""
+    found = [n for n in loop.argocd.resource_tree(APPROVER.name, app) if (n["kind"], n["name"]) == (kind, name)]
+    assert len(found) == 1, f"{app}: {kind}/{name} is not in the resource tree once: {found}"
+    return found[0]
+
+
+def tree_health(loop: GitOpsLoop, app: str, kind: str, name: str = "hello") -> dict[str, Any]:
+    """What the UI shows on that node: {status, message}."""
+    health: dict[str, Any] = node(loop, app, kind, name).get("health") or {}
     return health
 
 
-def test_argo_cd_syncs_the_application_our_plugin_renders(loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
-    # Nothing has reconciled it yet, and Argo CD says so instead of calling it healthy.
-    app = loop.argocd.wait(PROD, "Progressing", lambda a: sync_status(a)[1] == "Progressing")
-    assert sync_status(app) == ("Synced", "Progressing", prod.revision)
+def shown(loop: GitOpsLoop, app: str, obj: dict[str, Any], health: str, message: str) -> None:
+    """Argo CD shows `obj` (a live object of ours) with this health, and its Lua run by `argocd admin` on the
+    same object says the same."""
+    kind, name = obj["kind"], obj["metadata"]["name"]
+    loop.wait(app, f"{kind}/{name} {health}", lambda _: tree_health(loop, app, kind, name).get("status") == health)
+    assert tree_health(loop, app, kind, name) == {"status": health, "message": message}
+    assert overrides.health(obj) == overrides.Health(health, message)
+
+
+def ready_message(cr: dict[str, Any]) -> str:
+    ready = next(c for c in cr["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    return str(ready["message"])
+
+
+def test_argo_cd_syncs_and_the_operator_makes_it_healthy(loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
+    app = loop.argocd.get(PROD)
+    assert sync_status(app) == ("Synced", "Healthy", prod.revision)
+    # Argo CD manages only what the plugin rendered: the children are the operator's, never OutOfSync or pruned.
     assert [(r["group"], r["kind"], r["namespace"], r["name"], r["status"]) for r in app["status"]["resources"]] == [
         ("apprafter.io", "Application", PROD, "hello", "Synced")]
-    expected = local_render(tmp_path, HELLO, "prod", PROD)
-    assert prod.cr["spec"] == expected["spec"]
-    assert expected["metadata"]["labels"].items() <= prod.cr["metadata"]["labels"].items()
-    assert tree_health(loop, PROD, "Application") == {
-        "status": "Progressing", "message": "Waiting for the AppRafter operator to reconcile this Application"}
+    cr = prod.cr
+    assert cr["spec"] == yaml.safe_load(local(tmp_path, HELLO, "render", ".", "--env", "prod", "--namespace",
+                                              PROD))["spec"]
+    assert (cr["status"]["phase"], cr["status"]["observedGeneration"]) == ("Ready", cr["metadata"]["generation"])
+    kids = assert_children_follow(loop, tmp_path, HELLO, "prod", PROD)
+    assert kids[("Deployment", "hello")]["spec"]["replicas"] == 3
+    for obj in kids.values():
+        (owner,) = obj["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"], owner["controller"]) == ("Application", cr["metadata"]["uid"], True)
+    # The UI draws them under the Application (Argo CD follows ownerReferences).
+    tree = loop.argocd.resource_tree(APPROVER.name, PROD)
+    under = {(n["kind"], n["name"]) for n in tree
+             if any(p.get("uid") == cr["metadata"]["uid"] for p in n.get("parentRefs") or [])}
+    assert under == set(kids)
+    shown(loop, PROD, cr, "Healthy", ready_message(cr))
+    # The app's health is its managed resources' only: the test bed runs no Deployment controller, so the
+    # Deployment never rolls out and its node says so, while the app is Healthy (docs/argocd.md).
+    assert tree_health(loop, PROD, "Deployment")["status"] == "Progressing"
+    assert sync_status(loop.argocd.get(PROD))[1] == "Healthy"
 
 
-def test_argo_cd_reads_health_from_the_operators_status(loop: GitOpsLoop, prod: Deployed) -> None:
-    generation = prod.cr["metadata"]["generation"]
-    loop.write_status("Application", "hello", PROD, app_status(
-        "Ready", generation, ("True", "Applied", "5 objects applied"), image="ghcr.io/acme/hello:1.0.0"))
-    loop.argocd.wait(PROD, "Healthy", lambda a: sync_status(a)[:2] == ("Synced", "Healthy"))
-    assert tree_health(loop, PROD, "Application") == {"status": "Healthy", "message": "5 objects applied"}
+def test_a_commit_reaches_the_children_through_argo_cd_and_the_operator(loop: GitOpsLoop, prod: Deployed,
+                                                                        tmp_path: Path) -> None:
+    before = children(loop.kube, PROD, PROD)
+    with loop.operator_paused():
+        revision = loop.push(REPO_NAME, {APP_FILE: SCALED}, "prod: 4 replicas", PROD)
+        loop.wait_synced(PROD, revision)
+        # The status still describes the previous generation: Argo CD must not call that healthy.
+        cr = current(loop, PROD)
+        generation = cr["metadata"]["generation"]
+        assert (generation, cr["status"]["observedGeneration"]) == (prod.cr["metadata"]["generation"] + 1,
+                                                                     generation - 1)
+        shown(loop, PROD, cr, "Progressing",
+              f"The AppRafter operator has not reconciled generation {generation} yet (observed: {generation - 1})")
+        loop.wait(PROD, "app Progressing", lambda a: sync_status(a) == ("Synced", "Progressing", revision))
+        assert versions(children(loop.kube, PROD, PROD)) == versions(before)
+    loop.wait_health(PROD, revision, "Healthy")
+    kids = assert_children_follow(loop, tmp_path, SCALED, "prod", PROD)
+    assert kids[("Deployment", "hello")]["spec"]["replicas"] == 4
+    assert {k: o["metadata"]["uid"] for k, o in kids.items()} == {k: o["metadata"]["uid"] for k, o in before.items()}
+    cr = current(loop, PROD)
+    assert cr["metadata"]["uid"] == prod.cr["metadata"]["uid"]
+    shown(loop, PROD, cr, "Healthy", ready_message(cr))
 
-    # A gated change: the operator creates the plan (owned by the Application) and holds the app.
-    plan = migration_plan(gated_plan(prod.cr, edited(prod.cr, replicas=0)), owner_uid=prod.cr["metadata"]["uid"])
-    name = plan["metadata"]["name"]
-    loop.kube.apply(plan, field_manager=STAND_IN)
-    loop.write_status("MigrationPlan", name, PROD, {"phase": "pending-approval"})
-    loop.write_status("Application", "hello", PROD, app_status(
-        "AwaitingMigrationApproval", generation, ("False", "AwaitingMigrationApproval", f"waiting for {name}"),
-        migrationPlan=name))
-    loop.argocd.wait(PROD, "Suspended", lambda a: sync_status(a)[:2] == ("Synced", "Suspended"))
-    assert tree_health(loop, PROD, "Application") == {"status": "Suspended", "message": (
-        f"Awaiting approval of MigrationPlan {name} (apprafter migration approve {name} -n {PROD}); "
-        "the previous version keeps running")}
-    assert tree_health(loop, PROD, "MigrationPlan") == {
-        "status": "Suspended", "message": f"Awaiting approval: requires-restart, 1 gated change "
-                                          f"(apprafter migration approve {name})"}
+
+def test_a_gated_change_waits_for_its_plan_and_the_cli_approval_rolls_it_out(loop: GitOpsLoop, prod: Deployed,
+                                                                            tmp_path: Path) -> None:
+    # Before pushing, the user previews the plan in the repository, as docs/operator.md says.
+    work = loop.git.base / REPO_NAME
+    (work / APP_FILE).write_text(NEXT_REPOSITORY)
+    preview = run_cli("plan", "--from", "git:main", "--to", ".", "--env", "prod", "--namespace", PROD,
+                      "--format", "json", cwd=work)
+    assert preview.returncode == 0, preview.stderr
+    previewed = json.loads(preview.stdout)["migrationPlan"]
+    before = children(loop.kube, PROD, PROD)
+
+    revision = loop.push(REPO_NAME, {APP_FILE: NEXT_REPOSITORY}, "prod: the next image repository", PROD)
+    loop.wait_health(PROD, revision, "Suspended")
+    cr = current(loop, PROD)
+    name = cr["status"]["migrationPlan"]
+    assert name == previewed["metadata"]["name"]
+    plan = loop.migration_plan(name, PROD)
+    assert plan is not None
+    assert plan["spec"] == previewed["spec"]
+    assert plan["status"]["phase"] == "pending-approval"
+    assert [o["uid"] for o in plan["metadata"]["ownerReferences"]] == [cr["metadata"]["uid"]]
+    shown(loop, PROD, cr, "Suspended", f"Awaiting approval of MigrationPlan {name} (apprafter migration approve "
+                                       f"{name} -n {PROD}); the previous version keeps running")
+    shown(loop, PROD, plan, "Suspended",
+          f"Awaiting approval: security-boundary, 1 gated change (apprafter migration approve {name})")
+    # Every child keeps the previous version.
+    held = children(loop.kube, PROD, PROD)
+    assert versions(held) == versions(before)
+    assert held[("Deployment", "hello")]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "ghcr.io/acme/hello:1.0.0")
+
+    approved = loop.approve(name, PROD)
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout == f"migrationplan/{name} approved (namespace {PROD})\n"
+    loop.wait(PROD, "plan applied", lambda _: (loop.migration_plan(name, PROD) or {}).get("status", {}).get(
+        "phase") == "applied")
+    loop.wait_health(PROD, revision, "Healthy")
+    kids = assert_children_follow(loop, tmp_path, NEXT_REPOSITORY, "prod", PROD)
+    assert kids[("Deployment", "hello")]["spec"]["template"]["spec"]["containers"][0]["image"] == (
+        "ghcr.io/acme/hello-next:2.0.0")
+    plan = loop.migration_plan(name, PROD)
+    assert plan is not None
+    assert plan["status"]["approvedBy"] == PERSON  # the webhook stamped the person who ran the CLI
+    shown(loop, PROD, plan, "Healthy", f"Applied at {plan['status']['appliedAt']}")
+    cr = current(loop, PROD)
+    shown(loop, PROD, cr, "Healthy", ready_message(cr))
 
 
-def test_the_approve_action_writes_only_status_phase_through_the_status_subresource(
-        loop: GitOpsLoop, prod: Deployed) -> None:
-    node = loop.argocd.tree_node(APPROVER.name, PROD, "MigrationPlan")
-    before = loop.kube.get(APPRAFTER_API, "MigrationPlan", node["name"], PROD)
-    assert before is not None
+def test_a_gated_change_is_approved_with_argo_cds_approve_action(loop: GitOpsLoop, prod: Deployed,
+                                                                 tmp_path: Path) -> None:
+    revision = loop.push(REPO_NAME, {APP_FILE: TO_ZERO}, "prod: scale to zero", PROD)
+    loop.wait_health(PROD, revision, "Suspended")
+    name = current(loop, PROD)["status"]["migrationPlan"]
+    plan_node = node(loop, PROD, "MigrationPlan", name)
+    before = loop.migration_plan(name, PROD)
+    assert before is not None and before["status"]["phase"] == "pending-approval"
+    assert before["spec"]["risks"]["classification"] == "requires-restart"
+    assert children(loop.kube, PROD, PROD)[("Deployment", "hello")]["spec"]["replicas"] == 4
 
     # Argo CD's RBAC decides who may press the button: role:readonly may look, not approve.
-    listed = loop.argocd.resource_action(VIEWER.name, PROD, node)
+    listed = loop.argocd.resource_action(VIEWER.name, PROD, plan_node)
     assert listed.status_code == 200 and listed.json()["actions"][0]["name"] == "approve"
     assert "disabled" not in listed.json()["actions"][0]
-    denied = loop.argocd.resource_action(VIEWER.name, PROD, node, "approve")
+    denied = loop.argocd.resource_action(VIEWER.name, PROD, plan_node, "approve")
     assert denied.status_code == 403, denied.text
     assert "permission denied" in denied.json()["message"]
 
-    ran = loop.argocd.resource_action(APPROVER.name, PROD, node, "approve")
-    assert ran.status_code == 200, ran.text
-    after = loop.kube.get(APPRAFTER_API, "MigrationPlan", node["name"], PROD)
-    assert after is not None
-    assert after["status"] == {"phase": "approved"}
-    assert (after["spec"], after["metadata"]["generation"]) == (before["spec"], before["metadata"]["generation"])
-    # argocd-server patched the status subresource, with its own Kubernetes identity, and only status.phase.
-    status_writes = [m for m in after["metadata"]["managedFields"] if m["manager"] == "argocd"]
-    assert [(m.get("subresource"), m["fieldsV1"]) for m in status_writes] == [("status", {"f:status": {"f:phase": {}}})]
+    with loop.operator_paused():  # to see the approval before the operator applies it
+        ran = loop.argocd.resource_action(APPROVER.name, PROD, plan_node, "approve")
+        assert ran.status_code == 200, ran.text
+        approved = loop.migration_plan(name, PROD)
+        assert approved is not None
+        # argocd-server patched the status subresource with its own identity; the webhook stamped that identity.
+        assert approved["status"]["phase"] == "approved"
+        assert approved["status"]["approvedBy"] == ARGOCD_SERVER
+        assert approved["status"]["approvedAt"]
+        assert (approved["spec"], approved["metadata"]["generation"]) == (before["spec"],
+                                                                          before["metadata"]["generation"])
+        # Its merge patch carried status.phase alone (the stamp is the webhook's mutation, owned by no manager).
+        writes = [m for m in approved["metadata"]["managedFields"] if m["manager"] == "argocd"]
+        assert [(m.get("subresource"), m["fieldsV1"]) for m in writes] == [("status", {"f:status": {"f:phase": {}}})]
+        shown(loop, PROD, approved, "Progressing",
+              f"Approved by {ARGOCD_SERVER}; waiting for the AppRafter operator to apply it")
+        # Who pressed it is in Argo CD's audit trail: an Event on the Argo CD Application, naming the user.
+        events = loop.kube.http.get(f"/api/v1/namespaces/{loop.argocd.namespace}/events").json()["items"]
+        assert f"{APPROVER.name} ran action approve on resource apprafter.io/MigrationPlan/{name}" in {
+            e["message"] for e in events if e["reason"] == "ResourceActionRan" and e["involvedObject"]["name"] == PROD}
+        again = loop.argocd.resource_action(APPROVER.name, PROD, plan_node, "approve")
+        assert again.status_code >= 400
+        assert f"MigrationPlan {name} is approved: only a pending-approval plan can be approved" in (
+            again.json()["message"])
+        assert children(loop.kube, PROD, PROD)[("Deployment", "hello")]["spec"]["replicas"] == 4
 
-    # Who pressed it is in Argo CD's audit trail: an Event on the Argo CD Application, naming the user.
-    events = loop.kube.http.get(f"/api/v1/namespaces/{loop.argocd.namespace}/events").json()["items"]
-    assert f"{APPROVER.name} ran action approve on resource apprafter.io/MigrationPlan/{node['name']}" in {
-        e["message"] for e in events if e["reason"] == "ResourceActionRan" and e["involvedObject"]["name"] == PROD}
-
-    again = loop.argocd.resource_action(APPROVER.name, PROD, node, "approve")
-    assert again.status_code >= 400
-    assert "is approved: only a pending-approval plan can be approved" in again.json()["message"]
-    listed = loop.argocd.resource_action(APPROVER.name, PROD, node)
-    assert listed.json()["actions"][0]["disabled"] is True
-    loop.argocd.wait(PROD, "plan node Progressing",
-                     lambda _: tree_health(loop, PROD, "MigrationPlan").get("status") == "Progressing")
-    assert tree_health(loop, PROD, "MigrationPlan")["message"] == (
-        "Approved; waiting for the AppRafter operator to apply it")
-
-
-def test_a_commit_reaches_the_cluster_through_argo_cd(loop: GitOpsLoop, prod: Deployed) -> None:
-    revision = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")},
-                         "prod: 4 replicas", PROD)
-    loop.wait_synced(PROD, revision)
-    cr = loop.apprafter_application("hello", PROD)
-    assert cr is not None
-    assert cr["spec"]["environments"]["prod"]["replicas"] == 4
-    assert cr["metadata"]["uid"] == prod.cr["metadata"]["uid"]
-    generation = cr["metadata"]["generation"]
-    assert generation == prod.cr["metadata"]["generation"] + 1
-    # The status still describes the previous generation: Argo CD must not call that healthy.
-    loop.argocd.wait(PROD, "Progressing", lambda a: sync_status(a)[1] == "Progressing")
-    assert tree_health(loop, PROD, "Application")["message"] == (
-        f"The AppRafter operator has not reconciled generation {generation} yet (observed: {generation - 1})")
+    loop.wait(PROD, "plan applied", lambda _: (loop.migration_plan(name, PROD) or {}).get("status", {}).get(
+        "phase") == "applied")
+    loop.wait_health(PROD, revision, "Healthy")
+    kids = assert_children_follow(loop, tmp_path, TO_ZERO, "prod", PROD)
+    assert kids[("Deployment", "hello")]["spec"]["replicas"] == 0
+    assert loop.argocd.resource_action(APPROVER.name, PROD, plan_node).json()["actions"][0]["disabled"] is True
 
 
 def test_a_broken_application_cue_is_argo_cds_comparison_error_and_prunes_nothing(
         loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
-    broken = HELLO.replace("port: 8080", "port: 70000")
+    broken = TO_ZERO.replace("port: 8080", "port: 70000")
     write_app(tmp_path, broken)
-    local = run_cli("render", ".", "--env", "prod", cwd=tmp_path)  # as a user runs it in the repository
-    assert local.returncode == 1
-    (error_line,) = local.stderr.splitlines()
+    local_run = run_cli("render", ".", "--env", "prod", cwd=tmp_path)  # as a user runs it in the repository
+    assert local_run.returncode == 1
+    (error_line,) = local_run.stderr.splitlines()
     assert error_line.startswith("apprafter/Application.cue:")
-    kept = loop.apprafter_application("hello", PROD)
-    assert kept is not None
+    kept, kept_children = current(loop, PROD), versions(children(loop.kube, PROD, PROD))
     synced_before = sync_status(loop.argocd.get(PROD))[2]
 
     revision = loop.push(REPO_NAME, {APP_FILE: broken}, "port out of range", PROD)
-    app = loop.argocd.wait(PROD, "ComparisonError", lambda a: bool(conditions(a, "ComparisonError")))
+    app = loop.wait(PROD, "ComparisonError", lambda a: bool(conditions(a, "ComparisonError")))
     (error,) = conditions(app, "ComparisonError")
     assert error_line in error["message"]
     assert "`apprafter cmp generate` failed exit status 1" in error["message"]
-    now = loop.apprafter_application("hello", PROD)
-    assert now is not None
+    now = current(loop, PROD)
     assert (now["metadata"]["uid"], now["metadata"]["resourceVersion"]) == (
         kept["metadata"]["uid"], kept["metadata"]["resourceVersion"])
+    assert versions(children(loop.kube, PROD, PROD)) == kept_children
     app = loop.argocd.get(PROD)
     assert sync_status(app)[2] in ("", synced_before)  # never synced to the broken commit
     assert revision not in {h["revision"] for h in app["status"].get("history", [])}
 
-    fixed = loop.push(REPO_NAME, {APP_FILE: HELLO.replace("prod: replicas: 3", "prod: replicas: 4")
-                                  .replace('LOG_LEVEL: "info"', 'LOG_LEVEL: "warn"')}, "fix the port", PROD)
-    app = loop.wait_synced(PROD, fixed)
+    fixed_text = TO_ZERO.replace('LOG_LEVEL: "info"', 'LOG_LEVEL: "warn"')
+    fixed = loop.push(REPO_NAME, {APP_FILE: fixed_text}, "fix the port", PROD)
+    app = loop.wait_health(PROD, fixed, "Healthy")
     assert not conditions(app, "ComparisonError")
     assert revision not in {h["revision"] for h in app["status"].get("history", [])}
-    again = loop.apprafter_application("hello", PROD)
-    assert again is not None and again["metadata"]["uid"] == kept["metadata"]["uid"]  # updated, never re-created
+    assert current(loop, PROD)["metadata"]["uid"] == kept["metadata"]["uid"]  # updated, never re-created
+    kids = assert_children_follow(loop, tmp_path, fixed_text, "prod", PROD)
+    assert kids[("Deployment", "hello")]["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "LOG_LEVEL", "value": "warn"}]
 
 
 def test_a_second_environment_lands_in_its_own_namespace(loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
     head = loop.git.git(REPO_NAME, "rev-parse", "HEAD").strip()
-    prod_cr = loop.apprafter_application("hello", PROD)
-    assert prod_cr is not None
+    prod_cr, prod_children = current(loop, PROD), versions(children(loop.kube, PROD, PROD))
     # No parameter: the plugin takes the environment from the Argo CD Application's name, <app>-<env>.
     loop.argocd.apply(loop.application(STAGING, REPO_NAME, STAGING))
-    loop.wait_synced(STAGING, head)
-    staging = loop.apprafter_application("hello", STAGING)
-    assert staging is not None
+    loop.wait_health(STAGING, head, "Healthy")
+    staging = current(loop, STAGING)
     assert staging["spec"]["environment"] == "staging"
     assert staging["metadata"]["labels"]["apprafter.io/environment"] == "staging"
     source = loop.git.git(REPO_NAME, "show", f"{head}:{APP_FILE}")
-    assert staging["spec"] == local_render(tmp_path, source, "staging", STAGING)["spec"]
-    after = loop.apprafter_application("hello", PROD)
-    assert after is not None
-    assert after["metadata"]["resourceVersion"] == prod_cr["metadata"]["resourceVersion"]
+    assert staging["spec"] == yaml.safe_load(local(tmp_path, source, "render", ".", "--env", "staging",
+                                                   "--namespace", STAGING))["spec"]
+    kids = assert_children_follow(loop, tmp_path, source, "staging", STAGING)
+    assert kids[("Deployment", "hello")]["spec"]["replicas"] == 1
+    assert all(o["metadata"]["namespace"] == STAGING for o in kids.values())
+    shown(loop, STAGING, staging, "Healthy", ready_message(staging))
+    assert current(loop, PROD)["metadata"]["resourceVersion"] == prod_cr["metadata"]["resourceVersion"]
+    assert versions(children(loop.kube, PROD, PROD)) == prod_children

@@ -1,6 +1,7 @@
 """Argo CD's view of our resources (deploy/argocd/argocd-cm-patch.yaml), every branch run by Argo CD's own Lua
 runner (`argocd admin settings resource-overrides`) on our plugin's real Application CR and on MigrationPlans the
-real classifier builds; the statuses are the operator's shapes, and the API server accepts each of them."""
+real classifier builds; the statuses are the operator's shapes, and the API server accepts each of them. The
+running operator's own objects go through the same runner in test_operator_health.py and test_gitops_loop.py."""
 
 from __future__ import annotations
 

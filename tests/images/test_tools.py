@@ -19,6 +19,7 @@ pytestmark = pytest.mark.images
 
 def doctor(**env: str) -> tuple[int, dict[str, Any], str]:
     proc = run([sys.executable, "-m", "apprafter", "doctor", "--json"], check=False, extra_env=env)
+    assert proc.stdout.startswith("{"), f"doctor exited {proc.returncode} without its report: {proc.stderr[-2000:]}"
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 

@@ -3,7 +3,8 @@ controller (and API server on demand) against the test bed's kube-apiserver, wit
 socket directory shared with the repo-server, as in the repo-server pod.
 
 Outside a pod Argo CD runs the way its own Procfile runs it for development: ARGOCD_FAKE_IN_CLUSTER=true
-makes the in-cluster destination (https://kubernetes.default.svc) use $KUBECONFIG.
+makes the in-cluster destination (https://kubernetes.default.svc) use $KUBECONFIG. Each component talks to the
+API server as its own ServiceAccount, with the RBAC of Argo CD's install.yaml, as it would in its pod.
 """
 
 from __future__ import annotations
@@ -92,6 +93,30 @@ def _install_configmaps(install: Path) -> dict[str, dict[str, str]]:
             for d in docs if d.get("kind") == "ConfigMap"}
 
 
+# The components the loop runs that talk to the API server (the repo-server does not: its install grants nothing).
+API_CLIENTS = ("argocd-application-controller", "argocd-server")
+_RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+
+
+def install_rbac(namespace: str, install: Path | None = None) -> list[dict[str, Any]]:
+    """install.yaml's ServiceAccounts, Roles, ClusterRoles and bindings of API_CLIENTS, moved to `namespace`
+    (as kustomize's `namespace:` moves them)."""
+    with open(install or install_manifest(), "rb") as fh:
+        docs = [d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)]
+    out = []
+    for doc in docs:
+        if doc.get("kind") not in _RBAC_KINDS or doc["metadata"]["name"] not in API_CLIENTS:
+            continue
+        doc = copy.deepcopy(doc)
+        if not doc["kind"].startswith("Cluster"):
+            doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects", []):
+            if subject.get("kind") == "ServiceAccount":
+                subject["namespace"] = namespace
+        out.append(doc)
+    return out
+
+
 def settings_objects(namespace: str, settings: Settings) -> list[dict[str, Any]]:
     """The ConfigMaps (local users added), argocd-secret (their passwords) and the `default` AppProject."""
 
@@ -134,6 +159,12 @@ class ArgoCD:
 
     # --- processes -------------------------------------------------------------------------------
 
+    def kubeconfig(self, component: str) -> Path:
+        """The kubeconfig of `component`'s ServiceAccount (a token from the TokenRequest API)."""
+        token = self.kube.service_account_token(self.namespace, component)
+        return self.kube.kubeconfig_for(self.workdir / f"{component}.kubeconfig", token,
+                                        f"system:serviceaccount:{self.namespace}:{component}")
+
     def _start(self, binary_name: str, argv: Sequence[str], extra_env: Mapping[str, str] | None = None,
                ) -> ManagedProcess:
         env = {**self._env, "ARGOCD_BINARY_NAME": binary_name, **(extra_env or {})}
@@ -147,11 +178,13 @@ class ArgoCD:
         if self.server_url:
             return self.server_url
         port, metrics = free_port(), free_port()
+        kubeconfig = str(self.kubeconfig("argocd-server"))
         proc = self._start("argocd-server", [
-            "--namespace", self.namespace, "--kubeconfig", str(self.kube.kubeconfig), "--redis", self.redis,
+            "--namespace", self.namespace, "--kubeconfig", kubeconfig, "--redis", self.redis,
             "--repo-server", self.repo_server, "--repo-server-plaintext", "--insecure",
             "--address", "127.0.0.1", "--port", str(port), "--metrics-port", str(metrics),
-            "--dex-server", "http://127.0.0.1:1", "--staticassets", str(self.workdir), "--logformat", "text"])
+            "--dex-server", "http://127.0.0.1:1", "--staticassets", str(self.workdir), "--logformat", "text"],
+            {"KUBECONFIG": kubeconfig})
         url = f"http://127.0.0.1:{port}"
         wait_for("argocd-server /healthz", lambda: _healthy(f"{url}/healthz"), timeout, proc)
         self.server_url = url
@@ -276,11 +309,11 @@ def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_
         d.mkdir(exist_ok=True)
     started = time.monotonic()
     kube.ensure_namespace(namespace)
-    for obj in settings_objects(namespace, settings):
+    for obj in [*settings_objects(namespace, settings), *install_rbac(namespace)]:
         kube.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
-        "KUBECONFIG": str(kube.kubeconfig), "ARGOCD_FAKE_IN_CLUSTER": "true",
+        "ARGOCD_FAKE_IN_CLUSTER": "true",
         "ARGOCD_TLS_DATA_PATH": str(dirs["tls"]), "ARGOCD_SSH_DATA_PATH": str(dirs["ssh"]),
         "ARGOCD_GNUPGHOME": str(dirs["gpg-keys"]), "ARGOCD_GPG_DATA_PATH": str(dirs["gpg-source"]),
         "ARGOCD_GPG_ENABLED": "false", "GIT_CONFIG_NOSYSTEM": "1",
@@ -294,12 +327,13 @@ def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_
             "--metrics-port", str(repo_metrics), "--redis", redis, "--disable-tls", "--logformat", "text",
             "--parallelismlimit", "2"], {"ARGOCD_PLUGINSOCKFILEPATH": str(plugin_socket_dir)})
         # One status and one operation processor: a handful of apps, and the machine is shared.
+        kubeconfig = str(argo.kubeconfig("argocd-application-controller"))
         controller = argo._start("argocd-application-controller", [
-            "--kubeconfig", str(kube.kubeconfig), "--namespace", namespace, "--redis", redis,
+            "--kubeconfig", kubeconfig, "--namespace", namespace, "--redis", redis,
             "--repo-server", argo.repo_server, "--repo-server-plaintext", "--repo-server-timeout-seconds", "90",
             "--metrics-port", str(controller_metrics), "--status-processors", "1", "--operation-processors", "1",
             "--kubectl-parallelism-limit", "4", "--logformat", "text"],
-            {"HOSTNAME": "argocd-application-controller-0"})
+            {"HOSTNAME": "argocd-application-controller-0", "KUBECONFIG": kubeconfig})
         wait_for("argocd-repo-server /healthz", lambda: _healthy(f"http://127.0.0.1:{repo_metrics}/healthz"),
                  timeout, repo)
         wait_for("argocd-application-controller /healthz",

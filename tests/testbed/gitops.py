@@ -1,21 +1,34 @@
 """The GitOps loop on loopback: a git server, Redis, our plugin under Argo CD's plugin server, Argo CD's
-repo-server and application controller (API server on demand) and the test bed's kube-apiserver with Argo
-CD's and our CRDs. Shared by the loop tests (tests/argocd) and scripts/demo_gitops.sh."""
+repo-server and application controller (API server on demand), the AppRafter operator and admission webhook, and
+the test bed's kube-apiserver with Argo CD's and our CRDs. Shared by the loop tests (tests/argocd) and
+scripts/demo_gitops.sh.
+
+Every component talks to the API server as its own identity, as in a cluster: Argo CD's components and the
+operator as their ServiceAccounts, the person who approves with the CLI as the test bed's token user PERSON.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import signal
+import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from compatibility.crd import ALL_CRDS
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
+from tests.admission.cluster import DEPLOY as ADMISSION_DEPLOY
+from tests.admission.cluster import Webhook, configurations, unregister
+from tests.admission.reviews import OPERATOR, parser_cr
+from tests.reconciler.operator_proc import Operator
 from tests.testbed.argocd import (
     ARGOCD_API,
     IN_CLUSTER,
@@ -29,8 +42,8 @@ from tests.testbed.argocd import (
 )
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.gitserver import GitServer, start_git_server
-from tests.testbed.kube import KubeTestBed
-from tests.testbed.procs import BedError
+from tests.testbed.kube import PERSON, ApplyRejected, KubeTestBed
+from tests.testbed.procs import BedError, wait_for
 from tests.testbed.redis import RedisServer, start_redis
 from toolchain.tools import ToolError, resolve
 
@@ -42,19 +55,24 @@ CONFIGMAP_PATCHES = ("argocd-cmd-params-cm-patch.yaml", "argocd-cm-patch.yaml", 
 ARGOCD_NAMESPACE = "argocd-loop"  # not `argocd`: other test-bed tests may use that namespace for their own ends
 APPROVER = LocalUser("approver", "role:apprafter-approver")
 VIEWER = LocalUser("viewer", "role:readonly")
-# Until the operator joins the loop (issue 9), tests and the demo write its status under this field manager.
-STAND_IN = "stand-in-for-the-operator"
+FIELD_MANAGER = "apprafter-gitops-loop"
+OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = OPERATOR.split(":")[2:]
 
 
 @dataclasses.dataclass
 class GitOpsLoop:
-    """Every part of the loop, running. `timings` collects what each step cost (seconds), by step name."""
+    """Every part of the loop, running; `namespaces` are the destinations the operator watches and the webhook
+    guards. `timings` collects what each step cost (seconds), by step name."""
 
     kube: KubeTestBed
     git: GitServer
     redis: RedisServer
     cmp: CmpServer
     argocd: ArgoCD
+    webhook: Webhook
+    operator: Operator
+    namespaces: tuple[str, ...]
+    person_kubeconfig: Path
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def application(self, name: str, repo: str, destination: str, *, environment: str | None = None,
@@ -73,11 +91,24 @@ class GitOpsLoop:
                          "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
                                         "syncOptions": ["CreateNamespace=true"]}}}
 
+    def wait(self, name: str, what: str, predicate: Callable[[dict[str, Any]], bool],
+             timeout: float = 120.0) -> dict[str, Any]:
+        """Poll Argo CD Application `name` until predicate(app); on timeout the error has every log's tail."""
+        try:
+            return self.argocd.wait(name, what, predicate, timeout)
+        except BedError as exc:
+            raise BedError(f"{exc}\n--- operator\n{self.operator.log()[-6000:]}\n--- webhook\n"
+                           f"{self.webhook.log()[-3000:]}") from exc
+
     def wait_synced(self, name: str, revision: str, timeout: float = 120.0) -> dict[str, Any]:
         """Until Argo CD reports `name` Synced at `revision` and its sync operation Succeeded."""
-        return self.argocd.wait(name, f"Synced at {revision[:8]}", lambda app: sync_status(app)[0] == "Synced"
-                                and sync_status(app)[2] == revision and operation_phase(app) == "Succeeded",
-                                timeout)
+        return self.wait(name, f"Synced at {revision[:8]}", lambda app: sync_status(app)[0] == "Synced"
+                         and sync_status(app)[2] == revision and operation_phase(app) == "Succeeded", timeout)
+
+    def wait_health(self, name: str, revision: str, health: str, timeout: float = 120.0) -> dict[str, Any]:
+        """Until Argo CD reports `name` Synced at `revision` with app health `health`."""
+        return self.wait(name, f"Synced at {revision[:8]} and {health}",
+                         lambda app: sync_status(app) == ("Synced", health, revision), timeout)
 
     def push(self, repo: str, files: Mapping[str, str], message: str, *apps: str) -> str:
         """Commit to `repo`, then tell Argo CD as its git webhook would (refresh `apps`); returns the sha."""
@@ -86,32 +117,56 @@ class GitOpsLoop:
             self.argocd.refresh(app)
         return sha
 
-    @contextmanager
-    def timed(self, step: str) -> Iterator[None]:
-        started = time.monotonic()
-        yield
-        self.timings[step] = time.monotonic() - started
-
     def apprafter_application(self, name: str, namespace: str) -> dict[str, Any] | None:
         return self.kube.get(APPRAFTER_API, "Application", name, namespace)
 
-    def write_status(self, kind: str, name: str, namespace: str, status: Mapping[str, Any],
-                     field_manager: str = STAND_IN) -> None:
-        """Server-side apply `status` to one of our objects through its status subresource."""
-        info = self.kube.resource_for(APPRAFTER_API, kind)
-        body = {"apiVersion": APPRAFTER_API, "kind": kind, "metadata": {"name": name, "namespace": namespace},
-                "status": dict(status)}
-        resp = self.kube.http.patch(info.path(name, namespace) + "/status", json=body,
-                                    params={"fieldManager": field_manager, "force": "true"},
-                                    headers={"Content-Type": "application/apply-patch+yaml"})
-        if resp.status_code >= 300:
-            raise BedError(f"{kind} {namespace}/{name} status: {resp.status_code} {resp.text[:1000]}")
+    def migration_plan(self, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.kube.get(APPRAFTER_API, "MigrationPlan", name, namespace)
+
+    def approve(self, plan: str, namespace: str) -> subprocess.CompletedProcess[str]:
+        """`apprafter migration approve PLAN -n NAMESPACE`, as the person PERSON runs it with their kubeconfig."""
+        argv = [sys.executable, "-m", "apprafter", "migration", "approve", plan, "-n", namespace,
+                "--kubeconfig", str(self.person_kubeconfig)]
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=env)
+
+    def operator_paused(self) -> AbstractContextManager[None]:
+        return paused(self.operator)
 
     def stop(self) -> None:
-        self.argocd.stop()
-        self.cmp.stop()
-        self.git.stop()
-        self.redis.stop()
+        """Tear everything down, our objects in the loop's namespaces included (each step runs even if one
+        before it fails)."""
+        with ExitStack() as stack:
+            stack.callback(self.redis.stop)
+            stack.callback(self.git.stop)
+            stack.callback(self.cmp.stop)
+            stack.callback(self.webhook.stop)
+            stack.callback(delete_ours, self.kube, self.namespaces)
+            stack.callback(self.operator.stop)
+            stack.callback(self.argocd.stop)
+            stack.callback(unregister, self.kube)
+
+
+def delete_ours(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
+    """Delete every Application and MigrationPlan of ours in `namespaces` (their children stay: the test bed runs
+    no garbage collector), so that no later operator in the session picks them up."""
+    for namespace in namespaces:
+        for kind in ("MigrationPlan", "Application"):
+            info = kube.resource_for(APPRAFTER_API, kind)
+            resp = kube.http.delete(info.path(None, namespace))
+            if resp.status_code not in (200, 404):
+                raise BedError(f"deleting {kind}s in {namespace}: {resp.status_code} {resp.text[:500]}")
+
+
+@contextmanager
+def paused(operator: Operator) -> Iterator[None]:
+    """The operator stopped (SIGSTOP) for the block, then resumed: what the cluster and Argo CD show while it
+    has not got to a change yet."""
+    operator.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        operator.signal(signal.SIGCONT)
 
 
 def install_apprafter_crds(kube: KubeTestBed, workdir: Path) -> list[str]:
@@ -132,11 +187,82 @@ def plugin_path() -> list[str]:
     return [str(Path(sys.executable).parent), str(cue.parent)]
 
 
-def start_loop(kube: KubeTestBed, workdir: Path, *, namespace: str = ARGOCD_NAMESPACE) -> GitOpsLoop:
-    """Start every part of the loop but the API server (started on first use); stop() tears it all down."""
+def start_webhook(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Webhook:
+    """`apprafter webhook` registered as deploy/admission/webhooks.yaml registers it, limited to `namespaces` (the
+    API server is the session's: a failurePolicy Fail webhook must not reach other tests' objects); returns once
+    the API server calls it."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    webhook = Webhook(workdir)
+    webhook.start()
+    try:
+        selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                          "values": sorted(namespaces)}]}
+        for config in configurations(webhook.base_url, webhook.ca.pem):
+            for hook in config["webhooks"]:
+                hook["namespaceSelector"] = selector
+            kube.apply(config, field_manager=FIELD_MANAGER)
+        canary = parser_cr(namespaces[0])
+        canary["spec"]["base"]["env"]["not-a-key"] = "x"
+        kube.ensure_namespace(namespaces[0])
+
+        def refused() -> bool | None:
+            try:
+                kube.apply(canary, dry_run=True, field_manager=FIELD_MANAGER)
+            except ApplyRejected as exc:
+                return True if "applications.apprafter.io" in str(exc) else None
+            return None
+
+        wait_for("the API server to call the admission webhook", refused, 30, webhook.process, interval=0.1)
+        return webhook
+    except BaseException:
+        unregister(kube)
+        webhook.stop()
+        raise
+
+
+def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Operator:
+    """`apprafter operator` as its ServiceAccount (cluster-admin here: the chart's own ClusterRole is the image's
+    issue), watching `namespaces`, no leader election; returns once it is ready."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
+    kubeconfig = kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
+    kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "apprafter-operator-gitops-loop"},
+                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_ACCOUNT, "namespace": OPERATOR_NAMESPACE}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}},
+               field_manager=FIELD_MANAGER)
+    watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
+    return Operator(kube, workdir, ("--no-leader-elect", "--max-backoff", "5", *watched), kubeconfig=kubeconfig).start()
+
+
+def person_kubeconfig(kube: KubeTestBed, workdir: Path) -> Path:
+    """PERSON's kubeconfig, bound to deploy/admission/rbac.yaml's approver ClusterRole and nothing else."""
+    if PERSON not in kube.user_tokens:
+        raise BedError(f"the loop needs the token user {PERSON}: start_kube(..., users={{PERSON: ()}})")
+    role = next(d for d in yaml.safe_load_all((ADMISSION_DEPLOY / "rbac.yaml").read_text())
+                if d and d["kind"] == "ClusterRole")
+    kube.apply(role, field_manager=FIELD_MANAGER)
+    kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{role['metadata']['name']}-gitops-loop"},
+                "subjects": [{"kind": "User", "name": PERSON, "apiGroup": "rbac.authorization.k8s.io"}],
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": role["metadata"]["name"]}}, field_manager=FIELD_MANAGER)
+    return kube.kubeconfig_for(workdir / "person.kubeconfig", kube.user_tokens[PERSON], PERSON)
+
+
+def start_loop(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str], *,
+               namespace: str = ARGOCD_NAMESPACE) -> GitOpsLoop:
+    """Start every part of the loop but Argo CD's API server (started on first use), for Argo CD Applications in
+    `namespace` deploying into `namespaces`; stop() tears it all down."""
     workdir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         install_apprafter_crds(kube, workdir)
+        webhook = start_webhook(kube, workdir / "webhook", (namespace, *namespaces))
+        stack.callback(webhook.stop)
+        stack.callback(unregister, kube)
+        operator = start_operator(kube, workdir / "operator", namespaces)
+        stack.callback(operator.stop)
+        person = person_kubeconfig(kube, workdir)
         redis = start_redis(workdir / "redis")
         stack.callback(redis.stop)
         git = start_git_server(workdir / "git")
@@ -152,4 +278,4 @@ def start_loop(kube: KubeTestBed, workdir: Path, *, namespace: str = ARGOCD_NAME
         argocd = start_argocd(kube, workdir / "argocd", redis=redis.address, plugin_socket_dir=sockets,
                               settings=settings, namespace=namespace)
         stack.pop_all()
-    return GitOpsLoop(kube, git, redis, cmp, argocd)
+    return GitOpsLoop(kube, git, redis, cmp, argocd, webhook, operator, tuple(namespaces), person)

@@ -26,6 +26,8 @@ from toolchain.tools import ToolError, crd_files
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: CRDs are ~4 MB
 
 ADMIN_USER = "apprafter-admin"
+# A person the `kube` fixture knows (a token user with no roles: a test grants what it needs), e.g. an approver.
+PERSON = "alice@example.com"
 FIELD_MANAGER = "apprafter-test"
 _DISCOVERY_ACCEPT = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
 
@@ -134,6 +136,26 @@ class KubeTestBed:
         """An httpx client authenticated as one of the extra token users (RBAC is the test's to grant)."""
         return httpx.Client(base_url=self.url, verify=ssl_context(self.ca_path), timeout=30.0,
                             headers={"Authorization": f"Bearer {self.user_tokens[name]}"})
+
+    def service_account_token(self, namespace: str, name: str, seconds: int = 86400) -> str:
+        """A token for ServiceAccount namespace/name (created if missing) from the TokenRequest API, as a pod
+        would mount it: the API server authenticates it as `system:serviceaccount:<namespace>:<name>`."""
+        self.ensure_namespace(namespace)
+        resp = self.http.post(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                              json={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+        if resp.status_code not in (201, 409):
+            raise _rejected(resp, f"creating ServiceAccount {namespace}/{name}")
+        resp = self.http.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", json={
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}})
+        if resp.status_code != 201:
+            raise _rejected(resp, f"a token for ServiceAccount {namespace}/{name}")
+        token: str = resp.json()["status"]["token"]
+        return token
+
+    def kubeconfig_for(self, path: Path, token: str, user: str) -> Path:
+        """A kubeconfig for this API server that authenticates with `token` (named `user` in the file)."""
+        write_kubeconfig(path, self.url, token, self.ca_path.read_text(), user=user)
+        return path
 
     # --- writes ----------------------------------------------------------------------------------
 
@@ -431,7 +453,7 @@ def start_kube(
         raise
 
 
-def write_kubeconfig(path: Path, url: str, token: str, ca_pem: str) -> None:
+def write_kubeconfig(path: Path, url: str, token: str, ca_pem: str, user: str = ADMIN_USER) -> None:
     """A kubeconfig with one cluster, one token user and one current context named `testbed`."""
     import base64
 
@@ -448,9 +470,9 @@ def write_kubeconfig(path: Path, url: str, token: str, ca_pem: str) -> None:
                 },
             }
         ],
-        "users": [{"name": ADMIN_USER, "user": {"token": token}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [
-            {"name": "testbed", "context": {"cluster": "testbed", "user": ADMIN_USER, "namespace": "default"}}
+            {"name": "testbed", "context": {"cluster": "testbed", "user": user, "namespace": "default"}}
         ],
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))
