@@ -59,5 +59,5 @@ def test_operator_and_admission_components_install_the_two_halves_of_the_operato
 def test_cue_cmp_component_names_the_sidecar_image_of_this_version(stack_all: Path) -> None:
     app = applications(helm_template(stack_all, "--set", "tier=solo"))["cue-cmp"]
     image = app["spec"]["source"]["helm"]["valuesObject"]["image"]
-    assert image == {"registry": "ghcr.io/apprafter", "repository": "argocd-cue-cmp", "tag": VERSION}
-    assert image["repository"] in IMAGES
+    assert image == {"repository": "ghcr.io/apprafter/argocd-cue-cmp", "tag": VERSION}
+    assert image["repository"].rsplit("/", 1)[1] in IMAGES
