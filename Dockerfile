@@ -1,11 +1,11 @@
 # argocd-cue-cmp: the AppRafter CUE plugin sidecar for argocd-repo-server (docs/install.md).
 #
 # Build with `make images`: tools/images.sh stages the build context (this package as a wheel, its
-# dependencies pinned with hashes in deploy/images/requirements.txt, the pinned `cue` binary, plugin.yaml)
-# and runs `buildah bud --isolation chroot --timestamp $SOURCE_DATE_EPOCH --secret id=ca,src=<CA bundle>`.
-# BASE is any Debian-based image with python3 and python3-venv. The default is the public Python image,
-# pinned by the digest of its multi-architecture index; `make images` passes the local base built from
-# Debian packages by tools/base-image.sh (no container registry needed).
+# dependencies pinned with hashes in deploy/images/requirements.txt, the pinned `cue` binary, plugin.yaml,
+# deploy/images/install-venv.sh) and runs `buildah bud --isolation chroot --timestamp $SOURCE_DATE_EPOCH
+# --secret id=ca,src=<CA bundle>`. BASE is any Debian-based image with python3 and python3-venv. The default
+# is the public Python image, pinned by the digest of its multi-architecture index; `make images` passes the
+# local base built from Debian packages by tools/base-image.sh (no container registry needed).
 ARG BASE=docker.io/library/python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
 FROM ${BASE}
 ARG BASE
@@ -22,20 +22,12 @@ LABEL org.opencontainers.image.title="argocd-cue-cmp" \
       org.opencontainers.image.vendor="AppRafter" \
       org.opencontainers.image.base.name="${BASE}"
 
-# The CA bundle pip needs is a build secret (never a layer); the context is bind-mounted, not copied.
-# pip and setuptools leave the venv once it is built. The .pyc files are compiled ahead (unchecked hash:
-# the root filesystem is read-only at run time and never changes) so each plugin run starts fast.
-# User 999 is the one Argo CD requires of sidecars; its entry lets tools that look up the user work.
+# deploy/images/install-venv.sh (shared with the operator image) makes the venv /opt/apprafter with the pinned
+# cue in it; the CA bundle pip needs is a build secret (never a layer) and the context is bind-mounted, not
+# copied. User 999 is the one Argo CD requires of sidecars; its entry lets tools that look up the user work.
 RUN --mount=type=secret,id=ca,target=/run/secrets/ca.crt \
     --mount=type=bind,source=.,target=/context \
-    python3 -m venv /opt/apprafter \
- && export PIP_CERT=/run/secrets/ca.crt PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_COMPILE=1 \
- && /opt/apprafter/bin/pip install --quiet --no-input --require-hashes -r /context/requirements.txt \
- && /opt/apprafter/bin/pip install --quiet --no-input --no-deps /context/wheels/*.whl \
- && /opt/apprafter/bin/pip check \
- && /opt/apprafter/bin/pip uninstall --quiet --yes pip setuptools \
- && /opt/apprafter/bin/python -m compileall -q -j 1 --invalidation-mode unchecked-hash /opt/apprafter/lib \
- && install -m 0755 /context/cue /opt/apprafter/bin/cue \
+    /context/install-venv.sh \
  && echo 'argocd:x:999:999:Argo CD plugin:/home/argocd:/usr/sbin/nologin' >> /etc/passwd \
  && echo 'argocd:x:999:' >> /etc/group \
  && install -d -o 999 -g 999 /home/argocd /home/argocd/cmp-server /home/argocd/cmp-server/plugins

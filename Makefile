@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
 
-.PHONY: setup tools venv example test lint bench images publish
+.PHONY: setup tools venv example test lint bench images chart publish
 
 setup: tools venv
 
@@ -36,11 +36,16 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
-# OCI images (tools/images.sh): buildah into podman's storage as localhost/<name>:<version>, on the local
-# Debian base the set-up builds. `make publish REGISTRY=ghcr.io/apprafter COSIGN_KEY=cosign.key` pushes,
-# signs and verifies them (COSIGN_PASSWORD in the environment; PLAIN_HTTP=1 for a registry without TLS).
+# OCI images (tools/images.sh): buildah into podman's storage as localhost/<name>:<version> (argocd-cue-cmp,
+# apprafter-operator), on the local Debian base the set-up builds. `make chart` packages the operator's Helm
+# chart reproducibly into build/charts/. `make publish REGISTRY=ghcr.io/apprafter COSIGN_KEY=cosign.key` pushes
+# both images and the chart (REGISTRY/charts/), signs and verifies each (COSIGN_PASSWORD in the environment;
+# PLAIN_HTTP=1 for a registry without TLS).
 images: venv
 	@PYTHON=$(PY) tools/images.sh build
+
+chart: venv
+	@$(PY) scripts/package_chart.py deploy/charts/apprafter-operator build/charts
 
 publish: venv
 	@test -n "$(REGISTRY)" || { echo "make publish: set REGISTRY, e.g. REGISTRY=ghcr.io/apprafter" >&2; exit 1; }

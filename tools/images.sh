@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Builds and publishes the project's OCI images (docs/development.md "Images"): buildah builds into podman's
-# storage, skopeo copies, cosign signs (through `apprafter stack sign|verify`, the chart's signing code).
+# Builds and publishes the project's OCI images and the operator's Helm chart (docs/development.md "Images"):
+# buildah builds into podman's storage, skopeo copies, `apprafter stack push` pushes the chart, cosign signs
+# (through `apprafter stack sign|verify`, the platform chart's signing code).
 #
-#   tools/images.sh build [NAME...]          build $IMAGE_PREFIX/<name>:<version> (default: every image);
-#                                            an image whose inputs did not change is kept, not rebuilt
-#   tools/images.sh publish REPO [NAME...]   push each to REPO/<name>:<version>, sign it by digest, verify;
-#                                            prints REPO/<name>:<version>@sha256:<digest> per image
+#   tools/images.sh build [NAME...]            build $IMAGE_PREFIX/<name>:<version> (default: every image);
+#                                              an image whose inputs did not change is kept, not rebuilt
+#   tools/images.sh publish REPO [TARGET...]   push each image to REPO/<name>:<version> and the chart (target
+#                                              `chart`) to REPO/charts/apprafter-operator:<version>, sign each by
+#                                              digest, verify; prints REPO/...:<version>@sha256:<digest> per target
 #
 # Environment: PYTHON (default .venv/bin/python), IMAGE_PREFIX (default localhost), BASE (default: the
 # local base from tools/base-image.sh), CA_BUNDLE (the build secret pip trusts, default the system bundle),
 # SOURCE_DATE_EPOCH (default: the last commit's time). publish: COSIGN_KEY (private key), COSIGN_PASSWORD,
 # COSIGN_PUBLIC_KEY (default: COSIGN_KEY with .pub), PLAIN_HTTP=1 for a registry without TLS. Registry
-# credentials: `skopeo login --authfile ~/.docker/config.json HOST` (cosign reads that file too).
+# credentials: `skopeo login --authfile ~/.docker/config.json HOST` (cosign and the chart push read it too).
 # Exit 1: a problem with the input (stale lock, moved tag); 2: a tool or the environment, with the remedy.
 set -euo pipefail
 
@@ -22,9 +24,14 @@ PYTHON=${PYTHON:-$root/.venv/bin/python}
 PREFIX=${IMAGE_PREFIX:-localhost}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 
-# name -> Dockerfile (build context: the staged directory, see stage()).
-declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile)
-ALL=(argocd-cue-cmp)
+# name -> Dockerfile; the pinned tools its venv ships (into /opt/apprafter/bin); files of the repository it
+# COPYs. Each image gets a build context of its own (see stage()), so its inputs hash covers only what it uses.
+declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile)
+declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign")
+declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="")
+ALL=(argocd-cue-cmp apprafter-operator)
+# The operator's Helm chart: `publish` pushes and signs it after the images (target name `chart`).
+CHART=deploy/charts/apprafter-operator
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() { local code=$1; shift; printf 'images: %s\n' "$*" >&2; exit "$code"; }
@@ -40,17 +47,27 @@ names() {
   local n; for n in "$@"; do [[ -n "${DOCKERFILE[$n]:-}" ]] || die 1 "unknown image $n (known: ${ALL[*]})"; echo "$n"; done
 }
 
-# stage DIR: the build context: the package wheel, the pinned dependencies, the pinned cue, plugin.yaml.
-stage() {
-  local ctx=$1
-  rm -rf "$ctx"; mkdir -p "$ctx/wheels"
-  # hatchling honours SOURCE_DATE_EPOCH: the same source gives the same wheel.
-  SOURCE_DATE_EPOCH=$SDE "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$ctx/wheels" . >&2 \
+# wheel DIR: this package as a wheel in DIR (hatchling honours SOURCE_DATE_EPOCH: same source, same wheel).
+wheel() {
+  rm -rf "$1"; mkdir -p "$1"
+  SOURCE_DATE_EPOCH=$SDE "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$1" . >&2 \
     || die 2 "building the package wheel failed (see above)"
-  cp deploy/images/requirements.txt plugin.yaml "$ctx/"
-  local cue; cue=$("$PYTHON" -c 'from toolchain.tools import check; print(check("cue"))') \
-    || die 2 "the pinned cue is missing: run \`make setup\`"
-  cp "$cue" "$ctx/cue"
+}
+
+# stage NAME DIR WHEELS: the build context of one image: the wheel, the pinned dependencies, the venv script,
+# the pinned tools it ships (bin/) and the files its Dockerfile copies.
+stage() {
+  local name=$1 ctx=$2 wheels=$3
+  rm -rf "$ctx"; mkdir -p "$ctx/bin"
+  cp -r "$wheels" "$ctx/wheels"
+  cp deploy/images/requirements.txt deploy/images/install-venv.sh "$ctx/"
+  local tool path file
+  for tool in ${SHIPS[$name]}; do
+    path=$("$PYTHON" -c 'import sys; from toolchain.tools import check; print(check(sys.argv[1]))' "$tool") \
+      || die 2 "the pinned $tool is missing: run \`make setup\`"
+    cp "$path" "$ctx/bin/$tool"
+  done
+  for file in ${COPIES[$name]}; do cp "$file" "$ctx/"; done
 }
 
 build() {
@@ -62,11 +79,12 @@ build() {
   SDE=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
   local revision; revision=$(git rev-parse HEAD)
   [[ -z "$(git status --porcelain)" ]] || revision="$revision-dirty"
-  local ctx=build/images/context base_id; base_id=$(podman image inspect --format '{{.Id}}' "$base")
-  stage "$ctx"
+  local base_id; base_id=$(podman image inspect --format '{{.Id}}' "$base")
+  wheel build/images/wheels
   local name
   for name in $(names "$@"); do
-    local tag="$PREFIX/$name:$VERSION" dockerfile=${DOCKERFILE[$name]}
+    local tag="$PREFIX/$name:$VERSION" dockerfile=${DOCKERFILE[$name]} ctx=build/images/$name
+    stage "$name" "$ctx" build/images/wheels
     # Everything the image is made of; an image carrying the same hash is up to date.
     local inputs; inputs=$( { echo "$name $VERSION $revision $SDE $base_id"; cat "$dockerfile";
                               (cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-64)
@@ -101,47 +119,75 @@ remote_manifest() {
   fi
 }
 
+# sign_once REPOSITORY TAG DIGEST: sign REPOSITORY@DIGEST unless this key's signature verifies already (a re-run
+# adds no second signature), then verify it by tag and digest.
+sign_once() {
+  local repository=$1 tag=$2 digest=$3
+  local ref="$repository:$tag@$digest"
+  if "${APPRAFTER[@]}" stack verify "$ref" --key "$PUB" "${PLAIN[@]}" >/dev/null 2>&1; then
+    log "$ref already signed with $PUB"
+    return
+  fi
+  "${APPRAFTER[@]}" stack sign "$repository@$digest" --key "$KEY" --password-env COSIGN_PASSWORD "${PLAIN[@]}" >&2 \
+    || die 2 "signing $ref failed (see above)"
+  "${APPRAFTER[@]}" stack verify "$ref" --key "$PUB" "${PLAIN[@]}" >&2 \
+    || die 2 "$ref: the signature does not verify with $PUB"
+}
+
+publish_image() {
+  local repo=$1 name=$2
+  local src="$PREFIX/$name:$VERSION" dest="$repo/$name:$VERSION" digest
+  podman image exists "$src" || die 2 "$src not built: run \`make images\`"
+  local id; id=sha256:$(podman image inspect --format '{{.Id}}' "$src")
+  if remote_manifest "$dest" "$work/$name.manifest"; then
+    # The tag exists: it must hold this very image (same config digest = same image ID), never another.
+    local theirs; theirs=$("$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["config"]["digest"])' \
+                           <"$work/$name.manifest") || die 2 "$dest: the registry's manifest has no config digest"
+    [[ "$theirs" == "$id" ]] || die 1 "$dest already holds image ${theirs:7:12}, not this build's ${id:7:12}: tags are immutable, bump the version in pyproject.toml"
+    digest=sha256:$(sha256sum <"$work/$name.manifest" | cut -d' ' -f1)
+    log "$dest@$digest already in the registry"
+  else
+    skopeo copy --quiet "${TLS[@]/--tls-verify/--dest-tls-verify}" --digestfile "$work/$name.digest" \
+      "containers-storage:$src" "docker://$dest" >&2 || die 2 "pushing $dest failed (see above): check the registry and its credentials"
+    digest=$(cat "$work/$name.digest")
+    log "pushed $dest@$digest"
+  fi
+  sign_once "$repo/$name" "$VERSION" "$digest"
+  echo "$dest@$digest"
+}
+
+# The operator's Helm chart, packaged byte-reproducibly, to REPO/charts/<name>:<version> with Helm's OCI media
+# types (`apprafter stack push`: the same content again is a no-op, other content under the tag is refused).
+publish_chart() {
+  local repo=$1 tgz ref code
+  tgz=$("$PYTHON" scripts/package_chart.py "$CHART" build/charts) || die 2 "packaging $CHART failed (see above)"
+  ref=$("${APPRAFTER[@]}" stack push "$tgz" --to "oci://$repo/charts" "${PLAIN[@]}") \
+    || { code=$?; die "$code" "pushing $tgz failed (see above)"; }
+  ref=${ref#oci://}
+  local tagged=${ref%@*} digest=${ref#*@}
+  log "pushed $ref (a no-op when it was there)"
+  sign_once "${tagged%:*}" "${tagged##*:}" "$digest"
+  echo "$ref"
+}
+
 publish() {
   (($# >= 1)) || die 1 "usage: tools/images.sh publish REPO [NAME...] (REPO like ghcr.io/apprafter)"
   local repo=${1#oci://}; shift
   repo=${repo%/}
-  local key=${COSIGN_KEY:-} pub
-  [[ -n "$key" ]] || die 1 "COSIGN_KEY: set it to the cosign private key that signs the images"
-  pub=${COSIGN_PUBLIC_KEY:-${key%.key}.pub}
+  KEY=${COSIGN_KEY:-}
+  [[ -n "$KEY" ]] || die 1 "COSIGN_KEY: set it to the cosign private key that signs the images"
+  PUB=${COSIGN_PUBLIC_KEY:-${KEY%.key}.pub}
   [[ -n "${COSIGN_PASSWORD+x}" ]] || die 1 "COSIGN_PASSWORD: set it to the key's password (it is never printed)"
-  local plain=() ; TLS=()
-  if [[ "${PLAIN_HTTP:-}" == 1 ]]; then plain=(--plain-http); TLS=(--tls-verify=false); fi
+  PLAIN=(); TLS=()
+  if [[ "${PLAIN_HTTP:-}" == 1 ]]; then PLAIN=(--plain-http); TLS=(--tls-verify=false); fi
   work=$(mktemp -d -t apprafter-publish-XXXXXX)  # global: the EXIT trap runs after this function returns
   trap 'rm -rf "$work"' EXIT
-  local apprafter=("$PYTHON" -m apprafter)
-  local name
-  for name in $(names "$@"); do
-    local src="$PREFIX/$name:$VERSION" dest="$repo/$name:$VERSION" digest
-    podman image exists "$src" || die 2 "$src not built: run \`make images\`"
-    local id; id=sha256:$(podman image inspect --format '{{.Id}}' "$src")
-    if remote_manifest "$dest" "$work/$name.manifest"; then
-      # The tag exists: it must hold this very image (same config digest = same image ID), never another.
-      local theirs; theirs=$("$PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["config"]["digest"])' \
-                             <"$work/$name.manifest") || die 2 "$dest: the registry's manifest has no config digest"
-      [[ "$theirs" == "$id" ]] || die 1 "$dest already holds image ${theirs:7:12}, not this build's ${id:7:12}: tags are immutable, bump the version in pyproject.toml"
-      digest=sha256:$(sha256sum <"$work/$name.manifest" | cut -d' ' -f1)
-      log "$dest@$digest already in the registry"
-    else
-      skopeo copy --quiet "${TLS[@]/--tls-verify/--dest-tls-verify}" --digestfile "$work/$name.digest" \
-        "containers-storage:$src" "docker://$dest" >&2 || die 2 "pushing $dest failed (see above): check the registry and its credentials"
-      digest=$(cat "$work/$name.digest")
-      log "pushed $dest@$digest"
-    fi
-    # Sign unless a signature by this key is there already (a re-run adds no second signature).
-    if "${apprafter[@]}" stack verify "$dest@$digest" --key "$pub" "${plain[@]}" >/dev/null 2>&1; then
-      log "$dest@$digest already signed with $pub"
-    else
-      "${apprafter[@]}" stack sign "$repo/$name@$digest" --key "$key" --password-env COSIGN_PASSWORD "${plain[@]}" >&2 \
-        || die 2 "signing $dest@$digest failed (see above)"
-      "${apprafter[@]}" stack verify "$dest@$digest" --key "$pub" "${plain[@]}" >&2 \
-        || die 2 "$dest@$digest: the signature does not verify with $pub"
-    fi
-    echo "$dest@$digest"
+  APPRAFTER=("$PYTHON" -m apprafter)
+  local name targets=("$@")
+  ((${#targets[@]})) || targets=("${ALL[@]}" chart)
+  for name in "${targets[@]}"; do
+    [[ "$name" == chart || -n "${DOCKERFILE[$name]:-}" ]] || die 1 "unknown target $name (known: ${ALL[*]} chart)"
+    if [[ "$name" == chart ]]; then publish_chart "$repo"; else publish_image "$repo" "$name"; fi
   done
 }
 

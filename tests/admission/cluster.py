@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import sys
 import uuid
@@ -12,15 +13,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-import yaml
 
 from tests.admission.reviews import API, OPERATOR
-from tests.renderer.helpers import REPO
+from tests.charts.chart import render
 from tests.testbed.kube import KubeTestBed, ssl_context
 from tests.testbed.pki import CA, ServingCert
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
 
-DEPLOY = REPO / "deploy" / "admission"
 T = TypeVar("T")
 
 
@@ -65,9 +64,11 @@ class Webhook:
 
 
 def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
-    """deploy/admission/webhooks.yaml pointed at `webhook_url` (instead of the Service) trusting `ca_pem`."""
+    """The chart's webhook configurations pointed at `webhook_url` (instead of the Service) trusting `ca_pem`."""
     out = []
-    for doc in yaml.safe_load_all((DEPLOY / "webhooks.yaml").read_text()):
+    for doc in chart_objects():
+        if not doc["kind"].endswith("WebhookConfiguration"):
+            continue
         doc = copy.deepcopy(doc)
         doc["metadata"].pop("annotations", None)  # cert-manager's injection: the test sets caBundle itself
         for hook in doc["webhooks"]:
@@ -85,6 +86,12 @@ def register(bed: KubeTestBed, webhook_url: str, ca_pem: bytes) -> None:
 def unregister(bed: KubeTestBed) -> None:
     for config in configurations("https://unused", b""):
         bed.delete(config["apiVersion"], config["kind"], config["metadata"]["name"])
+
+
+@functools.cache
+def chart_objects() -> list[dict[str, Any]]:
+    """deploy/charts/apprafter-operator with its default values, as `helm template` renders it."""
+    return render()
 
 
 def eventually(what: str, probe: Callable[[], T | None], timeout: float = 30.0) -> T:
@@ -136,13 +143,12 @@ def fresh_namespace(bed: KubeTestBed, prefix: str = "adm") -> str:
 
 def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
     """The roles a cluster administrator gives: the editor writes apps (and, to show the webhook's refusal, their
-    status) but not plan status; the approver gets deploy/admission's approver role; the operator everything."""
+    status) but not plan status; the approver gets the chart's approver role; the operator everything."""
     rules = [{"apiGroups": ["apprafter.io"], "resources": ["applications", "applications/status", "platformstacks",
                                                            "platformstacks/status", "migrationplans"],
               "verbs": ["*"]}]
     operator_rules = [{"apiGroups": ["apprafter.io"], "resources": ["*"], "verbs": ["*"]}]
-    approver_role = next(d for d in yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text())
-                         if d["kind"] == "ClusterRole")
+    approver_role = next(d for d in chart_objects() if d["metadata"]["name"] == "apprafter:migration-approver")
     objects: list[dict[str, Any]] = [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "test-editor"},
          "rules": rules},

@@ -26,6 +26,7 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
+IMAGES = ("argocd-cue-cmp", "apprafter-operator")  # what `make images` builds, in its order
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -68,7 +69,7 @@ def make_images(prefix: str = PREFIX) -> dict[str, Image]:
     venv = Path(sys.executable).parent.parent
     run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200, extra_env={"IMAGE_PREFIX": prefix})
     images = {}
-    for name in ("argocd-cue-cmp",):
+    for name in IMAGES:
         ref = f"{prefix}/{name}:{VERSION}"
         images[name] = Image(ref, inspect(ref)["Id"])
     return images

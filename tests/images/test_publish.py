@@ -1,4 +1,5 @@
-"""`make publish`: the images pushed to an OCI registry, signed with cosign, pulled back unchanged."""
+"""`make publish`: the images and the operator's chart pushed to an OCI registry, signed with cosign, pulled back
+unchanged."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.charts.chart import CHART, KUBE_VERSION
 from tests.images.podman import PREFIX, VERSION, Image, inspect, podman, run
+from tests.platform_stack.conftest import helm, ok
 from tests.testbed.registry import OciRegistry
 
 pytestmark = pytest.mark.images
@@ -36,21 +39,23 @@ def verify(reference: str, public_key: Path) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture(scope="module")
 def published(images: dict[str, Image], oci_registry: OciRegistry, key_pair: KeyPair) -> list[str]:
-    """`make publish` once: its stdout lines, `REPO/<name>:<version>@sha256:<digest>`, one per image."""
+    """`make publish` once: its stdout lines, `REPO/<name>:<version>@sha256:<digest>`, one per image, then the
+    chart's."""
     key, _, password = key_pair("release")
     proc = publish(oci_registry, key, password)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
 
-def test_publish_prints_each_image_by_tag_and_digest(published: list[str], images: dict[str, Image],
-                                                      oci_registry: OciRegistry) -> None:
-    assert [line.split("@")[0] for line in published] == [f"{oci_registry.url}/apprafter/{name}:{VERSION}"
-                                                          for name in images]
+def test_publish_prints_each_image_and_the_chart_by_tag_and_digest(published: list[str], images: dict[str, Image],
+                                                                   oci_registry: OciRegistry) -> None:
+    repo = f"{oci_registry.url}/apprafter"
+    assert [line.split("@")[0] for line in published] == [
+        *(f"{repo}/{name}:{VERSION}" for name in images), f"{repo}/charts/apprafter-operator:{VERSION}"]
 
 
 def test_published_images_pull_back_with_the_same_digest(published: list[str], images: dict[str, Image]) -> None:
-    for line, image in zip(published, images.values(), strict=True):
+    for line, image in zip(published[:-1], images.values(), strict=True):
         tag, digest = line.split("@")
         podman("pull", "--quiet", "--tls-verify=false", tag)
         try:
@@ -59,6 +64,18 @@ def test_published_images_pull_back_with_the_same_digest(published: list[str], i
             assert pulled["Id"] == image.id  # the same config, so the same layers, as the image built here
         finally:
             podman("rmi", tag)  # only the tag: the image stays as the local build
+
+
+def test_the_published_chart_pulls_back_byte_identical_and_installs(published: list[str], tmp_path: Path) -> None:
+    tagged, digest = published[-1].split("@")
+    repository, version = tagged.rsplit(":", 1)
+    pulled = helm("pull", f"oci://{repository}", "--version", version, "--plain-http", "-d", str(tmp_path))
+    ok(pulled)
+    assert f"Digest: {digest}" in pulled.stderr  # helm reports the manifest it pulled
+    [tgz] = tmp_path.glob("*.tgz")
+    local = run([sys.executable, "scripts/package_chart.py", str(CHART), str(tmp_path / "local")]).stdout.strip()
+    assert tgz.read_bytes() == Path(local).read_bytes()  # the same bytes as packaging the chart here again
+    assert "kind: Deployment" in ok(helm("template", "x", str(tgz), "--kube-version", KUBE_VERSION))
 
 
 def test_signature_verifies_with_the_right_key_only(published: list[str], key_pair: KeyPair) -> None:

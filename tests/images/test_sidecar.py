@@ -1,4 +1,5 @@
-"""The argocd-cue-cmp image under podman: Argo CD's plugin server inside it renders as `apprafter render` does."""
+"""The argocd-cue-cmp image under podman: Argo CD's plugin server inside it renders as `apprafter render` does;
+what both images share: no CA bundle in a layer, identical rebuilds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.images.podman import PREFIX, REPO, VERSION, Image, Sidecar, inspect, make_images, podman
+from tests.images.podman import IMAGES, PREFIX, REPO, VERSION, Image, Sidecar, inspect, make_images, podman
 from tests.renderer.helpers import EXAMPLES, MINIMAL, run_cli, write_app
 from tests.testbed.cmp import CmpError
 
@@ -89,12 +90,14 @@ def test_image_ships_plugin_yaml_and_the_pinned_cue(sidecar_image: Image) -> Non
     assert (cue["tool"], cue["ok"], cue["path"]) == ("cue", True, "/opt/apprafter/bin/cue")
 
 
-def test_ca_bundle_is_a_build_secret_not_a_layer(sidecar_image: Image, tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", IMAGES)
+def test_ca_bundle_is_a_build_secret_not_a_layer(images: dict[str, Image], name: str, tmp_path: Path) -> None:
+    image = images[name]
     bundle = Path("/etc/ssl/certs/ca-certificates.crt").read_bytes()
-    base = inspect(inspect(sidecar_image.ref)["Config"]["Labels"]["org.opencontainers.image.base.name"])
-    ours = [layer for layer in inspect(sidecar_image.ref)["RootFS"]["Layers"] if layer not in base["RootFS"]["Layers"]]
+    base = inspect(inspect(image.ref)["Config"]["Labels"]["org.opencontainers.image.base.name"])
+    ours = [layer for layer in inspect(image.ref)["RootFS"]["Layers"] if layer not in base["RootFS"]["Layers"]]
     assert ours, "the image adds no layer to its base"
-    podman("save", "--format", "docker-dir", "--uncompressed", "--output", tmp_path / "saved", sidecar_image.ref)
+    podman("save", "--format", "docker-dir", "--uncompressed", "--output", tmp_path / "saved", image.ref)
     for layer in ours:
         with tarfile.open(tmp_path / "saved" / layer.removeprefix("sha256:")) as tar:
             for member in tar:
@@ -104,12 +107,13 @@ def test_ca_bundle_is_a_build_secret_not_a_layer(sidecar_image: Image, tmp_path:
                     assert handle is not None and handle.read() != bundle, f"{member.name} is the CA bundle"
 
 
-def test_rebuilding_gives_the_same_image(sidecar_image: Image) -> None:
-    again = make_images(PREFIX + "-again")["argocd-cue-cmp"]
+def test_rebuilding_gives_the_same_images(images: dict[str, Image]) -> None:
+    again = make_images(PREFIX + "-again")
     try:
-        assert again.id == sidecar_image.id
+        assert {name: image.id for name, image in again.items()} == {name: image.id for name, image in images.items()}
     finally:
-        podman("rmi", again.ref)
+        for image in again.values():
+            podman("rmi", image.ref)
 
 
 def run_git(*args: str) -> str:

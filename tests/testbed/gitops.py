@@ -20,13 +20,10 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from compatibility.crd import ALL_CRDS
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
-from tests.admission.cluster import DEPLOY as ADMISSION_DEPLOY
-from tests.admission.cluster import Webhook, configurations, unregister
+from tests.admission.cluster import Webhook, chart_objects, configurations, unregister
 from tests.admission.reviews import OPERATOR, parser_cr
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.argocd import (
@@ -57,6 +54,8 @@ APPROVER = LocalUser("approver", "role:apprafter-approver")
 VIEWER = LocalUser("viewer", "role:readonly")
 FIELD_MANAGER = "apprafter-gitops-loop"
 OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = OPERATOR.split(":")[2:]
+OPERATOR_RBAC, APPROVER_ROLE = "apprafter:operator", "apprafter:migration-approver"
+RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 
 
 @dataclasses.dataclass
@@ -188,7 +187,7 @@ def plugin_path() -> list[str]:
 
 
 def start_webhook(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Webhook:
-    """`apprafter webhook` registered as deploy/admission/webhooks.yaml registers it, limited to `namespaces` (the
+    """`apprafter webhook` registered as the operator chart registers it, limited to `namespaces` (the
     API server is the session's: a failurePolicy Fail webhook must not reach other tests' objects); returns once
     the API server calls it."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -221,26 +220,29 @@ def start_webhook(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -
 
 
 def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Operator:
-    """`apprafter operator` as its ServiceAccount (cluster-admin here: the chart's own ClusterRole is the image's
-    issue), watching `namespaces`, no leader election; returns once it is ready."""
+    """`apprafter operator` as its ServiceAccount with the operator chart's own RBAC (what a real install grants
+    it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
+    returns once it is ready."""
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
     kubeconfig = kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
-    kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "apprafter-operator-gitops-loop"},
-                "subjects": [{"kind": "ServiceAccount", "name": OPERATOR_ACCOUNT, "namespace": OPERATOR_NAMESPACE}],
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}},
-               field_manager=FIELD_MANAGER)
+    for obj in chart_rbac(OPERATOR_RBAC):
+        kube.apply(obj, field_manager=FIELD_MANAGER)
     watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
     return Operator(kube, workdir, ("--no-leader-elect", "--max-backoff", "5", *watched), kubeconfig=kubeconfig).start()
 
 
+def chart_rbac(name: str) -> list[dict[str, Any]]:
+    """The chart's RBAC objects called `name` outside Argo CD's namespace (the loop's Argo CD is argocd-loop)."""
+    return [o for o in chart_objects() if o["kind"] in RBAC_KINDS and o["metadata"]["name"] == name
+            and o["metadata"].get("namespace") in (None, OPERATOR_NAMESPACE)]
+
+
 def person_kubeconfig(kube: KubeTestBed, workdir: Path) -> Path:
-    """PERSON's kubeconfig, bound to deploy/admission/rbac.yaml's approver ClusterRole and nothing else."""
+    """PERSON's kubeconfig, bound to the operator chart's approver ClusterRole and nothing else."""
     if PERSON not in kube.user_tokens:
         raise BedError(f"the loop needs the token user {PERSON}: start_kube(..., users={{PERSON: ()}})")
-    role = next(d for d in yaml.safe_load_all((ADMISSION_DEPLOY / "rbac.yaml").read_text())
-                if d and d["kind"] == "ClusterRole")
+    [role] = [o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"]
     kube.apply(role, field_manager=FIELD_MANAGER)
     kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                 "metadata": {"name": f"{role['metadata']['name']}-gitops-loop"},

@@ -1,0 +1,263 @@
+"""deploy/charts/apprafter-operator under the real helm: lint, what each object must be, least-privilege RBAC,
+values checked and documented, and a server-side dry run of everything it renders."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from renderer.manifests import KINDS
+from tests.charts.chart import CHART, KUBE_VERSION, NAMESPACE, VERSION, container, find, one, render, template
+from tests.platform_stack.conftest import helm, ok
+from tests.renderer.helpers import run_cli
+from tests.testbed.kube import KubeTestBed
+
+OPERATOR_SA = {"kind": "ServiceAccount", "name": "apprafter-operator", "namespace": NAMESPACE}
+CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"]
+
+
+@pytest.fixture(scope="module")
+def objects() -> list[dict[str, Any]]:
+    return render()
+
+
+def test_helm_lint_strict_is_clean() -> None:
+    for args in ([], ["--set", "webhook.certManager.enabled=false", "--set", "webhook.tls.secretName=tls",
+                      "--set", "webhook.tls.caBundle=Y2E=", "--set", "operator.replicas=2"]):
+        out = ok(helm("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION, *args))
+        assert "1 chart(s) linted, 0 chart(s) failed" in out
+        # helm's only remark: there is no icon to point at.
+        assert [line for line in out.splitlines() if line.startswith("[")] == ["[INFO] Chart.yaml: icon is recommended"]
+
+
+def test_crds_are_what_apprafter_crds_prints() -> None:
+    printed = run_cli("crds")
+    assert printed.returncode == 0, printed.stderr
+    shipped = (CHART / "crds" / "apprafter.io.yaml").read_text()
+    assert shipped == printed.stdout, (
+        "the chart's CRDs are stale: `apprafter crds > deploy/charts/apprafter-operator/crds/apprafter.io.yaml`")
+    names = [d["metadata"]["name"] for d in yaml.safe_load_all(shipped) if d]
+    assert names == ["applications.apprafter.io", "migrationplans.apprafter.io", "platformstacks.apprafter.io",
+                     "resourceclaims.apprafter.io"]
+
+
+def test_chart_image_and_package_share_one_version(objects: list[dict[str, Any]]) -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert (chart["version"], chart["appVersion"]) == (VERSION, VERSION)
+    images = {container(d)["image"] for d in find(objects, "Deployment")}
+    assert images == {f"ghcr.io/apprafter/apprafter-operator:{VERSION}"}
+
+
+def test_operator_deployment_leader_elects_with_probes_and_a_locked_down_pod(objects: list[dict[str, Any]]) -> None:
+    deployment = one(objects, "Deployment", "apprafter-operator")
+    pod = deployment["spec"]["template"]["spec"]
+    c = container(deployment)
+    assert deployment["spec"]["replicas"] == 1
+    assert pod["serviceAccountName"] == "apprafter-operator"
+    assert c["args"][0] == "operator"
+    assert {"--leader-elect", f"--leader-elect-resource-namespace={NAMESPACE}",
+            "--leader-elect-resource-name=apprafter-operator"} <= set(c["args"])
+    help_text = run_cli("operator", "--help").stdout
+    for arg in c["args"][1:]:
+        assert arg.split("=")[0] in help_text, arg
+    assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in c["env"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert f"--health-port={ports['health']}" in c["args"] and f"--metrics-port={ports['metrics']}" in c["args"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert_locked_down(pod, c)
+    assert not find(objects, "PodDisruptionBudget", "apprafter-operator")  # one replica: nothing to keep up
+
+    two = render({"operator": {"replicas": 2}})
+    assert one(two, "Deployment", "apprafter-operator")["spec"]["replicas"] == 2
+    assert one(two, "PodDisruptionBudget", "apprafter-operator")["spec"]["maxUnavailable"] == 1
+    refused = template({"operator": {"replicas": 2, "leaderElection": {"enabled": False}}})
+    assert refused.returncode == 1
+    assert "operator.replicas: more than one replica needs operator.leaderElection.enabled" in refused.stderr
+
+
+def test_webhook_deployment_runs_two_replicas_without_api_access(objects: list[dict[str, Any]]) -> None:
+    deployment = one(objects, "Deployment", "apprafter-admission")
+    pod = deployment["spec"]["template"]["spec"]
+    c = container(deployment)
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["automountServiceAccountToken"] is False
+    assert one(objects, "ServiceAccount", "apprafter-admission")["automountServiceAccountToken"] is False
+    assert c["args"][0] == "webhook"
+    assert "--operator-user=system:serviceaccount:apprafter-system:apprafter-operator" in c["args"]
+    help_text = run_cli("webhook", "--help").stdout
+    for arg in c["args"][1:]:
+        assert arg.split("=")[0] in help_text, arg
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/etc/apprafter/tls", "/tmp"}
+    assert_locked_down(pod, c)
+    assert one(objects, "PodDisruptionBudget", "apprafter-admission")["spec"]["minAvailable"] == 1
+    service = one(objects, "Service", "apprafter-admission")
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= {p["name"] for p in c["ports"]}
+
+
+def assert_locked_down(pod: dict[str, Any], c: dict[str, Any]) -> None:
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]}}
+    assert "memory" in c["resources"]["limits"]
+    tmp = next(v for v in pod["volumes"] if v["name"] == "tmp")
+    assert "emptyDir" in tmp  # /tmp is the one writable place
+
+
+def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[dict[str, Any]]) -> None:
+    serving = one(objects, "Certificate", "apprafter-admission")
+    deployment = one(objects, "Deployment", "apprafter-admission")
+    service = one(objects, "Service", "apprafter-admission")
+    tls = next(v for v in deployment["spec"]["template"]["spec"]["volumes"] if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == serving["spec"]["secretName"]
+    assert f"apprafter-admission.{NAMESPACE}.svc" in serving["spec"]["dnsNames"]
+    assert serving["spec"]["privateKey"]["rotationPolicy"] == "Always"
+    configs = find(objects, "ValidatingWebhookConfiguration") + find(objects, "MutatingWebhookConfiguration")
+    assert len(configs) == 2
+    resources: set[str] = set()
+    for config in configs:
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/apprafter-admission"
+        for hook in config["webhooks"]:
+            assert (hook["failurePolicy"], hook["sideEffects"], hook["timeoutSeconds"], hook["matchPolicy"]) == \
+                ("Fail", "None", 5, "Equivalent")
+            assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+            assert "caBundle" not in hook["clientConfig"]  # cert-manager's cainjector writes it
+            resources |= {r for rule in hook["rules"] for r in rule["resources"]}
+    assert resources == {"applications", "applications/status", "migrationplans", "migrationplans/status",
+                         "platformstacks", "platformstacks/status"}
+
+
+def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
+    refused = template({"webhook": {"certManager": {"enabled": False}}})
+    assert refused.returncode == 1
+    assert "webhook.tls.secretName: name the kubernetes.io/tls Secret of the webhook" in refused.stderr
+    given = {"certManager": {"enabled": False}, "tls": {"secretName": "mine", "caBundle": "Y2E="}}
+    objects = render({"webhook": given})
+    assert not find(objects, "Certificate") and not find(objects, "Issuer")
+    tls = next(v for v in one(objects, "Deployment", "apprafter-admission")["spec"]["template"]["spec"]["volumes"]
+               if v["name"] == "tls")
+    assert tls["secret"]["secretName"] == "mine"
+    for config in find(objects, "ValidatingWebhookConfiguration") + find(objects, "MutatingWebhookConfiguration"):
+        assert "annotations" not in config["metadata"]
+        assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {"Y2E="}
+
+
+def rules(role: dict[str, Any]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
+    """(group, resource, resourceNames) -> verbs, one entry per resource."""
+    out: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                key = (group, resource, tuple(rule.get("resourceNames", ())))
+                assert key not in out, f"{key} is granted twice"
+                out[key] = rule["verbs"]
+    return out
+
+
+def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: list[dict[str, Any]]) -> None:
+    role = rules(one(objects, "ClusterRole", "apprafter:operator"))
+    children = {(k.api_version.rpartition("/")[0], k.plural, ()): CHILD_VERBS for k in KINDS}
+    assert {k: v for k, v in role.items() if k in children} == children  # every kind the renderer emits
+    assert {k: v for k, v in role.items() if k not in children} == {
+        ("apprafter.io", "applications", ()): ["get", "list", "watch"],
+        ("apprafter.io", "applications/status", ()): ["patch"],
+        ("apprafter.io", "applications/finalizers", ()): ["update"],
+        ("apprafter.io", "migrationplans", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        ("apprafter.io", "migrationplans/status", ()): ["patch"],
+        ("events.k8s.io", "events", ()): ["create"],
+        ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
+        ("apprafter.io", "platformstacks/status", ()): ["patch"],
+    }
+    assert not any(group == "" and resource == "secrets" for group, resource, _ in role)
+    own = rules(one(objects, "Role", "apprafter:operator", NAMESPACE))
+    assert own == {("coordination.k8s.io", "leases", ()): ["create"],
+                   ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
+                   ("", "secrets", ()): ["get"]}
+    assert rules(one(objects, "Role", "apprafter:operator", "argocd")) == {
+        ("argoproj.io", "applications", ()): ["get", "patch"]}
+    bindings = find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
+    assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
+        ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
+        ("RoleBinding", "argocd", "apprafter:operator")}
+    assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)  # the webhook's account is bound to nothing
+
+
+def test_only_the_operator_patches_application_status_and_approvers_have_their_own_role(
+        objects: list[dict[str, Any]]) -> None:
+    roles = find(objects, "ClusterRole") + find(objects, "Role")
+    with_status = [r["metadata"]["name"] for r in roles if ("apprafter.io", "applications/status", ()) in rules(r)]
+    assert with_status == ["apprafter:operator"]
+    approver = rules(one(objects, "ClusterRole", "apprafter:migration-approver"))
+    assert approver == {("apprafter.io", "migrationplans", ()): ["get", "list", "watch"],
+                        ("apprafter.io", "migrationplans/status", ()): ["get", "patch", "update"]}
+
+
+def test_images_are_pinned_never_latest() -> None:
+    refused = template({"image": {"tag": "latest"}})
+    assert refused.returncode == 1
+    assert "image.tag: latest is not allowed: pin a version (or set image.digest)" in refused.stderr
+    digest = "sha256:" + "ab" * 32
+    objects = render({"image": {"registry": "registry.example.com/platform", "digest": digest}})
+    images = {container(d)["image"] for d in find(objects, "Deployment")}
+    assert images == {f"registry.example.com/platform/apprafter-operator:{VERSION}@{digest}"}
+    bad = template({"image": {"digest": "sha256:short"}})
+    assert bad.returncode == 1 and "/image/digest" in bad.stderr
+
+
+def test_values_schema_refuses_a_misspelt_value() -> None:
+    proc = template({"operator": {"replcas": 2}})
+    assert proc.returncode == 1
+    assert "additional properties 'replcas' not allowed" in proc.stderr
+
+
+def test_a_release_can_carry_either_half() -> None:
+    operator_only = render({"webhook": {"enabled": False}})
+    webhook_only = render({"operator": {"enabled": False}})
+    kinds = {(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in render()}
+    halves = [{(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in objs}
+              for objs in (operator_only, webhook_only)]
+    assert halves[0] | halves[1] == kinds and not halves[0] & halves[1]
+    assert container(one(webhook_only, "Deployment"))["args"][0] == "webhook"
+    assert container(one(operator_only, "Deployment"))["args"][0] == "operator"
+
+
+def flatten(values: Any, prefix: str = "") -> dict[str, Any]:
+    """values.yaml as dotted keys down to scalars, lists and empty maps."""
+    if not isinstance(values, dict) or not values:
+        return {prefix: values}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out.update(flatten(value, f"{prefix}.{key}" if prefix else key))
+    return out
+
+
+def test_readme_documents_every_value_with_its_default() -> None:
+    leaves = flatten(yaml.safe_load((CHART / "values.yaml").read_text()))
+    rows = re.findall(r"^\| `([^`]+)` \| (.*?) \| .* \|$", (CHART / "README.md").read_text(), re.MULTILINE)
+    documented = dict(rows)
+    # A documented key is a value or a whole map of them (securityContext, resources).
+    for key in documented:
+        assert key in leaves or any(leaf.startswith(key + ".") for leaf in leaves), f"{key} is not a value"
+    for leaf, default in leaves.items():
+        key = next((k for k in documented if leaf == k or leaf.startswith(k + ".")), None)
+        assert key is not None, f"{leaf} is not in README.md's values table"
+        if key == leaf:
+            shown = "[]" if default == [] else "{}" if default == {} else '""' if default == "" else \
+                str(default).lower() if isinstance(default, bool) else str(default)
+            assert documented[key] == f"`{shown}`", f"{key}: README says {documented[key]}, values.yaml {shown}"
+
+
+@pytest.mark.testbed
+def test_everything_the_chart_renders_passes_a_server_side_dry_run(kube: KubeTestBed) -> None:
+    objects = render(None, "--include-crds")
+    stored = kube.dry_run_apply(objects, namespace=NAMESPACE)
+    assert [o["kind"] for o in stored] == [o["kind"] for o in objects]
+    assert {o["kind"] for o in stored} >= {"CustomResourceDefinition", "Deployment", "ClusterRole", "Role",
+                                           "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+                                           "Certificate", "PodDisruptionBudget"}

@@ -1,0 +1,349 @@
+"""The operator chart installed for real (`helm install`) into a test-bed API server of its own, its pods run
+from the images under podman as a node would run them (tests/images/kubelet.py): the operator reconciles with
+nothing but the chart's RBAC and a real ServiceAccount token, the webhook answers the API server over TLS, and
+the chart's RBAC is least privilege.
+
+What the test plays because the test bed has no controllers: cert-manager (it issues the Secret the chart's
+Certificate names), its cainjector (the CA into the webhook configurations the annotation names), the Service
+network (the API server reaches the webhook's Service through its pod's port on 127.0.0.1), Argo CD (it
+applies Application specs) and the providers (claims become ready).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from tests.charts.chart import CHART, NAMESPACE, VERSION
+from tests.images.kubelet import Pod, as_token, run_pod, service_account_token
+from tests.images.podman import PREFIX, Image
+from tests.platform_stack.conftest import helm, ok
+from tests.reconciler.helpers import API, apply, children, claims_when_created, cr, edit, plan_phase, wait, wait_phase
+from tests.renderer.helpers import run_cli
+from tests.testbed.kube import KubeTestBed, start_kube, write_kubeconfig
+from tests.testbed.pki import CA
+from tests.testbed.procs import free_port
+
+pytestmark = [pytest.mark.images, pytest.mark.testbed]
+
+RELEASE = "apprafter-operator"
+EDITOR, APPROVER, APPROVERS = "eve", "alice", "apprafter-approvers"
+WEBHOOK_CONFIGS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
+
+
+@dataclasses.dataclass
+class Installed:
+    bed: KubeTestBed
+    workdir: Path
+    notes: str
+    manifest: list[dict[str, Any]]
+    operator: Pod
+    webhook: Pod
+
+    def deployment(self, name: str) -> dict[str, Any]:
+        found = self.bed.get("apps/v1", "Deployment", name, NAMESPACE)
+        assert found is not None
+        return found
+
+    def kubeconfig(self, user: str) -> Path:
+        path = self.workdir / f"{user}.kubeconfig"
+        write_kubeconfig(path, self.bed.url, self.bed.user_tokens[user], self.bed.ca_path.read_text())
+        return path
+
+
+def helm_on(bed: KubeTestBed, *args: str) -> str:
+    return ok(helm(*args, "--namespace", NAMESPACE, "--kubeconfig", str(bed.kubeconfig)))
+
+
+def issue_certificate(bed: KubeTestBed, name: str, workdir: Path) -> bytes:
+    """cert-manager's part: the key pair the Certificate asks for, in the Secret it names; returns the CA."""
+    certificate = bed.get("cert-manager.io/v1", "Certificate", name, NAMESPACE)
+    assert certificate is not None, f"the chart made no Certificate {name}"
+    spec = certificate["spec"]
+    serving = CA(f"{name}-ca").serving_cert(workdir / "tls", name, tuple(spec["dnsNames"]))
+    data = {"tls.crt": serving.cert_path.read_bytes(), "tls.key": serving.key_path.read_bytes(),
+            "ca.crt": serving.ca_pem}
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+               "metadata": {"name": spec["secretName"], "namespace": NAMESPACE},
+               "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}, field_manager="cert-manager")
+    return serving.ca_pem
+
+
+def inject_and_route(bed: KubeTestBed, certificate: str, ca_pem: bytes, pod: Pod) -> int:
+    """cainjector's part (caBundle into every webhook configuration whose annotation names the Certificate) and
+    the Service network's (each webhook's Service port, followed to the pod's container port on 127.0.0.1)."""
+    routed = 0
+    for plural in WEBHOOK_CONFIGS:
+        path = f"/apis/admissionregistration.k8s.io/v1/{plural}"
+        for config in bed.http.get(path).json()["items"]:
+            if config["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") != certificate:
+                continue
+            for hook in config["webhooks"]:
+                ref = hook["clientConfig"]["service"]
+                service = bed.get("v1", "Service", ref["name"], ref["namespace"])
+                assert service is not None, f"webhook {hook['name']}: no Service {ref['name']}"
+                target = next(p["targetPort"] for p in service["spec"]["ports"] if p["port"] == ref["port"])
+                url = f"https://127.0.0.1:{pod.port(target)}{ref['path']}"
+                hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca_pem).decode()}
+                routed += 1
+            resp = bed.http.put(f"{path}/{config['metadata']['name']}", json=config)
+            assert resp.status_code == 200, resp.text
+    return routed
+
+
+def start_pod(installed_or_bed: KubeTestBed, name: str, workdir: Path) -> Pod:
+    deployment = installed_or_bed.get("apps/v1", "Deployment", name, NAMESPACE)
+    assert deployment is not None
+    pod = run_pod(installed_or_bed, deployment, workdir)
+    try:
+        pod.wait_ready()
+    except BaseException:
+        pod.stop()
+        raise
+    return pod
+
+
+def invalid_app(namespace: str) -> dict[str, Any]:
+    """An Application the CRD schema admits and `apprafter validate` refuses (no image in any environment)."""
+    return cr(namespace, edit(image=None), name="invalid")
+
+
+def server_side_apply(client: httpx.Client, bed: KubeTestBed, obj: dict[str, Any], *, dry_run: bool = False,
+                      status: bool = False) -> httpx.Response:
+    info = bed.resource_for(obj["apiVersion"], obj["kind"])
+    path = info.path(obj["metadata"]["name"], obj["metadata"].get("namespace")) + ("/status" if status else "")
+    params = {"fieldManager": "test", "force": "true", **({"dryRun": "All"} if dry_run else {})}
+    return client.patch(path, params=params, content=json.dumps(obj).encode(),
+                        headers={"Content-Type": "application/apply-patch+yaml"})
+
+
+def refused_by_webhook(bed: KubeTestBed, namespace: str) -> str | None:
+    resp = server_side_apply(bed.http, bed, invalid_app(namespace), dry_run=True)
+    message = str(resp.json().get("message", "")) if resp.status_code >= 400 else ""
+    return message if 'admission webhook "applications.apprafter.io" denied the request' in message else None
+
+
+@pytest.fixture(scope="module")
+def installed(images: dict[str, Image], testbed_dir: Path) -> Iterator[Installed]:
+    workdir = testbed_dir / "chart"
+    bed = start_kube(workdir / "kube", users={EDITOR: (), APPROVER: (APPROVERS,)})
+    pods: list[Pod] = []
+    try:
+        bed.ensure_namespace("argocd")  # Argo CD runs there before the operator is installed
+        values = {"image": {"registry": PREFIX},
+                  # Host network: every pod's ports are the host's, so the test picks free ones.
+                  "operator": {"healthPort": free_port(), "metricsPort": free_port()},
+                  "webhook": {"port": free_port(), "metricsPort": free_port()}}
+        (workdir / "values.json").write_text(json.dumps(values))
+        notes = helm_on(bed, "install", RELEASE, str(CHART), "--create-namespace", "-f", str(workdir / "values.json"))
+        manifest = [d for d in yaml.safe_load_all(helm_on(bed, "get", "manifest", RELEASE)) if d]
+        ca_pem = issue_certificate(bed, "apprafter-admission", workdir)
+        webhook = start_pod(bed, "apprafter-admission", workdir / "pods")
+        pods.append(webhook)
+        assert inject_and_route(bed, f"{NAMESPACE}/apprafter-admission", ca_pem, webhook) == 4
+        bed.ensure_namespace("probe")
+        wait("the API server calling the webhook", lambda: refused_by_webhook(bed, "probe"), 60)
+        operator = start_pod(bed, "apprafter-operator", workdir / "pods")
+        pods.append(operator)
+        installed = Installed(bed, workdir, notes, manifest, operator, webhook)
+        yield installed
+        pods.append(installed.webhook)  # a test may have replaced it
+    finally:
+        for pod in pods:
+            pod.stop()
+        bed.stop()
+
+
+def test_helm_install_deployed_every_object_of_the_chart(installed: Installed) -> None:
+    bed = installed.bed
+    [release] = json.loads(helm_on(bed, "list", "-o", "json"))
+    assert (release["name"], release["status"], release["chart"]) == (RELEASE, "deployed",
+                                                                      f"apprafter-operator-{VERSION}")
+    for obj in installed.manifest:
+        meta = obj["metadata"]
+        assert bed.get(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace")), f"{obj['kind']} {meta}"
+    for crd in ("applications", "migrationplans", "platformstacks", "resourceclaims"):
+        found = bed.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", f"{crd}.apprafter.io")
+        assert found is not None
+        assert {"type": "Established", "status": "True"}.items() <= next(
+            c for c in found["status"]["conditions"] if c["type"] == "Established").items()
+    assert "--clusterrole=apprafter:migration-approver" in installed.notes
+
+
+def test_both_pods_meet_the_restricted_pod_security_standard(installed: Installed) -> None:
+    bed = installed.bed
+    bed.http.patch(f"/api/v1/namespaces/{NAMESPACE}", json={"metadata": {"labels": {
+        "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/warn-version": "latest"}}},
+        headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+
+    def warnings(deployment: dict[str, Any]) -> list[str]:
+        """The API server's PodSecurity warnings for this Deployment's pod template (a dry-run create)."""
+        body = {k: deployment[k] for k in ("apiVersion", "kind", "spec")}
+        body["metadata"] = {"name": "pod-security-check", "namespace": NAMESPACE}
+        resp = server_side_apply(bed.http, bed, body, dry_run=True)
+        assert resp.status_code == 201, resp.text
+        return [w for w in resp.headers.get_list("warning") if "PodSecurity" in w]
+
+    for name in ("apprafter-operator", "apprafter-admission"):
+        deployment = installed.deployment(name)
+        assert warnings(deployment) == [], name
+        # The check sees a pod that falls short: the same one with its container's security context taken away.
+        loose = json.loads(json.dumps(deployment))
+        del loose["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        assert any("allowPrivilegeEscalation != false" in w for w in warnings(loose)), name
+
+
+def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rbac(installed: Installed) -> None:
+    bed = installed.bed
+    lease = bed.get("coordination.k8s.io/v1", "Lease", "apprafter-operator", NAMESPACE)
+    assert lease is not None and lease["spec"]["holderIdentity"] == installed.operator.name  # POD_NAME
+    assert installed.operator.probe().text.strip() == "leading"
+    assert installed.operator.probe("livenessProbe").status_code == 200
+    namespace = "team-a"
+    bed.ensure_namespace(namespace)
+    apply(bed, cr(namespace))
+    claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
+    wait_phase(bed, namespace, "Ready")
+    made = children(bed, namespace)
+    assert {kind for kind, _ in made} >= {"Deployment", "Service", "ServiceAccount", "HTTPRoute", "Certificate",
+                                          "ReferenceGrant", "ResourceClaim", "NetworkPolicy"}
+    for obj in made.values():
+        managers = {f["manager"] for f in obj["metadata"]["managedFields"]}
+        assert "apprafter-operator" in managers, obj["metadata"]["name"]
+    app = bed.get(API, "Application", "demo", namespace)
+    assert app is not None
+    status_managers = {f["manager"] for f in app["metadata"]["managedFields"] if f.get("subresource") == "status"}
+    assert status_managers == {"apprafter-operator-status"}
+
+
+def test_the_webhook_pod_refuses_over_tls_what_validate_refuses(installed: Installed) -> None:
+    message = refused_by_webhook(installed.bed, "team-a")
+    assert message is not None
+    assert "spec.base.image: image is empty in environment 'prod'" in message
+
+
+def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approve(installed: Installed) -> None:
+    bed, namespace = installed.bed, "team-b"
+    bed.ensure_namespace(namespace)
+    bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": "approvers"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                           "name": "apprafter:migration-approver"},
+               "subjects": [{"kind": "Group", "name": APPROVERS, "apiGroup": "rbac.authorization.k8s.io"}]})
+    editor_can_write_applications(bed, namespace)
+    apply(bed, cr(namespace))
+    claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
+    wait_phase(bed, namespace, "Ready")
+    apply(bed, cr(namespace, edit(image="ghcr.io/someone-else/demo:1.0.0")))  # another repository: gated
+    plan = wait_phase(bed, namespace, "AwaitingMigrationApproval")["migrationPlan"]
+    wait("the plan pending", lambda: plan_phase(bed, namespace, plan) == "pending-approval" or None)
+
+    def approve(user: str) -> Any:
+        return run_cli("migration", "approve", plan, "-n", namespace, "--kubeconfig", str(installed.kubeconfig(user)))
+
+    refused = approve(EDITOR)
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == (f'migrationplan/{plan}: refused by the cluster: migrationplans.apprafter.io "{plan}" is '
+                              f'forbidden: User "{EDITOR}" cannot patch resource "migrationplans/status" in API group '
+                              f'"apprafter.io" in the namespace "{namespace}"\n')
+    assert plan_phase(bed, namespace, plan) == "pending-approval"
+    approved = approve(APPROVER)
+    assert approved.returncode == 0, approved.stderr
+    stamped = bed.get(API, "MigrationPlan", plan, namespace)
+    assert stamped is not None and stamped["status"]["approvedBy"] == APPROVER  # the mutating webhook, in the image
+    wait_phase(bed, namespace, "Ready")
+    wait("the plan applied", lambda: plan_phase(bed, namespace, plan) == "applied" or None)
+    [deployment] = [o for (kind, _), o in children(bed, namespace).items() if kind == "Deployment"]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/someone-else/demo:1.0.0"
+
+
+def editor_can_write_applications(bed: KubeTestBed, namespace: str) -> None:
+    """An ordinary team member: writes Applications and reads plans in the team's namespace."""
+    bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+               "metadata": {"name": "editor", "namespace": namespace},
+               "rules": [{"apiGroups": ["apprafter.io"], "resources": ["applications"], "verbs": ["*"]},
+                         {"apiGroups": ["apprafter.io"], "resources": ["migrationplans"],
+                          "verbs": ["get", "list", "watch"]}]})
+    bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "editor", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "editor"},
+               "subjects": [{"kind": "User", "name": EDITOR, "apiGroup": "rbac.authorization.k8s.io"}]})
+
+
+def forbidden(resp: httpx.Response) -> str:
+    """RBAC's refusal (it comes before admission, so no webhook is involved)."""
+    assert resp.status_code == 403, f"{resp.request.method} {resp.request.url}: {resp.status_code} {resp.text[:300]}"
+    return str(resp.json()["message"])
+
+
+def create_secret(client: httpx.Client, namespace: str) -> httpx.Response:
+    """POST a Secret (a dry run: nothing is stored even if it were allowed)."""
+    return client.post(f"/api/v1/namespaces/{namespace}/secrets", params={"dryRun": "All"},
+                       json={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "planted"},
+                             "stringData": {"key": "value"}})
+
+
+def test_rbac_is_least_privilege(installed: Installed) -> None:
+    bed = installed.bed
+    team = "team-a"  # its Application exists (the reconcile test above)
+    app = {"apiVersion": API, "kind": "Application", "metadata": {"name": "demo", "namespace": team}}
+    with as_token(bed, service_account_token(bed, NAMESPACE, "apprafter-admission")) as webhook_sa:
+        assert 'cannot create resource "secrets"' in forbidden(create_secret(webhook_sa, NAMESPACE))
+        forbidden(webhook_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls"))
+        forbidden(server_side_apply(webhook_sa, bed, {**app, "status": {}}, dry_run=True, status=True))
+    with as_token(bed, service_account_token(bed, NAMESPACE, "apprafter-operator")) as operator_sa:
+        for namespace in (NAMESPACE, team):
+            assert 'cannot create resource "secrets"' in forbidden(create_secret(operator_sa, namespace))
+        assert operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls").status_code == 200
+        forbidden(operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets"))  # by name only
+        forbidden(operator_sa.get(f"/api/v1/namespaces/{team}/secrets/anything"))
+        # An Application's spec is Argo CD's: the operator writes its status only.
+        forbidden(server_side_apply(operator_sa, bed, {**app, "spec": {"environment": "prod"}}, dry_run=True))
+        # What the PlatformStack controller will do, granted (issue 13 runs it).
+        for attributes in ({"group": "argoproj.io", "resource": "applications", "verb": "patch", "namespace": "argocd"},
+                           {"group": "apprafter.io", "resource": "platformstacks", "subresource": "status",
+                            "verb": "patch", "namespace": NAMESPACE},
+                           {"group": "", "resource": "secrets", "verb": "get", "namespace": NAMESPACE}):
+            assert allowed(operator_sa, attributes), attributes
+        assert not allowed(operator_sa, {"group": "argoproj.io", "resource": "applications", "verb": "delete",
+                                         "namespace": "argocd"})
+    for user in (EDITOR, APPROVER):
+        with bed.as_user(user) as person:
+            forbidden(server_side_apply(person, bed, {**app, "status": {}}, dry_run=True, status=True))
+    with bed.as_user(EDITOR) as editor:
+        message = forbidden(editor.patch("/apis/apprafter.io/v1alpha1/namespaces/team-b/migrationplans/x/status",
+                                         params={"dryRun": "All"}, json={"status": {"phase": "approved"}},
+                                         headers={"Content-Type": "application/merge-patch+json"}))
+        assert "cannot patch resource \"migrationplans/status\"" in message
+
+
+def allowed(client: httpx.Client, attributes: dict[str, str]) -> bool:
+    """SelfSubjectAccessReview: would the API server authorize this request of the caller?"""
+    resp = client.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                       json={"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                             "spec": {"resourceAttributes": attributes}})
+    assert resp.status_code == 201, resp.text
+    return bool(resp.json()["status"]["allowed"])
+
+
+def test_writes_fail_closed_without_the_webhook_and_resume_with_a_new_pod(installed: Installed) -> None:
+    bed = installed.bed
+    valid = cr("team-a", name="other")
+    installed.webhook.stop()
+    def refused_write() -> httpx.Response | None:
+        resp = server_side_apply(bed.http, bed, valid, dry_run=True)
+        return resp if resp.status_code >= 500 else None
+
+    refused = wait("writes refused", refused_write)
+    assert 'failed calling webhook "applications.apprafter.io"' in refused.json()["message"]
+    installed.webhook = start_pod(bed, "apprafter-admission", installed.workdir / "pods")
+    wait("writes admitted", lambda: server_side_apply(bed.http, bed, valid, dry_run=True).status_code < 300 or None)
+    assert refused_by_webhook(bed, "team-a") is not None
