@@ -34,9 +34,10 @@ from platform_stack.source import SOURCE_DIR, evaluate
 from tests.platform_stack.conftest import cli as stack_cli
 from tests.platform_stack.conftest import ok
 from tests.reconciler.helpers import wait
-from tests.reconciler.operator_proc import Operator
+from tests.reconciler.operator_proc import FAST, Operator
 from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, start_distribution
+from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.kube import KubeTestBed, _rejected
 from toolchain.tools import resolve, tools_dir
 
@@ -178,6 +179,19 @@ def pub(publisher: Publisher) -> str:
 
 
 # --- the cluster ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """The operator as its ServiceAccount with the operator chart's own RBAC, here and in Argo CD's namespace (what
+    an install grants it, so every test also proves those permissions are enough); fast resync and backoff."""
+    workdir = tmp_path_factory.mktemp("operator")
+    kubeconfig = operator_kubeconfig(bed, workdir, (NS, "argocd"))
+    op = Operator(bed, workdir, ("--no-leader-elect", *FAST), kubeconfig=kubeconfig).start()
+    try:
+        yield op
+    finally:
+        op.stop()
+
 
 @pytest.fixture(scope="module")
 def cluster(bed: KubeTestBed, registry: AuthRegistry, keys: dict[str, tuple[Path, Path, str]]) -> Iterator[KubeTestBed]:
