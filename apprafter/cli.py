@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "plan": "apprafter.plan_cmd:plan",
     "operator": "apprafter.operator_cmd:operator",
     "migration": "apprafter.migration_cmd:migration",
+    "platform": "apprafter.platform_cmd:platform",
     "webhook": "apprafter.webhook_cmd:webhook",
 }
 

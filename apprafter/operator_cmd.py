@@ -1,4 +1,5 @@
-"""`apprafter operator`: run the Application reconciler (leader-elected, with probes and metrics) until SIGTERM."""
+"""`apprafter operator`: run the Application reconciler and the PlatformStack controller (leader-elected, with
+probes and metrics) until SIGTERM."""
 
 from __future__ import annotations
 
@@ -17,10 +18,12 @@ from reconciler import logs
 from reconciler.application import ApplicationController
 from reconciler.kube import Kube, default_namespace, load_config
 from reconciler.lease import LeaderElector, LeaseSettings, default_identity
-from reconciler.loop import Manager, Runtime, Settings
+from reconciler.loop import Controller, Manager, Runtime, Settings
+from reconciler.platformstack import PlatformStackController
 from reconciler.serve import Health, Servers
 from renderer import settings as settings_
 from renderer.context import TIERS, PlatformContext
+from toolchain.tools import resolve
 
 
 @click.command()
@@ -53,6 +56,9 @@ from renderer.context import TIERS, PlatformContext
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
 @click.option("--field-manager", default="apprafter-operator", show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
+@click.option("--platform-stack/--no-platform-stack", default=True, show_default=True,
+              help="Run the PlatformStack controller (apprafter-system/default -> the umbrella Argo CD Application); "
+                   "it needs cosign.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -65,15 +71,19 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              workers: int, max_backoff: float, health_port: int, metrics_port: int, bind_address: str,
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
-             leader_elect_resource_name: str, identity: str | None, field_manager: str, platform_file: Path | None,
-             domain: str | None, tier: str | None, log_level: str, log_format: str) -> None:
-    """Reconcile Applications into their children and gate destructive changes (docs/operator.md)."""
+             leader_elect_resource_name: str, identity: str | None, field_manager: str, platform_stack: bool,
+             platform_file: Path | None, domain: str | None, tier: str | None, log_level: str,
+             log_format: str) -> None:
+    """Reconcile Applications into their children and gate destructive changes; keep the platform stack at the
+    verified version its PlatformStack asks for (docs/operator.md, docs/platform-stack.md)."""
     logs.setup(log_level, log_format)
     given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
              "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
     context = settings_.platform_context(platform_file, given)
     config = load_config(kubeconfig, kube_context)
     document_schema()  # runs cue once, now: a missing cue is a start-up failure (exit 2), not a failed reconcile
+    if platform_stack:
+        resolve("cosign")  # the same for cosign, which verifies every platform-stack version before it is applied
     lease = LeaseSettings(namespace=leader_elect_resource_namespace or default_namespace(config),
                           name=leader_elect_resource_name, identity=identity or default_identity(),
                           lease_duration=leader_elect_lease_duration, renew_deadline=leader_elect_renew_deadline,
@@ -83,12 +93,13 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
                                "--leader-elect-lease-duration")
     settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
-                              bind_address, health_port, metrics_port))
+                              bind_address, health_port, metrics_port, platform_stack))
     sys.exit(code)
 
 
 async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
-                 lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int) -> int:
+                 lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
+                 platform_stack: bool) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -104,7 +115,10 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     try:
         runtime = Runtime(kube, settings, identity)
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
-        return await Manager(runtime, [ApplicationController(context)], health, elector).run(stop)
+        controllers: list[Controller] = [ApplicationController(context)]
+        if platform_stack:
+            controllers.append(PlatformStackController())
+        return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()
         await kube.close()

@@ -1,7 +1,9 @@
 """The MigrationPlan gate (spec §3.8) as one pure decision: apply, apply an approved plan, or hold.
 
 The reconciler calls `decide` with what it read from the cluster; `apprafter plan` makes the same
-`compatibility.application.plan` call, so the plan's name and `approvedSpecHash` are the CLI's.
+`compatibility.application.plan` call, so the plan's name and `approvedSpecHash` are the CLI's. The PlatformStack
+controller calls `decide_platform` with the plan `apprafter stack plan` makes for the same two charts; a platform
+plan can also be rejected, which reverts the PlatformStack's pin.
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from typing import Any, Literal
 
 from compatibility.application import DEFAULT_DOMAIN, Deployment, plan, soft_destructive
 from compatibility.authority import APPLIED, APPROVED, PENDING, REACHABLE_FROM, REJECTED, SUPERSEDED
-from compatibility.migrationplan import migration_plan, name
+from compatibility.migrationplan import migration_plan, name, platform_migration_plan
 from compatibility.plan import Change, Plan
 from compatibility.shape import check_spec
 
 __all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
-           "PlanPhase", "decide"]
+           "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_platform"]
 
 # Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
 # CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
@@ -125,3 +127,99 @@ def decide(desired: Deployment, baseline: Mapping[str, Any] | None, plans: Itera
                                 f"{current.phase}); awaiting a new approval", recreate=True))
     return Decision("hold", before.spec, result, migration_plan(result, owner_uid=owner_uid), phases=tuple(phases),
                     soft_destructive=soft)
+
+
+# --- platform scope ----------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class PlatformPlan(ExistingPlan):
+    """A platform-scope MigrationPlan of the PlatformStack, with the chart digests it was made for and the pin its
+    previous-spec annotation restores on rejection ((False, None) when the annotation is missing or unreadable)."""
+
+    from_digest: str | None = None
+    to_digest: str | None = None
+    previous_pin: tuple[bool, str | None] = (False, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rejection:
+    """status.rejectedPlan: a rejected plan whose pin revert was carried out, and the generation after it."""
+
+    name: str
+    generation: int
+
+
+PlatformOutcome = Literal["apply", "apply-approved", "hold", "revert", "rejected"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlatformDecision:
+    """What the PlatformStack controller does with a verified target: apply it, apply it under an approved plan,
+    hold it for a plan, or (the plan was rejected) keep what runs, reverting spec.pin first when it must."""
+
+    outcome: PlatformOutcome
+    plan: Plan | None  # current -> target; None on a first install or when nothing differs
+    migration_plan: dict[str, Any] | None = None  # hold: the plan to ensure
+    consumed: str | None = None  # apply-approved
+    phases: tuple[PlanPhase, ...] = ()
+    rejected: str | None = None  # revert / rejected: the rejected plan
+    revert_pin: str | None = None  # revert: the pin to write back (None: remove spec.pin)
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome in ("apply", "apply-approved")
+
+    @property
+    def waiting_for(self) -> str | None:
+        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
+
+
+def decide_platform(result: Plan | None, plans: Iterable[PlatformPlan], *, owner_uid: str, applied_plan: str | None,
+                    from_digest: str | None, to_digest: str, previous_pin: str | None, pin: str | None,
+                    rejection: Rejection | None, generation: int) -> PlatformDecision:
+    """The gate for the PlatformStack: `result` is the platform-scope plan from the running chart (`from_digest`)
+    to the verified target (`to_digest`), `plans` the PlatformStack's MigrationPlans, `applied_plan` the plan the
+    last apply consumed (status.lastApplied.plan), `previous_pin` the pin the running version was applied under
+    (what a rejection restores), `pin` spec.pin now, `rejection` status.rejectedPlan, `generation` the spec's.
+
+    A plan applies only when approved, owned by this PlatformStack, with the approvedSpecHash recomputed now and
+    the same two digests. A rejected plan reverts spec.pin to its previous-spec annotation once; the same change
+    is then not proposed again until the spec changes (autoUpgrade keeps what runs meanwhile).
+    """
+    plans = list(plans)
+    if result is None or not result.gated:
+        return PlatformDecision("apply", result, phases=tuple(_others(
+            plans, None, applied_plan, None, "superseded: the PlatformStack no longer asks for this change")))
+    wanted = name(result)
+    phases = _others(plans, wanted, applied_plan, wanted, f"superseded by {wanted}: the PlatformStack asks for "
+                     "another change")
+    current = next((p for p in plans if p.name == wanted), None)
+    ours = current is not None and current.owner_uid == owner_uid and current.approved_spec_hash is not None \
+        and current.approved_spec_hash == result.approved_spec_hash \
+        and (current.from_digest, current.to_digest) == (from_digest, to_digest)
+    if current is not None and ours and current.phase == APPROVED:
+        return PlatformDecision("apply-approved", result, consumed=wanted, phases=tuple(phases))
+    if current is not None and ours and current.phase == REJECTED:
+        if rejection is None or rejection.name != wanted:
+            found, restore = current.previous_pin
+            if found and restore != pin:
+                return PlatformDecision("revert", result, phases=tuple(phases), rejected=wanted, revert_pin=restore)
+            return PlatformDecision("rejected", result, phases=tuple(phases), rejected=wanted)
+        if generation <= rejection.generation:
+            return PlatformDecision("rejected", result, phases=tuple(phases), rejected=wanted)
+        phases.append(PlanPhase(wanted, PENDING, "created anew: the PlatformStack asks for this change again after "
+                                "it was rejected; awaiting approval", recreate=True))
+    elif current is None:
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif not ours:
+        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name was not made for this change "
+                                "(its approvedSpecHash, chart digests or owner differ); approve this one",
+                                recreate=True))
+    elif current.phase == "":
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif current.phase not in REACHABLE_FROM[PENDING]:
+        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
+                                f"{current.phase}); awaiting a new approval", recreate=True))
+    document = platform_migration_plan(result, owner_uid=owner_uid, from_digest=from_digest, to_digest=to_digest,
+                                       previous_pin=previous_pin)
+    return PlatformDecision("hold", result, document, phases=tuple(phases))

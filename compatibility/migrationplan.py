@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
 from compatibility.plan import Change, Plan
+from compatibility.versions import InvalidVersion, stack_version
 from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = ["KIND", "migration_plan", "name"]
+__all__ = ["KIND", "PREVIOUS_SPEC_ANNOTATION", "migration_plan", "name", "platform_migration_plan", "previous_pin"]
 
 KIND = "MigrationPlan"
 PLATFORM_NAMESPACE = "apprafter-system"
+# Spec §3.8: a rejected platform plan reverts PlatformStack spec.pin to the value saved here ({"pin": ...}).
+PREVIOUS_SPEC_ANNOTATION = f"{GROUP}/previous-spec"
 
 
 def _change(change: Change) -> dict[str, Any]:
@@ -77,3 +81,41 @@ def migration_plan(plan: Plan, *, owner_uid: str | None = None, approvers: Seque
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,
             "spec": {"scope": scope, "trigger": trigger, "risks": risks,
                      "changes": [_change(c) for c in plan.changes], "approvers": list(approvers)}}
+
+
+def platform_migration_plan(plan: Plan, *, owner_uid: str, from_digest: str | None, to_digest: str,
+                            previous_pin: str | None) -> dict[str, Any]:
+    """The PlatformStack controller's platform-scope plan: `migration_plan`'s (same name and hash as `apprafter
+    stack plan`), owned by the PlatformStack, bound to the verified digests of both charts (spec fields, which
+    cannot change), and carrying the pin a rejection reverts to (the previous-spec annotation)."""
+    obj = migration_plan(plan)
+    s = plan.subject
+    meta = obj["metadata"]
+    meta["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "PlatformStack", "name": s.name, "uid": owner_uid,
+                                "controller": True, "blockOwnerDeletion": True}]
+    meta["annotations"] = {PREVIOUS_SPEC_ANNOTATION: json.dumps({"pin": previous_pin}, sort_keys=True)}
+    platform = obj["spec"]["scope"]["platform"]
+    if from_digest:
+        platform["fromDigest"] = from_digest
+    platform["toDigest"] = to_digest
+    return obj
+
+
+def previous_pin(plan: dict[str, Any]) -> tuple[bool, str | None]:
+    """(found, pin) from a platform plan's previous-spec annotation; found is False when it is missing or not
+    `{"pin": <SemVer version or null>}` (nothing is reverted on the strength of an unreadable annotation)."""
+    text = ((plan.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_SPEC_ANNOTATION)
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return False, None
+    pin = value.get("pin", False) if isinstance(value, dict) else False
+    if pin is None:
+        return True, None
+    if not isinstance(pin, str):
+        return False, None
+    try:
+        stack_version(pin)
+    except InvalidVersion:
+        return False, None
+    return True, pin

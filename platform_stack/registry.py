@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import oras.provider
 import requests
@@ -29,7 +29,9 @@ __all__ = ["MANIFEST_MEDIA_TYPE", "RegistryClient", "RegistryFailure", "connect"
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # per request: connecting, and each wait for bytes
 DEADLINE = 300.0  # per command: every request of it, token requests included
-MAX_BODY = 4 << 20  # a manifest is at most 4 MiB (OCI distribution); nothing else we read is larger
+MAX_BODY = 4 << 20  # a manifest is at most 4 MiB (OCI distribution); blobs are streamed with their own cap
+MAX_TAGS = 10_000  # tags read from one repository (pages of TAG_PAGE)
+TAG_PAGE = 1000
 _MANIFEST_LIMITS = Limits(max_bytes=MAX_BODY, max_depth=16, max_nodes=100_000)
 _PRINTABLE = re.compile(r"[^\x20-\x7e]")
 
@@ -240,6 +242,64 @@ class RegistryClient(oras.provider.Registry):  # type: ignore[misc]  # oras-py s
         assert isinstance(data, dict)
         return data
 
+    def tags(self, repository: str, page: int = TAG_PAGE) -> list[str] | None:
+        """Every tag of `repository` (following the registry's pages of `page` tags), None when the registry has no
+        such repository."""
+        scheme = "http" if self.plain_http else "https"
+        base = f"{scheme}://{self.host}"
+        url: str | None = f"{base}/v2/{repository}/tags/list?n={page}"
+        found: list[str] = []
+        while url is not None:
+            response = self.do_request(url, "GET")
+            if response.status_code == 404:
+                return None
+            what = "GET tag list"
+            if response.status_code != 200:
+                self.last_failure = response
+                raise RegistryFailure(f"registry {self.host}: {what}: {self.failure_words(ValueError())}")
+            try:
+                body = parse(response.content, "reply", json_only=True, limits=_MANIFEST_LIMITS).data
+            except UserError:
+                raise RegistryFailure(f"registry {self.host}: {what}: the reply is not JSON") from None
+            tags = body.get("tags") if isinstance(body, dict) else None
+            if tags is None:
+                tags = []  # distribution answers `"tags": null` for a repository whose tags were all deleted
+            if not isinstance(tags, list) or not all(isinstance(x, str) for x in tags):
+                raise RegistryFailure(f"registry {self.host}: {what}: the reply has no list of tags")
+            found += tags
+            if len(found) > MAX_TAGS:
+                raise RegistryFailure(f"registry {self.host}: {what}: more than {MAX_TAGS} tags in {repository}")
+            link = response.links.get("next", {}).get("url")
+            url = urljoin(base, link) if link else None
+            if url is not None and urlsplit(url).netloc != self.host:
+                raise RegistryFailure(f"registry {self.host}: {what}: the next page is on another host: refused")
+        return found
+
+    def blob(self, repository: str, digest: str, max_bytes: int) -> bytes:
+        """The blob `digest` of `repository`, read up to `max_bytes`; its sha256 must be `digest`."""
+        scheme = "http" if self.plain_http else "https"
+        url = f"{scheme}://{self.host}/v2/{repository}/blobs/{digest}"
+        what = f"GET blob {digest}"
+        response = self.do_request(url, "GET", stream=True)
+        try:
+            if response.status_code != 200:
+                self.last_failure = response
+                detail = "not found" if response.status_code == 404 else f"HTTP {response.status_code}"
+                raise RegistryFailure(f"registry {self.host}: {what}: {detail}")
+            data = bytearray()
+            with self.guard(what):
+                for chunk in response.iter_content(1 << 16):
+                    data += chunk
+                    if len(data) > max_bytes:
+                        raise RegistryFailure(f"registry {self.host}: {what}: larger than {max_bytes} bytes: refused")
+                    if time.monotonic() > self.session.deadline:
+                        raise RegistryFailure(f"registry {self.host}: {what}: not done within the deadline: retry")
+        finally:
+            response.close()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
+            raise RegistryFailure(f"registry {self.host}: {what}: served content with another digest")
+        return bytes(data)
+
     def push_artifact(self, target: str, files: list[str], config: str, annotations: dict[str, str]) -> None:
         """oras-py's push (blobs, config, manifest) under this client's bounds and credential."""
         with self.guard("push"), contextlib.redirect_stdout(io.StringIO()):
@@ -247,11 +307,13 @@ class RegistryClient(oras.provider.Registry):  # type: ignore[misc]  # oras-py s
                       disable_path_validation=True, quiet=True)
 
 
-def connect(host: str, plain_http: bool, configs: Sequence[DockerConfig] | None = None) -> RegistryClient:
-    """A client for host with the credential the user's Docker/Helm config holds for it (if any)."""
+def connect(host: str, plain_http: bool, configs: Sequence[DockerConfig] | None = None, *, helpers: bool = True,
+            deadline_s: float | None = None) -> RegistryClient:
+    """A client for host with the credential the user's Docker/Helm config holds for it (if any); the controller
+    passes the configs of a Secret and no credential helpers."""
     logging.getLogger("oras").setLevel(logging.CRITICAL)  # its log lines would echo URLs and reasons
     if configs is None:
         configs, searched = local_configs(), [str(p) for p in config_paths()]
     else:
         searched = [c.display for c in configs]
-    return RegistryClient(host, plain_http, credential_for(configs, host), searched)
+    return RegistryClient(host, plain_http, credential_for(configs, host, helpers=helpers), searched, deadline_s)

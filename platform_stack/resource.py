@@ -1,8 +1,11 @@
-"""The PlatformStack resource (spec §3.11): its CRD source and the rules on the object its schema cannot hold."""
+"""The PlatformStack resource (spec §3.11): its CRD source, the rules on the object its schema cannot hold, and
+the spec as the controller reads it (defaults filled in, nothing unreadable taken as something else)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compatibility.versions import InvalidVersion, stack_version
@@ -12,6 +15,10 @@ KIND = "PlatformStack"
 # One per cluster: the controller reads exactly this object.
 NAME, NAMESPACE = "default", "apprafter-system"
 VERSION_HISTORY_LIMIT = 10
+CHANNELS = ("stable", "beta", "edge")
+DEFAULT_REPOSITORY = "oci://ghcr.io/apprafter/platform-stack"
+DEFAULT_CHECK_INTERVAL = 6 * 3600.0
+MIN_CHECK_INTERVAL = 10.0  # a shorter interval is read as this: the registry is not polled in a tight loop
 SINGLETON = (f"a cluster has one PlatformStack, named {NAME!r} in namespace {NAMESPACE!r} "
              "(edit that one: apprafter platform ...)")
 
@@ -27,9 +34,10 @@ PLATFORM_STACK = CrdSource(
                                                "x-kubernetes-list-map-keys": ["name"]}),
     ),
     columns=(Column("Channel", ".spec.channel"), Column("Pin", ".spec.pin"),
-             Column("Current", ".status.currentVersion"), Column("Available", ".status.availableVersion"),
+             Column("Current", ".status.currentVersion"), Column("Target", ".status.targetVersion", priority=1),
+             Column("Available", ".status.availableVersion"),
              condition_column("Ready"), Column("Verified", '.status.conditions[?(@.type=="SourceVerified")].status',
-                                               priority=1), AGE),
+                                               priority=1), Column("Plan", ".status.migrationPlan", priority=1), AGE),
 )
 
 
@@ -47,3 +55,80 @@ def check(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         except InvalidVersion as e:
             problems.append(("spec.pin", str(e)))
     return problems
+
+
+_DURATION = re.compile(r"([0-9]+)([smh])")
+_UNIT = {"s": 1, "m": 60, "h": 3600}
+
+
+def check_interval(text: str | None) -> float:
+    """spec.source.checkInterval in seconds ("90s", "15m", "1h30m"); the default when unset, never below 10 s."""
+    if text is None:
+        return DEFAULT_CHECK_INTERVAL
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{text!r} is not a duration such as 30s, 15m or 6h")
+    return max(MIN_CHECK_INTERVAL, float(sum(int(n) * _UNIT[u] for n, u in parts)))
+
+
+@dataclasses.dataclass(frozen=True)
+class StackSpec:
+    """A PlatformStack's spec as the controller acts on it."""
+
+    channel: str
+    pin: str | None
+    auto_upgrade: bool
+    repository: str  # oci://host/path of the chart: source.repoURL, else source.upstream, else the default
+    insecure: bool
+    check_interval: float
+    credentials: str | None  # source.secretRef.name: a kubernetes.io/dockerconfigjson Secret
+    keys: str | None  # verify.secretRef.name: cosign public keys (*.pub); None when verify is not set
+    values: dict[str, Any]
+    overrides: dict[str, Any]
+
+
+def _ref(spec: Mapping[str, Any], *path: str) -> str | None:
+    node: Any = spec
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node if isinstance(node, str) and node else None
+
+
+def read_spec(document: Mapping[str, Any]) -> tuple[StackSpec | None, list[tuple[str, str]]]:
+    """The spec, or every (field, reason) that keeps the controller from acting on it (fail closed)."""
+    problems = check(document)
+    spec = document.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        return None, [*problems, ("spec", "expected a mapping")]
+    source = spec.get("source") or {}
+    channel = spec.get("channel") or "stable"
+    if channel not in CHANNELS:
+        problems.append(("spec.channel", f"{channel!r}: one of {', '.join(CHANNELS)}"))
+    try:
+        interval = check_interval(source.get("checkInterval") if isinstance(source, Mapping) else None)
+    except ValueError as e:
+        problems.append(("spec.source.checkInterval", str(e)))
+        interval = DEFAULT_CHECK_INTERVAL
+    values, overrides = spec.get("values") or {}, spec.get("overrides") or {}
+    for field, value in (("spec.values", values), ("spec.overrides", overrides), ("spec.source", source)):
+        if not isinstance(value, Mapping):
+            problems.append((field, "expected a mapping"))
+    verify = spec.get("verify")
+    if isinstance(verify, Mapping) and verify.get("provider", "cosign") != "cosign":
+        problems.append(("spec.verify.provider", f"{verify.get('provider')!r}: only cosign is supported"))
+    if problems:
+        return None, problems
+    repository = _ref(spec, "source", "repoURL") or _ref(spec, "source", "upstream") or DEFAULT_REPOSITORY
+    return StackSpec(str(channel), _ref(spec, "pin"), spec.get("autoUpgrade") is True, repository,
+                     source.get("insecure") is True, interval, _ref(spec, "source", "secretRef", "name"),
+                     _ref(spec, "verify", "secretRef", "name"), dict(values), dict(overrides)), []
+
+
+def push_history(history: Sequence[Mapping[str, Any]], entry: Mapping[str, Any],
+                 limit: int = VERSION_HISTORY_LIMIT) -> list[dict[str, Any]]:
+    """status.versionHistory after applying `entry`: newest first, at most `limit`; re-applying the version and
+    digest at the head adds nothing (a retried pass, a values-only change)."""
+    kept = [dict(h) for h in history if isinstance(h, Mapping)]
+    if kept and (kept[0].get("version"), kept[0].get("digest")) == (entry.get("version"), entry.get("digest")):
+        return kept[:limit]
+    return [dict(entry), *kept][:limit]

@@ -14,7 +14,7 @@ from platform_stack.oci import Reference, is_loopback, parse_reference
 from platform_stack.proc import run
 from platform_stack.registry import RegistryClient, connect
 
-__all__ = ["resolve_digest", "sign", "verify"]
+__all__ = ["VerificationFailed", "resolve_digest", "sign", "verify", "verify_digest"]
 
 COSIGN_TIMEOUT = 120.0
 # An empty trusted root: trust nothing but the given key. Without it cosign v2.6 verify tries to fetch
@@ -27,10 +27,21 @@ def _registry_flags(ref: Reference, plain_http: bool) -> list[str]:
     return ["--allow-http-registry=true"] if plain_http and not is_loopback(ref.host) else []
 
 
-def _cosign_error(ref: str, stderr: bytes, action: str) -> StackError:
+class VerificationFailed(StackError):
+    """cosign did not verify a signature of the digest with the key; `reason` is cosign's own words."""
+
+    def __init__(self, ref: str, reason: str) -> None:
+        super().__init__(f"{ref}: verify: {reason}")
+        self.reason = reason
+
+
+def _cosign_reason(stderr: bytes) -> str:
     lines = [ln.strip() for ln in stderr.decode(errors="replace").splitlines() if ln.startswith("Error:")]
-    why = lines[0].removeprefix("Error:").strip() if lines else "cosign failed"
-    return StackError(f"{ref}: {action}: {why}")
+    return lines[0].removeprefix("Error:").strip()[:300] if lines else "cosign failed"
+
+
+def _cosign_error(ref: str, stderr: bytes, action: str) -> StackError:
+    return StackError(f"{ref}: {action}: {_cosign_reason(stderr)}")
 
 
 def _key(path: Path, what: str) -> Path:
@@ -78,22 +89,18 @@ def resolve_digest(ref: Reference, client: RegistryClient) -> Reference:
     return Reference(ref.host, ref.repository, ref.tag, found[0])
 
 
-def verify(reference: str, public_key: Path,
-           plain_http: bool = False) -> tuple[Reference, list[dict[str, Any]]]:
-    """Verify the cosign signature of `reference` against `public_key`; returns the digest and payloads."""
-    parsed = parse_reference(reference)
-    plain_http = plain_http or is_loopback(parsed.host)
-    client = connect(parsed.host, plain_http)
-    ref = resolve_digest(parsed, client)
+def verify_digest(ref: Reference, public_key: Path, client: RegistryClient,
+                  plain_http: bool = False) -> list[dict[str, Any]]:
+    """Verify the cosign signature of `ref`'s digest against `public_key`, reading the registry with `client`'s
+    credential; the signature payloads. VerificationFailed with cosign's reason when it does not verify."""
     target = ref.by_digest()
-    public_key = _key(public_key, "public key")
     with tempfile.TemporaryDirectory(prefix="apprafter-cosign-") as tmp:
         root = Path(tmp) / "trusted_root.json"
         root.write_text(json.dumps(EMPTY_TRUSTED_ROOT))
         proc = _cosign(["verify", "--key", str(public_key), "--insecure-ignore-tlog=true", "--offline=true",
                         "--trusted-root", str(root), *_registry_flags(ref, plain_http), target], client)
     if proc.returncode != 0:
-        raise _cosign_error(ref.oci(), proc.stderr, "verify")
+        raise VerificationFailed(ref.oci(), _cosign_reason(proc.stderr))
     try:
         payloads = json.loads(proc.stdout)
     except (json.JSONDecodeError, RecursionError):
@@ -105,5 +112,15 @@ def verify(reference: str, public_key: Path,
         image = critical.get("image") if isinstance(critical, dict) else None
         signed = image.get("docker-manifest-digest") if isinstance(image, dict) else None
         if signed != ref.digest:
-            raise StackError(f"{ref.oci()}: verify: signature is for {str(signed)[:80]}, not {ref.digest}")
-    return ref, payloads
+            raise VerificationFailed(ref.oci(), f"signature is for {str(signed)[:80]}, not {ref.digest}")
+    return payloads
+
+
+def verify(reference: str, public_key: Path,
+           plain_http: bool = False) -> tuple[Reference, list[dict[str, Any]]]:
+    """Verify the cosign signature of `reference` against `public_key`; returns the digest and payloads."""
+    parsed = parse_reference(reference)
+    plain_http = plain_http or is_loopback(parsed.host)
+    client = connect(parsed.host, plain_http)
+    ref = resolve_digest(parsed, client)
+    return ref, verify_digest(ref, _key(public_key, "public key"), client, plain_http)

@@ -15,12 +15,14 @@ from compatibility.inputs import load_document
 from compatibility.plan import canonical
 from compatibility.shape import Unreadable
 from compatibility.sides import side
-from reconciler.compare import status_up_to_date, up_to_date
+from reconciler.compare import foreign_writers, status_up_to_date, up_to_date
 from reconciler.conditions import Condition, now, render
 from reconciler.conditions import Status as ConditionStatus
 from reconciler.informer import Informer, Key, controller_uid, key_of
 from reconciler.kube import APPLICATION_KIND, MIGRATION_PLAN_KIND, KubeError, kind_of
 from reconciler.loop import Runtime, Watch, controller_owners, itself
+from reconciler.plans import ensure as ensure_plans
+from reconciler.plans import set_phase
 from renderer.context import PlatformContext
 from renderer.effective import spec_for
 from renderer.errors import Problem, UserError
@@ -71,6 +73,7 @@ class ApplicationController:
 
     name = "application"
     primary = APPLICATION_KIND
+    namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
     def __init__(self, context: PlatformContext) -> None:
         self.context = context
@@ -162,7 +165,7 @@ class _Pass:
         if baseline is not None and not isinstance(baseline, Mapping):
             await self._fail("InvalidStatus", "status.lastAppliedSpec: not a mapping (fail closed: nothing applied)")
             raise Stop
-        foreign = _foreign_writers(self.app, "lastAppliedSpec", self.kube.status_field_manager)
+        foreign = foreign_writers(self.app, "lastAppliedSpec", self.kube.status_field_manager)
         if baseline is not None and foreign:
             await self._fail("InvalidStatus", f"status.lastAppliedSpec was written by {', '.join(foreign)}, not by "
                              "the operator: it is not trusted as the gate's baseline (nothing applied)")
@@ -208,43 +211,10 @@ class _Pass:
 
     async def _plans(self, decision: Decision) -> dict[str, dict[str, Any]]:
         """Ensure the plan a held change waits for, and move every plan to the phase the gate decided."""
-        live = {p["metadata"]["name"]: p for p in self._my_plans()}
-        if decision.migration_plan is not None:
-            obj = decision.migration_plan
-            for phase in decision.phases:
-                if phase.recreate and phase.name in live:  # a plan's spec and phase cannot be turned back
-                    old = live.pop(phase.name)
-                    await self.kube.delete(MIGRATION_PLAN_KIND, phase.name, self.namespace)
-                    self.c.cache(MIGRATION_PLAN_KIND).forget(self.namespace, phase.name)
-                    await self.recorder.event(self.app, "MigrationPlanRecreated", f"MigrationPlan {phase.name} "
-                                              f"(phase {(old.get('status') or {}).get('phase') or 'none'}) was "
-                                              f"deleted and created anew: {phase.message}",
-                                              old["metadata"].get("uid", phase.name), type_="Warning")
-            created = obj["metadata"]["name"] not in live
-            live[obj["metadata"]["name"]] = await self._ensure(obj)
-            if created:
-                await self.recorder.event(self.app, "MigrationPlanCreated", _waiting_note(decision, self.namespace),
-                                          obj["metadata"]["name"], type_="Warning")
-        for phase in decision.phases:
-            if phase.name in live:
-                live[phase.name] = await self._set_phase(live[phase.name], phase)
-        return live
-
-    async def _set_phase(self, plan: dict[str, Any], phase: PlanPhase) -> dict[str, Any]:
-        status = plan.get("status") or {}
-        patch: dict[str, Any] = {"phase": phase.phase, "message": phase.message,
-                                 "supersededBy": phase.superseded_by}
-        if phase.phase == APPLIED:
-            patch["appliedAt"] = status.get("appliedAt") or now()
-        if all(status.get(k) == v for k, v in patch.items()):
-            return plan
-        meta = plan["metadata"]
-        updated = await self.kube.merge_status(MIGRATION_PLAN_KIND, meta["name"], meta["namespace"], patch,
-                                               resource_version=meta.get("resourceVersion"))
-        self.c.cache(MIGRATION_PLAN_KIND).update(updated)
-        log.info("MigrationPlan phase", extra={**self.log, "plan": meta["name"], "phase": phase.phase,
-                                               "reason": phase.message})
-        return updated
+        return await ensure_plans(self.kube, self.c.cache(MIGRATION_PLAN_KIND), self.recorder, self.app,
+                                  {p["metadata"]["name"]: p for p in self._my_plans()}, decision.migration_plan,
+                                  decision.phases, namespace=self.namespace, apply=self._ensure,
+                                  created=lambda _: _waiting_note(decision, self.namespace), log_fields=self.log)
 
     # --- children ----------------------------------------------------------------------------------
 
@@ -318,7 +288,8 @@ class _Pass:
         if phase == "Ready" and decision.consumed:
             plan = plans.get(decision.consumed)
             if plan is not None:
-                await self._set_phase(plan, PlanPhase(decision.consumed, APPLIED, "applied"))
+                await set_phase(self.kube, self.c.cache(MIGRATION_PLAN_KIND), plan,
+                                PlanPhase(decision.consumed, APPLIED, "applied"), self.log)
                 await self.recorder.event(self.app, "MigrationApplied", f"MigrationPlan {decision.consumed} was "
                                           "approved; its change is applied", decision.consumed)
 
@@ -413,16 +384,6 @@ def _waiting_note(decision: Decision, namespace: str) -> str:
     classes = ", ".join(decision.plan.classifications)
     return (f"MigrationPlan {name} ({decision.plan.primary}; classes: {classes}) awaits approval: "
             f"apprafter migration approve {name} -n {namespace}")
-
-
-def _foreign_writers(app: Mapping[str, Any], field: str, manager: str) -> list[str]:
-    """Field managers other than ours that wrote status.<field> (a hand-written baseline is not trusted)."""
-    out = []
-    for entry in app["metadata"].get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
-        if f"f:{field}" in fields and entry.get("manager") != manager:
-            out.append(str(entry.get("manager") or "(unnamed)"))
-    return sorted(set(out))
 
 
 __all__ = ["ApplicationController", "key_of", "read_application"]

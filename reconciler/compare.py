@@ -119,3 +119,13 @@ def status_up_to_date(live: Mapping[str, Any] | None, status: Mapping[str, Any],
     if live is None:
         return False
     return covers(live.get("status"), status) and owned_fields_wanted(live, {"status": status}, manager, "status")
+
+
+def foreign_writers(obj: Mapping[str, Any], field: str, manager: str) -> list[str]:
+    """Field managers other than `manager` that wrote status.<field> (a hand-written baseline is not trusted)."""
+    out = []
+    for entry in obj["metadata"].get("managedFields") or []:
+        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
+        if f"f:{field}" in fields and entry.get("manager") != manager:
+            out.append(str(entry.get("manager") or "(unnamed)"))
+    return sorted(set(out))

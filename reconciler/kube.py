@@ -8,7 +8,7 @@ import dataclasses
 import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import yaml
@@ -25,6 +25,8 @@ from lightkube.types import PatchType
 from prometheus_client import Counter
 
 from compatibility.crd import MIGRATION_PLAN
+from platform_stack import umbrella
+from platform_stack.resource import PLATFORM_STACK
 from renderer.crds import APPLICATION
 from renderer.errors import ToolFailure
 from renderer.manifests import KINDS, Kind
@@ -39,6 +41,9 @@ MIGRATION_PLAN_KIND = Kind(API_VERSION, MIGRATION_PLAN.kind, MIGRATION_PLAN.plur
 LEASE_KIND = Kind("coordination.k8s.io/v1", "Lease", "leases")
 EVENT_KIND = Kind("events.k8s.io/v1", "Event", "events")
 NAMESPACE_KIND = Kind("v1", "Namespace", "namespaces")
+PLATFORM_STACK_KIND = Kind(API_VERSION, PLATFORM_STACK.kind, PLATFORM_STACK.plural)
+SECRET_KIND = Kind("v1", "Secret", "secrets")
+ARGO_APPLICATION_KIND = Kind(umbrella.API_VERSION, umbrella.KIND, "applications")
 CLUSTER_SCOPED = frozenset({"Namespace"})
 
 WRITES = Counter("apprafter_kube_writes", "Write requests sent to the API server", ["verb", "resource"])
@@ -163,7 +168,8 @@ def resource_class(kind: Kind) -> type[Any]:
 def kind_of(obj: Mapping[str, Any]) -> Kind:
     """The Kind of an object we handle (its plural from the lists above)."""
     key = (obj.get("apiVersion"), obj.get("kind"))
-    for kind in (*KINDS, APPLICATION_KIND, MIGRATION_PLAN_KIND, LEASE_KIND, EVENT_KIND):
+    for kind in (*KINDS, APPLICATION_KIND, MIGRATION_PLAN_KIND, LEASE_KIND, EVENT_KIND, PLATFORM_STACK_KIND,
+                 SECRET_KIND, ARGO_APPLICATION_KIND):
         if (kind.api_version, kind.kind) == key:
             return kind
     raise ValueError(f"not a kind the operator handles: {key[0]} {key[1]}")
@@ -173,6 +179,9 @@ def _error(e: Exception, what: str) -> KubeError:
     if isinstance(e, ApiError):
         status = e.status
         return KubeError(f"{what}: {status.message or status.reason}", int(status.code or 0), status.reason or "")
+    if isinstance(e, httpx.HTTPStatusError):  # a reply that is no Status, e.g. the 404 of an API group not served
+        code = e.response.status_code
+        return KubeError(f"{what}: HTTP {code} {e.response.reason_phrase}", code)
     return KubeError(f"{what}: {type(e).__name__}: {e}", 0)
 
 
@@ -267,6 +276,37 @@ class Kube:
         except (ApiError, httpx.HTTPError) as e:
             raise _error(e, f"status of {kind.kind} {namespace or ''}/{name}") from e
         return _plain(result)
+
+    async def merge(self, kind: Kind, name: str, namespace: str | None, patch: Mapping[str, Any],
+                    resource_version: str | None = None) -> dict[str, Any]:
+        """A JSON merge patch of the object (None removes a field); with resource_version, only if unchanged since."""
+        body = dict(patch)
+        if resource_version:
+            body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": resource_version}
+        WRITES.labels("merge", kind.plural).inc()
+        try:
+            async with self._slots:
+                result = await self.client.patch(resource_class(kind), name, body, namespace=namespace,
+                                                 patch_type=PatchType.MERGE, field_manager=self.field_manager)
+        except (ApiError, httpx.HTTPError) as e:
+            raise _error(e, f"patch {kind.kind} {namespace or ''}/{name}") from e
+        return _plain(result)
+
+    async def version(self) -> str:
+        """The API server's gitVersion (GET /version)."""
+        try:
+            async with self._slots:
+                # lightkube has no call for a path that is not a resource; its httpx client carries the server's
+                # base URL and credentials
+                http = cast(httpx.AsyncClient, self.client._client._client)
+                response = await http.get("/version")
+                response.raise_for_status()
+                version = response.json().get("gitVersion")
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            raise KubeError(f"GET /version: {type(e).__name__}: {e}") from e
+        if not isinstance(version, str) or not version:
+            raise KubeError("GET /version: no gitVersion in the reply")
+        return version
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """POST: 409 when it exists."""

@@ -1,5 +1,5 @@
 """The operator process: shared informers, one work queue, workers, periodic resync, leader election,
-probes and metrics, for any number of controllers (the Application reconciler today, PlatformStack next).
+probes and metrics, for any number of controllers (the Application reconciler and the PlatformStack controller).
 
 A controller names its primary kind and the kinds it watches (with a function from a watched object to
 the primary objects to reconcile), and reconciles one (namespace, name) at a time. Errors requeue the key
@@ -44,6 +44,12 @@ class Watch:
     kind: Kind
     labels: Mapping[str, str]
     primaries: Callable[[Mapping[str, Any]], Iterable[Key]]
+    namespaces: tuple[str, ...] = ()  # empty: the operator's --namespace list (every namespace by default)
+
+
+class RetryLater(Exception):
+    """A reconcile that could not finish for a reason outside the cluster (a registry down, a signature that does
+    not verify); its status says why. Retried with backoff, like a failed API request."""
 
 
 class Controller(Protocol):
@@ -51,6 +57,7 @@ class Controller(Protocol):
 
     name: str
     primary: Kind
+    namespaces: tuple[str, ...]  # of the primary kind; empty: the operator's --namespace list
 
     def watches(self) -> Sequence[Watch]: ...
 
@@ -78,12 +85,14 @@ class Runtime:
         self.kube = kube
         self.settings = settings
         self.recorder = Recorder(kube, identity)
-        self.informers: dict[tuple[str, str, tuple[tuple[str, str], ...]], Informer] = {}
+        self.informers: dict[tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]], Informer] = {}
 
-    def informer(self, kind: Kind, labels: Mapping[str, str] | None = None) -> Informer:
-        key = (kind.api_version, kind.kind, tuple(sorted((labels or {}).items())))
+    def informer(self, kind: Kind, labels: Mapping[str, str] | None = None,
+                 namespaces: tuple[str, ...] = ()) -> Informer:
+        key = (kind.api_version, kind.kind, tuple(sorted((labels or {}).items())), namespaces)
         if key not in self.informers:
-            self.informers[key] = Informer(self.kube, kind, self.settings.namespaces or (ALL_NAMESPACES,), labels)
+            self.informers[key] = Informer(self.kube, kind, namespaces or self.settings.namespaces or (ALL_NAMESPACES,),
+                                           labels)
         return self.informers[key]
 
 
@@ -116,9 +125,10 @@ class Manager:
         self.primary: dict[str, Informer] = {}
         for controller in controllers:
             controller.bind(runtime)
-            self.primary[controller.name] = runtime.informer(controller.primary)
+            self.primary[controller.name] = runtime.informer(controller.primary, namespaces=controller.namespaces)
             for watch in controller.watches():
-                runtime.informer(watch.kind, watch.labels).handlers.append(self._enqueuer(controller.name, watch))
+                runtime.informer(watch.kind, watch.labels, watch.namespaces).handlers.append(
+                    self._enqueuer(controller.name, watch))
 
     def _enqueuer(self, controller: str, watch: Watch) -> Callable[[str, dict[str, Any]], None]:
         def handle(event: str, obj: dict[str, Any]) -> None:
@@ -217,7 +227,7 @@ class Manager:
                 self.queue.add_after(key, again)
         except asyncio.CancelledError:
             raise
-        except KubeError as e:
+        except (KubeError, RetryLater) as e:
             result = "error"
             RECONCILE_ERRORS.labels(controller_name).inc()
             delay = self.queue.backoff(key)

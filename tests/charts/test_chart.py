@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from platform_stack.resource import NAME as PLATFORM_STACK_NAME
 from renderer.manifests import KINDS
 from tests.charts.chart import CHART, KUBE_VERSION, NAMESPACE, VERSION, container, find, one, render, template
 from tests.platform_stack.conftest import helm, ok
@@ -172,6 +173,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "migrationplans/status", ()): ["patch"],
         ("events.k8s.io", "events", ()): ["create"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
+        ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
     }
     assert not any(group == "" and resource == "secrets" for group, resource, _ in role)
@@ -180,7 +182,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
                    ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
                    ("", "secrets", ()): ["get"]}
     assert rules(one(objects, "Role", "apprafter:operator", "argocd")) == {
-        ("argoproj.io", "applications", ()): ["get", "patch"]}
+        ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
     bindings = find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),

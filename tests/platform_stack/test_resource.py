@@ -9,7 +9,16 @@ from typing import Any
 import pytest
 import yaml
 
-from platform_stack.resource import NAME, NAMESPACE, PLATFORM_STACK, VERSION_HISTORY_LIMIT
+from platform_stack.resource import (
+    DEFAULT_REPOSITORY,
+    NAME,
+    NAMESPACE,
+    PLATFORM_STACK,
+    VERSION_HISTORY_LIMIT,
+    check_interval,
+    push_history,
+    read_spec,
+)
 from renderer.context import TIERS
 from renderer.crds import crd, crd_documents
 from renderer.emit import dump_stream
@@ -100,3 +109,56 @@ def test_the_documented_example_is_accepted_as_written(bed: KubeTestBed) -> None
     example = yaml.safe_load(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
     [stored] = bed.dry_run_apply([example])
     assert stored["spec"] == example["spec"]
+
+
+# --- the spec as the controller reads it ------------------------------------------------------------------------
+
+def test_the_controller_reads_the_spec_with_its_defaults() -> None:
+    spec, problems = read_spec(stack())
+    assert problems == [] and spec is not None
+    assert (spec.channel, spec.pin, spec.auto_upgrade, spec.repository, spec.insecure) == (
+        "stable", None, False, DEFAULT_REPOSITORY, False)
+    assert (spec.check_interval, spec.credentials, spec.keys, spec.values, spec.overrides) == (
+        6 * 3600, None, None, {}, {})
+    full, _ = read_spec(stack(channel="beta", pin="2.0.0", autoUpgrade=True,
+                              source={"upstream": "oci://up/stack", "repoURL": "oci://fork/stack", "insecure": True,
+                                      "checkInterval": "1h30m", "secretRef": {"name": "creds"}},
+                              verify={"provider": "cosign", "secretRef": {"name": "keys"}},
+                              values={"tier": "team"}, overrides={"backstage": {"enabled": False}}))
+    assert full is not None
+    assert (full.repository, full.check_interval, full.credentials, full.keys) == ("oci://fork/stack", 5400,
+                                                                                   "creds", "keys")
+    upstream, _ = read_spec(stack(source={"upstream": "oci://up/stack"}))
+    assert upstream is not None and upstream.repository == "oci://up/stack"
+
+
+def test_a_spec_the_controller_cannot_act_on_names_each_field() -> None:
+    spec, problems = read_spec(stack(pin="two", channel="nightly", source={"checkInterval": "6 hours"},
+                                     verify={"provider": "notation", "secretRef": {"name": "k"}}))
+    assert spec is None
+    assert [field for field, _ in problems] == ["spec.pin", "spec.channel", "spec.source.checkInterval",
+                                                "spec.verify.provider"]
+    _, elsewhere = read_spec({**stack(), "metadata": {"name": NAME, "namespace": "default"}})
+    assert elsewhere[0][0] == "metadata.namespace"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("15m", 900), ("6h", 21600), ("1h30m", 5400),
+                                               ("0s", 10), ("5s", 10), (None, 21600)])
+def test_check_interval(text: str | None, seconds: float) -> None:
+    assert check_interval(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "6", "h", "1d", "1h 30m", "-5s"])
+def test_a_check_interval_that_is_not_a_duration_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        check_interval(text)
+
+
+def test_version_history_is_a_ring_of_ten_newest_first() -> None:
+    history: list[dict[str, Any]] = []
+    for n in range(12):
+        history = push_history(history, {"version": f"1.0.{n}", "digest": f"sha256:{n}", "appliedAt": "t"})
+    assert [h["version"] for h in history] == [f"1.0.{n}" for n in range(11, 1, -1)]
+    assert push_history(history, {"version": "1.0.11", "digest": "sha256:11", "appliedAt": "later"}) == history
+    moved = push_history(history, {"version": "1.0.11", "digest": "sha256:other", "appliedAt": "t"})
+    assert len(moved) == VERSION_HISTORY_LIMIT and moved[0]["digest"] == "sha256:other"

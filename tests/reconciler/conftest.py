@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from compatibility.crd import ALL_CRDS
+from platform_stack.resource import PLATFORM_STACK
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from tests.reconciler.operator_proc import FAST, Operator
@@ -16,7 +17,7 @@ from tests.testbed.kube import KubeTestBed
 
 def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
     path = directory / "apprafter-crds.yaml"
-    path.write_text(dump_stream(crd_documents(ALL_CRDS)))
+    path.write_text(dump_stream(crd_documents((*ALL_CRDS, PLATFORM_STACK))))
     bed.install_crds([path])
     return bed
 

@@ -25,3 +25,30 @@ def test_every_phase_and_reason_the_operator_writes_is_documented() -> None:
     assert written >= {"InvalidSpec", "InvalidStatus", "WaitingForClaims", "AwaitingMigrationApproval", "Applied",
                        "Progressing", "Retrying", "Failed", "ApplyFailed"}
     assert sorted(w for w in written if f"`{w}`" not in DOC) == []
+
+
+PLATFORM_DOC = (REPO / "docs" / "platform-stack.md").read_text()
+
+
+def test_every_reason_and_event_of_the_platformstack_controller_is_documented() -> None:
+    written = set()
+    for module in ("reconciler/platformstack.py", "platform_stack/upstream.py", "reconciler/plans.py"):
+        source = (REPO / module).read_text()
+        written |= set(re.findall(r'Condition\([A-Z_]+, "(?:True|False|Unknown)", "([A-Za-z]+)"', source))
+        written |= set(re.findall(r'Finding\(\s*"([A-Za-z]+)"', source))
+        written |= set(re.findall(r'recorder\.event\((?:self\.obj|regarding), "([A-Za-z]+)"', source))
+        written |= set(re.findall(r'\("(?:Unknown|False)", "([A-Za-z]+)"\)', source))
+    assert written >= {"Applied", "AwaitingMigrationApproval", "VerificationFailed", "TagMoved", "NotConfigured",
+                       "KeysUnavailable", "CredentialsUnavailable", "RegistryUnavailable", "CheckFailed",
+                       "VersionNotFound", "NoVersionAvailable", "InvalidSpec", "InvalidChart", "UnsupportedKubernetes",
+                       "InvalidStatus", "Retrying", "ApplyFailed", "Verified", "NewerVersion", "UpToDate",
+                       "AwaitingApproval", "Rejected", "Approved", "UpgradeAvailable", "UpgradeApplied",
+                       "MigrationPlanCreated", "MigrationPlanRecreated", "MigrationApplied", "PinReverted"}
+    assert sorted(w for w in written if f"`{w}`" not in PLATFORM_DOC) == []
+
+
+def test_every_platform_command_is_in_the_recipe() -> None:
+    from apprafter.platform_cmd import platform
+
+    assert sorted(platform.commands) == ["channel", "freeze", "status", "unfreeze", "upgrade"]
+    assert sorted(c for c in platform.commands if f"apprafter platform {c}" not in PLATFORM_DOC) == []

@@ -46,6 +46,7 @@ class AuthRegistry:
     reader_password: str
     process: ManagedProcess
     token_server: http.server.ThreadingHTTPServer | None = None
+    restarts: int = 0
 
     @property
     def url(self) -> str:
@@ -57,6 +58,20 @@ class AuthRegistry:
         auth = base64.b64encode(f"{user or self.user}:{password or self.password}".encode()).decode()
         (directory / "config.json").write_text(json.dumps({"auths": {self.url: {"auth": auth}}}))
         return directory
+
+    def down(self) -> None:
+        """Stop the registry process (the token service and the stored data stay)."""
+        self.process.stop()
+
+    def up(self, timeout: float = 20.0) -> None:
+        """Start the registry again as it was (same port, configuration and data) and wait until it challenges."""
+        old = self.process
+        self.restarts += 1
+        self.process = ManagedProcess(old.name, old.argv, old.log_path.with_suffix(f".{self.restarts}.log"),
+                                      env=old.env)
+        wait_for(f"{old.name} to challenge on /v2/ again",
+                 lambda: httpx.get(f"http://{self.url}/v2/", timeout=2).status_code == 401 or None, timeout,
+                 self.process)
 
     def stop(self) -> None:
         self.process.stop()

@@ -223,19 +223,28 @@ def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) 
     """`apprafter operator` as its ServiceAccount with the operator chart's own RBAC (what a real install grants
     it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
     returns once it is ready."""
+    watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
+    return Operator(kube, workdir, ("--no-leader-elect", "--max-backoff", "5", *watched),
+                    kubeconfig=operator_kubeconfig(kube, workdir)).start()
+
+
+def operator_kubeconfig(kube: KubeTestBed, workdir: Path,
+                        namespaces: Sequence[str] = (OPERATOR_NAMESPACE,)) -> Path:
+    """A kubeconfig for the operator's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
+    operator chart's own RBAC objects, cluster-wide and in `namespaces`, and nothing else."""
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
-    kubeconfig = kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
-    for obj in chart_rbac(OPERATOR_RBAC):
+    for obj in chart_rbac(OPERATOR_RBAC, namespaces):
+        kube.ensure_namespace(obj["metadata"].get("namespace") or OPERATOR_NAMESPACE)
         kube.apply(obj, field_manager=FIELD_MANAGER)
-    watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
-    return Operator(kube, workdir, ("--no-leader-elect", "--max-backoff", "5", *watched), kubeconfig=kubeconfig).start()
+    return kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
 
 
-def chart_rbac(name: str) -> list[dict[str, Any]]:
-    """The chart's RBAC objects called `name` outside Argo CD's namespace (the loop's Argo CD is argocd-loop)."""
+def chart_rbac(name: str, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,)) -> list[dict[str, Any]]:
+    """The chart's RBAC objects called `name`, cluster-wide and in `namespaces` (by default not Argo CD's: the
+    loop's Argo CD is argocd-loop)."""
     return [o for o in chart_objects() if o["kind"] in RBAC_KINDS and o["metadata"]["name"] == name
-            and o["metadata"].get("namespace") in (None, OPERATOR_NAMESPACE)]
+            and o["metadata"].get("namespace") in (None, *namespaces)]
 
 
 def person_kubeconfig(kube: KubeTestBed, workdir: Path) -> Path:

@@ -1,0 +1,46 @@
+"""The umbrella Argo CD Application (spec §3.10, §3.11): the one root Application from which Argo CD installs the
+platform-stack chart at the version the PlatformStack controller verified. Pure: what to apply, from what runs.
+
+Argo CD v3.0's Helm source takes a chart version (`targetRevision`), not a digest (its native OCI source, which
+does, is v3.1+), so the umbrella names the tag; the controller re-resolves that tag on every check and turns
+automated sync off when it no longer names the verified digest (docs/platform-stack.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from renderer.names import GROUP, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+
+__all__ = ["API_VERSION", "DIGEST_ANNOTATION", "KIND", "LABELS", "NAME", "NAMESPACE", "VALUE_KEYS",
+           "VERSION_ANNOTATION", "umbrella"]
+
+API_VERSION, KIND = "argoproj.io/v1alpha1", "Application"
+NAME, NAMESPACE = "apprafter-platform", "argocd"
+LABELS = {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: NAME}
+VERSION_ANNOTATION, DIGEST_ANNOTATION = f"{GROUP}/stack-version", f"{GROUP}/stack-digest"
+VALUE_KEYS = ("tier", "domain", "multitenancy")  # PlatformStack spec.values: the chart's top-level values
+IN_CLUSTER = "https://kubernetes.default.svc"
+
+
+def umbrella(repository: str, version: str, digest: str, values: Mapping[str, Any], overrides: Mapping[str, Any],
+             *, automated: bool) -> dict[str, Any]:
+    """The umbrella Application for chart `repository` (host/path/<chart>) at `version` (verified as `digest`),
+    with the chart values of spec.values and spec.overrides (passed through: the chart's overrides have the shape
+    of PlatformStack spec.overrides). Without `automated`, Argo CD syncs only when someone asks it to."""
+    repo_url, _, chart = repository.removeprefix("oci://").rpartition("/")
+    values_object: dict[str, Any] = {k: values[k] for k in VALUE_KEYS if k in values}
+    if overrides:
+        values_object["overrides"] = {k: dict(v) for k, v in sorted(overrides.items())}
+    source: dict[str, Any] = {"repoURL": repo_url, "chart": chart, "targetRevision": version}
+    if values_object:
+        source["helm"] = {"valuesObject": values_object}
+    spec: dict[str, Any] = {"project": "default", "source": source,
+                            "destination": {"server": IN_CLUSTER, "namespace": NAMESPACE}}
+    if automated:
+        spec["syncPolicy"] = {"automated": {"prune": True, "selfHeal": True}}
+    return {"apiVersion": API_VERSION, "kind": KIND,
+            "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS),
+                         "annotations": {VERSION_ANNOTATION: version, DIGEST_ANNOTATION: digest}},
+            "spec": spec}
