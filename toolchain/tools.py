@@ -139,6 +139,11 @@ def read_version(name: str, path: Path) -> str | None:
     with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
         # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        # Go telemetry off in that HOME: else `go` leaves a child writing counters there after it exits, and
+        # removing the directory races it ("Directory not empty: 'telemetry'").
+        telemetry = Path(home, ".config", "go", "telemetry")
+        telemetry.mkdir(parents=True)
+        (telemetry / "mode").write_text("off")
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
         except (OSError, subprocess.TimeoutExpired):

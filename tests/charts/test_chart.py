@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from platform_stack.resource import NAME as PLATFORM_STACK_NAME
+from platform_stack.umbrella import NAMESPACE as UMBRELLA_NAMESPACE
 from renderer.manifests import KINDS
 from tests.charts.chart import CHART, KUBE_VERSION, NAMESPACE, VERSION, container, find, one, render, template
 from tests.platform_stack.conftest import helm, ok
@@ -181,13 +182,30 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
     assert own == {("coordination.k8s.io", "leases", ()): ["create"],
                    ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
                    ("", "secrets", ()): ["get"]}
-    assert rules(one(objects, "Role", "apprafter:operator", "argocd")) == {
+    assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
     bindings = find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
-        ("RoleBinding", "argocd", "apprafter:operator")}
+        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator")}
     assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)  # the webhook's account is bound to nothing
+
+
+def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_permissions(
+        objects: list[dict[str, Any]]) -> None:
+    def platform_grants(objs: list[dict[str, Any]]) -> set[tuple[str | None, str, str]]:
+        return {(r["metadata"].get("namespace"), group, resource)
+                for r in find(objs, "ClusterRole", "apprafter:operator") + find(objs, "Role", "apprafter:operator")
+                for group, resource, _ in rules(r)
+                if resource.startswith("platformstacks") or resource == "secrets" or group == "argoproj.io"}
+
+    without = render({"platformStack": {"enabled": False}})
+    assert platform_grants(objects) and not platform_grants(without)
+    assert not find(without, "RoleBinding", namespace=UMBRELLA_NAMESPACE)
+    args = {name: container(one(objs, "Deployment", OPERATOR_SA["name"]))["args"]
+            for name, objs in (("with", objects), ("without", without))}
+    assert "--no-platform-stack" in args["without"] and "--no-platform-stack" not in args["with"]
+    assert [a for a in args["without"] if a != "--no-platform-stack"] == args["with"]
 
 
 def test_only_the_operator_patches_application_status_and_approvers_have_their_own_role(

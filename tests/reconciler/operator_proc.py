@@ -39,7 +39,13 @@ class Operator:
         log = self.log_path.with_suffix(f".{self.starts}.log")
         self.proc = ManagedProcess(self.name, self.argv, log, env=dict(os.environ))
         if wait:
-            wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)
+            try:
+                wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)
+            except BaseException:
+                # Never leave it running: an operator that is not ready yet still acts once it can (say, when a
+                # later module grants its ServiceAccount more), racing the operator of that module.
+                self.proc.stop()
+                raise
         return self
 
     def _probe(self, wait: str) -> bool | None:

@@ -224,7 +224,9 @@ def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) 
     it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
     returns once it is ready."""
     watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
-    return Operator(kube, workdir, ("--no-leader-elect", "--max-backoff", "5", *watched),
+    # No PlatformStack controller: the loop has no PlatformStack, and its Argo CD is not in `argocd`, where the
+    # chart grants that controller its Applications (tests/reconciler/test_platformstack_cluster.py proves it).
+    return Operator(kube, workdir, ("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5", *watched),
                     kubeconfig=operator_kubeconfig(kube, workdir)).start()
 
 
