@@ -94,6 +94,8 @@ TOOLS: dict[str, Tool] = {
              "Argo CD's binary, run as argocd-cmp-server in the test bed"),
         Tool("argocd-cmp-client", "ARGOCD_VERSION", (), _go_module("github.com/argoproj/argo-cd/v3"),
              "calls the plugin server the way argocd-repo-server does (test bed)"),
+        Tool("kustomize", "KUSTOMIZE_VERSION", ("version",), _first(r"^(v\d+\.\d+\.\d+)"),
+             "builds deploy/argocd/'s overlay on Argo CD's install (test bed)"),
     )
 }
 

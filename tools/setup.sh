@@ -103,6 +103,7 @@ build_argocd() {
   (cd "$here/argocd" && go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}" \
     -o "$1/argocd" github.com/argoproj/argo-cd/v3/cmd)
 }
+build_kustomize() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"; }
 build_argocd_cmp_client() { (cd "$here/argocd" && go build -trimpath -ldflags "-s -w" -o "$1/argocd-cmp-client" ./cmpclient); }
 
 ensure cue "$CUE_VERSION" build_cue cue version
@@ -113,6 +114,7 @@ ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
 ensure etcd "$ETCD_VERSION" build_etcd etcd --version
 ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
 ensure argocd "$ARGOCD_VERSION" build_argocd
+ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
 # The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it.
 client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd/go.sum" | sha256sum | cut -c1-12)"
 ensure argocd-cmp-client "$client_key" build_argocd_cmp_client

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -47,7 +47,7 @@ class LocalUser:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """Argo CD's ConfigMaps (name -> data, e.g. from kustomized_configmaps) and the local users to add."""
+    """Argo CD's ConfigMaps (name -> data, e.g. configmaps_of(kustomize_build(...))) and the local users to add."""
 
     configmaps: Mapping[str, Mapping[str, str]]
     users: Sequence[LocalUser] = ()
@@ -72,25 +72,38 @@ def install_manifest() -> Path:
     return path
 
 
-def kustomized_configmaps(patches: Sequence[Path], install: Path | None = None) -> dict[str, dict[str, str]]:
-    """The install's ConfigMaps with our patches merged, as kustomize's strategic merge does for ConfigMap
-    data (key by key, the patch wins). A patch naming a ConfigMap the install lacks is an error."""
-    maps = copy.deepcopy(_install_configmaps(install or install_manifest()))
-    for patch in patches:
-        doc = yaml.safe_load(patch.read_text())
-        name = (doc.get("metadata") or {}).get("name") if isinstance(doc, dict) else None
-        if not isinstance(doc, dict) or doc.get("kind") != "ConfigMap" or name not in maps:
-            raise BedError(f"{patch}: not a patch of a ConfigMap of Argo CD's install ({', '.join(sorted(maps))})")
-        maps[name].update({str(k): str(v) for k, v in (doc.get("data") or {}).items()})
-    return maps
+def kustomize_build(overlay: Path, workdir: Path) -> list[dict[str, Any]]:
+    """`kustomize build` (the pinned binary) of a copy of `overlay`, its one remote resource — Argo CD's
+    manifests/install.yaml at the pinned version — read from the set-up's copy of that file (no network here).
+    An overlay naming another install, or one kustomize refuses, is a BedError with kustomize's words."""
+    version = pins()["ARGOCD_VERSION"]
+    copy_dir = workdir / overlay.name
+    shutil.copytree(overlay, copy_dir)
+    kustomization = yaml.safe_load((copy_dir / "kustomization.yaml").read_text())
+    remote = [r for r in kustomization.get("resources") or [] if "://" in r]
+    wanted = f"/argo-cd/{version}/manifests/install.yaml"
+    if len(remote) != 1 or not remote[0].endswith(wanted):
+        raise BedError(f"{overlay}/kustomization.yaml: want one remote resource ending {wanted}, got {remote}")
+    shutil.copy(install_manifest(), copy_dir / "argocd-install.yaml")
+    kustomization["resources"] = ["argocd-install.yaml" if r == remote[0] else r for r in kustomization["resources"]]
+    (copy_dir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    proc = subprocess.run([str(tool("kustomize")), "build", str(copy_dir)], capture_output=True, text=True,
+                          timeout=120, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)})
+    if proc.returncode != 0:
+        raise BedError(f"kustomize build {overlay} failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}")
+    return [d for d in yaml.load_all(proc.stdout, Loader=_Loader) if isinstance(d, dict)]
 
 
-@functools.cache
-def _install_configmaps(install: Path) -> dict[str, dict[str, str]]:
-    with open(install, "rb") as fh:
-        docs = [d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)]
-    return {d["metadata"]["name"]: {str(k): str(v) for k, v in (d.get("data") or {}).items()}
-            for d in docs if d.get("kind") == "ConfigMap"}
+def configmaps_of(objects: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """name -> data of every ConfigMap among `objects` (Argo CD's settings, as Settings wants them)."""
+    return {o["metadata"]["name"]: {str(k): str(v) for k, v in (o.get("data") or {}).items()}
+            for o in objects if o.get("kind") == "ConfigMap"}
+
+
+def install_configmaps() -> dict[str, dict[str, str]]:
+    """The ConfigMaps of Argo CD's own install.yaml, unpatched."""
+    with open(install_manifest(), "rb") as fh:
+        return configmaps_of([d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)])
 
 
 # The components the loop runs that talk to the API server (the repo-server does not: its install grants nothing).

@@ -32,7 +32,8 @@ from tests.testbed.argocd import (
     ArgoCD,
     LocalUser,
     Settings,
-    kustomized_configmaps,
+    configmaps_of,
+    kustomize_build,
     operation_phase,
     start_argocd,
     sync_status,
@@ -47,8 +48,6 @@ from toolchain.tools import ToolError, resolve
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "argocd"
 APPRAFTER_API = "apprafter.io/v1alpha1"
-# deploy/argocd/kustomization.yaml's patches of Argo CD's ConfigMaps (the repo-server patch needs a pod).
-CONFIGMAP_PATCHES = ("argocd-cmd-params-cm-patch.yaml", "argocd-cm-patch.yaml", "argocd-rbac-cm-patch.yaml")
 ARGOCD_NAMESPACE = "argocd-loop"  # not `argocd`: other test-bed tests may use that namespace for their own ends
 APPROVER = LocalUser("approver", "role:apprafter-approver")
 VIEWER = LocalUser("viewer", "role:readonly")
@@ -286,7 +285,8 @@ def start_loop(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str], *,
         shutil.copy(REPO / "plugin.yaml", plugin_dir / "plugin.yaml")
         cmp = start_cmp_server(plugin_dir, workdir / "cmp", path=plugin_path(), socket_dir=sockets)
         stack.callback(cmp.stop)
-        configmaps = kustomized_configmaps([DEPLOY / f for f in CONFIGMAP_PATCHES])
+        (workdir / "kustomize").mkdir(exist_ok=True)
+        configmaps = configmaps_of(kustomize_build(DEPLOY, workdir / "kustomize"))  # deploy/argocd/, as users apply it
         settings = Settings(configmaps, (APPROVER, VIEWER))
         argocd = start_argocd(kube, workdir / "argocd", redis=redis.address, plugin_socket_dir=sockets,
                               settings=settings, namespace=namespace)
