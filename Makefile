@@ -13,11 +13,13 @@ tools:
 
 venv: $(VENV)/.installed
 
+# Quiet on stdout: `make example`'s stdout is the rendered objects alone, also on a fresh checkout.
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $@
+	@echo "venv: python3 -m venv $(VENV); pip install -e '.[dev]'" >&2
+	@python3 -m venv $(VENV) >&2
+	@$(PY) -m pip install --quiet --upgrade pip >&2
+	@$(PY) -m pip install --quiet -e '.[dev]' >&2
+	@touch $@
 
 # The main job on the bundled example: render the parser app's prod environment to stdout.
 # Rendering needs only cue, so this installs just that (the test suite installs the rest).
