@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from admission import review
+from toolchain.errors import USER_EXIT, AppRafterError
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -30,8 +31,11 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(AppRafterError):
+    """The body is over the limit (refused with 413 before it is read whole); the caller's to fix."""
+
+    exit_code = USER_EXIT
+    retry = False
 
 
 async def _body(receive: Receive, scope: Scope, limit: int) -> bytes:

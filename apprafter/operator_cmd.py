@@ -14,16 +14,20 @@ from lightkube import KubeConfig
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from compatibility.inputs import document_schema
-from reconciler import logs
+from controller_runtime import logs
+from controller_runtime.client import Kube
+from controller_runtime.events import Recorder
+from controller_runtime.kubeconfig import default_namespace, load_config
+from controller_runtime.lease import LeaderElector, LeaseSettings, default_identity
+from controller_runtime.manager import Controller, Manager, Runtime, Settings
+from controller_runtime.probes import Health, Servers
 from reconciler.application import ApplicationController
-from reconciler.kube import Kube, default_namespace, load_config
-from reconciler.lease import LeaderElector, LeaseSettings, default_identity
-from reconciler.loop import Controller, Manager, Runtime, Settings
 from reconciler.platformstack import PlatformStackController
-from reconciler.serve import Health, Servers
 from renderer import settings as settings_
 from renderer.context import TIERS, PlatformContext
 from toolchain.tools import resolve
+
+REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 
 
 @click.command()
@@ -113,7 +117,7 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     servers = Servers(health, bind, health_port, metrics_port)
     identity = lease.identity if lease is not None else field_manager
     try:
-        runtime = Runtime(kube, settings, identity)
+        runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
         controllers: list[Controller] = [ApplicationController(context)]
         if platform_stack:

@@ -170,14 +170,14 @@ def test_a_child_the_api_server_refuses_is_reported_and_retried(bed: KubeTestBed
                     "metadata": {"labels": {"made": "by-hand"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
     bed.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
-    errors = operator.metric("reconcile_errors_total", controller="application")
+    errors = operator.metric("apprafter_reconcile_errors_total", controller="application")
     apply(bed, cr(ns, INTERNAL))
     st = wait_phase(bed, ns, "Failed")
     ready = condition(st, "Ready")
     assert ready and ready["reason"] == "ApplyFailed"
     assert "Deployment" in ready["message"] and "immutable" in ready["message"]
     assert "lastAppliedSpec" not in st
-    wait("the error counted", lambda: operator.metric("reconcile_errors_total", controller="application") > errors
+    wait("the error counted", lambda: operator.metric("apprafter_reconcile_errors_total", controller="application") > errors
          or None)
     bed.delete("apps/v1", "Deployment", "demo", ns)
     wait_phase(bed, ns, "Ready", timeout=30)  # retried with backoff (capped at 2 s here)
@@ -187,6 +187,6 @@ def test_probes_and_metrics(operator: Operator) -> None:
     assert operator.healthz() == 200
     assert operator.readyz() == (200, "running")
     names = {name for name, _ in operator.metrics()}
-    assert {"reconcile_total", "reconcile_errors_total", "reconcile_duration_seconds_bucket",
+    assert {"apprafter_reconcile_total", "apprafter_reconcile_errors_total", "apprafter_reconcile_duration_seconds_bucket",
             "apprafter_kube_writes_total", "apprafter_workqueue_depth", "apprafter_watch_restarts_total"} <= names
-    assert operator.metric("reconcile_duration_seconds_count", controller="application") > 0
+    assert operator.metric("apprafter_reconcile_duration_seconds_count", controller="application") > 0
