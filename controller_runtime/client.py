@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -27,11 +28,16 @@ ALL_NAMESPACES = "*"
 
 def _resource_class(info: ResourceInfo) -> type[Any]:
     """lightkube's generic (dict-backed) resource class for a discovered resource, with its Status subresource.
-    lightkube keeps one per kind; a process that imported lightkube's typed model of the kind gets that model back,
-    which `_plain` turns into a dict as well."""
-    group, _, version = info.api_version.rpartition("/")
-    create = create_namespaced_resource if info.namespaced else create_global_resource
-    return create(group, version, info.kind, info.plural)
+    Made once per kind here: lightkube 0.22 looks a core-group kind up under "/v1" but registers it under "v1", so a
+    second create_namespaced_resource of one raises "already registered"."""
+    return _generic(info.api_version, info.kind, info.plural, info.namespaced)
+
+
+@functools.cache
+def _generic(api_version: str, kind: str, plural: str, namespaced: bool) -> type[Any]:
+    group, _, version = api_version.rpartition("/")
+    create = create_namespaced_resource if namespaced else create_global_resource
+    return create(group, version, kind, plural)
 
 
 def retry_after(response: httpx.Response | None) -> float | None:

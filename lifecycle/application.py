@@ -39,6 +39,7 @@ class Refusal(NamedTuple):
 
     reason: str
     message: str
+    problems: tuple[Problem, ...] = ()  # InvalidSpec: what `apprafter plan` and the webhook report, the same
 
 
 class Desired(NamedTuple):
@@ -101,7 +102,7 @@ def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: 
             raise UserError(validate.check_deployment(loaded, None))
         desired = side(loaded, environment, required=True)
     except UserError as e:
-        return Refusal("InvalidSpec", describe(e.problems))
+        return Refusal("InvalidSpec", describe(e.problems), tuple(e.problems))
     assert desired is not None
     why = untrusted(app, "lastAppliedSpec", status_manager)
     if why:

@@ -12,7 +12,7 @@ from typing import Any
 
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
-from controller_runtime.compare import status_up_to_date, up_to_date
+from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import KindLike, gvk_of
@@ -30,16 +30,16 @@ from lifecycle.application import (
     waiting_note,
 )
 from lifecycle.children import prunable
-from lifecycle.conditions import StatusUpdate, status_document
+from lifecycle.conditions import StatusUpdate
 from lifecycle.notes import Note
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
+from reconciler.status import record, write_status
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
 from renderer.manifests import KINDS
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
-from toolchain.timestamps import time_now
 
 __all__ = ["ApplicationController"]
 
@@ -176,21 +176,18 @@ class ApplicationPass:
                 log.info("pruned", extra={**self.log, "kind": kind.kind, "child": child})
 
     async def record(self, note: Note) -> None:
-        await self.recorder.event(self.app, note.reason, note.text, note.occurrence, type_=note.type)
+        await record(self.recorder, self.app, note)
 
     async def write_status(self, update: StatusUpdate) -> None:
         # No resourceVersion precondition: every field states what this pass applied (observedGeneration says
         # for which generation); a spec edited meanwhile is the next pass's, and a re-stamp that failed on a
         # conflict after its children were applied would leave the baseline behind the cluster.
-        status = status_document(update, self.app.get("status") or {}, time_now())
-        if status_up_to_date(self.app, status, self.kube.status_field_manager):
-            return
-        body = {"apiVersion": APPLICATION.api_version, "kind": APPLICATION.kind,
-                "metadata": {"name": self.name, "namespace": self.namespace}, "status": status}
-        self.app = await self.kube.apply(body, status=True)
-        self.controller.cache(APPLICATION).update(self.app)
-        log.info("status", extra={**self.log, "phase": status.get("phase"), "generation": update.generation,
-                                  "reason": update.conditions[0].reason if update.conditions else ""})
+        before = self.app
+        self.app = await write_status(self.kube, self.controller.cache(APPLICATION), self.app, update)
+        if self.app is not before:
+            log.info("status", extra={**self.log, "phase": (self.app.get("status") or {}).get("phase"),
+                                      "generation": update.generation,
+                                      "reason": update.conditions[0].reason if update.conditions else ""})
 
 
 async def _all(calls: Iterable[Awaitable[Any]]) -> None:

@@ -17,7 +17,7 @@ from prometheus_client import Histogram
 
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase, PlatformDecision, decide_platform
-from controller_runtime.compare import status_up_to_date, up_to_date
+from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
@@ -25,7 +25,7 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
 from lifecycle import platformstack as decisions
-from lifecycle.conditions import StatusUpdate, status_document
+from lifecycle.conditions import StatusUpdate
 from lifecycle.notes import Note
 from lifecycle.plans import PLATFORM_PLAN_LABELS
 from platform_stack import umbrella
@@ -44,6 +44,7 @@ from platform_stack.upstream import (
 )
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
+from reconciler.status import record, write_status
 from toolchain.errors import AppRafterError
 from toolchain.timestamps import time_now
 
@@ -323,16 +324,13 @@ class PlatformStackPass:
     # --- status and events -----------------------------------------------------------------------------------
 
     async def record(self, note: Note) -> None:
-        await self.recorder.event(self.obj, note.reason, note.text, note.occurrence, type_=note.type)
+        await record(self.recorder, self.obj, note)
 
     async def write(self, update: StatusUpdate) -> None:
-        """Server-side apply the whole status (fields left out are removed: every one of them is ours)."""
-        status = status_document(update, self.obj.get("status") or {}, time_now())
-        if status_up_to_date(self.obj, status, self.kube.status_field_manager):
-            return
-        body = {"apiVersion": PLATFORM_STACK.api_version, "kind": PLATFORM_STACK.kind,
-                "metadata": {"name": NAME, "namespace": NAMESPACE}, "status": status}
-        self.obj = await self.kube.apply(body, status=True)
-        self.controller.cache(PLATFORM_STACK, None, NAMESPACE).update(self.obj)
-        log.info("status", extra={**self.log, "reason": update.conditions[0].reason if update.conditions else "",
-                                  "current": status.get("currentVersion"), "target": status.get("targetVersion")})
+        before = self.obj
+        self.obj = await write_status(self.kube, self.controller.cache(PLATFORM_STACK, None, NAMESPACE), self.obj,
+                                      update)
+        if self.obj is not before:
+            status = self.obj.get("status") or {}
+            log.info("status", extra={**self.log, "reason": update.conditions[0].reason if update.conditions else "",
+                                      "current": status.get("currentVersion"), "target": status.get("targetVersion")})

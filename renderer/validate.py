@@ -243,7 +243,8 @@ def check_deployment(app: LoadedApp, environment: str | None, chosen_by: str = "
     wanted = environment if environment is not None else stamped
     declared = environments(app)
     if wanted not in declared:
-        field = ("spec", "environment") if environment is None else ("spec", "environments")
+        # an object stamped for it is wrong in its stamp; asked for it (--env, the plugin), it lacks the declaration
+        field = ("spec", "environment") if stamped == wanted else ("spec", "environments")
         line, col = app.source.index.find(field)
         # the name is shown only when it could be one: it may come from an environment variable
         shown = _shown(wanted) if isinstance(wanted, str) and patterns.dns_label(wanted) else "(not a DNS-1123 label)"

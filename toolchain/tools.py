@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,6 +35,14 @@ class Tool(NamedTuple):
     def pinned(self) -> str:
         return pins()[self.pin_key]
 
+
+
+def scrubbed_env(home: str | Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment every tool we run gets: PATH, a private HOME and what the caller adds; no proxies, tokens,
+    kubeconfigs or Argo CD variables reach it (and a tool's output never depends on the caller's settings)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env.update(extra or {})
+    return env
 
 def _first(pattern: str) -> Callable[[str], str | None]:
     def parse(text: str) -> str | None:
@@ -140,7 +148,7 @@ def read_version(name: str, path: Path) -> str | None:
 
     with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
         # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        env = scrubbed_env(home)
         # Go telemetry off in that HOME: else `go` leaves a child writing counters there after it exits, and
         # removing the directory races it ("Directory not empty: 'telemetry'").
         telemetry = Path(home, ".config", "go", "telemetry")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 import yaml
-from controller_runtime.compare import covers
 
+from controller_runtime.compare import covers
 from tests.reconciler.helpers import (
     app,
     apply,

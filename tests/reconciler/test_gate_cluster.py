@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from controller_runtime.compare import covers
 
 from compatibility.application import deployment
 from compatibility.inputs import parse_cr
+from controller_runtime.compare import covers
 from renderer.render import render_loaded
 from tests.reconciler.helpers import (
     API,

@@ -12,12 +12,12 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+
 from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
-from lifecycle.conditions import Condition, render
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
 from controller_runtime.queue import WorkQueue
-
+from lifecycle.conditions import Condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
 from renderer.manifests import KINDS
