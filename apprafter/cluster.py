@@ -4,16 +4,16 @@ to completion, and the API server's refusals a user can act on turned into their
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from controller_runtime.client import Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kubeconfig import default_namespace, load_config
 from toolchain.errors import Problem, UserError
 
-__all__ = ["FIELD_MANAGER", "refused", "table", "with_cluster"]
+__all__ = ["FIELD_MANAGER", "refused", "shown", "table", "with_cluster"]
 
 FIELD_MANAGER = "apprafter-cli"
 T = TypeVar("T")
@@ -48,3 +48,8 @@ def table(rows: list[list[str]]) -> str:
     """kubectl's table: columns padded to their widest cell, three spaces apart, no trailing blanks."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def shown(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An object as `-o json` prints it: what the server holds, without managedFields (kubectl's default)."""
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}

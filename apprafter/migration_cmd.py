@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from apprafter.cluster import refused, table, with_cluster
+from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from compatibility.authority import APPROVED, PENDING, REJECTED, person_may_set
@@ -98,8 +98,8 @@ def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str
     plans.sort(key=lambda p: (order.get((p.get("status") or {}).get("phase", ""), 2), p["metadata"]["namespace"],
                               p["metadata"]["name"]))
     if output == "json":
-        items = [{**p, "metadata": {k: v for k, v in p["metadata"].items() if k != "managedFields"}} for p in plans]
-        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(p) for p in plans]},
+                                    indent=2) + "\n")
         return
     if not plans:
         click.echo("No MigrationPlans found.", err=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from apprafter.cluster import refused, table, with_cluster
+from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from compatibility.versions import InvalidVersion, stack_version
@@ -83,8 +83,7 @@ def platform() -> None:
 async def status(kube: Kube, obj: dict[str, Any], output: str) -> None:
     """Versions (current, target, available), channel, pin, verification, conditions and history."""
     if output == "json":
-        shown = {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "managedFields"}}
-        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
+        sys.stdout.write(json.dumps(shown(obj), indent=2) + "\n")
         return
     sys.stdout.write(render_status(obj))
 

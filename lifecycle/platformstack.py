@@ -1,31 +1,26 @@
-"""One pass over the PlatformStack (spec §3.11) as pure decisions: when the repository is looked at again, what the
-umbrella Argo CD Application must carry, and the status, events and outcome for each way a check can end (a finding,
-an apply, a hold for approval, a rejection). reconciler/platformstack.py reads the cluster and the registry (through
-platform_stack.upstream), calls these, writes."""
+"""One pass over the PlatformStack (spec §3.11) as pure decisions: what the umbrella Argo CD Application must carry,
+and the status, events and outcome for each way a check can end (a finding, an apply, a hold for approval, a
+rejection); lifecycle.stack_inputs reads what they decide on. reconciler/platformstack.py reads the cluster and the
+registry (through platform_stack.upstream), calls these, writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from compatibility.gate import PENDING, PlatformDecision, PlatformPlan, Rejection
+from compatibility.gate import PENDING, PlatformDecision
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.notes import Note
-from lifecycle.trust import foreign_writers
+from lifecycle.stack_inputs import components
 from platform_stack import umbrella
 from platform_stack.channels import upgrade_available
-from platform_stack.errors import StackError
-from platform_stack.registry import RegistryFailure
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
 from platform_stack.upstream import Baseline, Check, Finding
-from toolchain.errors import AppRafterError, ToolFailure
 
-__all__ = ["COMPONENT_LABEL", "COMPONENT_LABELS", "CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED",
-           "SOURCE_FINDINGS", "SOURCE_VERIFIED", "UPGRADE_AVAILABLE", "CheckMemo", "StackVerdict", "applied",
-           "between_checks", "check_due", "components", "existing_plans", "finding_of", "found", "held", "invalid",
-           "memo_of", "moved_before", "pin_reverted", "plan_created_note", "read_baseline", "rejected",
-           "rejection", "reported", "umbrella_failed"]
+__all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
+           "UPGRADE_AVAILABLE", "StackVerdict", "applied", "between_checks", "found", "held", "invalid", "moved_before",
+           "pin_reverted", "plan_created_note", "rejected", "umbrella_failed"]
 
 READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, MIGRATION_APPROVED = (
     "Ready", "SourceVerified", "UpgradeAvailable", "MigrationApproved")
@@ -39,8 +34,6 @@ SOURCE_FINDINGS = frozenset({"VerificationFailed", "TagMoved", "NotConfigured", 
 # Status fields a pass that learnt nothing new about them carries over as they are.
 KEPT = ("currentVersion", "targetVersion", "availableVersion", "lastUpstreamCheck", "components", "versionHistory",
         "lastApplied", "migrationPlan", "rejectedPlan", "unverifiedVersions")
-COMPONENT_LABELS = {"app.kubernetes.io/managed-by": "apprafter-platform-stack"}  # the chart's Application per component
-COMPONENT_LABEL = "apprafter.io/component"
 
 
 class StackVerdict(NamedTuple):
@@ -54,58 +47,6 @@ class StackVerdict(NamedTuple):
     outcome: Outcome
     consumed: str | None = None
     remember: bool = True  # the check counts: the next one is due after checkInterval (else at the next pass)
-
-
-class CheckMemo(NamedTuple):
-    """When the repository was last looked at, for which object, generation and plan phases."""
-
-    uid: str
-    generation: int
-    at: float
-    plans: frozenset[tuple[str, str]]
-
-
-def _phases(plans: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
-    return frozenset((p["metadata"]["name"], str((p.get("status") or {}).get("phase") or "")) for p in plans)
-
-
-def memo_of(obj: Mapping[str, Any], plans: Iterable[Mapping[str, Any]], now: float) -> CheckMemo:
-    meta = obj["metadata"]
-    return CheckMemo(meta["uid"], int(meta.get("generation") or 0), now, _phases(plans))
-
-
-def check_due(memo: CheckMemo | None, obj: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], interval: float,
-              now: float) -> float:
-    """Seconds until the repository must be looked at again (0: now): never yet, a new object or spec, a plan that
-    moved, or checkInterval elapsed."""
-    meta = obj["metadata"]
-    if memo is None or memo.uid != meta["uid"] or memo.generation != int(meta.get("generation") or 0) \
-            or memo.plans != _phases(plans):
-        return 0.0
-    return max(0.0, memo.at + interval - now)
-
-
-def existing_plans(plans: Iterable[Mapping[str, Any]]) -> list[PlatformPlan]:
-    return [PlatformPlan.of(p) for p in plans]
-
-
-def rejection(status: Mapping[str, Any]) -> Rejection | None:
-    """status.rejectedPlan, when it is readable."""
-    raw = status.get("rejectedPlan")
-    if isinstance(raw, Mapping) and isinstance(raw.get("name"), str) and isinstance(raw.get("generation"), int):
-        return Rejection(raw["name"], raw["generation"])
-    return None
-
-
-def read_baseline(obj: Mapping[str, Any], status_manager: str) -> Baseline | None:
-    """What runs (status.lastApplied), trusted only when the operator wrote it; StackError says why not."""
-    raw = (obj.get("status") or {}).get("lastApplied")
-    if raw is None:
-        return None
-    foreign = foreign_writers(obj, "lastApplied", status_manager)
-    if foreign:
-        raise StackError(f"status.lastApplied was written by {', '.join(foreign)}, not by the operator")
-    return Baseline.read(raw)
 
 
 def _generation(obj: Mapping[str, Any]) -> int:
@@ -125,15 +66,6 @@ def _update(obj: Mapping[str, Any], conditions: Iterable[Condition], fields: Map
     return StatusUpdate(_ordered(conditions), fields, _generation(obj) if generation is None else generation)
 
 
-def finding_of(error: AppRafterError) -> Finding:
-    """What a check that raised found: the registry unreachable, a tool that failed, or the spec's own problem."""
-    if isinstance(error, RegistryFailure):
-        return Finding("RegistryUnavailable", str(error))
-    if isinstance(error, ToolFailure):
-        return Finding("CheckFailed", str(error))
-    return Finding("InvalidSpec", "; ".join(error.lines()))
-
-
 def umbrella_failed(obj: Mapping[str, Any], message: str, retryable: bool) -> StatusUpdate:
     """The umbrella Application was refused: Ready Unknown (retried) when it may pass, else False."""
     status = _status(obj)
@@ -149,19 +81,6 @@ def invalid(obj: Mapping[str, Any], reason: str, message: str) -> StatusUpdate:
     return _update(obj, [Condition(READY, "False", reason, message),
                          *carried(status.get("conditions"), SOURCE_VERIFIED, UPGRADE_AVAILABLE, MIGRATION_APPROVED)],
                    kept(status, *KEPT))
-
-
-def components(stored: Sequence[Mapping[str, Any]], children: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The chart's components with the sync and health Argo CD reports on each one's Application."""
-    by_name = {(c.get("metadata", {}).get("labels") or {}).get(COMPONENT_LABEL): c for c in children}
-    out = []
-    for component in stored:
-        entry = {k: v for k, v in component.items() if k not in ("sync", "health")}
-        status = (by_name.get(component.get("name")) or {}).get("status") or {}
-        sync, health = (status.get("sync") or {}).get("status"), (status.get("health") or {}).get("status")
-        entry.update({k: v for k, v in (("sync", sync), ("health", health)) if isinstance(v, str) and v})
-        out.append(entry)
-    return out
 
 
 def between_checks(obj: Mapping[str, Any], baseline: Baseline | None,
@@ -214,24 +133,6 @@ def _checked(result: Check, checked: str) -> dict[str, Any]:
 
 def _short(digest: str) -> str:
     return digest[:19] + "…" if len(digest) > 19 else digest
-
-
-def reported(result: Check, baseline: Baseline | None) -> list[Note]:
-    """Events for what a check found: each unverified version, a moved tag, a newer version."""
-    notes = [Note("VerificationFailed", f"{entry['version']} ({entry.get('digest', 'no digest')}) is not offered: "
-                  f"{entry['reason']}", f"{entry['version']}@{entry.get('digest')}:{entry['reason']}", "Warning")
-             for entry in result.unverified]
-    if baseline is not None and result.current_digest != baseline.digest:
-        now_names = result.current_digest or "nothing"
-        notes.append(Note("TagMoved", f"tag {baseline.version} of the running version now names {now_names}, not the "
-                          f"verified {baseline.digest}; the umbrella's automated sync is off until a verified version "
-                          "is applied", f"{baseline.version}@{result.current_digest}", "Warning"))
-    current = baseline.version if baseline else None
-    if result.available and upgrade_available(current, result.available[0]):
-        version, digest = result.available
-        notes.append(Note("UpgradeAvailable", f"{version} ({digest}) verifies and is newer than {current}",
-                          f"{version}@{digest}"))
-    return notes
 
 
 def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, finding: Finding,

@@ -5,12 +5,10 @@ umbrella Argo CD Application, platform-scope MigrationPlans, the status and Even
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from prometheus_client import Histogram
@@ -25,25 +23,21 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
 from lifecycle import platformstack as decisions
+from lifecycle import stack_inputs as inputs
 from lifecycle.conditions import StatusUpdate
 from lifecycle.notes import Note
 from lifecycle.plans import PLATFORM_PLAN_LABELS
 from platform_stack import umbrella
-from platform_stack.credentials import DockerConfig
 from platform_stack.errors import StackError
 from platform_stack.resource import NAME, NAMESPACE, PLATFORM_STACK, StackSpec, read_spec
 from platform_stack.upstream import (
     Baseline,
-    Check,
     Finding,
-    PublicKeys,
     Upstream,
-    check,
-    docker_config_from_secret,
-    keys_from_secret,
 )
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
+from reconciler.stack_sources import in_thread, look, read_credentials, read_keys
 from reconciler.status import record, write_status
 from toolchain.errors import AppRafterError
 from toolchain.timestamps import time_now
@@ -75,13 +69,13 @@ class PlatformStackController:
     def __init__(self) -> None:
         self.runtime: Runtime | None = None
         self.upstream = Upstream()
-        self.memo: decisions.CheckMemo | None = None
+        self.memo: inputs.CheckMemo | None = None
 
     def watches(self) -> Sequence[Watch]:
         return [Watch(PLATFORM_STACK, {}, itself, (NAMESPACE,)),
                 Watch(MIGRATION_PLAN, PLATFORM_PLAN_LABELS, to_stack, (NAMESPACE,)),
                 Watch(ARGO_APPLICATION, umbrella.LABELS, to_stack, (umbrella.NAMESPACE,)),
-                Watch(ARGO_APPLICATION, decisions.COMPONENT_LABELS, to_stack, (umbrella.NAMESPACE,))]
+                Watch(ARGO_APPLICATION, inputs.COMPONENT_LABELS, to_stack, (umbrella.NAMESPACE,))]
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -102,31 +96,6 @@ class PlatformStackController:
             return Done()
         self.cache(PLATFORM_STACK, None, NAMESPACE).update(obj)
         return await PlatformStackPass(self, obj, plans).run()
-
-
-async def _in_thread(call: Callable[[], T]) -> T:
-    """Blocking I/O (registry requests, cosign) in a daemon thread: the event loop keeps beating and renewing the
-    Lease, and SIGTERM never waits for a check to end (every request and cosign run is bounded anyway)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(outcome: tuple[bool, Any]) -> None:
-        if not future.done():
-            if outcome[0]:
-                future.set_result(outcome[1])
-            else:
-                future.set_exception(outcome[1])
-
-    def run() -> None:
-        try:
-            outcome: tuple[bool, Any] = (True, call())
-        except BaseException as e:  # handed to the awaiting coroutine, which reports it
-            outcome = (False, e)
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: the process is stopping
-            loop.call_soon_threadsafe(settle, outcome)
-
-    threading.Thread(target=run, name="platformstack-check", daemon=True).start()
-    return await future
 
 
 class PlatformStackPass:
@@ -150,12 +119,12 @@ class PlatformStackPass:
             await self.write(decisions.invalid(self.obj, "InvalidSpec", message))
             return Terminal(f"InvalidSpec: {message}")
         try:
-            baseline = decisions.read_baseline(self.obj, self.kube.status_field_manager)
+            baseline = inputs.read_baseline(self.obj, self.kube.status_field_manager)
         except StackError as e:
             message = f"{e}: it is not trusted as the gate's baseline (fail closed: nothing applied)"
             await self.write(decisions.invalid(self.obj, "InvalidStatus", message))
             return Terminal(f"InvalidStatus: {message}")
-        wait = decisions.check_due(self.controller.memo, self.obj, self.plans, spec.check_interval, time.monotonic())
+        wait = inputs.check_due(self.controller.memo, self.obj, self.plans, spec.check_interval, time.monotonic())
         if wait > 0:
             automated, update = decisions.between_checks(self.obj, baseline, self.component_apps())
             if baseline is not None:
@@ -171,19 +140,20 @@ class PlatformStackPass:
 
     async def check(self, spec: StackSpec, baseline: Baseline | None) -> Outcome:
         """Look at the repository and carry out what the gate decides for what it found."""
-        keys = await self.keys(spec)
+        keys = await read_keys(self.kube, spec)
         if isinstance(keys, Finding):
             return await self.carry_out(decisions.found(self.obj, spec, baseline, keys), {})
-        configs = await self.credentials(spec)
+        configs = await read_credentials(self.kube, spec)
         if isinstance(configs, Finding):
             return await self.carry_out(decisions.found(self.obj, spec, baseline, configs), {})
         kube_version = await self.kube.version()
         try:
-            result = await _in_thread(lambda: self.look(spec, baseline, keys, configs, kube_version))
+            result = await in_thread(lambda: look(self.controller.upstream, spec, baseline, keys, configs,
+                                                       kube_version))
         except AppRafterError as e:
-            return await self.carry_out(decisions.found(self.obj, spec, baseline, decisions.finding_of(e)), {})
+            return await self.carry_out(decisions.found(self.obj, spec, baseline, inputs.finding_of(e)), {})
         checked = time_now()
-        for note in decisions.reported(result, baseline):
+        for note in inputs.reported(result, baseline):
             await self.record(note)
         if result.target is None:
             assert result.finding is not None
@@ -191,10 +161,10 @@ class PlatformStackPass:
                                         {})
         status = self.obj.get("status") or {}
         decision = decide_platform(
-            result.plan, decisions.existing_plans(self.plans), owner_uid=self.obj["metadata"]["uid"],
+            result.plan, inputs.existing_plans(self.plans), owner_uid=self.obj["metadata"]["uid"],
             applied_plan=baseline.plan if baseline else None, from_digest=baseline.digest if baseline else None,
             to_digest=result.target.digest, previous_pin=baseline.pin if baseline else None, pin=spec.pin,
-            rejection=decisions.rejection(status), generation=self.generation)
+            rejection=inputs.rejection(status), generation=self.generation)
         log.info("checked", extra={**self.log, "target": result.target_version, "available": result.available,
                                    "outcome": decision.outcome, "plan": decision.waiting_for or decision.consumed})
         live = await self.ensure_plans(decision)
@@ -209,45 +179,6 @@ class PlatformStackPass:
             verdict = decisions.rejected(self.obj, spec, baseline, result, decision, checked, self.generation,
                                          reverted)
         return await self.carry_out(verdict, live)
-
-    def look(self, spec: StackSpec, baseline: Baseline | None, keys: PublicKeys, configs: Sequence[DockerConfig],
-             kube_version: str) -> Check:
-        """The blocking part (run in a thread): the repository, the running version's repository if it moved."""
-        upstream = self.controller.upstream
-        session = upstream.open(spec.repository, spec.insecure, configs)
-        running = None
-        if baseline is not None and baseline.repository != session.repository:
-            running = upstream.open(baseline.repository, spec.insecure, configs)
-        return check(session, keys, channel=spec.channel, pin=spec.pin, auto_upgrade=spec.auto_upgrade,
-                     tier=spec.values.get("tier"), overrides=spec.overrides, baseline=baseline,
-                     kube_version=kube_version, running=running)
-
-    async def secret(self, name: str, field: str, reason: str) -> dict[str, Any] | Finding:
-        found = await self.kube.get(SECRET, name, NAMESPACE)
-        return found if found is not None else Finding(reason, f"Secret {NAMESPACE}/{name} ({field}) not found")
-
-    async def keys(self, spec: StackSpec) -> PublicKeys | Finding:
-        if spec.keys is None:
-            return Finding("NotConfigured", "spec.verify is not set: nothing is applied without a verified digest "
-                           "(set spec.verify.secretRef to a Secret holding the release's cosign public keys, *.pub)")
-        secret = await self.secret(spec.keys, "spec.verify.secretRef", "KeysUnavailable")
-        if isinstance(secret, Finding):
-            return secret
-        try:
-            return keys_from_secret(secret, f"{NAMESPACE}/{spec.keys}")
-        except StackError as e:
-            return Finding("KeysUnavailable", "; ".join(e.lines()))
-
-    async def credentials(self, spec: StackSpec) -> list[DockerConfig] | Finding:
-        if spec.credentials is None:
-            return []
-        secret = await self.secret(spec.credentials, "spec.source.secretRef", "CredentialsUnavailable")
-        if isinstance(secret, Finding):
-            return secret
-        try:
-            return [docker_config_from_secret(secret, f"{NAMESPACE}/{spec.credentials}")]
-        except AppRafterError as e:
-            return Finding("CredentialsUnavailable", "; ".join(e.lines()))
 
     async def revert_pin(self, decision: PlatformDecision) -> int:
         """A rejected plan's spec.pin goes back to what it was when the running version was applied; the new
@@ -269,7 +200,7 @@ class PlatformStackPass:
         for note in verdict.notes:
             await self.record(note)
         if verdict.remember:
-            self.controller.memo = decisions.memo_of(self.obj, live.values() if live else self.plans,
+            self.controller.memo = inputs.memo_of(self.obj, live.values() if live else self.plans,
                                                      time.monotonic())
         return verdict.outcome
 
@@ -299,7 +230,7 @@ class PlatformStackPass:
     # --- the umbrella and the components ---------------------------------------------------------------------
 
     def component_apps(self) -> list[dict[str, Any]]:
-        return self.controller.cache(ARGO_APPLICATION, decisions.COMPONENT_LABELS, umbrella.NAMESPACE) \
+        return self.controller.cache(ARGO_APPLICATION, inputs.COMPONENT_LABELS, umbrella.NAMESPACE) \
             .items(umbrella.NAMESPACE)
 
     async def apply_umbrella(self, base: Baseline, automated: bool) -> None:
