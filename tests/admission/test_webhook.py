@@ -43,7 +43,7 @@ def env_key(cr: dict[str, Any]) -> None:
 
 def image_missing_in_one_env(cr: dict[str, Any]) -> None:
     del cr["spec"]["base"]["image"]
-    for env in ("prod", "staging"):
+    for env in ("dev", "staging"):  # the object deploys prod, which now has no image
         cr["spec"]["environments"][env]["image"] = "ghcr.io/user/parser:1.4.2"
 
 
@@ -74,7 +74,7 @@ def wrong_type_env_value(cr: dict[str, Any]) -> None:
 # (how to break the parser example, the field the refusal names, who refuses: the webhook or the CRD's schema)
 HIDDEN_STYLE: list[tuple[Callable[[dict[str, Any]], None], str, str]] = [
     (env_key, "spec.base.env", APPS),
-    (image_missing_in_one_env, "spec.base.image: image is empty in environment 'dev'", APPS),
+    (image_missing_in_one_env, "spec.base.image: image is empty in environment 'prod'", APPS),
     (bad_name, "metadata.name: 'parser.v2' is not a DNS-1035 label", APPS),
     (bad_port, "spec.base.expose.port", "Invalid value"),
     (unknown_field, ".spec.base.colour: field not declared in schema", "typed patch"),
@@ -105,7 +105,8 @@ def test_a_good_application_is_admitted_with_the_tier_warnings(admission_bed: Ku
     assert any("prod: confidential: tier 'solo' has no confidential runtime" in w for w in warnings), warnings
 
 
-# The webhook's line is word for word `validate`'s (the rules of renderer.validate, and the schema's name rules).
+# The webhook's line is word for word `render`'s for the environment the object deploys (renderer.validate's
+# check_deployment, and the schema's name rules).
 RULE_BREAKERS = {
     "image-missing": ('"ghcr.io/acme/demo:1.0.0"', '""'),
     "bad-name": ('name: "demo"', 'name: "demo.v2"'),
@@ -126,9 +127,10 @@ SCHEMA_BREAKERS = {
 
 
 def validate_and_admit(bed: KubeTestBed, tmp_path: Path, old: str, new: str) -> tuple[list[str], str]:
-    """(`apprafter validate`'s problems as field: message, the webhook's refusal) for MINIMAL with old -> new."""
+    """(`apprafter render --env dev`'s problems as field: message, the webhook's refusal of the dev object) for
+    MINIMAL with old -> new."""
     file = write_app(tmp_path, MINIMAL.replace(old, new))
-    validated = run_cli("validate", str(file))
+    validated = run_cli("render", str(file), "--env", "dev")
     assert validated.returncode == 1, validated.stderr
     expected = [line.split(": ", 1)[1] for line in validated.stderr.splitlines()]  # drop file:line:col
     cr = unchecked_document(MINIMAL.replace(old, new))
@@ -159,7 +161,7 @@ def unchecked_document(cue_text: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", sorted(RULE_BREAKERS))
-def test_the_refusal_has_the_same_wording_as_apprafter_validate(admission_bed: KubeTestBed, webhook: Webhook,
+def test_the_refusal_has_the_same_wording_as_apprafter_render(admission_bed: KubeTestBed, webhook: Webhook,
                                                                 tmp_path: Path, case: str) -> None:
     expected, text = validate_and_admit(admission_bed, tmp_path, *RULE_BREAKERS[case])
     for line in expected:
@@ -167,7 +169,7 @@ def test_the_refusal_has_the_same_wording_as_apprafter_validate(admission_bed: K
 
 
 @pytest.mark.parametrize("case", sorted(SCHEMA_BREAKERS))
-def test_a_schema_refusal_names_the_field_apprafter_validate_names(admission_bed: KubeTestBed, webhook: Webhook,
+def test_a_schema_refusal_names_the_field_apprafter_render_names(admission_bed: KubeTestBed, webhook: Webhook,
                                                                   tmp_path: Path, case: str) -> None:
     expected, text = validate_and_admit(admission_bed, tmp_path, *SCHEMA_BREAKERS[case])
     fields = [line.split(": ", 1)[0] for line in text.splitlines()[1:]]
