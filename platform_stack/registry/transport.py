@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import http.cookiejar
 import ssl
 import time
@@ -37,6 +38,12 @@ class Bounds:
     deadline_s: float = DEADLINE
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for the process: reading the CA bundle costs ≈ 20 ms, each client would pay it."""
+    return httpx.create_ssl_context()
+
+
 def _ssl_failure(error: BaseException) -> bool:
     seen: BaseException | None = error
     while seen is not None:
@@ -59,7 +66,7 @@ class Transport:
         self.token: str | None = None  # the last bearer token the registry's token service issued
         # No cookies (as oras-py): Harbor sets CSRF cookies for what it takes to be a browser.
         jar = http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
-        self.http = httpx.Client(follow_redirects=True, cookies=jar)
+        self.http = httpx.Client(follow_redirects=True, cookies=jar, verify=_tls_context())
 
     def close(self) -> None:
         self.http.close()
@@ -86,26 +93,31 @@ class Transport:
     def answer(self, reply: Reply, what: str) -> bool:
         """Learn a credential the 401's challenge asks for; True when the request is worth sending again."""
         challenge = parse_challenge(reply.headers.get("Www-Authenticate", ""))
-        if challenge is None:
-            return False
-        if challenge.scheme == "basic":
+        if challenge is not None and challenge.scheme == "basic":
             retry = self.credential is not None and not self.basic_only
             self.basic_only = self.basic_only or retry
             return retry
-        if challenge.scheme != "bearer":
+        if challenge is None or challenge.scheme != "bearer":
             return False
         realm = challenge.token_url(self.plain_http)
         if realm is None:
             return False
         # Always a new token: the one we hold may lack this request's scope (pull, then push).
-        query = {k: v for k, v in challenge.params.items() if k in ("service", "scope")}
+        token = self.request_token(realm, {k: v for k, v in challenge.params.items() if k in ("service", "scope")},
+                                   what)
+        self.token = token or self.token
+        return token is not None
+
+    def request_token(self, realm: str, query: dict[str, str], what: str) -> str | None:
+        """A bearer token from the token service (with the credential, else anonymous); None when it refuses the
+        credentials (the registry's 401 then says so), RegistryFailure when it fails or answers nonsense."""
         headers = {"Accept": "application/json"}
         if self.credential is not None:
             headers["Authorization"] = f"Basic {self.credential.basic()}"
         url = f"{realm}{'&' if '?' in realm else '?'}{urlencode(query)}" if query else realm
         issued = self.once("GET", url, headers, None, MAX_BODY, f"{what}: token request")
         if issued.status in (401, 403):
-            return False  # the credentials were refused: the registry's 401 says so
+            return None
         service = short(urlsplit(realm).netloc, 80)
         if issued.status >= 500:
             raise RegistryFailure(f"registry {self.host}: {what}: the token service {service} answered HTTP "
@@ -118,8 +130,7 @@ class Transport:
         if token is None:
             raise RegistryFailure(f"registry {self.host}: {what}: the token service {service} issued no token "
                                   f"(HTTP {issued.status})")
-        self.token = token
-        return True
+        return token
 
     def once(self, method: str, url: str, headers: dict[str, str], content: bytes | None, max_bytes: int,
              what: str) -> Reply:
@@ -130,7 +141,7 @@ class Transport:
                                   "deadline: retry later")
         connect, read = min(self.bounds.connect_s, left), min(self.bounds.read_s, left)
         timeout = httpx.Timeout(connect=connect, read=read, write=read, pool=connect)
-        with self.guard(what, clipped=read < self.bounds.read_s), \
+        with self.guard(what, urlsplit(url).netloc, clipped=read < self.bounds.read_s), \
                 self.http.stream(method, url, headers=headers, content=content, timeout=timeout) as response:
             length = response.headers.get("Content-Length", "")
             if length.isdigit() and int(length) > max_bytes:
@@ -148,9 +159,13 @@ class Transport:
             return Reply(response.status_code, response.reason_phrase, response.headers, bytes(body), next_page)
 
     @contextlib.contextmanager
-    def guard(self, what: str, clipped: bool) -> Iterator[None]:
-        """httpx's failures as one RegistryFailure line naming the remedy."""
+    def guard(self, what: str, netloc: str, clipped: bool) -> Iterator[None]:
+        """httpx's failures as one RegistryFailure line naming the remedy (and the other host, for a request to the
+        token service)."""
         scheme = "http" if self.plain_http else "https"
+        unreachable = (f"registry {self.host} unreachable over {scheme}" if netloc == self.host else
+                       f"registry {self.host}: {what}: {short(netloc, 80)} unreachable")
+        remedy = "start the registry or check --plain-http" if netloc == self.host else "retry later"
         try:
             yield
         except httpx.TimeoutException as e:
@@ -163,17 +178,18 @@ class Transport:
             raise RegistryFailure(f"registry {self.host}: {what}: no answer within {self.bounds.read_s:g}s: retry "
                                   "when it answers") from None
         except httpx.ConnectError as e:
-            if _ssl_failure(e):
+            if _ssl_failure(e) and netloc == self.host:
                 raise RegistryFailure(f"registry {self.host}: TLS handshake failed (a plain-HTTP registry? then "
                                       "--plain-http)") from None
-            raise RegistryFailure(f"registry {self.host} unreachable over {scheme} ({type(e).__name__}): start the "
-                                  "registry or check --plain-http") from None
+            if _ssl_failure(e):
+                raise RegistryFailure(f"registry {self.host}: {what}: TLS handshake with {short(netloc, 80)} "
+                                      "failed") from None
+            raise RegistryFailure(f"{unreachable} ({type(e).__name__}): {remedy}") from None
         except httpx.UnsupportedProtocol:
             raise RegistryFailure(f"registry {self.host}: {what}: the registry sent a URL that is not http(s)") \
                 from None
         except httpx.TransportError as e:
-            raise RegistryFailure(f"registry {self.host} unreachable over {scheme} ({type(e).__name__}): start the "
-                                  "registry or check --plain-http") from None
+            raise RegistryFailure(f"{unreachable} ({type(e).__name__}): {remedy}") from None
         except httpx.TooManyRedirects:
             raise RegistryFailure(f"registry {self.host}: {what}: too many redirects") from None
         except (httpx.RequestError, httpx.InvalidURL) as e:

@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import http.server
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,6 +252,19 @@ def test_a_failing_token_service_is_not_called_refused_credentials(hostile: Host
                     "answered HTTP 503: retry later")
     assert hostile.requests == ["GET /v2/acme/chart/manifests/1.0.0",
                                 "GET /token?service=registry&scope=repository%3Aacme%2Fchart%3Apull"]
+
+
+def test_tls_to_a_plain_http_registry_and_an_unreachable_token_service_are_named(hostile: Hostile) -> None:
+    hostile.reply = Reply(200, {}, b"{}")
+    (line,) = failure(lambda: registry.connect(hostile.host, False, []).check())
+    assert line == (f"apprafter: registry {hostile.host}: TLS handshake failed (a plain-HTTP registry? then "
+                    "--plain-http)")
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        nowhere = f"127.0.0.1:{closed.getsockname()[1]}"
+    hostile.reply = Reply(401, {"Www-Authenticate": f'Bearer realm="http://{nowhere}/token"'})
+    (line,) = failure(lambda: registry.connect(hostile.host, True, []).check())
+    assert line == (f"apprafter: registry {hostile.host}: GET /v2/: token request: {nowhere} unreachable "
+                    "(ConnectError): retry later")
 
 
 challenges = st.sampled_from(["", "Basic realm=x", 'Bearer realm="http://127.0.0.1:1/token",service="s"',
