@@ -14,6 +14,7 @@ import dataclasses
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -101,6 +102,8 @@ def claim(record: BedRecord) -> list[str]:
         for dead in [b for b in beds if not b.alive()]:
             undone += [f"bed {dead.dir} (pid {dead.pid} died): {line}" for line in sweep(dead)]
             beds.remove(dead)
+            if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
+                shutil.rmtree(dead.dir, ignore_errors=True)
         if not beds:  # no bed is live: the host must be as it was before the first one
             if state.get("sysctls"):
                 undone += [f"sysctl {line}" for line in write_sysctls(state["sysctls"])]
