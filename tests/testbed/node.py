@@ -92,7 +92,7 @@ class NodeTestBed(KubeTestBed):
     inside the namespace), `component_log`, and the addresses (`node_ip`, `netns`)."""
 
     def __init__(self, url: str, token: str, ca_path: Path, kubeconfig: Path, processes: list[ManagedProcess],
-                 *, workdir: Path, netns: str, record: hoststate.BedRecord, recovered: list[str]) -> None:
+                 *, workdir: Path, netns: str, record: hoststate.BedRecord, recovered: list[str], ca: CA) -> None:
         super().__init__(url, token, ca_path, kubeconfig, processes)
         self.dir, self.netns, self.record = workdir, netns, record
         self.netns_path = f"/run/netns/{netns}"
@@ -104,6 +104,26 @@ class NodeTestBed(KubeTestBed):
         self._images: dict[str, str] = {}  # podman image ID -> containerd name, imported this session
         self._stopped = False
         self.timings: dict[str, float] = {}
+        self.ca = ca
+
+    # --- people -----------------------------------------------------------------------------------------
+
+    def user_certificate(self, user: str, groups: Iterable[str] = ()) -> ServingCert:
+        """A client certificate of the bed's CA for `user` in `groups`: any person, made when a test needs one
+        (token users are fixed when the API server starts)."""
+        stem = "user-" + hashlib.sha256(f"{user}\0{','.join(groups)}".encode()).hexdigest()[:12]
+        return self.ca.issue(self.dir / "pki" / "users", stem, user, organizations=tuple(groups), client=True)
+
+    def as_person(self, user: str, groups: Iterable[str] = ()) -> httpx.Client:
+        """An httpx client authenticated as `user` (in `groups`) by a client certificate; RBAC is the test's."""
+        cert = self.user_certificate(user, groups)
+        context = ssl_context(self.ca_path)
+        context.load_cert_chain(cert.cert_path, cert.key_path)
+        return httpx.Client(base_url=self.url, verify=context, timeout=30)
+
+    def person_kubeconfig(self, path: Path, user: str, groups: Iterable[str] = ()) -> Path:
+        """A kubeconfig (through the host's forwarder) for `user` in `groups` with a client certificate."""
+        return _kubeconfig(path, self.url, self.ca.pem, self.user_certificate(user, groups), user)
 
     # --- inside the namespace -------------------------------------------------------------------------
 
@@ -565,7 +585,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
             (workdir / "kube-proxy.yaml").write_text(yaml.safe_dump(_kube_proxy_config(kubeconfigs)))
             server("kube-proxy", [binaries["kube-proxy"], f"--config={workdir / 'kube-proxy.yaml'}", "--v=1"])
         bed = NodeTestBed(url, token, apiserver_cert.ca_path, kubeconfig, procs, workdir=workdir, netns=netns,
-                          record=record, recovered=recovered)
+                          record=record, recovered=recovered, ca=ca)
         bed.user_tokens = user_tokens
         bed.timings["api server ready"] = api_ready
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
