@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.testbed import hoststate
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed import hoststate
 from tests.testbed.kube import PERSON, KubeTestBed, start_kube
 from tests.testbed.node import NodeTestBed, start_node
 from tests.testbed.registry import OciRegistry, start_registry

@@ -63,7 +63,7 @@ def rolled_out(node: NodeTestBed, name: str) -> list[RunningPod]:
     """Wait until Deployment `name` is rolled out (every replica updated, Ready and available); its pods."""
     def done(obj: dict[str, Any]) -> bool:
         status, replicas = obj.get("status", {}), obj["spec"]["replicas"]
-        return (status.get("observedGeneration") == obj["metadata"]["generation"]
+        return bool(status.get("observedGeneration") == obj["metadata"]["generation"]
                 and status.get("updatedReplicas", 0) == replicas == status.get("availableReplicas", 0)
                 and status.get("replicas") == replicas)
 

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -110,7 +110,7 @@ class Traffic:
 
 
 class _Rpc(BaseHTTPRequestHandler):
-    traffic: dict[str, Traffic] = {}
+    traffic: ClassVar[dict[str, Traffic]] = {}
     ids = itertools.count(1)
 
     def log_message(self, format: str, *args: Any) -> None:  # one line per request in the agent's log

@@ -1,7 +1,8 @@
 """A real single-node Kubernetes for the node tier: etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, containerd, kubelet and kube-proxy, all inside a network namespace the bed creates (see
 /work/shared/design/facts-node.md for why each setting is there), reachable from the host through a forwarder
-on 127.0.0.1. `start_node(dir)` returns a `NodeTestBed`; `stop()` leaves the host as it was (tests/testbed/hoststate.py).
+on 127.0.0.1. `start_node(dir)` returns a `NodeTestBed`; `stop()` leaves the host as it was
+(tests/testbed/hoststate.py).
 """
 
 from __future__ import annotations
@@ -201,7 +202,8 @@ class NodeTestBed(KubeTestBed):
 
     # --- watching ---------------------------------------------------------------------------------------
 
-    def wait(self, api_version: str, kind: str, name: str, namespace: str | None, predicate: Callable[[dict[str, Any]], Any],
+    def wait(self, api_version: str, kind: str, name: str, namespace: str | None,
+             predicate: Callable[[dict[str, Any]], Any],
              *, timeout: float = 120, what: str = "") -> dict[str, Any]:
         """Watch one object until `predicate(obj)` is truthy; returns it. A timeout raises with the last state."""
         found = self._watch_until(api_version, kind, namespace, f"metadata.name={name}", None,
@@ -397,9 +399,9 @@ def _kubeconfig(path: Path, url: str, ca_pem: bytes, cert: ServingCert | None, u
     credentials: dict[str, str] = {"token": token} if token else {
         "client-certificate-data": base64.b64encode(cert.cert_path.read_bytes()).decode() if cert else "",
         "client-key-data": base64.b64encode(cert.key_path.read_bytes()).decode() if cert else ""}
+    cluster = {"server": url, "certificate-authority-data": base64.b64encode(ca_pem).decode()}
     config = {"apiVersion": "v1", "kind": "Config", "current-context": "node",
-              "clusters": [{"name": "node", "cluster": {"server": url,
-                                                       "certificate-authority-data": base64.b64encode(ca_pem).decode()}}],
+              "clusters": [{"name": "node", "cluster": cluster}],
               "users": [{"name": user, "user": credentials}],
               "contexts": [{"name": "node", "context": {"cluster": "node", "user": user, "namespace": "default"}}]}
     path.write_text(yaml.safe_dump(config, sort_keys=False))
@@ -458,7 +460,8 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
            "TMPDIR": str(workdir / "home")}
     (workdir / "home").mkdir(exist_ok=True)
 
-    def server(name: str, argv: list[str | os.PathLike[str]], extra_env: Mapping[str, str] | None = None) -> ManagedProcess:
+    def server(name: str, argv: list[str | os.PathLike[str]],
+               extra_env: Mapping[str, str] | None = None) -> ManagedProcess:
         proc = ManagedProcess(name, [*nsenter, *argv], logs / f"{name}.log", env={**env, **(extra_env or {})})
         procs.append(proc)
         return proc
@@ -568,19 +571,22 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
             common = [f"--authentication-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}",
                       f"--authorization-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}"]
             server("kube-controller-manager", [
-                binaries["kube-controller-manager"], f"--kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}",
-                *common, "--use-service-account-credentials", f"--service-account-private-key-file={sa_key}",
+                binaries["kube-controller-manager"],
+                f"--kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}", *common,
+                "--use-service-account-credentials", f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={apiserver_cert.ca_path}", f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1"])
             sched_kc = kubeconfigs / "kube-scheduler.kubeconfig"
             server("kube-scheduler", [binaries["kube-scheduler"], f"--kubeconfig={sched_kc}",
-                                      f"--authentication-kubeconfig={sched_kc}", f"--authorization-kubeconfig={sched_kc}",
+                                      f"--authentication-kubeconfig={sched_kc}",
+                                      f"--authorization-kubeconfig={sched_kc}",
                                       "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1"])
             sandbox_import.result()
             (workdir / "kubelet.yaml").write_text(yaml.safe_dump(
                 _kubelet_config(workdir, ctrd / "containerd.sock", kubelet_serving, cgroup)))
             server("kubelet", [binaries["kubelet"], f"--config={workdir / 'kubelet.yaml'}",
-                               f"--kubeconfig={kubeconfigs / 'kubelet.kubeconfig'}", f"--root-dir={workdir / 'kubelet'}",
+                               f"--kubeconfig={kubeconfigs / 'kubelet.kubeconfig'}",
+                               f"--root-dir={workdir / 'kubelet'}",
                                f"--node-ip={NODE_IP}", f"--hostname-override={NODE_NAME}", "--v=1"])
             (workdir / "kube-proxy.yaml").write_text(yaml.safe_dump(_kube_proxy_config(kubeconfigs)))
             server("kube-proxy", [binaries["kube-proxy"], f"--config={workdir / 'kube-proxy.yaml'}", "--v=1"])

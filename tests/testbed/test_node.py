@@ -137,7 +137,7 @@ def test_a_crash_looping_container_reaches_crashloopbackoff(node: NodeTestBed, t
     def backing_off(obj: dict[str, Any]) -> dict[str, Any] | None:
         for status in obj.get("status", {}).get("containerStatuses", []):
             if status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff":
-                return status
+                return dict(status)
         return None
 
     crashed = node.wait("v1", "Pod", "crash", "node-crash", backing_off)
