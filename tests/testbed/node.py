@@ -30,7 +30,7 @@ from tests.testbed import hoststate
 from tests.testbed.kube import ADMIN_USER, KubeTestBed, _rejected, ssl_context
 from tests.testbed.pki import CA, ServingCert, service_account_keys
 from tests.testbed.procs import BedError, ManagedProcess, system_tool, tool, wait_for
-from toolchain.tools import ToolError, crd_files
+from toolchain.tools import ToolError, crd_files, tools_dir
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_NAME = "apprafter-node"
@@ -86,6 +86,49 @@ class Traffic:
         return self.result
 
 
+class ImageStore:
+    """containerd's root (images and their unpacked layers), kept between beds in the tools cache's sibling
+    `node-containerd/` so a warm start imports nothing; one bed at a time holds it (a lock), another one gets a
+    root of its own in its directory. A store whose last user died is wiped (its metadata lists dead pods).
+    APPRAFTER_NODE_IMAGE_CACHE names another directory; empty: always a private root."""
+
+    def __init__(self, root: Path, lock: Any = None) -> None:
+        self.root, self._lock = root, lock
+
+    @property
+    def shared(self) -> bool:
+        return self._lock is not None
+
+    @staticmethod
+    def open(private: Path) -> ImageStore:
+        import fcntl
+
+        setting = os.environ.get("APPRAFTER_NODE_IMAGE_CACHE")
+        if setting == "":
+            return ImageStore(private)
+        path = Path(setting) if setting else tools_dir().parent / "node-containerd"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path.parent / f"{path.name}.lock", "w")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            return ImageStore(private)
+        if (path / ".in-use").exists():
+            shutil.rmtree(path)
+        path.mkdir(exist_ok=True)
+        (path / ".in-use").touch()
+        return ImageStore(path, lock)
+
+    def release(self, clean: bool) -> None:
+        """Give the store back; `clean` (no containers left in it) keeps it for the next bed."""
+        if self._lock is not None:
+            if clean:
+                (self.root / ".in-use").unlink(missing_ok=True)
+            self._lock.close()
+            self._lock = None
+
+
 class NodeTestBed(KubeTestBed):
     """A running single-node cluster. Besides KubeTestBed's API (url, token, kubeconfig, ca_path, client, http,
     apply/get/delete, service_account_token, kubeconfig_for, as_user, install_crds, ...): `import_image`,
@@ -93,7 +136,8 @@ class NodeTestBed(KubeTestBed):
     inside the namespace), `component_log`, and the addresses (`node_ip`, `netns`)."""
 
     def __init__(self, url: str, token: str, ca_path: Path, kubeconfig: Path, processes: list[ManagedProcess],
-                 *, workdir: Path, netns: str, record: hoststate.BedRecord, recovered: list[str], ca: CA) -> None:
+                 *, workdir: Path, netns: str, record: hoststate.BedRecord, recovered: list[str], ca: CA,
+                 store: ImageStore, sandbox: str) -> None:
         super().__init__(url, token, ca_path, kubeconfig, processes)
         self.dir, self.netns, self.record = workdir, netns, record
         self.netns_path = f"/run/netns/{netns}"
@@ -106,6 +150,7 @@ class NodeTestBed(KubeTestBed):
         self._stopped = False
         self.timings: dict[str, float] = {}
         self.ca = ca
+        self.store, self.sandbox = store, sandbox
 
     # --- people -----------------------------------------------------------------------------------------
 
@@ -355,10 +400,41 @@ class NodeTestBed(KubeTestBed):
         self._stopped = True
         with contextlib.suppress(Exception):
             self.rpc.close()
-        super().stop()  # the servers, newest first (kube-proxy, kubelet, ..., etcd)
-        self.released = hoststate.release(self.record)
+        self.http.close()
+        self.client.close()
+        last = [p for p in self.processes if p.name in ("containerd", "forwarder")]
+        for proc in reversed(self.processes):  # the servers, newest first (kube-proxy, kubelet, ..., etcd)
+            if proc not in last:
+                proc.stop()
+        clean = False
+        if self.store.shared:
+            try:
+                self._empty_containerd()
+                clean = True
+            except Exception as exc:  # the store is wiped by the next bed instead
+                self.released.append(f"containerd's store not emptied: {exc}")
+        for proc in reversed(last):
+            proc.stop()
+        self.released += hoststate.release(self.record)
+        self.store.release(clean)
         if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+    def _empty_containerd(self) -> None:
+        """Before containerd stops: its tasks and containers gone, and the images no test used this session."""
+        tasks = self.ctr("tasks", "ls", "-q", check=True).stdout.split()
+        if tasks:
+            self.ctr("tasks", "delete", "--force", *tasks, check=True)
+        containers = self.ctr("containers", "ls", "-q", check=True).stdout.split()
+        if containers:
+            self.ctr("containers", "delete", *containers, check=True)
+        kept = {*self._images.values(), self.sandbox}
+        refs = [line.split()[:3] for line in self.ctr("images", "ls", check=True).stdout.splitlines()[1:]]
+        wanted = {digest for ref, _, digest in refs if ref in kept}
+        unused = [ref for ref, _, digest in refs if digest not in wanted]
+        if unused:
+            self.ctr("images", "rm", *unused, check=True)
 
 
 def has_condition(obj: Mapping[str, Any], condition: str, status: str = "True") -> bool:
@@ -467,6 +543,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         return proc
 
     bed: NodeTestBed | None = None
+    store: ImageStore | None = None
     try:
         # The namespace: lo, the node's address on an ifb device (this kernel has no dummy), the pods' bridge.
         _run([ip, "netns", "add", netns], "creating the network namespace")
@@ -526,7 +603,9 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         (cni / "net.d" / "10-apprafter.conflist").write_text(json.dumps(_cni_config(cni / "ipam"), indent=1))
         ctrd = workdir / "containerd"
         ctrd.mkdir()
-        (ctrd / "config.toml").write_text(_containerd_config(ctrd, workdir / "runc", cni / "net.d", sandbox))
+        store = ImageStore.open(ctrd / "root")
+        (ctrd / "config.toml").write_text(_containerd_config(ctrd, store.root, workdir / "runc", cni / "net.d",
+                                                             sandbox))
         containerd_proc = server("containerd", [containerd, "--config", ctrd / "config.toml"])
         server("etcd", [binaries["etcd"], "--name=node", f"--data-dir={workdir / 'etcd'}",
                         "--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
@@ -591,7 +670,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
             (workdir / "kube-proxy.yaml").write_text(yaml.safe_dump(_kube_proxy_config(kubeconfigs)))
             server("kube-proxy", [binaries["kube-proxy"], f"--config={workdir / 'kube-proxy.yaml'}", "--v=1"])
         bed = NodeTestBed(url, token, apiserver_cert.ca_path, kubeconfig, procs, workdir=workdir, netns=netns,
-                          record=record, recovered=recovered, ca=ca)
+                          record=record, recovered=recovered, ca=ca, store=store, sandbox=sandbox)
         bed.user_tokens = user_tokens
         bed.timings["api server ready"] = api_ready
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -617,6 +696,8 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
             for proc in reversed(procs):
                 proc.stop()
             hoststate.release(record)
+            if store is not None:
+                store.release(clean=False)
             if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
                 shutil.rmtree(workdir, ignore_errors=True)
         if isinstance(exc, BedError):
@@ -654,10 +735,11 @@ def _cni_config(ipam_dir: Path) -> dict[str, Any]:
                  "routes": [{"dst": "0.0.0.0/0", "gw": POD_GATEWAY}]}}]}
 
 
-def _containerd_config(root: Path, runc_root: Path, cni_conf: Path, sandbox: str) -> str:
-    """containerd's own root, state and socket under the bed's directory; the settings facts-node.md explains."""
+def _containerd_config(root: Path, images: Path, runc_root: Path, cni_conf: Path, sandbox: str) -> str:
+    """containerd's own state and socket under the bed's directory, its root the image store; the settings
+    facts-node.md explains."""
     return f"""version = 2
-root = "{root / 'root'}"
+root = "{images}"
 state = "{root / 'state'}"
 oom_score = 0
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",

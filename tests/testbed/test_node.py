@@ -243,7 +243,9 @@ os.kill(os.getpid(), signal.SIGKILL)  # a pytest killed mid-run: no stop(), no r
 def test_a_start_after_a_run_that_died_puts_the_host_back_first(bare_host: dict[str, Any]) -> None:
     dead_dir = Path(tempfile.mkdtemp(prefix="apprafter-bed-", dir="/tmp")) / "node"
     run = subprocess.run([sys.executable, "-c", CRASHER, str(REPO), str(dead_dir)], capture_output=True, text=True,
-                         timeout=300, check=False, env={**os.environ, "APPRAFTER_KEEP_TESTBED": "1"})
+                         timeout=300, check=False,
+                         # A private image store: the shared one would be wiped after this death.
+                         env={**os.environ, "APPRAFTER_KEEP_TESTBED": "1", "APPRAFTER_NODE_IMAGE_CACHE": ""})
     assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
     dead_netns = run.stdout.strip().splitlines()[-1]
     # What the dead run left: its namespace, the pod's container and shim, mounts, kubelet's sysctls.
