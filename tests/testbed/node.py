@@ -157,8 +157,9 @@ class NodeTestBed(KubeTestBed):
     def user_certificate(self, user: str, groups: Iterable[str] = ()) -> ServingCert:
         """A client certificate of the bed's CA for `user` in `groups`: any person, made when a test needs one
         (token users are fixed when the API server starts)."""
-        stem = "user-" + hashlib.sha256(f"{user}\0{','.join(groups)}".encode()).hexdigest()[:12]
-        return self.ca.issue(self.dir / "pki" / "users", stem, user, organizations=tuple(groups), client=True)
+        listed = tuple(groups)
+        stem = "user-" + hashlib.sha256(f"{user}\0{','.join(listed)}".encode()).hexdigest()[:12]
+        return self.ca.issue(self.dir / "pki" / "users", stem, user, organizations=listed, client=True)
 
     def as_person(self, user: str, groups: Iterable[str] = ()) -> httpx.Client:
         """An httpx client authenticated as `user` (in `groups`) by a client certificate; RBAC is the test's."""
@@ -189,9 +190,6 @@ class NodeTestBed(KubeTestBed):
             raise RequestFailed(f"{method} {url} from inside the namespace: {answer['error']}")
         return Response(answer["status"], answer["headers"], base64.b64decode(answer["body"]))
 
-    def get_inside(self, url: str, **kw: Any) -> Response:
-        return self.request("GET", url, **kw)
-
     @contextlib.contextmanager
     def traffic(self, url: str, *, interval: float = 0.02, timeout: float = 2, ca: bytes | None = None,
                 max_seconds: float = 300) -> Iterator[Traffic]:
@@ -216,34 +214,15 @@ class NodeTestBed(KubeTestBed):
         name = ref if "/" in ref.split(":")[0] or ref.startswith("localhost/") else f"localhost/{ref}"
         if self._images.get(image_id) == name:
             return name
-        listed = self.ctr("images", "ls", f"name=={name}", check=True).stdout
-        if f"{IMAGE_ID_LABEL}={image_id}" not in listed:
-            started = time.monotonic()
-            save = subprocess.Popen(["podman", "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=_podman_env())
-            imported = subprocess.run([*self._ctr_argv(), "images", "import", "-"], stdin=save.stdout,
-                                      capture_output=True, text=True, timeout=600, check=False)
-            assert save.stdout is not None
-            save.stdout.close()
-            save_err = save.communicate(timeout=600)[1].decode(errors="replace")
-            if save.returncode != 0 or imported.returncode != 0:
-                raise BedError(f"importing {ref} into containerd failed: podman save: {save_err[-1000:]}\n"
-                               f"ctr import: {imported.stdout[-1000:]}{imported.stderr[-1000:]}")
-            self.ctr("images", "label", name, f"{IMAGE_ID_LABEL}={image_id}", check=True)
+        started = time.monotonic()
+        if _import(self.dir / "containerd" / "containerd.sock", ref, name, image_id):
             self.timings[f"import {ref}"] = time.monotonic() - started
         self._images[image_id] = name
         return name
 
-    def _ctr_argv(self) -> list[str]:
-        return [system_tool("ctr", "run `make setup` (tools/setup-node.sh)"),
-                "--address", str(self.dir / "containerd" / "containerd.sock"), "--namespace", CONTAINERD_NAMESPACE]
-
     def ctr(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
         """containerd's own client on the node's containerd (namespace k8s.io, where the kubelet's pods are)."""
-        proc = subprocess.run([*self._ctr_argv(), *args], capture_output=True, text=True, timeout=120, check=False)
-        if check and proc.returncode != 0:
-            raise BedError(f"ctr {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
-        return proc
+        return _ctr(self.dir / "containerd" / "containerd.sock", *args, check=check)
 
     # --- watching ---------------------------------------------------------------------------------------
 
@@ -705,24 +684,40 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         raise
 
 
-def _wait_and_import(containerd: ManagedProcess, socket: Path, image: str) -> None:
-    """Wait for containerd's socket, then import the sandbox image (podman save | ctr import)."""
-    ctr = system_tool("ctr", "run `make setup`")
-    wait_for("containerd's socket",
-             lambda: True if socket.exists() and subprocess.run(
-                 [ctr, "--address", str(socket), "version"], capture_output=True, check=False).returncode == 0
-             else None, 60, containerd, interval=0.1)
-    save = subprocess.Popen(["podman", "save", image], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+def _ctr(socket: Path, *args: str, check: bool = False, stdin: Any = None,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    argv = [system_tool("ctr", "run `make setup` (tools/setup-node.sh)"), "--address", str(socket),
+            "--namespace", CONTAINERD_NAMESPACE, *args]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, stdin=stdin)
+    if check and proc.returncode != 0:
+        raise BedError(f"ctr {' '.join(args)} exited {proc.returncode}: {proc.stderr[-2000:]}")
+    return proc
+
+
+def _import(socket: Path, ref: str, name: str, image_id: str) -> bool:
+    """`podman save REF | ctr images import -` unless containerd has NAME labelled with podman's image ID;
+    True when it imported."""
+    if f"{IMAGE_ID_LABEL}={image_id}" in _ctr(socket, "images", "ls", f"name=={name}", check=True).stdout:
+        return False
+    save = subprocess.Popen(["podman", "save", ref], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_podman_env())
-    imported = subprocess.run([ctr, "--address", str(socket), "--namespace", CONTAINERD_NAMESPACE, "images",
-                               "import", "-"], stdin=save.stdout, capture_output=True, text=True, timeout=300,
-                              check=False)
+    imported = _ctr(socket, "images", "import", "-", stdin=save.stdout, timeout=600)
     assert save.stdout is not None
     save.stdout.close()
-    err = save.communicate(timeout=300)[1]
+    save_err = save.communicate(timeout=600)[1].decode(errors="replace")
     if save.returncode != 0 or imported.returncode != 0:
-        raise BedError(f"importing the sandbox image {image}: {err.decode(errors='replace')[-500:]} "
-                       f"{imported.stderr[-500:]}")
+        raise BedError(f"importing {ref} into containerd failed: podman save: {save_err[-1000:]}\n"
+                       f"ctr import: {imported.stdout[-1000:]}{imported.stderr[-1000:]}")
+    _ctr(socket, "images", "label", name, f"{IMAGE_ID_LABEL}={image_id}", check=True)
+    return True
+
+
+def _wait_and_import(containerd: ManagedProcess, socket: Path, image: str) -> None:
+    """Wait for containerd's socket, then import the sandbox image."""
+    wait_for("containerd's socket",
+             lambda: True if socket.exists() and _ctr(socket, "version").returncode == 0 else None,
+             60, containerd, interval=0.1)
+    _import(socket, image, image, _podman_image_id(image))
 
 
 def _cni_config(ipam_dir: Path) -> dict[str, Any]:

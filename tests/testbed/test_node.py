@@ -172,6 +172,23 @@ def test_a_server_that_never_answers_stays_unready(node: NodeTestBed, test_app: 
     assert not has_condition(node.get("v1", "Pod", "hang", "node-hang") or {}, "Ready")
 
 
+def test_an_image_from_a_registry_fails_to_pull_without_a_packet_leaving_the_namespace(node: NodeTestBed) -> None:
+    node.ensure_namespace("node-pull")
+    node.apply(pod("pull", "node-pull", "registry.example.com/team/app:1.0", imagePullPolicy="IfNotPresent"))
+
+    def pull_failed(obj: dict[str, Any]) -> dict[str, Any] | None:
+        for status in obj.get("status", {}).get("containerStatuses", []):
+            waiting = status.get("state", {}).get("waiting", {})
+            if waiting.get("reason") in ("ErrImagePull", "ImagePullBackOff") and waiting.get("message"):
+                return dict(waiting)
+        return None
+
+    waiting = pull_failed(node.wait("v1", "Pod", "pull", "node-pull", pull_failed))
+    assert waiting is not None
+    # The namespace has no default route: the resolver's address is unreachable from it.
+    assert "network is unreachable" in waiting["message"], waiting
+
+
 @pytest.mark.parametrize("propagation", ["Background", "Foreground"])
 def test_the_garbage_collector_removes_a_deleted_deployments_replicasets_and_pods(
         node: NodeTestBed, test_app: str, propagation: str) -> None:
