@@ -3,6 +3,7 @@ an OOM kill, the garbage collector, ClusterIP Services through kube-proxy, and a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.testbed import hoststate
-from tests.testbed.node import NODE_IP, POD_CIDR, NodeTestBed, has_condition, start_node
+from tests.testbed.node import NODE_IP, POD_CIDR, NodeTestBed, RequestFailed, has_condition, start_node
 from tests.testbed.procs import wait_for
 from tests.testbed.testapp import build_test_app
 
@@ -112,16 +113,16 @@ def test_a_clusterip_service_carries_traffic_to_every_ready_pod(node: NodeTestBe
                    lambda slices: sum(e["conditions"].get("ready", False) for s in slices
                                       for e in s.get("endpoints") or []) == 2 or None,
                    labels="kubernetes.io/service-name=web", what="both pods ready in the Service's EndpointSlice")
-    # kube-proxy programs its rules a moment after the EndpointSlice: the first answer is the event to wait for.
-    wait_for("the Service answering", lambda: node.request("GET", f"http://{service_ip}/", timeout=2).status_code
-             == 200 or None, 60)
+    # kube-proxy programs its rules a moment after the EndpointSlice, and may carry one endpoint before the other
+    # (its syncs are rate-limited): every pod answering through the ClusterIP is the event to wait for.
     seen: set[str] = set()
-    # kube-proxy picks a backend per connection at random; both must answer within a bounded number of tries.
-    for _ in range(60):
-        seen.add(node.request("GET", f"http://{service_ip}/host").text.strip())
-        if seen == pods:
-            break
-    assert seen == pods
+
+    def every_pod_answered() -> bool | None:
+        with contextlib.suppress(RequestFailed):  # refused until the first rules are in
+            seen.add(node.request("GET", f"http://{service_ip}/host", timeout=2).text.strip())
+        return True if seen == pods else None
+
+    wait_for("every pod answering through the Service", every_pod_answered, 60, interval=0.01)
     with node.traffic(f"http://{service_ip}/", interval=0.01) as traffic:
         for _ in range(20):  # the stream runs alongside these requests
             node.request("GET", f"http://{service_ip}/")
