@@ -1,4 +1,5 @@
-// Tools module: builds kube-apiserver and etcd at pinned versions for the loopback test bed.
+// Tools module: builds etcd and the Kubernetes servers (kube-apiserver; for the node tier kube-controller-manager,
+// kube-scheduler, kubelet, kube-proxy) and kubectl at pinned versions for the test bed.
 // Regenerate the replace block with tools/kube/gen-replaces.sh when KUBERNETES_VERSION changes.
 module apprafter.local/tools/kube
 
