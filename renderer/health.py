@@ -81,7 +81,9 @@ def container_probes(eff: Mapping[str, Any]) -> dict[str, Any]:
     for name, probe in probes(eff).items():
         action = ({"httpGet": {"path": probe["path"], "port": probe["port"]}} if "path" in probe
                   else {"tcpSocket": {"port": probe["port"]}})
-        out[_K8S_FIELD[name]] = {**action, **{key: probe[key] for key in TIMINGS}}
+        # The API server stores no zero initialDelaySeconds (omitempty): a written 0 would never read back.
+        out[_K8S_FIELD[name]] = {**action, **{key: probe[key] for key in TIMINGS
+                                              if probe[key] or key != "initialDelaySeconds"}}
     return out
 
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from renderer.load import load
 from renderer.render import render_loaded
 from tests.renderer.helpers import MINIMAL, run_cli, write_app
+from tests.testbed.kube import KubeTestBed
 
 F = "apprafter/Application.cue"
-TCP_8080 = {"tcpSocket": {"port": 8080}, "initialDelaySeconds": 0, "periodSeconds": 10, "timeoutSeconds": 1,
-            "failureThreshold": 3}
+# initialDelaySeconds 0 is left out: the API server stores no zero there, so a written one never reads back.
+TCP_8080 = {"tcpSocket": {"port": 8080}, "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3}
 
 
 def deployment(tmp_path: Path, base: str, env: str = "dev", envs: str | None = None) -> dict[str, Any]:
@@ -48,7 +51,7 @@ def test_declared_probes_merge_per_environment(tmp_path: Path) -> None:
     dev = deployment(tmp_path, base, "dev", envs)
     assert sorted(probes_of(dev)) == ["livenessProbe", "readinessProbe", "startupProbe"]
     assert container(dev)["readinessProbe"] == {"httpGet": {"path": "/healthz", "port": 8080},
-                                                "initialDelaySeconds": 0, "periodSeconds": 5, "timeoutSeconds": 1,
+                                                "periodSeconds": 5, "timeoutSeconds": 1,
                                                 "failureThreshold": 3}
     assert container(dev)["livenessProbe"]["httpGet"] == {"path": "/livez", "port": 9000}
     assert container(dev)["startupProbe"] == {**TCP_8080, "failureThreshold": 30}
@@ -68,8 +71,24 @@ def test_a_worker_gets_no_probe_unless_it_asks(tmp_path: Path) -> None:
     assert probes_of(deployment(tmp_path, "replicas: 1")) == {}
     asked = deployment(tmp_path, "health: readiness: {port: 9000, path: \"/ready\"}")
     assert probes_of(asked) == {"readinessProbe": {"httpGet": {"path": "/ready", "port": 9000},
-                                                   "initialDelaySeconds": 0, "periodSeconds": 10,
+                                                   "periodSeconds": 10,
                                                    "timeoutSeconds": 1, "failureThreshold": 3}}
+
+
+@pytest.mark.testbed
+def test_the_api_server_stores_the_probes_and_rollout_as_rendered(kube: KubeTestBed, tmp_path: Path) -> None:
+    """What is rendered reads back unchanged, so the operator's no-op check (every rendered field in the live
+    object) holds: a zero initialDelaySeconds, which the API server never stores, is not rendered."""
+    base = ('expose: port: 8080\n\t\thealth: {readiness: {path: "/healthz", initialDelaySeconds: 0}, '
+            'liveness: {initialDelaySeconds: 5}, startup: {failureThreshold: 6}, progressDeadlineSeconds: 120}')
+    obj = deployment(tmp_path, base)
+    [stored] = kube.dry_run_apply(obj, namespace="health-roundtrip")
+    for field, want in probes_of(obj).items():  # the server adds its defaults (httpGet.scheme, successThreshold)
+        got = container(stored)[field]
+        assert {k: ({kk: got[k][kk] for kk in v} if isinstance(v, dict) else got[k]) for k, v in want.items()} == want
+    assert container(stored)["livenessProbe"]["initialDelaySeconds"] == 5
+    assert {k: stored["spec"][k] for k in ("strategy", "progressDeadlineSeconds")} == {
+        k: obj["spec"][k] for k in ("strategy", "progressDeadlineSeconds")}
 
 
 def errors_of(tmp_path: Path, base: str, envs: str | None = None) -> list[str]:
