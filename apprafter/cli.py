@@ -49,14 +49,14 @@ class LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as e:
-            e.exit_code = USAGE_EXIT
+            e.exit_code = USAGE_EXIT  # type: ignore[misc]  # click reads it off the instance when it exits
             raise
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.UsageError as e:  # from a subcommand's parsing or its body
-            e.exit_code = USAGE_EXIT
+            e.exit_code = USAGE_EXIT  # type: ignore[misc]  # click reads it off the instance when it exits
             raise
 
 

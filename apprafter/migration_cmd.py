@@ -8,31 +8,31 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
-from lightkube import ApiError, Client
-from lightkube.types import PatchType
 
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
-from compatibility.gate import APPROVED, PENDING, REJECTED
-from reconciler.kube import (
-    ALL_NAMESPACES,
-    MIGRATION_PLAN_KIND,
-    default_namespace,
-    load_config,
-    resource_class,
-    sync_client,
-)
+from apprafter.options import all_namespaces_option, namespace_option, output_option
 from renderer.errors import Problem, ToolFailure, UserError
 
+if TYPE_CHECKING:  # the cluster client is imported when a command runs: `--help` never pays for it
+    from lightkube import Client
+
 FIELD_MANAGER = "apprafter-cli"
-PLANS = resource_class(MIGRATION_PLAN_KIND)
+
+
+@functools.cache
+def _plans() -> Any:
+    from reconciler.kube import MIGRATION_PLAN_KIND, resource_class
+
+    return resource_class(MIGRATION_PLAN_KIND)
 
 
 def _client(kubeconfig: Path | None, context: str | None) -> tuple[Client, str]:
+    from reconciler.kube import default_namespace, load_config, sync_client
+
     config = load_config(kubeconfig, context)
     return sync_client(config, FIELD_MANAGER), default_namespace(config)
 
@@ -42,6 +42,8 @@ def _fail(name: str, message: str) -> UserError:
 
 
 def _unreachable(e: Exception) -> ToolFailure:
+    from lightkube import ApiError
+
     if isinstance(e, ApiError):
         return ToolFailure(f"the API server refused the request ({e.status.code} {e.status.reason}): "
                            f"{e.status.message}")
@@ -49,8 +51,11 @@ def _unreachable(e: Exception) -> ToolFailure:
 
 
 def _list(client: Client, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
+    import httpx
+    from lightkube import ApiError
+
     try:
-        return [dict(p) for p in client.list(PLANS, namespace=namespace,
+        return [dict(p) for p in client.list(_plans(), namespace=namespace,
                                              fields={"metadata.name": name} if name else None)]
     except (ApiError, httpx.HTTPError) as e:
         raise _unreachable(e) from None
@@ -82,6 +87,8 @@ def _row(plan: dict[str, Any]) -> list[str]:
 
 def _find(client: Client, name: str, namespace: str | None) -> dict[str, Any]:
     """The plan NAME in NAMESPACE, or in whichever namespace holds the only plan of that name."""
+    from reconciler.kube import ALL_NAMESPACES
+
     found = _list(client, namespace or ALL_NAMESPACES, name)
     if not found:
         where = f"namespace {namespace}" if namespace else "any namespace"
@@ -93,10 +100,14 @@ def _find(client: Client, name: str, namespace: str | None) -> dict[str, Any]:
 
 
 def _set_phase(client: Client, plan: dict[str, Any], phase: str) -> dict[str, Any]:
+    import httpx
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
     meta = plan["metadata"]
     body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": {"phase": phase}}
     try:
-        return dict(client.patch(PLANS.Status, meta["name"], body, namespace=meta["namespace"],
+        return dict(client.patch(_plans().Status, meta["name"], body, namespace=meta["namespace"],
                                  patch_type=PatchType.MERGE))
     except ApiError as e:
         if e.status.code == 409:
@@ -116,13 +127,16 @@ def migration() -> None:
 
 @migration.command("list")
 @kube_options
-@click.option("-n", "--namespace", help="Only this namespace.")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default without -n).")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@namespace_option("Only this namespace.")
+@all_namespaces_option("Every namespace (the default without -n).")
+@output_option("migration list", help="text: a table; json: a v1 List of the MigrationPlans; yaml: the same List.")
 @reported
 def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str | None, all_namespaces: bool,
                output: str) -> None:
     """MigrationPlans of every scope, pending ones first, across all namespaces unless -n is given."""
+    from compatibility.gate import APPROVED, PENDING
+    from reconciler.kube import ALL_NAMESPACES
+
     if namespace and all_namespaces:
         raise click.UsageError("-n and -A exclude each other")
     client, _ = _client(kubeconfig, kube_context)
@@ -148,7 +162,7 @@ def _one_plan(func: Callable[[Client, str, dict[str, Any]], None]) -> Callable[.
 
     @kube_options
     @click.argument("name")
-    @click.option("-n", "--namespace", help="The plan's namespace (found automatically when the name is unique).")
+    @namespace_option("The plan's namespace (found automatically when the name is unique).")
     @reported
     @functools.wraps(func)
     def command(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:
@@ -162,6 +176,8 @@ def _one_plan(func: Callable[[Client, str, dict[str, Any]], None]) -> Callable[.
 @_one_plan
 def approve(client: Client, name: str, plan: dict[str, Any]) -> None:
     """Approve the MigrationPlan NAME: its change is applied if the spec still matches its approvedSpecHash."""
+    from compatibility.gate import APPROVED, PENDING
+
     phase = (plan.get("status") or {}).get("phase") or ""
     if phase == APPROVED:
         click.echo(f"migrationplan/{name} is already approved (namespace {plan['metadata']['namespace']})", err=True)
@@ -177,6 +193,8 @@ def approve(client: Client, name: str, plan: dict[str, Any]) -> None:
 @_one_plan
 def reject(client: Client, name: str, plan: dict[str, Any]) -> None:
     """Reject the platform-scope MigrationPlan NAME (an application's change is rejected by a git revert)."""
+    from compatibility.gate import PENDING, REJECTED
+
     scope = ((plan.get("spec") or {}).get("scope") or {}).get("type")
     if scope != "platform":
         raise _fail(name, "an application-scope plan has no reject: revert the change in git; the operator then "

@@ -28,6 +28,7 @@ from apprafter.convention import (
     OUTPUT,
     OUTPUTS,
     VALUE_ALIASES,
+    Spelling,
 )
 
 __all__ = ["all_namespaces_option", "deprecation", "env_option", "namespace_option", "no_color_option",
@@ -37,6 +38,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Commands whose body writes YAML itself (a Kubernetes stream), not the JSON document in YAML.
 NATIVE_YAML = frozenset({"render", "crds"})
 _ALIAS_VALUE = "apprafter.output_alias"
+
+
+def _flags(spelling: Spelling) -> list[str]:
+    return [spelling.short, spelling.long] if spelling.short else [spelling.long]
 
 
 def deprecation(old: str, new: str) -> None:
@@ -115,7 +120,7 @@ def output_option(command: str, help: str | None = None) -> Callable[[F], F]:
             func = _yaml_from_json(func)
         for flag in reversed(ALIASES.get(command, ())):
             func = _alias(flag, formats)(func)
-        return click.option(OUTPUT.short, OUTPUT.long, "output", type=_Formats(formats, VALUE_ALIASES.get(command, {})),
+        return click.option(*_flags(OUTPUT), "output", type=_Formats(formats, VALUE_ALIASES.get(command, {})),
                             default=formats[0], show_default=True, callback=_keep_alias,
                             help=help or OUTPUT.help)(func)
 
@@ -125,18 +130,18 @@ def output_option(command: str, help: str | None = None) -> Callable[[F], F]:
 def namespace_option(help: str, dest: str = "namespace", multiple: bool = False,
                      metavar: str | None = None) -> Callable[[F], F]:
     """-n/--namespace."""
-    return click.option(NAMESPACE.short, NAMESPACE.long, dest, multiple=multiple, metavar=metavar, help=help)
+    return click.option(*_flags(NAMESPACE), dest, multiple=multiple, metavar=metavar, help=help)
 
 
 def all_namespaces_option(help: str) -> Callable[[F], F]:
     """-A/--all-namespaces."""
-    return click.option(ALL_NAMESPACES.short, ALL_NAMESPACES.long, "all_namespaces", is_flag=True, help=help)
+    return click.option(*_flags(ALL_NAMESPACES), "all_namespaces", is_flag=True, help=help)
 
 
 def env_option(help: str, *, multiple: bool = False, required: bool = False,
                complete: Callable[..., list[Any]] | None = None) -> Callable[[F], F]:
     """-e/--env (completed from the environments the repository declares, when `complete` is given)."""
-    return click.option(ENVIRONMENT.short, ENVIRONMENT.long, "environment", multiple=multiple, required=required,
+    return click.option(*_flags(ENVIRONMENT), "environment", multiple=multiple, required=required,
                         shell_complete=complete, metavar="ENV", help=help)
 
 

@@ -82,10 +82,10 @@ def _top(spec: str) -> Path:
     return Path(os.path.realpath(top.stdout.decode().strip()))
 
 
-def _commit(spec: str, rev: str, root: Path) -> None:
+def _commit(where: str, rev: str, root: Path) -> None:
     """UserError unless `rev` names a commit (a typo must not read as "nothing there": a first deployment)."""
     if _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root).returncode != 0:
-        raise UserError([Problem(spec, 1, 1, "", f"unknown revision {rev!r} (is it fetched? a shallow clone "
+        raise UserError([Problem(where, 1, 1, "", f"unknown revision {rev!r} (is it fetched? a shallow clone "
                                  "needs fetch-depth: 0)")])
 
 
@@ -129,7 +129,7 @@ def load_git(spec: str, other: str | None) -> LoadedApp | None:
     rel = _inside(spec, root, target.parent) + "/" + target.name
     rel = rel.removeprefix("./")
     display = f"git:{rev}:{rel}"
-    _commit(spec, rev, root)
+    _commit(display, rev, root)
     if _git(["cat-file", "-e", f"{rev}:{rel}"], root).returncode != 0:
         return None
     shown = _git(["show", f"{rev}:{rel}"], root)
@@ -207,7 +207,7 @@ def _git_tree(spec: str, directory: Path) -> tuple[dict[str, LoadedApp], list[Pr
         wanted.append((oid, path))
     blobs = _blobs(spec, root, [oid for oid, _ in wanted])
     with tempfile.TemporaryDirectory(prefix="apprafter-plan-all-") as tmp:
-        for (oid, path), data in zip(wanted, blobs, strict=True):
+        for (_, path), data in zip(wanted, blobs, strict=True):
             if len(data) > MAX_FILE_BYTES:
                 problems.append(Problem(f"git:{rev}:{path}", 1, 1, "", f"file larger than {MAX_FILE_BYTES} bytes"))
                 continue

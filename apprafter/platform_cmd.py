@@ -7,22 +7,20 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
-from lightkube import ApiError, Client
-from lightkube.types import PatchType
 
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
-from compatibility.versions import InvalidVersion, stack_version
+from apprafter.options import output_option
 from platform_stack.resource import CHANNELS, NAME, NAMESPACE
-from reconciler.kube import PLATFORM_STACK_KIND, load_config, resource_class, sync_client
 from renderer.errors import Problem, ToolFailure, UserError
 
+if TYPE_CHECKING:  # the cluster client is imported when a command runs: `--help` never pays for it
+    from lightkube import Client
+
 FIELD_MANAGER = "apprafter-cli"
-STACKS = resource_class(PLATFORM_STACK_KIND)
 WHERE = f"platformstack/{NAME}"
 CONDITIONS = ("Ready", "SourceVerified", "UpgradeAvailable", "MigrationApproved")
 
@@ -31,7 +29,16 @@ def _fail(message: str) -> UserError:
     return UserError([Problem(WHERE, 0, 0, "", message)])
 
 
+@functools.cache
+def _stacks() -> Any:
+    from reconciler.kube import PLATFORM_STACK_KIND, resource_class
+
+    return resource_class(PLATFORM_STACK_KIND)
+
+
 def _api_failure(e: Exception) -> ToolFailure:
+    from lightkube import ApiError
+
     if isinstance(e, ApiError):
         return ToolFailure(f"the API server refused the request ({e.status.code} {e.status.reason}): "
                            f"{e.status.message}")
@@ -39,8 +46,11 @@ def _api_failure(e: Exception) -> ToolFailure:
 
 
 def _get(client: Client) -> dict[str, Any]:
+    import httpx
+    from lightkube import ApiError
+
     try:
-        return dict(client.get(STACKS, NAME, namespace=NAMESPACE))
+        return dict(client.get(_stacks(), NAME, namespace=NAMESPACE))
     except ApiError as e:
         if e.status.code == 404:
             raise _fail(f"no PlatformStack {NAME} in namespace {NAMESPACE} (`apprafter cluster-bootstrap` creates "
@@ -52,9 +62,13 @@ def _get(client: Client) -> dict[str, Any]:
 
 def _patch_spec(client: Client, obj: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """A merge patch of spec (None removes a field), refused if the object changed since it was read."""
+    import httpx
+    from lightkube import ApiError
+    from lightkube.types import PatchType
+
     body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, "spec": dict(spec)}
     try:
-        return dict(client.patch(STACKS, NAME, body, namespace=NAMESPACE, patch_type=PatchType.MERGE))
+        return dict(client.patch(_stacks(), NAME, body, namespace=NAMESPACE, patch_type=PatchType.MERGE))
     except ApiError as e:
         if e.status.code == 409:
             raise _fail("the PlatformStack changed meanwhile: run the command again") from None
@@ -72,6 +86,8 @@ def _one_stack(func: Callable[..., None]) -> Callable[..., None]:
     @reported
     @functools.wraps(func)
     def command(kubeconfig: Path | None, kube_context: str | None, **kwargs: Any) -> None:
+        from reconciler.kube import load_config, sync_client
+
         client = sync_client(load_config(kubeconfig, kube_context), FIELD_MANAGER)
         func(client, _get(client), **kwargs)
 
@@ -79,6 +95,8 @@ def _one_stack(func: Callable[..., None]) -> Callable[..., None]:
 
 
 def _version(text: str, option: str) -> str:
+    from compatibility.versions import InvalidVersion, stack_version
+
     try:
         stack_version(text)
     except InvalidVersion as e:
@@ -96,7 +114,7 @@ def platform() -> None:
 
 
 @platform.command()
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("platform status", help="text: versions, conditions and history; json: the PlatformStack object.")
 @_one_stack
 def status(client: Client, obj: dict[str, Any], output: str) -> None:
     """Versions (current, target, available), channel, pin, verification, conditions and history."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compatibility.text import SYMBOLS, MAX_VALUE
+from compatibility.text import MAX_VALUE, SYMBOLS
 
 __all__ = ["GITHUB_LIMIT", "TITLE", "render_failure", "render_markdown"]
 
@@ -78,7 +78,7 @@ def _title(entry: Mapping[str, Any]) -> str:
 
 
 def _row(entry: Mapping[str, Any]) -> str:
-    primary = entry["primary"] if entry["changes"] else "–"
+    primary = entry["primary"] if entry["changes"] else "-"
     return f"| {_code(entry['app'])} | {_code(entry['environment'])} | {_verdict(entry)} | {primary} | " \
            f"{_counts(entry)} |"
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BOOLEAN", "COMMENT", "DOCUMENT", "LIST", "NEST", "REFERENCE", "did_you_mean", "known_fields", "quote", "teach",
-           "yaml_habit"]
+__all__ = ["BOOLEAN", "COMMENT", "DOCUMENT", "LIST", "NEST", "REFERENCE", "did_you_mean", "known_fields", "quote",
+           "teach", "yaml_habit"]
 
 COMMENT = "CUE comments are //, not #"
 LIST = "lists are [a, b], not `- item` lines"
