@@ -32,7 +32,7 @@ def test_nothing_a_user_wrote_becomes_markup_a_mention_or_a_link() -> None:
     text = render_markdown(document([entry("a", "prod", value=hostile)]))
     assert "<script>" not in text and "@octocat" not in text and "http://" not in text
     assert "www." not in text and "**b**" not in text and "[l]" not in text and "`c`" not in text
-    row = [line for line in text.splitlines() if "field0" in line][0]
+    row = next(line for line in text.splitlines() if "field0" in line)
     assert row.count("|") == 8  # the user's `|` did not open a cell
 
 
@@ -51,11 +51,14 @@ def test_a_long_plan_keeps_the_table_and_the_gated_details_with_a_note() -> None
     assert again == cut
 
 
+def with_key(value: str) -> str:
+    image = 'image: "ghcr.io/acme/demo:1.0.0"'
+    return MINIMAL.replace(image, f'{image}\n\t\tenv: API_KEY: "{value}"')
+
+
 def test_env_literals_appear_only_as_their_sha256(tmp_path: Path) -> None:
-    old = write_app(tmp_path / "a", MINIMAL.replace('image: "ghcr.io/acme/demo:1.0.0"',
-                                                    'image: "ghcr.io/acme/demo:1.0.0"\n\t\tenv: API_KEY: "hunter2-secret"'))
-    new = write_app(tmp_path / "b", MINIMAL.replace('image: "ghcr.io/acme/demo:1.0.0"',
-                                                    'image: "ghcr.io/acme/demo:1.0.0"\n\t\tenv: API_KEY: "other-secret"'))
+    old = write_app(tmp_path / "a", with_key("hunter2-secret"))
+    new = write_app(tmp_path / "b", with_key("other-secret"))
     result = run_cli("plan", "--from", str(old), "--to", str(new), "-e", "prod", "-o", "markdown")
     assert result.returncode == 0, result.stderr
     assert "secret" not in result.stdout and "literalSha256" in result.stdout
