@@ -88,7 +88,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     from renderer.errors import Problem, UserError
     from renderer.load import load
     from renderer.render import Mode, render_all, render_loaded
-    from renderer.validate import environments
+    from renderer.validate import environments, interpolation_warnings
 
     def flag(value: str | None, name: str) -> settings.Given | None:
         return None if value is None else settings.Given(value, settings.Origin(name))
@@ -113,8 +113,9 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
         declared = environments(app)
         raise UserError([Problem(app.source.display, 1, 1, "", f"--env is required; declared environments: "
                                  f"{', '.join(declared)}")])
-    result = render_loaded(load(path), environment, cast(Mode, mode), namespace, context)
-    for warning in result.warnings:
+    app = load(path)
+    result = render_loaded(app, environment, cast(Mode, mode), namespace, context)
+    for warning in [*map(str, interpolation_warnings(app)), *result.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     _write(_json_list(result.objects) if output == "json" else dump_stream(result.objects))
 

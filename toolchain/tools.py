@@ -271,6 +271,16 @@ def build_info(name: str, path: Path) -> list[str]:
     return info
 
 
+def check(name: str) -> Path:
+    """Like resolve(), and also verify that the binary is the pin itself (slower: runs it): what the images ship."""
+    path = resolve(name)
+    found = read_version(name, path)
+    if found != TOOLS[name].pinned:
+        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want the pin {TOOLS[name].pinned}: "
+                        f"{remedy(name)}")
+    return path
+
+
 # Each CRD source tools/fetch-crds.sh copies, keyed by its directory prefix, with its pin key.
 CRD_SOURCES: dict[str, str] = {
     "gateway-api": "GATEWAY_API_VERSION",

@@ -119,3 +119,5 @@ def test_a_literal_that_looks_like_an_interpolation_is_a_warning_naming_the_form
         'substitutes it: reference the secret instead, KEY: secret: "<secret-name>/<key>"',
         f"{F}: valid (prod)"]
     assert "postgres" not in result.stderr and "vendor" not in result.stderr  # the value itself is never shown
+    rendered = run_cli("render", ".", "-e", "prod", cwd=tmp_path)
+    assert rendered.returncode == 0 and rendered.stderr.splitlines() == result.stderr.splitlines()[:3]
