@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 import time
@@ -12,6 +11,8 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
 
 from admission import review
+from toolchain.errors import USER_EXIT, AppRafterError
+from toolchain.timestamps import time_now
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,12 +27,11 @@ LATENCY = Histogram("apprafter_webhook_request_duration_seconds", "Time to answe
                     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+class _TooLarge(AppRafterError):
+    """The body is over the limit (refused with 413 before it is read whole); the caller's to fix."""
 
-
-class _TooLarge(Exception):
-    pass
+    exit_code = USER_EXIT
+    retry = False
 
 
 async def _body(receive: Receive, scope: Scope, limit: int) -> bytes:
@@ -68,7 +68,7 @@ def make_app(settings: review.Settings, ready: Ready, limit: int = review.MAX_BO
     """POST /validate and /mutate (AdmissionReview v1), GET /healthz, /readyz, /metrics."""
     reviewers: dict[str, Callable[[bytes], review.Outcome]] = {
         "/validate": lambda body: review.validating(body, settings),
-        "/mutate": lambda body: review.mutating(body, settings, _now()),
+        "/mutate": lambda body: review.mutating(body, settings, time_now()),
     }
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:

@@ -22,6 +22,7 @@ from compatibility.objects import check_application
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
+from toolchain.errors import USER_EXIT, AppRafterError
 
 API_VERSION = "admission.k8s.io/v1"
 GROUP = "apprafter.io"
@@ -132,8 +133,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-class _Unreadable(Exception):
-    """The body is not an AdmissionReview this webhook can read."""
+class _Unreadable(AppRafterError):
+    """The body is not an AdmissionReview this webhook can read (the caller's to fix: refused with 400)."""
+
+    exit_code = USER_EXIT
+    retry = False
 
 
 def _parse(body: bytes) -> _Request:

@@ -1,95 +1,55 @@
-"""`apprafter migration list | approve | reject`: MigrationPlans in the cluster; approval via the status subresource."""
+"""`apprafter migration list | approve | reject`: MigrationPlans in the cluster; approval via the status subresource.
+
+Who may move a plan where is compatibility.authority's (the table the webhook and the CRD's CEL rules hold)."""
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import all_namespaces_option, namespace_option, output_option
-from renderer.errors import Problem, ToolFailure, UserError
+from compatibility.authority import APPROVED, PENDING, REJECTED, person_may_set
+from compatibility.crd import MIGRATION_PLAN
+from toolchain.errors import Problem, UserError
+from toolchain.timestamps import age
 
-if TYPE_CHECKING:  # the cluster client is imported when a command runs: `--help` never pays for it
-    from lightkube import Client
+if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
+    from controller_runtime.client import Kube
 
-FIELD_MANAGER = "apprafter-cli"
-
-
-@functools.cache
-def _plans() -> Any:
-    from reconciler.kube import MIGRATION_PLAN_KIND, resource_class
-
-    return resource_class(MIGRATION_PLAN_KIND)
-
-
-def _client(kubeconfig: Path | None, context: str | None) -> tuple[Client, str]:
-    from reconciler.kube import default_namespace, load_config, sync_client
-
-    config = load_config(kubeconfig, context)
-    return sync_client(config, FIELD_MANAGER), default_namespace(config)
+__all__ = ["migration"]
 
 
 def _fail(name: str, message: str) -> UserError:
     return UserError([Problem(f"migrationplan/{name}", 0, 0, "", message)])
 
 
-def _unreachable(e: Exception) -> ToolFailure:
-    from lightkube import ApiError
-
-    if isinstance(e, ApiError):
-        return ToolFailure(f"the API server refused the request ({e.status.code} {e.status.reason}): "
-                           f"{e.status.message}")
-    return ToolFailure(f"cannot reach the API server: {e}")
-
-
-def _list(client: Client, namespace: str, name: str | None = None) -> list[dict[str, Any]]:
-    import httpx
-    from lightkube import ApiError
-
-    try:
-        return [dict(p) for p in client.list(_plans(), namespace=namespace,
-                                             fields={"metadata.name": name} if name else None)]
-    except (ApiError, httpx.HTTPError) as e:
-        raise _unreachable(e) from None
-
-
-def _age(created: str | None) -> str:
-    if not created:
-        return "<unknown>"
-    then = datetime.datetime.strptime(created, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    seconds = int((datetime.datetime.now(datetime.UTC) - then).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{max(seconds, 0)}s"
-
-
 def _row(plan: dict[str, Any]) -> list[str]:
     meta, spec, status = plan["metadata"], plan.get("spec") or {}, plan.get("status") or {}
     scope = spec.get("scope") or {}
     if scope.get("type") == "application":
-        target, env = (scope.get("application") or {}).get("ref", {}).get("name", ""), \
-            (scope.get("application") or {}).get("environment", "")
+        application = scope.get("application") or {}
+        target, env = (application.get("ref") or {}).get("name", ""), application.get("environment", "")
     else:
-        target, env = (scope.get("platform") or {}).get("ref", {}).get("name", ""), ""
+        target, env = ((scope.get("platform") or {}).get("ref") or {}).get("name", ""), ""
     return [meta.get("namespace", ""), meta["name"], scope.get("type", ""), target, env or "-",
             (spec.get("risks") or {}).get("classification", ""), status.get("phase") or "<none>",
-            _age(meta.get("creationTimestamp"))]
+            age(meta.get("creationTimestamp"))]
 
 
-def _find(client: Client, name: str, namespace: str | None) -> dict[str, Any]:
+async def _find(kube: Kube, name: str, namespace: str | None) -> dict[str, Any]:
     """The plan NAME in NAMESPACE, or in whichever namespace holds the only plan of that name."""
-    from reconciler.kube import ALL_NAMESPACES
+    from controller_runtime.client import ALL_NAMESPACES
 
-    found = _list(client, namespace or ALL_NAMESPACES, name)
+    found, _ = await kube.list(MIGRATION_PLAN, namespace or ALL_NAMESPACES, fields={"metadata.name": name})
     if not found:
         where = f"namespace {namespace}" if namespace else "any namespace"
         raise _fail(name, f"no MigrationPlan {name} in {where} (`apprafter migration list` shows them)")
@@ -99,25 +59,23 @@ def _find(client: Client, name: str, namespace: str | None) -> dict[str, Any]:
     return found[0]
 
 
-def _set_phase(client: Client, plan: dict[str, Any], phase: str) -> dict[str, Any]:
-    import httpx
-    from lightkube import ApiError
-    from lightkube.types import PatchType
+async def _set_phase(kube: Kube, plan: dict[str, Any], phase: str) -> None:
+    """Move the plan to `phase` unless the person may not (authority), only if it is unchanged since it was read."""
+    from controller_runtime.errors import KubeError
 
-    meta = plan["metadata"]
-    body = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": {"phase": phase}}
+    meta, status = plan["metadata"], plan.get("status") or {}
+    scope = ((plan.get("spec") or {}).get("scope") or {}).get("type")
+    why = person_may_set(status.get("phase") or None, phase, scope)
+    if why:
+        raise _fail(meta["name"], why)
+    if status.get("phase") == phase:
+        return
     try:
-        return dict(client.patch(_plans().Status, meta["name"], body, namespace=meta["namespace"],
-                                 patch_type=PatchType.MERGE))
-    except ApiError as e:
-        if e.status.code == 409:
-            raise _fail(meta["name"], "the plan changed while approving it: look at it again "
-                        "(`apprafter migration list`) and retry") from None
-        if e.status.code in (400, 403, 422):
-            raise _fail(meta["name"], f"refused by the cluster: {e.status.message}") from None
-        raise _unreachable(e) from None
-    except httpx.HTTPError as e:
-        raise _unreachable(e) from None
+        await kube.merge(MIGRATION_PLAN, meta["name"], meta["namespace"], {"status": {"phase": phase}},
+                         resource_version=meta["resourceVersion"], status=True)
+    except KubeError as e:
+        raise refused(e, f"migrationplan/{meta['name']}", "the plan changed while approving it: look at it again "
+                      "(`apprafter migration list`) and retry") from None
 
 
 @click.group()
@@ -134,30 +92,31 @@ def migration() -> None:
 def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str | None, all_namespaces: bool,
                output: str) -> None:
     """MigrationPlans of every scope, pending ones first, across all namespaces unless -n is given."""
-    from compatibility.gate import APPROVED, PENDING
-    from reconciler.kube import ALL_NAMESPACES
-
     if namespace and all_namespaces:
         raise click.UsageError("-n and -A exclude each other")
-    client, _ = _client(kubeconfig, kube_context)
-    plans = _list(client, namespace or ALL_NAMESPACES)
+
+    async def listed(kube: Kube, _: str) -> list[dict[str, Any]]:
+        from controller_runtime.client import ALL_NAMESPACES
+
+        items, _version = await kube.list(MIGRATION_PLAN, namespace or ALL_NAMESPACES)
+        return items
+
+    plans = with_cluster(kubeconfig, kube_context, listed)
     order = {PENDING: 0, APPROVED: 1}
     plans.sort(key=lambda p: (order.get((p.get("status") or {}).get("phase", ""), 2), p["metadata"]["namespace"],
                               p["metadata"]["name"]))
     if output == "json":
-        items = [{**p, "metadata": {k: v for k, v in p["metadata"].items() if k != "managedFields"}} for p in plans]
-        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(p) for p in plans]},
+                                    indent=2) + "\n")
         return
     if not plans:
         click.echo("No MigrationPlans found.", err=True)
         return
-    rows = [["NAMESPACE", "NAME", "SCOPE", "TARGET", "ENVIRONMENT", "CLASS", "PHASE", "AGE"], *map(_row, plans)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    sys.stdout.write("".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
-                             for r in rows))
+    sys.stdout.write(table([["NAMESPACE", "NAME", "SCOPE", "TARGET", "ENVIRONMENT", "CLASS", "PHASE", "AGE"],
+                            *map(_row, plans)]))
 
 
-def _one_plan(func: Callable[[Client, str, dict[str, Any]], None]) -> Callable[..., None]:
+def _one_plan(func: Callable[[Kube, str, dict[str, Any]], Awaitable[None]]) -> Callable[..., None]:
     """A command on one plan NAME [-n NS] (the namespace found when the name is unique)."""
 
     @kube_options
@@ -166,42 +125,29 @@ def _one_plan(func: Callable[[Client, str, dict[str, Any]], None]) -> Callable[.
     @reported
     @functools.wraps(func)
     def command(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:
-        client, _ = _client(kubeconfig, kube_context)
-        func(client, name, _find(client, name, namespace))
+        async def run(kube: Kube, _: str) -> None:
+            await func(kube, name, await _find(kube, name, namespace))
+
+        with_cluster(kubeconfig, kube_context, run)
 
     return command
 
 
 @migration.command()
 @_one_plan
-def approve(client: Client, name: str, plan: dict[str, Any]) -> None:
+async def approve(kube: Kube, name: str, plan: dict[str, Any]) -> None:
     """Approve the MigrationPlan NAME: its change is applied if the spec still matches its approvedSpecHash."""
-    from compatibility.gate import APPROVED, PENDING
-
-    phase = (plan.get("status") or {}).get("phase") or ""
-    if phase == APPROVED:
-        click.echo(f"migrationplan/{name} is already approved (namespace {plan['metadata']['namespace']})", err=True)
+    where = plan["metadata"]["namespace"]
+    if (plan.get("status") or {}).get("phase") == APPROVED:
+        click.echo(f"migrationplan/{name} is already approved (namespace {where})", err=True)
         return
-    if phase != PENDING:
-        raise _fail(name, f"cannot approve a plan in phase {phase or '<none>'}: only a pending-approval plan can be "
-                    "approved")
-    _set_phase(client, plan, APPROVED)
-    sys.stdout.write(f"migrationplan/{name} approved (namespace {plan['metadata']['namespace']})\n")
+    await _set_phase(kube, plan, APPROVED)
+    sys.stdout.write(f"migrationplan/{name} approved (namespace {where})\n")
 
 
 @migration.command()
 @_one_plan
-def reject(client: Client, name: str, plan: dict[str, Any]) -> None:
+async def reject(kube: Kube, name: str, plan: dict[str, Any]) -> None:
     """Reject the platform-scope MigrationPlan NAME (an application's change is rejected by a git revert)."""
-    from compatibility.gate import PENDING, REJECTED
-
-    scope = ((plan.get("spec") or {}).get("scope") or {}).get("type")
-    if scope != "platform":
-        raise _fail(name, "an application-scope plan has no reject: revert the change in git; the operator then "
-                    "supersedes the plan and the application is Ready again")
-    phase = (plan.get("status") or {}).get("phase") or ""
-    if phase not in (PENDING, REJECTED):
-        raise _fail(name, f"cannot reject a plan in phase {phase or '<none>'}")
-    if phase != REJECTED:
-        _set_phase(client, plan, REJECTED)
+    await _set_phase(kube, plan, REJECTED)
     sys.stdout.write(f"migrationplan/{name} rejected (namespace {plan['metadata']['namespace']})\n")

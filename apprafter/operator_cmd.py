@@ -17,9 +17,11 @@ from renderer.context import TIERS
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
     from lightkube import KubeConfig
 
-    from reconciler.lease import LeaseSettings
-    from reconciler.loop import Settings
+    from controller_runtime.lease import LeaseSettings
+    from controller_runtime.manager import Settings
     from renderer.context import PlatformContext
+
+REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 
 
 @click.command()
@@ -75,10 +77,10 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     import asyncio
 
     from compatibility.inputs import document_schema
-    from reconciler import logs
-    from reconciler.kube import default_namespace, load_config
-    from reconciler.lease import LeaseSettings, default_identity
-    from reconciler.loop import Settings
+    from controller_runtime import logs
+    from controller_runtime.kubeconfig import default_namespace, load_config
+    from controller_runtime.lease import LeaseSettings, default_identity
+    from controller_runtime.manager import Settings
     from renderer import settings as settings_
     from toolchain.tools import resolve
 
@@ -110,12 +112,13 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     import asyncio
     import signal
 
+    from controller_runtime.client import Kube
+    from controller_runtime.events import Recorder
+    from controller_runtime.lease import LeaderElector
+    from controller_runtime.manager import Controller, Manager, Runtime
+    from controller_runtime.probes import Health, Servers
     from reconciler.application import ApplicationController
-    from reconciler.kube import Kube
-    from reconciler.lease import LeaderElector
-    from reconciler.loop import Controller, Manager, Runtime
     from reconciler.platformstack import PlatformStackController
-    from reconciler.serve import Health, Servers
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -129,7 +132,7 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     servers = Servers(health, bind, health_port, metrics_port)
     identity = lease.identity if lease is not None else field_manager
     try:
-        runtime = Runtime(kube, settings, identity)
+        runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
         controllers: list[Controller] = [ApplicationController(context)]
         if platform_stack:

@@ -54,10 +54,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
         raise UserError([Problem(app.source.display, 1, 1, "", "no environment chosen: set the plugin parameter "
                                  "'environment' (or plugin env APPRAFTER_ENVIRONMENT, or name the Application "
                                  f"<app>-<env>); declared: {', '.join(declared) or 'none'}")])
-    if choice.name not in declared:
-        raise UserError([Problem(app.source.display, 1, 1, "", f"environment {choice.shown} (from {choice.source}) "
-                                 f"is not declared; declared: {', '.join(declared) or 'none'}")])
-    rendered = render_loaded(app, choice.name, cast(Mode, mode), namespace, context)
+    rendered = render_loaded(app, choice.name, cast(Mode, mode), namespace, context, chosen_by=choice.source)
     if not rendered.objects:
         raise ToolFailure("the renderer produced no objects; refusing to report an empty success")
     return rendered

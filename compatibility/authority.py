@@ -43,6 +43,22 @@ def _sources(phase: str) -> str:
     return " or ".join([*names, *(["none (a new plan)"] if None in REACHABLE_FROM[phase] else [])])
 
 
+def person_may_set(phase: str | None, target: str, scope: str | None) -> str | None:
+    """Why a person may not move a plan from `phase` to `target` now (None when they may, or it already is there):
+    the same table the webhook and the CRD's CEL rules hold, so `apprafter migration approve|reject` refuses
+    before the cluster would."""
+    verb = {APPROVED: "approve", REJECTED: "reject"}.get(target, f"set {target} on")
+    if target not in HUMAN_PHASES:
+        return f"a person may set {' or '.join(sorted(HUMAN_PHASES))} only; {target!r} is the operator's"
+    if target in PLATFORM_ONLY and scope != "platform":
+        return ("an application-scope plan has no reject: revert the change in git; the operator then supersedes "
+                "the plan and the application is Ready again")
+    if phase == target or phase in REACHABLE_FROM[target]:
+        return None
+    sources = " or ".join(sorted(p for p in REACHABLE_FROM[target] if p and p != target))
+    return f"cannot {verb} a plan in phase {phase or '<none>'}: only a {sources} plan can be {target}"
+
+
 def status_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write the status of a `kind` object (None when it may): the operator's alone."""
     if user == operator_user:

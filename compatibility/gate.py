@@ -14,9 +14,10 @@ from typing import Any, Literal
 
 from compatibility.application import DEFAULT_DOMAIN, Deployment, plan, soft_destructive
 from compatibility.authority import APPLIED, APPROVED, PENDING, REACHABLE_FROM, REJECTED, SUPERSEDED
-from compatibility.migrationplan import migration_plan, name, platform_migration_plan
+from compatibility.migrationplan import migration_plan, name, platform_migration_plan, previous_pin
 from compatibility.plan import Change, Plan
 from compatibility.shape import check_spec
+from controller_runtime.objects import controller_uid
 
 __all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
            "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_platform"]
@@ -36,6 +37,18 @@ class ExistingPlan:
     approved_spec_hash: str | None  # spec.trigger.approvedSpecHash; None when missing or empty
     phase: str  # status.phase, "" when none
     owner_uid: str | None  # uid of its controlling owner
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ExistingPlan:
+        """The gate's view of a MigrationPlan object as the cluster holds it."""
+        return cls(*_plan_fields(obj))
+
+
+def _plan_fields(obj: Mapping[str, Any]) -> tuple[str, str | None, str, str | None]:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    approved = (spec.get("trigger") or {}).get("approvedSpecHash")
+    return (str(obj["metadata"]["name"]), approved if isinstance(approved, str) and approved else None,
+            str(status.get("phase") or ""), controller_uid(obj))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +152,11 @@ class PlatformPlan(ExistingPlan):
     from_digest: str | None = None
     to_digest: str | None = None
     previous_pin: tuple[bool, str | None] = (False, None)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> PlatformPlan:
+        platform = ((obj.get("spec") or {}).get("scope") or {}).get("platform") or {}
+        return cls(*_plan_fields(obj), platform.get("fromDigest"), platform.get("toDigest"), previous_pin(obj))
 
 
 @dataclasses.dataclass(frozen=True)

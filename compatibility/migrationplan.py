@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
@@ -101,7 +101,7 @@ def platform_migration_plan(plan: Plan, *, owner_uid: str, from_digest: str | No
     return obj
 
 
-def previous_pin(plan: dict[str, Any]) -> tuple[bool, str | None]:
+def previous_pin(plan: Mapping[str, Any]) -> tuple[bool, str | None]:
     """(found, pin) from a platform plan's previous-spec annotation; found is False when it is missing or not
     `{"pin": <SemVer version or null>}` (nothing is reverted on the strength of an unreadable annotation)."""
     text = ((plan.get("metadata") or {}).get("annotations") or {}).get(PREVIOUS_SPEC_ANNOTATION)

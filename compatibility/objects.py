@@ -1,8 +1,8 @@
-"""Checks an Application object as the cluster holds it, with the rules and wording of `apprafter validate`.
+"""Checks an Application object as the cluster holds it, with the rules and wording of `apprafter render`.
 
 The cluster's object is JSON, not CUE: its schema check is the CUE-generated one `plan` uses for CR inputs
-(compatibility.inputs), then every rule of renderer.validate, then the environment the object deploys.
-The webhook and the reconciler ask this one function, so the cluster refuses what `validate` refuses.
+(compatibility.inputs), then renderer.validate.check_deployment for the environment the object is stamped for
+(the one answer render, the plugin, plan and the operator give too).
 """
 
 from __future__ import annotations
@@ -27,25 +27,16 @@ class ObjectCheck:
 
 
 def check_application(document: Mapping[str, Any], context: PlatformContext, display: str = "") -> ObjectCheck:
-    """Every problem `apprafter validate` reports for this object, plus its own environment's; warnings when valid.
-
-    `status` is ignored (the operator's); `spec.environment` must name a declared environment.
-    """
+    """Every problem of this object for the environment it is stamped for (spec.environment, which it must carry);
+    the renderer's warnings when valid. `status` is ignored (the operator's)."""
     try:
         app = load_document(document, display)
     except UserError as e:
         return ObjectCheck(e.problems, [])
-    problems = validate.check(app)
-    environment = app.document.get("spec", {}).get("environment")
-    declared = validate.environments(app)
-    if environment is None:
-        problems.append(Problem(display, 0, 0, "spec.environment", "is required: the object deploys one environment "
-                                "(the plugin stamps it)"))
-    elif environment not in declared:
-        problems.append(Problem(display, 0, 0, "spec.environment", f"{environment!r} is not a declared environment; "
-                                f"declared: {', '.join(declared) or 'none'}"))
+    problems = validate.check_deployment(app, None)
     if problems:
         return ObjectCheck(sorted(set(problems)), [])
+    environment = app.document["spec"]["environment"]
     namespace = app.document["metadata"].get("namespace")
     _, warnings = manifests(app, environment, namespace, context)
     return ObjectCheck([], [f"{environment}: {w}" for w in warnings])

@@ -8,7 +8,6 @@ from renderer import validate
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
-from renderer.render import require_environment
 
 __all__ = ["side"]
 
@@ -21,19 +20,12 @@ def side(app: LoadedApp, environment: str, required: bool) -> Deployment | None:
     """
     display = app.source.display
     stamped = app.document.get("spec", {}).get("environment")
-    if stamped is not None and stamped != environment:
-        line, col = app.source.index.find(("spec", "environment"))
-        raise UserError([Problem(display, line, col, "spec.environment", f"this CR is stamped for environment "
-                                 f"{stamped!r}, not {environment!r} (a different environment is a different "
-                                 "deployment)")])
-    if required:
-        require_environment(app, environment)
-    elif environment not in validate.environments(app):
+    if not required and stamped is None and environment not in validate.environments(app):
         problems = validate.check_document(app)
         if problems:
             raise UserError(problems)
         return None
-    problems = validate.check(app, [environment])
+    problems = validate.check_deployment(app, environment)
     if problems:
         raise UserError(problems)
     try:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from platform_stack.errors import StackToolError
-from toolchain.tools import remedy, resolve
+from toolchain.tools import remedy, resolve, scrubbed_env
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -17,13 +16,6 @@ DEFAULT_TIMEOUT = 120.0
 def tool_path(name: str) -> Path:
     """A supported binary for `name` (a ToolError carrying the remedy when it is missing)."""
     return resolve(name)
-
-
-def scrubbed_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Only PATH and HOME (a private one) plus what the caller adds: no proxies, tokens or kubeconfigs."""
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
-    env.update(extra or {})
-    return env
 
 
 def run(name: str, args: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,

@@ -21,7 +21,7 @@ from compatibility.plan import Plan
 from compatibility.versions import stack_version
 from platform_stack.channels import Offered, offered, select_target
 from platform_stack.classify import StackSnapshot, classify_stack
-from platform_stack.credentials import DockerConfig
+from platform_stack.credentials import DockerConfig, parse_docker_config
 from platform_stack.errors import StackError
 from platform_stack.migration import stack_plan
 from platform_stack.oci import CHART_LAYER_MEDIA_TYPE, CONFIG_MEDIA_TYPE, Reference, parse_reference
@@ -31,7 +31,8 @@ from platform_stack.snapshot import load_snapshot
 from platform_stack.tarball import MAX_ARCHIVE_BYTES
 from toolchain.errors import AppRafterError, ToolFailure
 
-__all__ = ["Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "Upstream", "Verified", "check"]
+__all__ = ["DOCKER_CONFIG_KEY", "Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "Upstream",
+           "Verified", "check", "docker_config_from_secret", "keys_from_secret"]
 
 CHECK_DEADLINE = 120.0  # every registry request of one check
 PROVENANCE_MEDIA_TYPE = "application/vnd.cncf.helm.chart.provenance.v1.prov"
@@ -80,6 +81,30 @@ class Baseline:
     values: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     plan: str | None = None
+
+    @classmethod
+    def read(cls, raw: Any) -> Baseline:
+        """status.lastApplied read fail-closed (StackError naming the field)."""
+        if not isinstance(raw, Mapping):
+            raise StackError("status.lastApplied: not a mapping")
+        for field in ("version", "digest", "repository"):
+            if not isinstance(raw.get(field), str) or not raw[field]:
+                raise StackError(f"status.lastApplied.{field}: missing")
+        for field in ("values", "overrides"):
+            if not isinstance(raw.get(field, {}), Mapping):
+                raise StackError(f"status.lastApplied.{field}: not a mapping")
+        for field in ("pin", "plan"):
+            if raw.get(field) is not None and not isinstance(raw.get(field), str):
+                raise StackError(f"status.lastApplied.{field}: not a string")
+        return cls(raw["version"], raw["digest"], raw["repository"], raw.get("pin"), dict(raw.get("values") or {}),
+                   dict(raw.get("overrides") or {}), raw.get("plan"))
+
+    def document(self) -> dict[str, Any]:
+        """status.lastApplied of this baseline (empty fields left out)."""
+        out: dict[str, Any] = {"version": self.version, "digest": self.digest, "repository": self.repository}
+        out.update({k: v for k, v in (("pin", self.pin), ("values", dict(self.values)),
+                                      ("overrides", dict(self.overrides)), ("plan", self.plan)) if v})
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -371,6 +396,23 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         return found(Finding("InvalidChart", "the running chart: " + "; ".join(e.lines())))
     plan = stack_plan(classify_stack(before, after, kube_version), before, after)
     return dataclasses.replace(partial, target=target, plan=plan)
+
+
+DOCKER_CONFIG_KEY = ".dockerconfigjson"
+
+
+def docker_config_from_secret(secret: Mapping[str, Any], display: str) -> DockerConfig:
+    """The login of a kubernetes.io/dockerconfigjson Secret (its data is base64); StackError or UserError naming the
+    Secret and the key when it cannot be read."""
+    where = f"Secret {display} {DOCKER_CONFIG_KEY}"
+    raw = (secret.get("data") or {}).get(DOCKER_CONFIG_KEY)
+    if not isinstance(raw, str):
+        raise StackError(f"{where}: missing (a kubernetes.io/dockerconfigjson Secret has it)")
+    try:
+        text = base64.b64decode(raw, validate=True)
+    except binascii.Error:
+        raise StackError(f"{where}: not base64") from None
+    return parse_docker_config(text, where)
 
 
 def keys_from_secret(secret: Mapping[str, Any], display: str) -> PublicKeys:

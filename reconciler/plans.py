@@ -1,5 +1,5 @@
-"""MigrationPlans moved the way a gate decided, for either controller: the plan a held change waits for (deleted
-and created anew when its spec or phase cannot be turned back), and each plan set to its phase with the plan's
+"""MigrationPlans written the way a gate decided, for either controller: the plan a held change waits for (deleted
+and created anew when its spec or phase cannot be turned back), and each plan moved to its phase with the plan's
 resourceVersion as a precondition (an approval landing meanwhile makes the write fail and the pass start over)."""
 
 from __future__ import annotations
@@ -8,11 +8,15 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
-from compatibility.gate import APPLIED, PlanPhase
-from reconciler.conditions import now
-from reconciler.events import Recorder
-from reconciler.informer import Informer
-from reconciler.kube import MIGRATION_PLAN_KIND, Kube
+from compatibility.crd import MIGRATION_PLAN
+from compatibility.gate import PlanPhase
+from controller_runtime.client import Kube
+from controller_runtime.events import Recorder
+from controller_runtime.informer import Informer
+from lifecycle.plans import phase_patch
+from toolchain.timestamps import time_now
+
+__all__ = ["ensure", "set_phase"]
 
 log = logging.getLogger("apprafter.plans")
 
@@ -28,7 +32,7 @@ async def ensure(kube: Kube, cache: Informer, recorder: Recorder, regarding: Map
         for phase in phases:
             if phase.recreate and phase.name in live:  # a plan's spec and phase cannot be turned back
                 old = live.pop(phase.name)
-                await kube.delete(MIGRATION_PLAN_KIND, phase.name, namespace)
+                await kube.delete(MIGRATION_PLAN, phase.name, namespace)
                 cache.forget(namespace, phase.name)
                 await recorder.event(regarding, "MigrationPlanRecreated", f"MigrationPlan {phase.name} (phase "
                                      f"{(old.get('status') or {}).get('phase') or 'none'}) was deleted and created "
@@ -47,16 +51,14 @@ async def ensure(kube: Kube, cache: Informer, recorder: Recorder, regarding: Map
 
 async def set_phase(kube: Kube, cache: Informer, plan: dict[str, Any], phase: PlanPhase,
                     log_fields: Mapping[str, Any]) -> dict[str, Any]:
-    """The plan with status.phase (and its message) as decided; nothing is written when it already is."""
-    status = plan.get("status") or {}
-    patch: dict[str, Any] = {"phase": phase.phase, "message": phase.message, "supersededBy": phase.superseded_by}
-    if phase.phase == APPLIED:
-        patch["appliedAt"] = status.get("appliedAt") or now()
-    if all(status.get(k) == v for k, v in patch.items()):
+    """The plan with status.phase (and its message) as decided (lifecycle.plans.phase_patch); nothing is written
+    when it already is."""
+    patch = phase_patch(plan, phase, time_now())
+    if patch is None:
         return plan
     meta = plan["metadata"]
-    updated = await kube.merge_status(MIGRATION_PLAN_KIND, meta["name"], meta["namespace"], patch,
-                                      resource_version=meta.get("resourceVersion"))
+    updated = await kube.merge(MIGRATION_PLAN, meta["name"], meta["namespace"], {"status": patch},
+                               resource_version=meta.get("resourceVersion"), status=True)
     cache.update(updated)
     log.info("MigrationPlan phase", extra={**log_fields, "plan": meta["name"], "phase": phase.phase,
                                            "reason": phase.message})

@@ -80,6 +80,11 @@ class CrdSource:
     patches: tuple[SchemaPatch, ...] = ()
     columns: tuple[Column, ...] = ()
 
+    @property
+    def api_version(self) -> str:
+        """Every AppRafter kind is served at apprafter.io/v1alpha1 (the runtime resolves plural and scope itself)."""
+        return f"{GROUP}/{VERSION}"
+
 
 STATUS_FILE = ("renderer", "status.cue")
 CONDITIONS_LIST_MAP = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}

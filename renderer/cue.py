@@ -21,7 +21,7 @@ from typing import NamedTuple
 from renderer.errors import ToolFailure
 from renderer.scratch import scratch_dir
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
-from toolchain.tools import remedy, resolve
+from toolchain.tools import remedy, resolve, scrubbed_env
 
 __all__ = ["Budget", "CueResult", "run_cue"]
 
@@ -57,16 +57,14 @@ def _limit_memory(megabytes: int) -> None:
     # cue stays in our process group on purpose: Argo CD's SIGTERM to the group reaches it too.
 
 
-def scrubbed_env(cache_dir: str, memory_mb: int) -> dict[str, str]:
-    """Only what cue needs: no Argo CD, git or cloud credentials reach it."""
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": cache_dir,
+def cue_env(cache_dir: str, memory_mb: int) -> dict[str, str]:
+    """Only what cue needs (toolchain.tools.scrubbed_env): no Argo CD, git or cloud credentials reach it."""
+    return scrubbed_env(cache_dir, {
         "CUE_CACHE_DIR": cache_dir,
         "CUE_REGISTRY": "none",  # never fetch modules: user repos carry no cue.mod
         "GOMEMLIMIT": f"{max(64, memory_mb // 2)}MiB",
         "LANG": "C.UTF-8",
-    }
+    })
 
 
 def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
@@ -80,7 +78,7 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
     with scratch_dir("apprafter-cue-") as cache:
         try:
             proc = subprocess.Popen(
-                [str(binary), *args], cwd=cwd, env=scrubbed_env(cache, budget.memory_mb),
+                [str(binary), *args], cwd=cwd, env=cue_env(cache, budget.memory_mb),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 preexec_fn=lambda: _limit_memory(budget.memory_mb),
             )

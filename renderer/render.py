@@ -14,10 +14,8 @@ from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = [
-    "MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
-    "render_all", "render_loaded", "require_environment"
-]
+__all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
+           "render_all", "render_loaded"]
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
@@ -30,15 +28,6 @@ class Rendered(NamedTuple):
     environment: str
     objects: list[dict[str, Any]]
     warnings: list[str]
-
-
-def require_environment(app: LoadedApp, environment: str) -> None:
-    declared = validate.environments(app)
-    if environment not in declared:
-        line, col = app.source.index.find(("spec", "environments"))
-        raise UserError([Problem(app.source.display, line, col, "spec.environments",
-                                 f"environment {environment!r} is not declared; declared: "
-                                 f"{', '.join(declared) or 'none'}")])
 
 
 def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> dict[str, Any]:
@@ -80,10 +69,9 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
 
 
 def render_loaded(app: LoadedApp, environment: str, mode: Mode = "cr", namespace: str | None = None,
-                  context: PlatformContext | None = None) -> Rendered:
-    """Validate then render one environment of an evaluated Application."""
-    require_environment(app, environment)
-    problems = validate.check(app, [environment])
+                  context: PlatformContext | None = None, chosen_by: str = "") -> Rendered:
+    """Validate (renderer.validate.check_deployment: the one answer) then render one environment of an Application."""
+    problems = validate.check_deployment(app, environment, chosen_by)
     if problems:
         raise UserError(problems)
     namespace = namespace or app.document["metadata"].get("namespace")

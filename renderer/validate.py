@@ -20,8 +20,8 @@ from renderer.fieldpos import Positions
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
-__all__ = ["MAX_NAME", "check", "check_document", "check_environment", "environments", "interpolation_warnings",
-           "rewrite_prefixes", "written_at"]
+__all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
+           "environments", "interpolation_warnings", "rewrite_prefixes", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -247,6 +247,40 @@ def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:
         if env in declared:
             problems.extend(check_environment(app, env))
     return problems
+
+
+def check_deployment(app: LoadedApp, environment: str | None, chosen_by: str = "") -> list[Problem]:
+    """Whether `app` may deploy `environment`: the one answer every edge gives (`render`, the plugin, `plan`, the
+    admission webhook, the operator), so the cluster refuses exactly what the CLI refuses, in the same words.
+
+    The document's rules, the environment declared, an object stamped for another environment refused, then the
+    rules of that environment's effective spec (other environments' are `apprafter validate`'s question: an object
+    deploys one). `environment` None means the one the object itself is stamped for (spec.environment), which a
+    cluster object must carry. `chosen_by` says where the environment came from (the plugin's parameter, the
+    app name), for the message when it is not declared.
+    """
+    display = app.source.display
+    stamped = app.document.get("spec", {}).get("environment")
+    if environment is None and stamped is None:
+        line, col = app.source.index.find(("spec",))
+        return [*check_document(app), Problem(display, line, col, "spec.environment", "is required: the object "
+                                              "deploys one environment (the plugin stamps it)")]
+    if environment is not None and stamped is not None and stamped != environment:
+        line, col = app.source.index.find(("spec", "environment"))
+        return [Problem(display, line, col, "spec.environment", f"this object is stamped for environment "
+                        f"{stamped!r}, not {environment!r} (a different environment is a different deployment)")]
+    wanted = environment if environment is not None else stamped
+    declared = environments(app)
+    if wanted not in declared:
+        # an object stamped for it is wrong in its stamp; asked for it (--env, the plugin), it lacks the declaration
+        field = ("spec", "environment") if stamped == wanted else ("spec", "environments")
+        line, col = app.source.index.find(field)
+        # the name is shown only when it could be one: it may come from an environment variable
+        shown = _shown(wanted) if isinstance(wanted, str) and patterns.dns_label(wanted) else "(not a DNS-1123 label)"
+        source = f" (from {chosen_by})" if chosen_by else ""
+        return [*check_document(app), Problem(display, line, col, field_path(field), f"environment {shown}{source} "
+                                              f"is not declared; declared: {', '.join(declared) or 'none'}")]
+    return check(app, [str(wanted)])
 
 
 def check_update(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:

@@ -11,13 +11,15 @@ import pytest
 
 from toolchain.errors import AppRafterError
 
-PACKAGES = ("apprafter", "toolchain", "renderer", "compatibility", "platform_stack", "cmp")
+PACKAGES = ("apprafter", "toolchain", "controller_runtime", "renderer", "compatibility", "lifecycle", "platform_stack",
+            "cmp", "admission", "reconciler")
 ROOT = Path(__file__).resolve().parents[1]
 # What the in-cluster edges call (architecture.md): names and parameters are a contract.
 CONTRACT = {
     "renderer.validate.check": ["app", "envs"],
     "renderer.effective.effective_spec": ["spec", "environment"],
-    "renderer.render.render_loaded": ["app", "environment", "mode", "namespace", "context"],
+    "renderer.render.render_loaded": ["app", "environment", "mode", "namespace", "context", "chosen_by"],
+    "renderer.validate.check_deployment": ["app", "environment", "chosen_by"],
     "compatibility.application.deployment": ["document", "environment"],
     "compatibility.application.plan": ["before", "after", "domain"],
     "compatibility.migrationplan.migration_plan": ["plan", "owner_uid", "approvers"],

@@ -1,10 +1,12 @@
-"""The one error tree: every failure the toolchain reports is an AppRafterError that knows its exit code and lines.
+"""The one error tree: every failure the toolchain reports is an AppRafterError that knows its exit code, its
+lines and its retry class (whether doing the same again may succeed: the operator's loop requeues those).
 
     AppRafterError                 exit 2 unless a subclass says otherwise
-    ├── UserError                  exit 1: the user's input, one Problem (file:line:col: field: message) each
-    │   ├── cmp.argo_env.ContractError, platform_stack.errors.StackError
-    └── ToolFailure                exit 2: a tool, registry or environment problem, with its remedy
-        ├── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError
+    ├── UserError                  exit 1, not retryable: the user's input, one Problem (file:line:col: field: message)
+    │   ├── cmp.argo_env.ContractError, platform_stack.errors.StackError, compatibility.shape.Unreadable, ...
+    └── ToolFailure                exit 2, retryable: a tool, registry or environment problem, with its remedy
+        ├── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError,
+        └── controller_runtime.errors.KubeError (retryable by HTTP status), KubeConfigError (not retryable)
 
 It lives in the base layer so that every package, toolchain included, raises into the same tree; the
 edges (apprafter/errors.py) turn any AppRafterError into stderr lines and its exit code.
@@ -43,6 +45,12 @@ class AppRafterError(Exception):
     """Base of every failure the toolchain reports on purpose (anything else escaping is a bug)."""
 
     exit_code: ClassVar[int] = TOOL_EXIT
+    retry: ClassVar[bool] = True  # the class's retry class; `retryable` may refine it per instance
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call may succeed later without anyone changing the input (a registry back, a timeout)."""
+        return self.retry
 
     def lines(self) -> list[str]:
         """What to print on stderr, one line per problem."""
@@ -68,6 +76,7 @@ class UserError(AppRafterError):
     """The user's input is invalid; carries every problem found, in file order."""
 
     exit_code = USER_EXIT
+    retry = False
 
     def __init__(self, problems: Iterable[Problem]) -> None:
         self.problems = sorted(set(problems))

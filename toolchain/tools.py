@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -95,6 +95,14 @@ def remedy(name: str) -> str:
     return f"install one with `{tool.install.format(version=tool.pinned)}`, or point {override} at one"
 
 
+
+def scrubbed_env(home: str | Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment every tool we run gets: PATH, a private HOME and what the caller adds; no proxies, tokens,
+    kubeconfigs or Argo CD variables reach it (and a tool's output never depends on the caller's settings)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    env.update(extra or {})
+    return env
+
 def _first(pattern: str) -> Callable[[str], str | None]:
     def parse(text: str) -> str | None:
         m = re.search(pattern, text, re.MULTILINE)  # compiled on use: the plugin never asks a version
@@ -151,6 +159,16 @@ TOOLS: dict[str, Tool] = {
              "storage for the test-bed API server"),
         Tool("kube-apiserver", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
              "the test-bed Kubernetes API server"),
+        Tool("kube-controller-manager", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
+             "the node tier's controllers (Deployments, ReplicaSets, garbage collector, tokens)"),
+        Tool("kube-scheduler", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
+             "the node tier's scheduler"),
+        Tool("kubelet", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
+             "the node tier's node agent (runs pods through containerd)"),
+        Tool("kube-proxy", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
+             "ClusterIP Services inside the node tier's network namespace (iptables mode)"),
+        Tool("kubectl", "KUBERNETES_VERSION", ("version", "--client"), _first(r"Client Version: (v\S+)"),
+             "the node tier's kubectl (logs, exec, what a person runs)"),
         Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),
              _first(r"argocd: v?(\d+\.\d+\.\d+)"),
              "Argo CD's binary, run as argocd-cmp-server in the test bed"),
@@ -202,7 +220,7 @@ def read_version(name: str, path: Path) -> str | None:
 
     with tempfile.TemporaryDirectory(prefix="apprafter-version-") as home:
         # Only PATH and a private HOME: a tool's version must not depend on (or see) the caller's settings.
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home}
+        env = scrubbed_env(home)
         # Go telemetry off in that HOME: else `go` leaves a child writing counters there after it exits, and
         # removing the directory races it ("Directory not empty: 'telemetry'").
         telemetry = Path(home, ".config", "go", "telemetry")

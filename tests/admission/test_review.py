@@ -56,19 +56,28 @@ def test_a_good_application_is_admitted_with_the_renderers_tier_warnings() -> No
 
 
 def test_every_problem_is_listed_one_field_per_line_under_a_header_naming_object_and_user() -> None:
-    cr = parser_cr()
+    cr = parser_cr(environment="staging")
     del cr["spec"]["base"]["image"]
     cr["spec"]["environments"]["prod"]["image"] = "ghcr.io/user/parser:2"
     cr["spec"]["environments"]["Dev"] = cr["spec"]["environments"].pop("dev")
     message = refused(validate(review(cr)), 422)
     lines = message.splitlines()
     assert lines == [
-        f"Application team-a/parser (user '{EDITOR}'): 4 problems:",
-        "spec.base.image: image is empty in environment 'Dev': set base.image or environments.Dev.image",
+        f"Application team-a/parser (user '{EDITOR}'): 3 problems:",
         "spec.base.image: image is empty in environment 'staging': set base.image or environments.staging.image",
         "spec.budget.dev: budget for undeclared environment 'dev'",
         "spec.environments.Dev: environment name 'Dev' is not a DNS-1123 label (lowercase letters, digits and '-', "
         "at most 63 characters)"]
+
+
+def test_an_object_is_judged_for_the_environment_it_deploys_as_render_judges_it() -> None:
+    # Another environment's broken override is that environment's problem (`apprafter validate` reports it): the
+    # plugin renders this one and the operator applies this one, so the webhook admits it too.
+    cr = parser_cr(environment="prod")
+    cr["spec"]["environments"]["dev"]["expose"] = {"paths": ["nope"]}
+    assert validate(review(cr)).allowed
+    cr["spec"]["environment"] = "dev"
+    assert refused(validate(review(cr)), 422).splitlines()[1].startswith("spec.environments.dev.expose.paths.0: ")
 
 
 def test_a_refusal_lists_at_most_fifty_problems() -> None:
@@ -83,9 +92,9 @@ def test_a_refusal_lists_at_most_fifty_problems() -> None:
 def test_a_problem_is_named_where_it_is_written_base_or_environment() -> None:
     cr = parser_cr()
     cr["spec"]["environments"]["prod"]["image"] = ""
-    cr["spec"]["environments"]["dev"]["expose"] = {"paths": ["nope"]}
+    cr["spec"]["base"]["expose"]["paths"] = ["nope"]
     lines = refused(validate(review(cr)), 422).splitlines()[1:]
-    assert [line.split(": ")[0] for line in lines] == ["spec.environments.dev.expose.paths.0",
+    assert [line.split(": ")[0] for line in lines] == ["spec.environments.prod.expose.paths.0",
                                                        "spec.environments.prod.image"]
 
 

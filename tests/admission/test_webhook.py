@@ -6,7 +6,6 @@ import copy
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def env_key(cr: dict[str, Any]) -> None:
 
 def image_missing_in_one_env(cr: dict[str, Any]) -> None:
     del cr["spec"]["base"]["image"]
-    for env in ("prod", "staging"):
+    for env in ("dev", "staging"):  # the object deploys prod, which now has no image
         cr["spec"]["environments"][env]["image"] = "ghcr.io/user/parser:1.4.2"
 
 
@@ -74,7 +73,7 @@ def wrong_type_env_value(cr: dict[str, Any]) -> None:
 # (how to break the parser example, the field the refusal names, who refuses: the webhook or the CRD's schema)
 HIDDEN_STYLE: list[tuple[Callable[[dict[str, Any]], None], str, str]] = [
     (env_key, "spec.base.env", APPS),
-    (image_missing_in_one_env, "spec.base.image: image is empty in environment 'dev'", APPS),
+    (image_missing_in_one_env, "spec.base.image: image is empty in environment 'prod'", APPS),
     (bad_name, "metadata.name: 'parser.v2' is not a DNS-1035 label", APPS),
     (bad_port, "spec.base.expose.port", "Invalid value"),
     (unknown_field, ".spec.base.colour: field not declared in schema", "typed patch"),
@@ -105,7 +104,8 @@ def test_a_good_application_is_admitted_with_the_tier_warnings(admission_bed: Ku
     assert any("prod: confidential: tier 'solo' has no confidential runtime" in w for w in warnings), warnings
 
 
-# The webhook's line is word for word `validate`'s (the rules of renderer.validate, and the schema's name rules).
+# The webhook's line is word for word `render`'s for the environment the object deploys (renderer.validate's
+# check_deployment, and the schema's name rules).
 RULE_BREAKERS = {
     "image-missing": ('"ghcr.io/acme/demo:1.0.0"', '""'),
     "bad-name": ('name: "demo"', 'name: "demo.v2"'),
@@ -126,9 +126,10 @@ SCHEMA_BREAKERS = {
 
 
 def validate_and_admit(bed: KubeTestBed, tmp_path: Path, old: str, new: str) -> tuple[list[str], str]:
-    """(`apprafter validate`'s problems as field: message, the webhook's refusal) for MINIMAL with old -> new."""
+    """(`apprafter render --env dev`'s problems as field: message, the webhook's refusal of the dev object) for
+    MINIMAL with old -> new."""
     file = write_app(tmp_path, MINIMAL.replace(old, new))
-    validated = run_cli("validate", str(file))
+    validated = run_cli("render", str(file), "--env", "dev")
     assert validated.returncode == 1, validated.stderr
     expected = [line.split(": ", 1)[1] for line in validated.stderr.splitlines()]  # drop file:line:col
     cr = unchecked_document(MINIMAL.replace(old, new))
@@ -159,7 +160,7 @@ def unchecked_document(cue_text: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", sorted(RULE_BREAKERS))
-def test_the_refusal_has_the_same_wording_as_apprafter_validate(admission_bed: KubeTestBed, webhook: Webhook,
+def test_the_refusal_has_the_same_wording_as_apprafter_render(admission_bed: KubeTestBed, webhook: Webhook,
                                                                 tmp_path: Path, case: str) -> None:
     expected, text = validate_and_admit(admission_bed, tmp_path, *RULE_BREAKERS[case])
     for line in expected:
@@ -167,7 +168,7 @@ def test_the_refusal_has_the_same_wording_as_apprafter_validate(admission_bed: K
 
 
 @pytest.mark.parametrize("case", sorted(SCHEMA_BREAKERS))
-def test_a_schema_refusal_names_the_field_apprafter_validate_names(admission_bed: KubeTestBed, webhook: Webhook,
+def test_a_schema_refusal_names_the_field_apprafter_render_names(admission_bed: KubeTestBed, webhook: Webhook,
                                                                   tmp_path: Path, case: str) -> None:
     expected, text = validate_and_admit(admission_bed, tmp_path, *SCHEMA_BREAKERS[case])
     fields = [line.split(": ", 1)[0] for line in text.splitlines()[1:]]
@@ -291,19 +292,23 @@ def test_certificate_rotation_mid_run_drops_no_request(admission_bed: KubeTestBe
     thread.start()
     try:
         old_serial = served_serial(webhook.port, webhook.cert.ca_path)
+        refusals = webhook.log().count(HALF_WRITTEN)
         webhook.cert.cert_path.write_bytes(rotated.cert_path.read_bytes())
-        time.sleep(1.0)  # a half-written pair: the webhook must keep serving the old one meanwhile
+        # A half-written pair: the webhook sees it, keeps serving the old one, and writes go on through it.
+        eventually("the webhook to refuse the half-written pair", lambda: webhook.log().count(HALF_WRITTEN) > refusals
+                   or None)
+        more_answers(answers, 3)
+        assert served_serial(webhook.port, webhook.cert.ca_path) == old_serial
         webhook.cert.key_path.write_bytes(rotated.key_path.read_bytes())
         eventually("the new certificate to be served",
                    lambda: served_serial(webhook.port, rotated.ca_path) != old_serial or None)
-        time.sleep(1.0)
+        more_answers(answers, 3)  # writes go on after the switch too
     finally:
         done.set()
         thread.join()
         webhook.cert.ca_path.write_bytes(new_ca.pem)
         webhook.ca = new_ca
     assert len(answers) > 5 and all(APPS in a for a in answers), [a for a in answers if APPS not in a][:3]
-    assert "new certificate/key pair does not load yet, keeping serial" in webhook.log()
     assert webhook.process is not None and webhook.process.popen.pid == pid
     # The API server sees the new certificate: trusting only the old CA fails, only the new one works. (Each
     # bundle is one it never had: it keeps a client per bundle, whose open connections keep their certificate.)
@@ -314,6 +319,15 @@ def test_certificate_rotation_mid_run_drops_no_request(admission_bed: KubeTestBe
         register(bed, webhook.base_url, new_ca.pem)
         eventually("the API server to verify the new certificate", lambda: APPS in apply(
             editor, bed, bad, dry_run=True).json().get("message", "") or None)
+
+
+HALF_WRITTEN = "new certificate/key pair does not load yet, keeping serial"
+
+
+def more_answers(answers: list[str], count: int) -> None:
+    """Wait until `count` more writes have been answered (by the thread appending to `answers`)."""
+    start = len(answers)
+    eventually(f"{count} more answered writes", lambda: len(answers) >= start + count or None)
 
 
 def served_serial(port: int, ca: Path) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.compare import covers
+from controller_runtime.compare import covers
 from tests.argocd import overrides
 from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
 from tests.reconciler.helpers import children, versions

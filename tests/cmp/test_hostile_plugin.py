@@ -52,8 +52,8 @@ def repo(tmp_path: Path) -> Path:
     ({"ARGOCD_APP_PARAMETERS": '[{"name": 7}]'},
      'argocd: ARGOCD_APP_PARAMETERS is not a list of parameters ({"name": ..., "string" | "array" | "map": ...})'),
     ({"ARGOCD_APP_PARAMETERS": f'[{{"name": "environment", "string": "{SECRET}"}}]'},
-     "apps/demo/apprafter/Application.cue:1:1: environment (not a DNS-1123 label) (from parameter 'environment') "
-     "is not declared; declared: dev, prod"),
+     "apps/demo/apprafter/Application.cue:9:2: spec.environments: environment (not a DNS-1123 label) (from "
+     "parameter 'environment') is not declared; declared: dev, prod"),
     ({"ARGOCD_ENV_APPRAFTER_MODE": "cr", "ARGOCD_ENV_apprafter_mode": "manifests"},
      "argocd: plugin env APPRAFTER_MODE and apprafter_mode set the same setting: keep one"),
     ({"APPRAFTER_CUE_TIMEOUT": "soon"}, "apprafter: APPRAFTER_CUE_TIMEOUT must be a number of seconds above 0 and "

@@ -71,7 +71,7 @@ class Operator:
                    if n == name and all(dict(ls).get(k) == want for k, want in labels.items()))
 
     def reconciles(self) -> float:
-        return self.metric("reconcile_total", controller="application")
+        return self.metric("apprafter_reconcile_total", controller="application")
 
     def writes(self) -> float:
         return self.metric("apprafter_kube_writes_total")

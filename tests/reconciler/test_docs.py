@@ -18,9 +18,10 @@ def test_every_flag_is_documented() -> None:
 
 
 def test_every_phase_and_reason_the_operator_writes_is_documented() -> None:
-    source = (REPO / "reconciler" / "application.py").read_text()
+    source = (REPO / "lifecycle" / "application.py").read_text() + (REPO / "reconciler" / "application.py").read_text()
     written = set(re.findall(r'Condition\([A-Z_]+, "(?:True|False|Unknown)", "([A-Za-z]+)"', source))
-    written |= set(re.findall(r'phase = "([A-Za-z]+)"', source)) | set(re.findall(r'_fail\("([A-Za-z]+)"', source))
+    written |= set(re.findall(r'phase = "([A-Za-z]+)"', source)) | set(re.findall(r'Refusal\("([A-Za-z]+)"', source))
+    written |= set(re.findall(r'"phase": "([A-Za-z]+)"', source)) | set(re.findall(r'Note\("([A-Za-z]+)"', source))
     written |= {w for pair in re.findall(r'\("([A-Za-z]+)", "([A-Za-z]+)"\)', source) for w in pair}
     assert written >= {"InvalidSpec", "InvalidStatus", "WaitingForClaims", "AwaitingMigrationApproval", "Applied",
                        "Progressing", "Retrying", "Failed", "ApplyFailed"}
@@ -32,12 +33,15 @@ PLATFORM_DOC = (REPO / "docs" / "platform-stack.md").read_text()
 
 def test_every_reason_and_event_of_the_platformstack_controller_is_documented() -> None:
     written = set()
-    for module in ("reconciler/platformstack.py", "platform_stack/upstream.py", "reconciler/plans.py"):
+    for module in ("reconciler/platformstack.py", "reconciler/stack_sources.py", "lifecycle/platformstack.py",
+                   "lifecycle/stack_inputs.py", "platform_stack/upstream.py", "reconciler/plans.py"):
         source = (REPO / module).read_text()
         written |= set(re.findall(r'Condition\([A-Z_]+, "(?:True|False|Unknown)", "([A-Za-z]+)"', source))
         written |= set(re.findall(r'Finding\(\s*"([A-Za-z]+)"', source))
         written |= set(re.findall(r'recorder\.event\((?:self\.obj|regarding), "([A-Za-z]+)"', source))
         written |= set(re.findall(r'\("(?:Unknown|False)", "([A-Za-z]+)"\)', source))
+        written |= set(re.findall(r'Note\("([A-Za-z]+)"', source))
+        written |= set(re.findall(r'invalid\(self.obj, "([A-Za-z]+)"', source))
     assert written >= {"Applied", "AwaitingMigrationApproval", "VerificationFailed", "TagMoved", "NotConfigured",
                        "KeysUnavailable", "CredentialsUnavailable", "RegistryUnavailable", "CheckFailed",
                        "VersionNotFound", "NoVersionAvailable", "InvalidSpec", "InvalidChart", "UnsupportedKubernetes",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.compare import covers
+from controller_runtime.compare import covers
 from tests.reconciler.helpers import (
     app,
     apply,

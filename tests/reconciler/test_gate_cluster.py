@@ -12,7 +12,7 @@ import pytest
 
 from compatibility.application import deployment
 from compatibility.inputs import parse_cr
-from reconciler.compare import covers
+from controller_runtime.compare import covers
 from renderer.render import render_loaded
 from tests.reconciler.helpers import (
     API,

@@ -3,7 +3,6 @@ Application and never stops the loop, a hand-written baseline is not trusted."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -45,18 +44,22 @@ def ready_app(bed: KubeTestBed, base: dict[str, Any] | None = None) -> str:
     return ns
 
 
-def settled(operator: Operator, quiet: float) -> float:
-    """Wait until the operator has written nothing for `quiet` seconds; its write count then."""
-    last, since = operator.writes(), time.monotonic()
-    deadline = since + 60
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
+def resynced(operator: Operator, apps: int) -> None:
+    """Wait for one more full resync: every Application reconciled once more (events add reconciles too)."""
+    start = operator.reconciles()
+    wait("a resync", lambda: operator.reconciles() >= start + apps or None, 30)
+
+
+def settled(operator: Operator, apps: int, rounds: int = 10) -> float:
+    """Resync until a whole round writes nothing (the work the test caused is done); the write count then."""
+    last = operator.writes()
+    for _ in range(rounds):
+        resynced(operator, apps)
         now = operator.writes()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
+        if now == last:
             return now
-    raise AssertionError("the operator kept writing")
+        last = now
+    raise AssertionError(f"the operator kept writing through {rounds} resyncs")
 
 
 def snapshot(bed: KubeTestBed, namespaces: list[str]) -> dict[str, Any]:
@@ -75,11 +78,11 @@ def test_a_resync_that_finds_nothing_to_change_writes_nothing(bed: KubeTestBed, 
     failed = fresh_namespace(bed, "life")
     apply(bed, cr(failed, edit(env={"bad-key": "x"})))
     wait_phase(bed, failed, "Failed")
-    writes = settled(operator, quiet=2.5)  # the resync period is 2 s
-    before = snapshot(bed, [ready, held, failed])
-    reconciles = operator.reconciles()
     apps = len(bed.http.get(f"/apis/{API}/applications").json()["items"])
-    wait("two resyncs", lambda: operator.reconciles() >= reconciles + 2 * apps or None, 30)
+    writes = settled(operator, apps)
+    before = snapshot(bed, [ready, held, failed])
+    resynced(operator, apps)
+    resynced(operator, apps)
     assert operator.writes() == writes, "a no-op resync wrote to the API server"
     assert snapshot(bed, [ready, held, failed]) == before
 
@@ -170,15 +173,15 @@ def test_a_child_the_api_server_refuses_is_reported_and_retried(bed: KubeTestBed
                     "metadata": {"labels": {"made": "by-hand"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
     bed.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
-    errors = operator.metric("reconcile_errors_total", controller="application")
+    errors = operator.metric("apprafter_reconcile_errors_total", controller="application")
     apply(bed, cr(ns, INTERNAL))
     st = wait_phase(bed, ns, "Failed")
     ready = condition(st, "Ready")
     assert ready and ready["reason"] == "ApplyFailed"
     assert "Deployment" in ready["message"] and "immutable" in ready["message"]
     assert "lastAppliedSpec" not in st
-    wait("the error counted", lambda: operator.metric("reconcile_errors_total", controller="application") > errors
-         or None)
+    wait("the error counted",
+         lambda: operator.metric("apprafter_reconcile_errors_total", controller="application") > errors or None)
     bed.delete("apps/v1", "Deployment", "demo", ns)
     wait_phase(bed, ns, "Ready", timeout=30)  # retried with backoff (capped at 2 s here)
 
@@ -187,6 +190,9 @@ def test_probes_and_metrics(operator: Operator) -> None:
     assert operator.healthz() == 200
     assert operator.readyz() == (200, "running")
     names = {name for name, _ in operator.metrics()}
-    assert {"reconcile_total", "reconcile_errors_total", "reconcile_duration_seconds_bucket",
-            "apprafter_kube_writes_total", "apprafter_workqueue_depth", "apprafter_watch_restarts_total"} <= names
-    assert operator.metric("reconcile_duration_seconds_count", controller="application") > 0
+    expected = {"apprafter_reconcile_total", "apprafter_reconcile_errors_total",
+                "apprafter_reconcile_duration_seconds_bucket", "apprafter_kube_writes_total",
+                "apprafter_workqueue_depth", "apprafter_watch_restarts_total", "apprafter_workqueue_adds_total",
+                "apprafter_kube_requests_total"}
+    assert expected <= names
+    assert operator.metric("apprafter_reconcile_duration_seconds_count", controller="application") > 0

@@ -13,10 +13,11 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.compare import covers, owned_fields_wanted, up_to_date
-from reconciler.conditions import Condition, render
-from reconciler.kube import KubeConfigError, load_config
-from reconciler.queue import WorkQueue
+from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
+from controller_runtime.errors import KubeConfigError
+from controller_runtime.kubeconfig import load_config
+from controller_runtime.queue import WorkQueue
+from lifecycle.conditions import Condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
 from renderer.manifests import KINDS
@@ -60,7 +61,6 @@ def test_a_changed_value_or_a_dropped_field_needs_an_apply() -> None:
 
 
 @pytest.mark.parametrize(("live", "desired", "same"), [
-    ("500m", "0.5", True), ("1Gi", "1024Mi", True), ("1", "1000m", True), ("1Gi", "1G", False),
     (1, 1.0, True), (True, 1, False), ("a", "a", True), (None, {}, True), (None, [], True), ([], [], True),
     ([1, 2], [1, 2], True), ([1, 2], [2, 1], False),
     ([{"a": 1, "d": 0}, {"x": 9}, {"b": 2}], [{"a": 1}, {"b": 2}], True),  # others' items between ours
@@ -68,6 +68,24 @@ def test_a_changed_value_or_a_dropped_field_needs_an_apply() -> None:
 ])
 def test_covers(live: Any, desired: Any, same: bool) -> None:
     assert covers(live, desired) is same
+
+
+@pytest.mark.parametrize(("live", "desired", "same"), [
+    ("500m", "0.5", True), ("1Gi", "1024Mi", True), ("1", "1000m", True), ("1Gi", "1G", False),
+    ("1k", "1e3", True), ("500m", ".5", True), ("2", "2.0", True), ("1", "2", False), ("1", "nonsense", False),
+])
+def test_quantities_are_compared_by_value_where_the_api_server_makes_them_canonical(live: str, desired: str,
+                                                                                    same: bool) -> None:
+    def resources(value: str) -> dict[str, Any]:
+        return {"resources": {"requests": {"cpu": value}, "limits": {"memory": value}}}
+    assert covers(resources(live), resources(desired)) is same
+    assert covers({"emptyDir": {"sizeLimit": live}}, {"emptyDir": {"sizeLimit": desired}}) is same
+
+
+def test_strings_elsewhere_are_compared_as_written() -> None:
+    # an env value changed from "1000" to "1e3" is a change to apply, though both read as the same quantity
+    assert not covers({"env": [{"name": "N", "value": "1000"}]}, {"env": [{"name": "N", "value": "1e3"}]})
+    assert not covers({"replicas": "0.5"}, {"replicas": "500m"})
 
 
 def test_conditions_keep_their_transition_time_while_the_status_holds() -> None:

@@ -227,7 +227,7 @@ def idle(operator: Operator, quiet: float = 1.0) -> None:
     seen = {"count": -1.0, "since": time.monotonic()}
 
     def still() -> bool | None:
-        count = operator.metric("reconcile_total", controller="platformstack")
+        count = operator.metric("apprafter_reconcile_total", controller="platformstack")
         if count != seen["count"]:
             seen.update(count=count, since=time.monotonic())
         return True if time.monotonic() - seen["since"] >= quiet else None

@@ -3,35 +3,37 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-_QUANTITY = re.compile(r"^([+-]?[0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
-_FACTORS: dict[str | None, Decimal] = {
-    None: Decimal(1), "m": Decimal("0.001"), "k": Decimal(10**3), "M": Decimal(10**6), "G": Decimal(10**9),
-    "T": Decimal(10**12), "P": Decimal(10**15), "E": Decimal(10**18), "Ki": Decimal(2**10), "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
+from lightkube.utils.quantity import parse_quantity
+
+__all__ = ["covers", "owned_fields_wanted", "status_up_to_date", "up_to_date"]
 
 
 def _quantity(value: str) -> Decimal | None:
-    """A Kubernetes quantity's value ("500m" == "0.5"): the API server stores quantities in canonical form."""
-    m = _QUANTITY.match(value)
-    if not m:
-        return None
+    """A Kubernetes quantity's value ("500m" == "0.5", "1e3" == "1k"): the API server stores them canonical."""
     try:
-        return Decimal(m[1]) * _FACTORS[m[2]]
-    except InvalidOperation:
+        return parse_quantity(value)
+    except ValueError:
         return None
 
 
-def covers(live: Any, desired: Any) -> bool:
+# Where the API server rewrites a value in canonical form ("0.5" is stored as "500m"): the values of these maps
+# (container resources, quotas) and these fields. Anywhere else "1e3" and "1000" are different strings.
+_QUANTITY_MAPS = frozenset({"requests", "limits", "hard", "capacity", "allocatable", "overhead"})
+_QUANTITY_FIELDS = frozenset({"sizeLimit"})
+
+
+def covers(live: Any, desired: Any, *, quantity: bool = False, quantity_map: bool = False) -> bool:
     """Every field of `desired` is in `live` with the same value (live may hold defaults and others' fields)."""
     if isinstance(desired, Mapping):
         if not desired:
             return live is None or isinstance(live, Mapping)
-        return isinstance(live, Mapping) and all(covers(live.get(k), v) for k, v in desired.items())
+        return isinstance(live, Mapping) and all(
+            covers(live.get(k), v, quantity=quantity_map or k in _QUANTITY_FIELDS, quantity_map=k in _QUANTITY_MAPS)
+            for k, v in desired.items())
     if isinstance(desired, list):
         if not desired:
             return live is None or live == []
@@ -40,7 +42,7 @@ def covers(live: Any, desired: Any) -> bool:
         if all(isinstance(d, Mapping) for d in desired):
             return _in_order(live, desired)
         return len(live) == len(desired) and all(covers(a, b) for a, b in zip(live, desired, strict=True))
-    if isinstance(desired, str) and isinstance(live, str) and desired != live:
+    if quantity and isinstance(desired, str) and isinstance(live, str) and desired != live:
         a, b = _quantity(desired), _quantity(live)
         return a is not None and a == b
     return (bool(live == desired) and type(live) is type(desired)) or _same_number(live, desired)
@@ -119,13 +121,3 @@ def status_up_to_date(live: Mapping[str, Any] | None, status: Mapping[str, Any],
     if live is None:
         return False
     return covers(live.get("status"), status) and owned_fields_wanted(live, {"status": status}, manager, "status")
-
-
-def foreign_writers(obj: Mapping[str, Any], field: str, manager: str) -> list[str]:
-    """Field managers other than `manager` that wrote status.<field> (a hand-written baseline is not trusted)."""
-    out = []
-    for entry in obj["metadata"].get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
-        if f"f:{field}" in fields and entry.get("manager") != manager:
-            out.append(str(entry.get("manager") or "(unnamed)"))
-    return sorted(set(out))

@@ -7,30 +7,17 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from prometheus_client import Counter
+from controller_runtime.client import ALL_NAMESPACES, Kube
+from controller_runtime.errors import KubeError
+from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
+from controller_runtime.metrics import WATCH_RESTARTS
+from controller_runtime.objects import Key, controller_uid, key_of
 
-from reconciler.kube import ALL_NAMESPACES, Kube, KubeError
-from renderer.manifests import Kind
+__all__ = ["Handler", "Informer"]
 
 log = logging.getLogger("apprafter.informer")
-WATCH_RESTARTS = Counter("apprafter_watch_restarts", "Watches restarted, by cause (resume: from the last "
-                         "resourceVersion; relist: after 410 Gone or at start)", ["resource", "cause"])
 
-Key = tuple[str, str]  # (namespace, name)
 Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, object)
-
-
-def key_of(obj: Mapping[str, Any]) -> Key:
-    meta = obj.get("metadata", {})
-    return str(meta.get("namespace", "")), str(meta.get("name", ""))
-
-
-def controller_uid(obj: Mapping[str, Any]) -> str | None:
-    """The uid of an object's controlling owner."""
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
 
 
 def _version(obj: Mapping[str, Any]) -> int | None:
@@ -41,10 +28,10 @@ def _version(obj: Mapping[str, Any]) -> int | None:
 class Informer:
     """Objects of one kind (optionally one label selector) in the watched namespaces, kept current by watches."""
 
-    def __init__(self, kube: Kube, kind: Kind, namespaces: Sequence[str] = (ALL_NAMESPACES,),
+    def __init__(self, kube: Kube, kind: KindLike, namespaces: Sequence[str] = (ALL_NAMESPACES,),
                  labels: Mapping[str, str] | None = None, max_delay: float = 5.0) -> None:
         self.kube = kube
-        self.kind = kind
+        self.kind: GroupVersionKind = gvk(kind)
         self.namespaces = tuple(namespaces) or (ALL_NAMESPACES,)
         self.labels = dict(labels or {})
         self.max_delay = max_delay
@@ -54,6 +41,10 @@ class Informer:
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
         self.not_served: str | None = None  # why the kind cannot be listed (e.g. its CRD is not installed)
+
+    @property
+    def name(self) -> str:
+        return str(self.kind)
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.store.get((namespace, name))
@@ -135,13 +126,13 @@ class Informer:
                 self.not_served = str(e) if e.code == 404 else None
                 if e.code == 404:
                     self._mark_listed(namespace)  # nothing to wait for: reported when an object of it is applied
-                log.warning("list failed, retrying", extra={"resource": self.kind.plural, "error": str(e),
+                log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
                                                             "retry_in": delay})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_delay)
                 continue
             self.not_served = None
-            WATCH_RESTARTS.labels(self.kind.plural, "relist").inc()
+            WATCH_RESTARTS.labels(self.name, "relist").inc()
             self._replace(namespace, items)
             self._mark_listed(namespace)
             await self._watch(namespace, version)
@@ -164,13 +155,13 @@ class Informer:
                         self._event(event, obj)
             except KubeError as e:
                 if e.code == 410:
-                    log.info("watch expired (410 Gone): re-listing", extra={"resource": self.kind.plural})
+                    log.info("watch expired (410 Gone): re-listing", extra={"resource": self.name})
                     return
-                WATCH_RESTARTS.labels(self.kind.plural, "resume").inc()
+                WATCH_RESTARTS.labels(self.name, "resume").inc()
                 log.warning("watch failed, resuming from the last resourceVersion",
-                            extra={"resource": self.kind.plural, "resource_version": version, "error": str(e),
+                            extra={"resource": self.name, "resource_version": version, "error": str(e),
                                    "retry_in": delay})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_delay)
                 continue
-            WATCH_RESTARTS.labels(self.kind.plural, "resume").inc()  # the server closed it: carry on
+            WATCH_RESTARTS.labels(self.name, "resume").inc()  # the server closed it: carry on

@@ -10,28 +10,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import datetime
 import logging
 import os
 import socket
 import time
 from typing import Any
 
-from prometheus_client import Gauge
+from controller_runtime.client import Kube
+from controller_runtime.errors import KubeError
+from controller_runtime.kinds import GroupVersionKind
+from controller_runtime.metrics import LEADER
+from toolchain.timestamps import micro_time
 
-from reconciler.kube import LEASE_KIND, Kube, KubeError
+__all__ = ["LEASE", "LeaderElector", "LeaseSettings", "default_identity"]
 
 log = logging.getLogger("apprafter.lease")
-LEADER = Gauge("apprafter_leader", "1 while this replica holds the leader lease", ["identity"])
+LEASE = GroupVersionKind("coordination.k8s.io/v1", "Lease")
 
 
 def default_identity() -> str:
     """POD_NAME (set from the downward API), else hostname_pid."""
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
-
-
-def _micro_time() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclasses.dataclass
@@ -51,7 +50,7 @@ class LeaderElector:
 
     def __init__(self, kube: Kube, settings: LeaseSettings) -> None:
         self.kube = kube
-        self.s = settings
+        self.settings = settings
         self.leading = False
         self.standing_by = False  # another replica holds the lease (as opposed to: the API cannot be reached)
         self._observed: tuple[Any, ...] | None = None
@@ -60,25 +59,25 @@ class LeaderElector:
 
     async def _try(self) -> bool:
         """One attempt to take or renew the lease; False when another replica holds a live one."""
-        lease = await self.kube.get(LEASE_KIND, self.s.name, self.s.namespace)
-        now = _micro_time()
-        spec: dict[str, Any] = {"holderIdentity": self.s.identity,
-                                "leaseDurationSeconds": max(1, round(self.s.lease_duration)),
+        lease = await self.kube.get(LEASE, self.settings.name, self.settings.namespace)
+        now = micro_time()
+        spec: dict[str, Any] = {"holderIdentity": self.settings.identity,
+                                "leaseDurationSeconds": max(1, round(self.settings.lease_duration)),
                                 "acquireTime": now, "renewTime": now, "leaseTransitions": 0}
         if lease is None:
-            await self.kube.create({"apiVersion": LEASE_KIND.api_version, "kind": "Lease",
-                                    "metadata": {"name": self.s.name, "namespace": self.s.namespace}, "spec": spec})
+            await self.kube.create({"apiVersion": LEASE.api_version, "kind": LEASE.kind, "spec": spec,
+                                    "metadata": {"name": self.settings.name, "namespace": self.settings.namespace}})
             return True
         old = lease.get("spec") or {}
         record = (old.get("holderIdentity"), old.get("renewTime"), old.get("leaseTransitions"))
         if record != self._observed:
             self._observed, self._observed_at = record, time.monotonic()
         holder = old.get("holderIdentity")
-        duration = float(old.get("leaseDurationSeconds") or self.s.lease_duration)
-        if holder and holder != self.s.identity and time.monotonic() < self._observed_at + duration:
+        duration = float(old.get("leaseDurationSeconds") or self.settings.lease_duration)
+        if holder and holder != self.settings.identity and time.monotonic() < self._observed_at + duration:
             return False
         transitions = int(old.get("leaseTransitions") or 0)
-        if holder == self.s.identity:
+        if holder == self.settings.identity:
             spec["acquireTime"] = old.get("acquireTime") or now
             spec["leaseTransitions"] = transitions
         else:
@@ -99,57 +98,57 @@ class LeaderElector:
                     return True
                 self.standing_by = True
                 if not announced:
-                    log.info("standing by: another replica leads", extra={"lease": self.s.name,
-                                                                         "identity": self.s.identity})
+                    log.info("standing by: another replica leads", extra={"lease": self.settings.name,
+                                                                         "identity": self.settings.identity})
                     announced = True
             except KubeError as e:
                 self.standing_by = False
-                log.warning("lease not acquired", extra={"lease": self.s.name, "error": str(e)})
-            await _wait(stop, self.s.retry_period)
+                log.warning("lease not acquired", extra={"lease": self.settings.name, "error": str(e)})
+            await _wait(stop, self.settings.retry_period)
         return False
 
     async def keep(self, stop: asyncio.Event) -> None:
         """Renew every retry period until `stop`; return early when leadership is lost (renew deadline passed)."""
         last = time.monotonic()
         while not stop.is_set():
-            await _wait(stop, self.s.retry_period if time.monotonic() - last < self.s.retry_period else 0)
+            await _wait(stop, self.settings.retry_period if time.monotonic() - last < self.settings.retry_period else 0)
             if stop.is_set():
                 return
             try:
                 if await self._try():
                     last = time.monotonic()
                     continue
-                log.error("lost the lease to another replica", extra={"lease": self.s.name})
+                log.error("lost the lease to another replica", extra={"lease": self.settings.name})
                 self._lead(False)
                 return
             except KubeError as e:
-                log.warning("lease renewal failed", extra={"lease": self.s.name, "error": str(e)})
-            if time.monotonic() - last > self.s.renew_deadline:
+                log.warning("lease renewal failed", extra={"lease": self.settings.name, "error": str(e)})
+            if time.monotonic() - last > self.settings.renew_deadline:
                 log.error("could not renew the lease within the renew deadline: stepping down",
-                          extra={"lease": self.s.name, "renew_deadline": self.s.renew_deadline})
+                          extra={"lease": self.settings.name, "renew_deadline": self.settings.renew_deadline})
                 self._lead(False)
                 return
-            await _wait(stop, min(1.0, self.s.retry_period))
+            await _wait(stop, min(1.0, self.settings.retry_period))
 
     async def release(self) -> None:
         """On a clean stop: hand the lease back so a standby takes over at once instead of after expiry."""
         if not self.leading:
             return
         try:
-            lease = await self.kube.get(LEASE_KIND, self.s.name, self.s.namespace)
-            if lease and (lease.get("spec") or {}).get("holderIdentity") == self.s.identity:
-                spec = {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time()}
+            lease = await self.kube.get(LEASE, self.settings.name, self.settings.namespace)
+            if lease and (lease.get("spec") or {}).get("holderIdentity") == self.settings.identity:
+                spec = {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()}
                 await self.kube.replace({**lease, "spec": spec})
         except KubeError as e:
-            log.warning("lease not released", extra={"lease": self.s.name, "error": str(e)})
+            log.warning("lease not released", extra={"lease": self.settings.name, "error": str(e)})
         self._lead(False)
 
     def _lead(self, leading: bool) -> None:
         self.leading = leading
         self.standing_by = False
-        LEADER.labels(self.s.identity).set(1 if leading else 0)
+        LEADER.labels(self.settings.identity).set(1 if leading else 0)
         if leading:
-            log.info("leading", extra={"lease": self.s.name, "identity": self.s.identity})
+            log.info("leading", extra={"lease": self.settings.name, "identity": self.settings.identity})
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

@@ -1,9 +1,10 @@
-"""The operator process: shared informers, one work queue, workers, periodic resync, leader election,
-probes and metrics, for any number of controllers (the Application reconciler and the PlatformStack controller).
+"""The controller manager: shared informers, one work queue, workers, periodic resync, leader election, probes and
+metrics, for any number of controllers.
 
-A controller names its primary kind and the kinds it watches (with a function from a watched object to
-the primary objects to reconcile), and reconciles one (namespace, name) at a time. Errors requeue the key
-with capped exponential backoff; nothing a controller raises stops the loop.
+A controller names its primary kind and the kinds it watches (with a function from a watched object to the
+primary objects to reconcile), and reconciles one (namespace, name) at a time, returning a typed outcome
+(controller_runtime.outcomes). What it raises maps onto the same outcomes by the error's retry class; nothing a
+controller raises stops the loop.
 """
 
 from __future__ import annotations
@@ -16,23 +17,21 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from prometheus_client import Counter, Gauge, Histogram
+from controller_runtime.client import ALL_NAMESPACES, Kube
+from controller_runtime.events import Recorder
+from controller_runtime.informer import Informer
+from controller_runtime.kinds import KindLike, gvk
+from controller_runtime.lease import LeaderElector
+from controller_runtime.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, RECONCILE_TOTAL, WORK_DURATION
+from controller_runtime.objects import Key
+from controller_runtime.outcomes import Done, Outcome, Requeue, Terminal, outcome_of
+from controller_runtime.probes import Health
+from controller_runtime.queue import WorkQueue
+from toolchain.errors import AppRafterError
 
-from reconciler.events import Recorder
-from reconciler.informer import Informer, Key, key_of
-from reconciler.kube import ALL_NAMESPACES, Kube, KubeError
-from reconciler.lease import LeaderElector
-from reconciler.queue import WorkQueue
-from reconciler.serve import Health
-from renderer.manifests import Kind
+__all__ = ["Controller", "Manager", "Runtime", "Settings", "Watch"]
 
 log = logging.getLogger("apprafter.operator")
-
-RECONCILE_TOTAL = Counter("reconcile", "Reconciles finished, by controller and result", ["controller", "result"])
-RECONCILE_ERRORS = Counter("reconcile_errors", "Reconciles that failed (requeued with backoff)", ["controller"])
-RECONCILE_DURATION = Histogram("reconcile_duration_seconds", "Time per reconcile", ["controller"],
-                               buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-QUEUE_DEPTH = Gauge("apprafter_workqueue_depth", "Keys waiting for a worker")
 
 QueueKey = tuple[str, str, str]  # (controller, namespace, name)
 
@@ -41,36 +40,31 @@ QueueKey = tuple[str, str, str]  # (controller, namespace, name)
 class Watch:
     """A kind a controller watches, and which of its primary objects an event on it concerns."""
 
-    kind: Kind
+    kind: KindLike
     labels: Mapping[str, str]
     primaries: Callable[[Mapping[str, Any]], Iterable[Key]]
-    namespaces: tuple[str, ...] = ()  # empty: the operator's --namespace list (every namespace by default)
-
-
-class RetryLater(Exception):
-    """A reconcile that could not finish for a reason outside the cluster (a registry down, a signature that does
-    not verify); its status says why. Retried with backoff, like a failed API request."""
+    namespaces: tuple[str, ...] = ()  # empty: the manager's namespace list (every namespace by default)
 
 
 class Controller(Protocol):
-    """What the loop needs from a controller."""
+    """What the manager needs from a controller."""
 
     name: str
-    primary: Kind
-    namespaces: tuple[str, ...]  # of the primary kind; empty: the operator's --namespace list
+    primary: KindLike
+    namespaces: tuple[str, ...]  # of the primary kind; empty: the manager's namespace list
 
     def watches(self) -> Sequence[Watch]: ...
 
     def bind(self, runtime: Runtime) -> None: ...
 
-    async def reconcile(self, namespace: str, name: str) -> float | None:
-        """Bring one object to its desired state; returns seconds until it should be looked at again, if any."""
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        """Bring one object to its desired state; say whether and when to look at it again."""
         ...
 
 
 @dataclasses.dataclass
 class Settings:
-    """How the loop runs (flags of `apprafter operator`)."""
+    """How the manager runs."""
 
     namespaces: tuple[str, ...] = ()
     resync: float = 300.0
@@ -79,37 +73,21 @@ class Settings:
 
 
 class Runtime:
-    """What controllers share: the client, the informers (one per kind and label selector), events."""
+    """What controllers share: the client, the informers (one per kind, label selector and namespaces), events."""
 
-    def __init__(self, kube: Kube, settings: Settings, identity: str) -> None:
+    def __init__(self, kube: Kube, settings: Settings, recorder: Recorder) -> None:
         self.kube = kube
         self.settings = settings
-        self.recorder = Recorder(kube, identity)
+        self.recorder = recorder
         self.informers: dict[tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]], Informer] = {}
 
-    def informer(self, kind: Kind, labels: Mapping[str, str] | None = None,
+    def informer(self, kind: KindLike, labels: Mapping[str, str] | None = None,
                  namespaces: tuple[str, ...] = ()) -> Informer:
-        key = (kind.api_version, kind.kind, tuple(sorted((labels or {}).items())), namespaces)
+        key = (*gvk(kind), tuple(sorted((labels or {}).items())), namespaces)
         if key not in self.informers:
             self.informers[key] = Informer(self.kube, kind, namespaces or self.settings.namespaces or (ALL_NAMESPACES,),
                                            labels)
         return self.informers[key]
-
-
-def controller_owners(kind: Kind) -> Callable[[Mapping[str, Any]], Iterable[Key]]:
-    """Primary keys of a watched object: its controlling owner of `kind` (same namespace)."""
-
-    def owners(obj: Mapping[str, Any]) -> Iterable[Key]:
-        meta = obj.get("metadata", {})
-        for ref in meta.get("ownerReferences") or []:
-            if ref.get("controller") and ref.get("kind") == kind.kind and ref.get("apiVersion") == kind.api_version:
-                yield str(meta.get("namespace", "")), str(ref.get("name", ""))
-
-    return owners
-
-
-def itself(obj: Mapping[str, Any]) -> Iterable[Key]:
-    yield key_of(obj)
 
 
 class Manager:
@@ -153,7 +131,7 @@ class Manager:
     async def _lead(self, stop: asyncio.Event) -> int:
         self.health.ready, self.health.state = False, "syncing caches"
         informers = list(self.runtime.informers.values())
-        tasks = [asyncio.create_task(i.run(), name=f"informer {i.kind.plural}") for i in informers]
+        tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in informers]
         try:
             synced = asyncio.gather(*(i.synced.wait() for i in self.runtime.informers.values()))
             await _first(synced, stop.wait())
@@ -188,7 +166,6 @@ class Manager:
                 # a standby is ready (it is healthy and waits its turn); a replica that cannot reach the API is not
                 self.health.ready = self.elector.standing_by
                 self.health.state = "standby" if self.elector.standing_by else "waiting for the lease"
-            QUEUE_DEPTH.set(self.queue.depth())
             await asyncio.sleep(1.0)
 
     async def _resync(self, stop: asyncio.Event) -> None:
@@ -202,6 +179,7 @@ class Manager:
     async def _worker(self) -> None:
         while True:
             key = await self.queue.get()
+            started = time.perf_counter()
             try:
                 await self._process(key)
             except asyncio.CancelledError:
@@ -211,38 +189,49 @@ class Manager:
                 with contextlib.suppress(Exception):
                     log.error("worker failure", extra={"key": "/".join(key), "error": repr(e)})
             finally:
+                WORK_DURATION.labels(self.queue.name).observe(time.perf_counter() - started)
                 self.queue.done(key)
 
     async def _process(self, key: QueueKey) -> None:
-        """One reconcile with its metrics; failures requeue the key with backoff."""
+        """One reconcile with its metrics; its outcome decides whether and when the key comes back."""
         controller_name, namespace, name = key
         controller = self.controllers[controller_name]
         started = time.perf_counter()
-        result = "success"
+        fields = {"controller": controller_name, "namespace": namespace, "object": name}
+        raised = False
         try:
-            again = await controller.reconcile(namespace, name)
-            self.queue.forget(key)
-            if again is not None:
-                result = "requeue"
-                self.queue.add_after(key, again)
+            outcome: Outcome = await controller.reconcile(namespace, name)
         except asyncio.CancelledError:
             raise
-        except (KubeError, RetryLater) as e:
-            result = "error"
-            RECONCILE_ERRORS.labels(controller_name).inc()
-            delay = self.queue.backoff(key)
-            log.warning("reconcile failed: retrying", extra={
-                "controller": controller_name, "namespace": namespace, "object": name, "error": str(e),
-                "retry_in": delay})
-        except Exception:
-            result = "error"
-            RECONCILE_ERRORS.labels(controller_name).inc()
-            delay = self.queue.backoff(key)
-            log.exception("reconcile crashed: retrying", extra={
-                "controller": controller_name, "namespace": namespace, "object": name, "retry_in": delay})
+        except AppRafterError as e:
+            outcome, raised = outcome_of(e), True
+            log.warning("reconcile failed", extra={**fields, "error": str(e), "retryable": e.retryable})
+        except Exception as e:
+            outcome, raised = Requeue(f"{type(e).__name__}: {e}"), True
+            log.exception("reconcile crashed: retrying", extra=fields)
         finally:
             RECONCILE_DURATION.labels(controller_name).observe(time.perf_counter() - started)
-            RECONCILE_TOTAL.labels(controller_name, result).inc()
+        result = self._settle(key, outcome, fields)
+        if raised:
+            RECONCILE_ERRORS.labels(controller_name).inc()
+            result = "error"
+        RECONCILE_TOTAL.labels(controller_name, result).inc()
+
+    def _settle(self, key: QueueKey, outcome: Outcome, fields: Mapping[str, str]) -> str:
+        """Schedule the key as the outcome says; the result label for the metrics."""
+        if isinstance(outcome, Done):
+            self.queue.forget(key)
+            if outcome.after is not None:
+                self.queue.add_after(key, outcome.after)
+                return "requeue_after"
+            return "success"
+        if isinstance(outcome, Terminal):
+            self.queue.forget(key)
+            log.info("reconcile ended: waiting for a change", extra={**fields, "reason": outcome.reason})
+            return "terminal"
+        delay = self.queue.retry(key, outcome.after)
+        log.info("requeued", extra={**fields, "reason": outcome.reason, "retry_in": delay})
+        return "requeue"
 
 
 async def _first(*aws: Any) -> None:

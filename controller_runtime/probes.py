@@ -10,6 +10,8 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
+__all__ = ["Health", "Servers"]
+
 STALL_SECONDS = 30.0  # the event loop beats every second; this long without a beat is a stuck process
 
 

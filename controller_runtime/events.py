@@ -1,25 +1,31 @@
-"""events.k8s.io/v1 Events on the objects we reconcile; one per occurrence key, so a retry never duplicates one."""
+"""events.k8s.io/v1 Events on the objects a controller reconciles; one per occurrence key, so a retried reconcile
+never duplicates one."""
 
 from __future__ import annotations
 
-import datetime
 import hashlib
 import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from reconciler.kube import EVENT_KIND, Kube, KubeError
+from controller_runtime.client import Kube
+from controller_runtime.errors import KubeError
+from controller_runtime.kinds import GroupVersionKind
+from toolchain.timestamps import micro_time
+
+__all__ = ["EVENT", "MAX_NOTE", "Recorder"]
 
 log = logging.getLogger("apprafter.events")
-REPORTING_CONTROLLER = "apprafter.io/operator"
+EVENT = GroupVersionKind("events.k8s.io/v1", "Event")
 MAX_NOTE = 1024  # the API's limit
 
 
 class Recorder:
     """Creates Events named after (object, reason, occurrence): the second create of one answers 409."""
 
-    def __init__(self, kube: Kube, instance: str) -> None:
+    def __init__(self, kube: Kube, controller: str, instance: str) -> None:
         self.kube = kube
+        self.controller = controller  # reportingController, e.g. example.io/operator
         self.instance = instance[:128]
 
     async def event(self, regarding: Mapping[str, Any], reason: str, note: str, occurrence: str, *,
@@ -27,10 +33,9 @@ class Recorder:
         meta = regarding["metadata"]
         digest = hashlib.sha256(f"{reason}\0{occurrence}".encode()).hexdigest()[:16]
         body = {
-            "apiVersion": EVENT_KIND.api_version, "kind": "Event",
+            "apiVersion": EVENT.api_version, "kind": EVENT.kind,
             "metadata": {"name": f"{meta['name']}.{digest}", "namespace": meta["namespace"]},
-            "eventTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": REPORTING_CONTROLLER, "reportingInstance": self.instance,
+            "eventTime": micro_time(), "reportingController": self.controller, "reportingInstance": self.instance,
             "action": action, "reason": reason, "type": type_,
             "note": note if len(note) <= MAX_NOTE else note[: MAX_NOTE - 1] + "…",
             "regarding": {"apiVersion": regarding["apiVersion"], "kind": regarding["kind"], "name": meta["name"],

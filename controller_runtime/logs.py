@@ -7,6 +7,8 @@ import json
 import logging
 import sys
 
+__all__ = ["JsonFormatter", "setup"]
+
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
 
 

@@ -1,0 +1,251 @@
+"""The API client controllers and commands share: plain dicts in and out, kinds resolved by discovery, errors as
+KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists,
+watches); raw paths (discovery, /version) go through an httpx client lightkube's client adapter builds from the
+same kubeconfig."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.config import client_adapter
+from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+from lightkube.types import CascadeType, PatchType
+
+from controller_runtime.discovery import Discovery, ResourceInfo
+from controller_runtime.errors import KubeConfigError, KubeError
+from controller_runtime.kinds import KindLike, gvk, gvk_of
+from controller_runtime.metrics import REQUESTS, WRITES
+
+__all__ = ["ALL_NAMESPACES", "Kube", "retry_after"]
+
+ALL_NAMESPACES = "*"
+
+def _resource_class(info: ResourceInfo) -> type[Any]:
+    """lightkube's generic (dict-backed) resource class for a discovered resource, with its Status subresource.
+    Made once per kind here: lightkube 0.22 looks a core-group kind up under "/v1" but registers it under "v1", so a
+    second create_namespaced_resource of one raises "already registered"."""
+    return _generic(info.api_version, info.kind, info.plural, info.namespaced)
+
+
+@functools.cache
+def _generic(api_version: str, kind: str, plural: str, namespaced: bool) -> type[Any]:
+    group, _, version = api_version.rpartition("/")
+    create = create_namespaced_resource if namespaced else create_global_resource
+    return create(group, version, kind, plural)
+
+
+def retry_after(response: httpx.Response | None) -> float | None:
+    """The Retry-After of a reply, in seconds (the API server sends whole seconds with 429 and some 5xx)."""
+    value = response.headers.get("Retry-After") if response is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _error(e: Exception, what: str) -> KubeError:
+    if isinstance(e, ApiError):
+        status = e.status
+        said = status.message or status.reason or ""
+        return KubeError(f"{what}: {said}", int(status.code or 0), status.reason or "", retry_after(e.response), said)
+    if isinstance(e, httpx.HTTPStatusError):  # a reply that is no Status, e.g. the 404 of an API group not served
+        code = e.response.status_code
+        return KubeError(f"{what}: HTTP {code} {e.response.reason_phrase}", code, "", retry_after(e.response))
+    return KubeError(f"cannot reach the API server ({what}): {type(e).__name__}: {e}", 0)
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return dict(obj) if isinstance(obj, dict) else dict(obj.to_dict())
+
+
+def _where(namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+class Kube:
+    """One API identity: a request client (HTTP/2 by default), a watch client and a raw client, with discovery."""
+
+    def __init__(self, config: KubeConfig, field_manager: str, timeout: float = 15.0, max_requests: int = 16,
+                 http2: bool = True) -> None:
+        self.field_manager = field_manager
+        self.status_field_manager = f"{field_manager}-status"
+        self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout),
+                                  http2=http2)
+        # Watches hold their connection for minutes: a pool of their own keeps them out of the requests' pool.
+        self.watcher = AsyncClient(config=config, timeout=httpx.Timeout(timeout))
+        single = config.get()
+        if single is None:
+            raise KubeConfigError("the kubeconfig has no current context: pass --context NAME")
+        self.http = client_adapter.AsyncClient(single, client_adapter.ConnectionParams(
+            timeout=httpx.Timeout(timeout), http2=http2))
+        self.discovery = Discovery(self._get_json)
+        # At most this many requests at once: their connections then stay within httpx's keep-alive pool (20)
+        # instead of being opened and closed (a TLS handshake each) at every burst.
+        self._slots = asyncio.Semaphore(max_requests)
+
+    async def close(self) -> None:
+        await self.client.close()
+        await self.watcher.close()
+        await self.http.aclose()
+
+    async def _get_json(self, path: str) -> dict[str, Any] | None:
+        """GET a raw path as JSON; None on 404."""
+        try:
+            async with self._slots:
+                response = await self.http.get(path)
+            REQUESTS.labels("GET", str(response.status_code)).inc()
+            if response.status_code == 404:
+                return None
+            response.raise_for_status()
+            data = response.json()
+        except httpx.HTTPError as e:
+            raise _error(e, f"GET {path}") from e
+        except ValueError as e:
+            raise KubeError(f"GET {path}: the reply is not JSON ({e})") from e
+        if not isinstance(data, dict):
+            raise KubeError(f"GET {path}: the reply is not a JSON object")
+        return data
+
+    async def resource(self, kind: KindLike) -> ResourceInfo:
+        """How the server serves `kind` (KubeError 404 when it does not)."""
+        return await self.discovery.resolve(kind)
+
+    async def _class(self, kind: KindLike) -> type[Any]:
+        return _resource_class(await self.resource(kind))
+
+    async def version(self) -> str:
+        """The API server's gitVersion (GET /version)."""
+        data = await self._get_json("/version") or {}
+        version = data.get("gitVersion")
+        if not isinstance(version, str) or not version:
+            raise KubeError("GET /version: no gitVersion in the reply")
+        return version
+
+    async def _call(self, method: str, what: str, request: Any) -> Any:
+        """One lightkube request under the concurrency cap, counted by method and status code."""
+        try:
+            async with self._slots:
+                result = await request
+        except ApiError as e:
+            REQUESTS.labels(method, str(e.status.code or 0)).inc()
+            raise _error(e, what) from e
+        except httpx.HTTPError as e:
+            code = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else 0
+            REQUESTS.labels(method, str(code)).inc()
+            raise _error(e, what) from e
+        REQUESTS.labels(method, "200").inc()
+        return result
+
+    async def get(self, kind: KindLike, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        res = await self._class(kind)
+        try:
+            return _plain(await self._call("GET", f"get {gvk(kind).kind} {_where(namespace, name)}",
+                                           self.client.get(res, name, namespace=namespace)))
+        except KubeError as e:
+            if e.code == 404:
+                return None
+            raise
+
+    async def list(self, kind: KindLike, namespace: str = ALL_NAMESPACES, labels: Mapping[str, str] | None = None,
+                   fields: Mapping[str, str] | None = None) -> tuple[list[dict[str, Any]], str]:
+        """Every object and the list's resourceVersion (to start a watch from)."""
+        res = await self._class(kind)
+        info = await self.resource(kind)
+        where = namespace if info.namespaced else None
+
+        async def collect() -> tuple[list[dict[str, Any]], str]:
+            listing = self.client.list(res, namespace=where, labels=dict(labels or {}),
+                                       fields=dict(fields) if fields else None, chunk_size=500)
+            # list items carry no apiVersion/kind on the wire: every cached object names its kind
+            items = [{"apiVersion": info.api_version, "kind": info.kind, **_plain(o)} async for o in listing]
+            return items, str(listing.resourceVersion)
+
+        result: tuple[list[dict[str, Any]], str] = await self._call("LIST", f"list {info.plural}", collect())
+        return result
+
+    async def watch(self, kind: KindLike, resource_version: str, namespace: str = ALL_NAMESPACES,
+                    labels: Mapping[str, str] | None = None,
+                    server_timeout: int = 300) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Events from resource_version on; ends with KubeError (410 when the version is too old: re-list)."""
+        info = await self.resource(kind)
+        res = _resource_class(info)
+        stream = self.watcher.watch(res, namespace=namespace if info.namespaced else None, labels=dict(labels or {}),
+                                   resource_version=resource_version, server_timeout=server_timeout)
+        REQUESTS.labels("WATCH", "200").inc()
+        try:
+            async for event, obj in stream:
+                yield event, _plain(obj)
+        except (ApiError, httpx.HTTPError) as e:
+            raise _error(e, f"watch {info.plural}") from e
+        finally:
+            close = getattr(stream, "aclose", None)  # lightkube's watch is an async generator: end its request
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()
+
+    async def apply(self, obj: Mapping[str, Any], *, status: bool = False, force: bool = True,
+                    field_manager: str | None = None) -> dict[str, Any]:
+        """Server-side apply under our field manager (the status subresource under its own)."""
+        meta = obj["metadata"]
+        info = await self.resource(gvk_of(obj))
+        res = _resource_class(info)
+        WRITES.labels("apply-status" if status else "apply", info.plural).inc()
+        manager = field_manager or (self.status_field_manager if status else self.field_manager)
+        result = await self._call("PATCH", f"apply {info.kind} {_where(meta.get('namespace'), meta['name'])}",
+                                  self.client.patch(res.Status if status else res, meta["name"], dict(obj),
+                                                    namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
+                                                    force=force, field_manager=manager))
+        return _plain(result)
+
+    async def merge(self, kind: KindLike, name: str, namespace: str | None, patch: Mapping[str, Any], *,
+                    resource_version: str | None = None, status: bool = False,
+                    field_manager: str | None = None) -> dict[str, Any]:
+        """A JSON merge patch (None removes a field) of the object or its status; with resource_version, only if the
+        object is unchanged since (409 otherwise)."""
+        info = await self.resource(kind)
+        res = _resource_class(info)
+        body = dict(patch)
+        if resource_version:
+            body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": resource_version}
+        WRITES.labels("merge-status" if status else "merge", info.plural).inc()
+        manager = field_manager or (self.status_field_manager if status else self.field_manager)
+        what = f"{'status of ' if status else 'patch '}{info.kind} {_where(namespace, name)}"
+        result = await self._call("PATCH", what, self.client.patch(res.Status if status else res, name, body,
+                                                                   namespace=namespace, patch_type=PatchType.MERGE,
+                                                                   field_manager=manager))
+        return _plain(result)
+
+    async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST: 409 when it exists."""
+        return await self._whole("create", obj)
+
+    async def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT: fails with 409 when metadata.resourceVersion is no longer current (optimistic concurrency)."""
+        return await self._whole("replace", obj)
+
+    async def _whole(self, verb: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+        info = await self.resource(gvk_of(obj))
+        WRITES.labels(verb, info.plural).inc()
+        body: Any = _resource_class(info)(dict(obj))
+        send = self.client.create if verb == "create" else self.client.replace
+        method = "POST" if verb == "create" else "PUT"
+        return _plain(await self._call(method, f"{verb} {info.kind} {obj['metadata'].get('name')}", send(body)))
+
+    async def delete(self, kind: KindLike, name: str, namespace: str | None, *,
+                     cascade: CascadeType | None = None) -> None:
+        """Delete if present (a 404 is success: someone was faster)."""
+        info = await self.resource(kind)
+        WRITES.labels("delete", info.plural).inc()
+        try:
+            await self._call("DELETE", f"delete {info.kind} {_where(namespace, name)}",
+                             self.client.delete(_resource_class(info), name, namespace=namespace, cascade=cascade))
+        except KubeError as e:
+            if e.code != 404:
+                raise

@@ -1,0 +1,236 @@
+"""One pass over an Application (spec §4.5) as pure decisions: what to apply (or why nothing can be), and the
+status, events and plan phases that follow. reconciler/application.py reads the cluster, calls these, writes."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from compatibility.gate import REJECTED, Decision, ExistingPlan, decide
+from compatibility.inputs import load_document
+from compatibility.plan import canonical
+from compatibility.shape import Unreadable
+from compatibility.sides import side
+from lifecycle.children import owned
+from lifecycle.conditions import Condition, StatusUpdate, carried, kept
+from lifecycle.notes import Note
+from lifecycle.plans import plans_of
+from lifecycle.trust import untrusted
+from renderer import validate
+from renderer.context import PlatformContext
+from renderer.effective import spec_for
+from renderer.errors import Problem, UserError
+from renderer.load import LoadedApp
+from renderer.manifests import CLAIM
+from renderer.render import render_loaded
+
+__all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "Desired", "Refusal", "Settled", "apply_failed",
+           "assess", "describe", "read_application", "refused", "settle", "waiting_claims", "waiting_note"]
+
+READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
+PHASES = ("Pending", "Progressing", "Ready", "AwaitingMigrationApproval", "Failed")
+# What the gate remembers across passes; carried by every status write that does not change it.
+KEPT = ("lastAppliedSpec", "appliedMigrationPlan", "image")
+
+
+class Refusal(NamedTuple):
+    """The Application cannot be applied as it is (reason InvalidSpec or InvalidStatus); its children stay."""
+
+    reason: str
+    message: str
+    problems: tuple[Problem, ...] = ()  # InvalidSpec: what `apprafter plan` and the webhook report, the same
+
+
+class Desired(NamedTuple):
+    """What this pass applies: the gate's decision, the ResourceClaims (first), the other children, warnings."""
+
+    decision: Decision
+    claims: list[dict[str, Any]]
+    children: list[dict[str, Any]]
+    warnings: list[str]
+
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        return [*self.claims, *self.children]
+
+
+class Settled(NamedTuple):
+    """The status after a pass, the events to record before writing it, and the approved plan it carried out
+    (marked applied once the status holds the new baseline)."""
+
+    status: StatusUpdate
+    notes: list[Note]
+    consumed: str | None
+    consumed_note: Note | None
+
+
+def read_application(obj: Mapping[str, Any]) -> LoadedApp:
+    """The Application as `apprafter plan` reads a CR file (and the webhook an object): the CUE-generated schema."""
+    meta = obj.get("metadata", {})
+    doc = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+           "metadata": {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta},
+           "spec": obj.get("spec")}
+    return load_document(doc, f"Application {meta.get('namespace')}/{meta.get('name')}")
+
+
+def describe(problems: Iterable[Problem]) -> str:
+    """Problems as `field: message`, joined (positions point into a JSON dump of the CR: left out)."""
+    return "; ".join(f"{p.field}: {p.message}" if p.field else p.message for p in problems)
+
+
+def _generation(app: Mapping[str, Any]) -> int:
+    return int(app["metadata"].get("generation") or 0)
+
+
+def _status(app: Mapping[str, Any]) -> dict[str, Any]:
+    status = app.get("status")
+    return dict(status) if isinstance(status, Mapping) else {}
+
+
+def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: PlatformContext, *,
+           status_manager: str) -> Desired | Refusal:
+    """What to apply for `app` given its MigrationPlans: validated exactly as `apprafter plan` validates a CR
+    (renderer.validate.check_deployment), its baseline trusted only when the operator wrote it, gated by
+    compatibility.gate.decide, rendered for the decision's target (the current spec, or the baseline while held)."""
+    meta, status = app["metadata"], _status(app)
+    namespace, name = meta["namespace"], meta["name"]
+    environment = (app.get("spec") or {}).get("environment") if isinstance(app.get("spec"), Mapping) else None
+    try:
+        loaded = read_application(app)
+        if not isinstance(environment, str) or not environment:
+            raise UserError(validate.check_deployment(loaded, None))
+        desired = side(loaded, environment, required=True)
+    except UserError as e:
+        return Refusal("InvalidSpec", describe(e.problems), tuple(e.problems))
+    assert desired is not None
+    why = untrusted(app, "lastAppliedSpec", status_manager)
+    if why:
+        return Refusal("InvalidStatus", f"{why}: not trusted as the gate's baseline (fail closed: nothing applied)")
+    existing = [ExistingPlan.of(p) for p in plans_of(plans, name, environment)]
+    try:
+        decision = decide(desired, status.get("lastAppliedSpec"), existing, owner_uid=meta["uid"],
+                          applied_plan=status.get("appliedMigrationPlan"), domain=context.domain)
+    except Unreadable as e:
+        field = f"status.lastAppliedSpec.{e.field}" if e.field else "status.lastAppliedSpec"
+        return Refusal("InvalidStatus", f"{field}: {e.message} (fail closed: nothing applied)")
+    held = decision.outcome == "hold"
+    try:
+        if held:
+            doc = {"apiVersion": app["apiVersion"], "kind": app["kind"],
+                   "metadata": {"name": name, "namespace": namespace},
+                   "spec": spec_for(environment, decision.target)}
+            loaded = load_document(doc, f"Application {namespace}/{name} status.lastAppliedSpec")
+        rendered = render_loaded(loaded, environment, "manifests", namespace, context)
+    except UserError as e:
+        return Refusal("InvalidStatus" if held else "InvalidSpec",
+                       f"{'status.lastAppliedSpec' if held else 'spec'}: {describe(e.problems)}")
+    objects = owned(rendered.objects, app)
+    claims = [o for o in objects if o["kind"] == CLAIM.kind]
+    return Desired(decision, claims, [o for o in objects if o["kind"] != CLAIM.kind],
+                   [w.split(": ", 2)[-1] for w in rendered.warnings])
+
+
+def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The claims (by name) whose live object is not ready yet: no workload until every one is."""
+    return [c["metadata"]["name"] for c in claims
+            if ((live.get(c["metadata"]["name"]) or {}).get("status") or {}).get("ready") is not True]
+
+
+def waiting_note(decision: Decision, namespace: str) -> str:
+    """What a held Application says: the plan, its classes, and the command that approves it."""
+    assert decision.plan is not None
+    name = decision.waiting_for
+    classes = ", ".join(decision.plan.classifications)
+    return (f"MigrationPlan {name} ({decision.plan.primary}; classes: {classes}) awaits approval: "
+            f"apprafter migration approve {name} -n {namespace}")
+
+
+def _migration_condition(status: Mapping[str, Any], decision: Decision,
+                         plans: Mapping[str, Mapping[str, Any]]) -> Condition | None:
+    if decision.outcome == "hold":
+        waiting = decision.waiting_for or ""
+        phase = ((plans.get(waiting) or {}).get("status") or {}).get("phase")
+        if phase == REJECTED:
+            return Condition(MIGRATION_APPROVED, "False", "Rejected", f"MigrationPlan {waiting} was rejected: "
+                             "revert the change in git")
+        return Condition(MIGRATION_APPROVED, "False", "AwaitingApproval", f"MigrationPlan {waiting} is "
+                         f"{phase or 'pending-approval'}")
+    if decision.consumed:
+        return Condition(MIGRATION_APPROVED, "True", "Approved", f"MigrationPlan {decision.consumed} approved")
+    previous = carried(status.get("conditions"), MIGRATION_APPROVED)
+    return previous[0] if previous and previous[0].status == "True" else None
+
+
+def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping[str, Any]],
+           waiting: Sequence[str]) -> Settled:
+    """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
+    held, Pending while a claim is not ready, else Ready with the applied spec as the gate's new baseline."""
+    status, decision, generation = _status(app), desired.decision, _generation(app)
+    namespace = app["metadata"]["namespace"]
+    claims = desired.claims
+    claims_condition = None
+    if claims:
+        claims_condition = (Condition(CLAIMS_READY, "False", "WaitingForClaims", "waiting for ResourceClaims to be "
+                                      f"ready: {', '.join(waiting)}") if waiting
+                            else Condition(CLAIMS_READY, "True", "ClaimsReady", f"{len(claims)} ResourceClaims ready"))
+    fields: dict[str, Any] = kept(status, *KEPT)
+    notes: list[Note] = []
+    consumed = None
+    if decision.outcome == "hold":
+        phase = "AwaitingMigrationApproval"
+        ready = Condition(READY, "False", "AwaitingMigrationApproval", waiting_note(decision, namespace))
+        fields["migrationPlan"] = decision.waiting_for
+    elif waiting:
+        phase = "Pending"
+        ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "
+                          f"(waiting for {', '.join(waiting)})")
+    else:
+        phase = "Ready"
+        note = f"; warnings: {'; '.join(desired.warnings)}" if desired.warnings else ""
+        ready = Condition(READY, "True", "Applied", f"{len(desired.objects)} objects applied for generation "
+                          f"{generation}{note}")
+        notes += _restamp(status, decision, fields)
+        consumed = decision.consumed
+    conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans)) if c)]
+    consumed_note = (Note("MigrationApplied", f"MigrationPlan {consumed} was approved; its change is applied",
+                          consumed) if consumed else None)
+    return Settled(StatusUpdate(conditions, {"phase": phase, **fields}, generation), notes, consumed, consumed_note)
+
+
+def _restamp(status: Mapping[str, Any], decision: Decision, fields: dict[str, Any]) -> list[Note]:
+    """The applied spec becomes the gate's baseline (and the approved plan it consumed is recorded); a soft change
+    that takes something away is a Warning Event, once per (old, new) pair."""
+    target = dict(decision.target)
+    old = status.get("lastAppliedSpec")
+    notes = []
+    if decision.soft_destructive and old != target:
+        text = "; ".join(f"{c.field}: {c.reason} ({c.rule})" for c in decision.soft_destructive)
+        occurrence = hashlib.sha256(canonical([old, target]).encode()).hexdigest()
+        notes.append(Note("SoftDestructiveChange", f"applied without approval: {text}", occurrence, "Warning"))
+    fields["lastAppliedSpec"] = target
+    if decision.consumed:
+        fields["appliedMigrationPlan"] = decision.consumed
+    elif old != target:
+        fields.pop("appliedMigrationPlan", None)
+    if target.get("image"):
+        fields["image"] = target["image"]
+    return notes
+
+
+def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:
+    """Failed: Ready=False with the reason; the gate's memory and the other conditions carried as they were."""
+    status = _status(app)
+    fields = {"phase": "Failed", **kept(status, *KEPT, "migrationPlan")}
+    conditions = [Condition(READY, "False", refusal.reason, refusal.message),
+                  *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED)]
+    return StatusUpdate(conditions, fields, _generation(app))
+
+
+def apply_failed(app: Mapping[str, Any], message: str, retryable: bool) -> StatusUpdate:
+    """A child the API server refused: Progressing (Ready Unknown, retried) when it may pass, else Failed."""
+    status = _status(app)
+    condition = (Condition(READY, "Unknown", "Retrying", message) if retryable
+                 else Condition(READY, "False", "ApplyFailed", message))
+    fields = {"phase": "Progressing" if retryable else "Failed", **kept(status, *KEPT, "migrationPlan")}
+    return StatusUpdate([condition], fields, _generation(app))

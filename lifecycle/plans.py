@@ -1,0 +1,36 @@
+"""MigrationPlans as the controllers handle them: which objects are an Application environment's plans, and the
+status write that moves a plan to the phase the gate decided."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from compatibility.gate import APPLIED, PlanPhase
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+
+__all__ = ["APPLICATION_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "phase_patch", "plans_of"]
+
+APPLICATION_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "application"}
+PLATFORM_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "platform"}
+
+
+def plans_of(plans: Iterable[Mapping[str, Any]], app: str, environment: str | None = None) -> list[Mapping[str, Any]]:
+    """The application-scope plans of one Application (and environment), by the labels the operator writes."""
+    out = []
+    for plan in plans:
+        labels = plan.get("metadata", {}).get("labels") or {}
+        if labels.get(NAME_LABEL) == app and (environment is None or labels.get(ENVIRONMENT_LABEL) == environment):
+            out.append(plan)
+    return out
+
+
+def phase_patch(plan: Mapping[str, Any], phase: PlanPhase, timestamp: str) -> dict[str, Any] | None:
+    """The status merge patch that puts `plan` in `phase` (with its message), or None when it already is."""
+    status = plan.get("status") or {}
+    patch: dict[str, Any] = {"phase": phase.phase, "message": phase.message, "supersededBy": phase.superseded_by}
+    if phase.phase == APPLIED:
+        patch["appliedAt"] = status.get("appliedAt") or timestamp
+    if all(status.get(k) == v for k, v in patch.items()):
+        return None
+    return patch
