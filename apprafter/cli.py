@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
-from typing import cast
+from typing import Any, cast
 
 import click
+
+from toolchain.errors import USER_EXIT
 
 # name -> "module:attribute" of a click command; imported on first use to keep start-up fast.
 COMMANDS: dict[str, str] = {
@@ -21,7 +23,12 @@ COMMANDS: dict[str, str] = {
     "migration": "apprafter.migration_cmd:migration",
     "platform": "apprafter.platform_cmd:platform",
     "webhook": "apprafter.webhook_cmd:webhook",
+    "version": "apprafter.version_cmd:version",
+    "completion": "apprafter.version_cmd:completion",
 }
+# A usage error (an unknown flag, a missing argument) is the user's input: exit 1, as kubectl, helm and terraform
+# exit, never click's 2, which means a tool failure here and "gated" under `plan --detailed-exitcode`.
+USAGE_EXIT = USER_EXIT
 
 
 class LazyGroup(click.Group):
@@ -36,6 +43,21 @@ class LazyGroup(click.Group):
             return None
         module, _, attr = target.partition(":")
         return cast(click.Command, getattr(importlib.import_module(module), attr))
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as e:
+            e.exit_code = USAGE_EXIT  # type: ignore[misc]  # click reads it off the instance when it exits
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:  # from a subcommand's parsing or its body
+            e.exit_code = USAGE_EXIT  # type: ignore[misc]  # click reads it off the instance when it exits
+            raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,15 +3,15 @@ to completion, and the API server's refusals a user can act on turned into their
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from controller_runtime.client import Kube
-from controller_runtime.errors import KubeError
-from controller_runtime.kubeconfig import default_namespace, load_config
 from toolchain.errors import Problem, UserError
+
+if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
+    from controller_runtime.client import Kube
+    from controller_runtime.errors import KubeError
 
 __all__ = ["FIELD_MANAGER", "refused", "shown", "table", "with_cluster"]
 
@@ -22,6 +22,11 @@ T = TypeVar("T")
 def with_cluster(kubeconfig: Path | None, context: str | None,
                  command: Callable[[Kube, str], Awaitable[T]]) -> T:
     """Run `command(kube, default namespace)` against the configured cluster, then close the client."""
+    import asyncio
+
+    from controller_runtime.client import Kube
+    from controller_runtime.kubeconfig import default_namespace, load_config
+
     config = load_config(kubeconfig, context)
 
     async def run() -> T:

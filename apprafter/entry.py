@@ -46,4 +46,4 @@ def main() -> None:
             _exit_now(0)
     from apprafter.cli import main as cli_main
 
-    cli_main()
+    cli_main(prog_name="apprafter")  # also under `python -m apprafter`: one name in usage lines and completion

@@ -9,19 +9,21 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
+from apprafter.options import all_namespaces_option, namespace_option, output_option
 from compatibility.authority import APPROVED, PENDING, REJECTED, person_may_set
 from compatibility.crd import MIGRATION_PLAN
-from controller_runtime.client import ALL_NAMESPACES, Kube
-from controller_runtime.errors import KubeError
 from toolchain.errors import Problem, UserError
 from toolchain.timestamps import age
+
+if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
+    from controller_runtime.client import Kube
 
 __all__ = ["migration"]
 
@@ -45,6 +47,8 @@ def _row(plan: dict[str, Any]) -> list[str]:
 
 async def _find(kube: Kube, name: str, namespace: str | None) -> dict[str, Any]:
     """The plan NAME in NAMESPACE, or in whichever namespace holds the only plan of that name."""
+    from controller_runtime.client import ALL_NAMESPACES
+
     found, _ = await kube.list(MIGRATION_PLAN, namespace or ALL_NAMESPACES, fields={"metadata.name": name})
     if not found:
         where = f"namespace {namespace}" if namespace else "any namespace"
@@ -57,6 +61,8 @@ async def _find(kube: Kube, name: str, namespace: str | None) -> dict[str, Any]:
 
 async def _set_phase(kube: Kube, plan: dict[str, Any], phase: str) -> None:
     """Move the plan to `phase` unless the person may not (authority), only if it is unchanged since it was read."""
+    from controller_runtime.errors import KubeError
+
     meta, status = plan["metadata"], plan.get("status") or {}
     scope = ((plan.get("spec") or {}).get("scope") or {}).get("type")
     why = person_may_set(status.get("phase") or None, phase, scope)
@@ -79,9 +85,9 @@ def migration() -> None:
 
 @migration.command("list")
 @kube_options
-@click.option("-n", "--namespace", help="Only this namespace.")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Every namespace (the default without -n).")
-@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@namespace_option("Only this namespace.")
+@all_namespaces_option("Every namespace (the default without -n).")
+@output_option("migration list", help="text: a table; json: a v1 List of the MigrationPlans; yaml: the same List.")
 @reported
 def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str | None, all_namespaces: bool,
                output: str) -> None:
@@ -90,6 +96,8 @@ def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str
         raise click.UsageError("-n and -A exclude each other")
 
     async def listed(kube: Kube, _: str) -> list[dict[str, Any]]:
+        from controller_runtime.client import ALL_NAMESPACES
+
         items, _version = await kube.list(MIGRATION_PLAN, namespace or ALL_NAMESPACES)
         return items
 
@@ -113,7 +121,7 @@ def _one_plan(func: Callable[[Kube, str, dict[str, Any]], Awaitable[None]]) -> C
 
     @kube_options
     @click.argument("name")
-    @click.option("-n", "--namespace", help="The plan's namespace (found automatically when the name is unique).")
+    @namespace_option("The plan's namespace (found automatically when the name is unique).")
     @reported
     @functools.wraps(func)
     def command(kubeconfig: Path | None, kube_context: str | None, name: str, namespace: str | None) -> None:

@@ -3,37 +3,31 @@ probes and metrics) until SIGTERM."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from lightkube import KubeConfig
 
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
-from compatibility.inputs import document_schema
-from controller_runtime import logs
-from controller_runtime.client import Kube
-from controller_runtime.events import Recorder
-from controller_runtime.kubeconfig import default_namespace, load_config
-from controller_runtime.lease import LeaderElector, LeaseSettings, default_identity
-from controller_runtime.manager import Controller, Manager, Runtime, Settings
-from controller_runtime.probes import Health, Servers
-from reconciler.application import ApplicationController
-from reconciler.platformstack import PlatformStackController
-from renderer import settings as settings_
-from renderer.context import TIERS, PlatformContext
-from toolchain.tools import resolve
+from apprafter.options import namespace_option
+from renderer.context import TIERS
+
+if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
+    from lightkube import KubeConfig
+
+    from controller_runtime.lease import LeaseSettings
+    from controller_runtime.manager import Settings
+    from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 
 
 @click.command()
 @kube_options
-@click.option("--namespace", "namespaces", multiple=True, metavar="NS",
-              help="Reconcile Applications in this namespace only (repeatable; default: every namespace).")
+@namespace_option("Reconcile Applications in this namespace only (repeatable; default: every namespace).",
+                  dest="namespaces", multiple=True, metavar="NS")
 @click.option("--resync", type=click.FloatRange(min=1), default=300.0, show_default=True, metavar="SECONDS",
               help="Look at every Application again this often (drift is repaired; nothing is written when "
                    "nothing changed).")
@@ -80,6 +74,16 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              log_format: str) -> None:
     """Reconcile Applications into their children and gate destructive changes; keep the platform stack at the
     verified version its PlatformStack asks for (docs/operator.md, docs/platform-stack.md)."""
+    import asyncio
+
+    from compatibility.inputs import document_schema
+    from controller_runtime import logs
+    from controller_runtime.kubeconfig import default_namespace, load_config
+    from controller_runtime.lease import LeaseSettings, default_identity
+    from controller_runtime.manager import Settings
+    from renderer import settings as settings_
+    from toolchain.tools import resolve
+
     logs.setup(log_level, log_format)
     given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
              "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
@@ -105,6 +109,17 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
                  lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
                  platform_stack: bool) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
+    import asyncio
+    import signal
+
+    from controller_runtime.client import Kube
+    from controller_runtime.events import Recorder
+    from controller_runtime.lease import LeaderElector
+    from controller_runtime.manager import Controller, Manager, Runtime
+    from controller_runtime.probes import Health, Servers
+    from reconciler.application import ApplicationController
+    from reconciler.platformstack import PlatformStackController
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -7,18 +7,20 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
+from apprafter.options import output_option
 from compatibility.versions import InvalidVersion, stack_version
-from controller_runtime.client import Kube
-from controller_runtime.errors import KubeError
 from platform_stack.resource import CHANNELS, NAME, NAMESPACE, PLATFORM_STACK
 from toolchain.errors import Problem, UserError
+
+if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
+    from controller_runtime.client import Kube
 
 __all__ = ["platform", "render_status"]
 
@@ -38,6 +40,8 @@ async def _get(kube: Kube) -> dict[str, Any]:
 
 async def _patch_spec(kube: Kube, obj: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
     """A merge patch of spec (None removes a field), refused if the object changed since it was read."""
+    from controller_runtime.errors import KubeError
+
     try:
         await kube.merge(PLATFORM_STACK, NAME, NAMESPACE, {"spec": dict(spec)},
                          resource_version=obj["metadata"]["resourceVersion"])
@@ -78,7 +82,7 @@ def platform() -> None:
 
 
 @platform.command()
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@output_option("platform status", help="text: versions, conditions and history; json: the PlatformStack object.")
 @_one_stack
 async def status(kube: Kube, obj: dict[str, Any], output: str) -> None:
     """Versions (current, target, available), channel, pin, verification, conditions and history."""

@@ -1,4 +1,4 @@
-"""`apprafter render | validate | envs | crds`: argv onto the renderer, YAML on stdout, problems on stderr."""
+"""`apprafter render | validate | envs | crds`: argv onto the renderer, data on stdout, problems on stderr."""
 
 from __future__ import annotations
 
@@ -10,14 +10,11 @@ from typing import Any
 
 import click
 
-from apprafter.budget import limit_own_memory
+from apprafter.complete import environment_names
 from apprafter.errors import reported
+from apprafter.options import output_option
 from apprafter.render_run import RENDER_OPTIONS
 from apprafter.render_run import render as run_render
-from renderer import validate as checks
-from renderer.emit import dump_stream
-from renderer.errors import UserError
-from renderer.load import load
 
 
 def _write(text: str) -> None:
@@ -32,7 +29,9 @@ def _render_options(func: Callable[..., None]) -> Callable[..., None]:
         if option.is_path:
             kind = click.Path(path_type=Path, dir_okay=option.dest != "platform_file",
                               file_okay=option.dest != "all_dir")
-        func = click.option(option.flag, option.dest, type=kind, default=option.default,
+        flags = [option.short, option.flag] if option.short else [option.flag]
+        complete = environment_names if option.dest == "environment" else None
+        func = click.option(*flags, option.dest, type=kind, default=option.default, shell_complete=complete,
                             show_default=option.default is not None, help=option.help)(func)
     return func
 
@@ -42,41 +41,83 @@ def _render_options(func: Callable[..., None]) -> Callable[..., None]:
 @_render_options
 @reported
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
-           tier: str | None, platform_file: Path | None, all_dir: Path | None) -> None:
+           tier: str | None, platform_file: Path | None, all_dir: Path | None, output: str) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
-    run_render(path, environment, mode, namespace, domain, tier, platform_file, all_dir)
+    run_render(path, environment, mode, namespace, domain, tier, platform_file, all_dir, output)
 
 
 @click.command()
-@click.argument("path", type=click.Path(path_type=Path), default=Path("."))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--all", "all_dir", type=click.Path(path_type=Path, file_okay=False),
+              help="Validate every app under this directory, in one cue process.")
+@output_option("validate", help="text: one confirmation line per app on stderr; json/yaml: the report on stdout.")
 @reported
-def validate(path: Path) -> None:
-    """Check PATH in every environment; exit 0 with a one-line confirmation on stderr when valid."""
+def validate(paths: tuple[Path, ...], all_dir: Path | None, output: str) -> None:
+    """Check each PATH (default .; repo root, apprafter/ dir or .cue file) in every environment.
+
+    Every problem of every app is reported at once (exit 1); when all are valid, one line per app on stderr.
+    """
+    from apprafter.budget import limit_own_memory
+    from renderer import validate as checks
+    from renderer.errors import UserError
+    from renderer.load import LoadedApp, load
+    from renderer.render import load_all, load_many
+
     limit_own_memory()
-    app = load(path)
-    problems = checks.check(app)
+    apps: list[LoadedApp]
+    if all_dir is not None:
+        if paths:
+            raise click.UsageError("give PATH arguments or --all DIR, not both")
+        apps, problems = load_all(all_dir)
+    elif len(paths) <= 1:
+        apps, problems = [load(paths[0] if paths else Path("."))], []
+    else:
+        apps, problems = load_many(list(paths))
+    for app in apps:
+        problems += checks.check(app)
     if problems:
         raise UserError(problems)
-    click.echo(f"{app.source.display}: valid ({', '.join(checks.environments(app))})", err=True)
+    report = []
+    for app in apps:
+        warnings = [str(w) for w in checks.interpolation_warnings(app)]
+        for warning in warnings:
+            click.echo(f"warning: {warning}", err=True)
+        report.append({"file": app.source.display, "app": app.name, "environments": checks.environments(app),
+                       "warnings": warnings})
+    if output == "json":
+        _write(json.dumps({"valid": True, "apps": report}, indent=2) + "\n")
+        return
+    for entry in report:
+        click.echo(f"{entry['file']}: valid ({', '.join(entry['environments'])})", err=True)
 
 
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path), default=Path("."))
-@click.option("--json", "as_json", is_flag=True, help="A JSON array (the form Argo CD's UI reads).")
+@output_option("envs", help="text: one name per line; json: a JSON array (the form Argo CD's UI reads).")
 @reported
-def envs(path: Path, as_json: bool) -> None:
+def envs(path: Path, output: str) -> None:
     """Print the environment names PATH declares."""
+    from apprafter.budget import limit_own_memory
+    from renderer.load import load
+    from renderer.validate import environments
+
     limit_own_memory()
-    names = checks.environments(load(path))
-    _write(json.dumps(names) + "\n" if as_json else "".join(f"{n}\n" for n in names))
+    names = environments(load(path))
+    _write(json.dumps(names) + "\n" if output == "json" else "".join(f"{n}\n" for n in names))
 
 
 @click.command()
+@output_option("crds", help="yaml: the YAML stream to apply; json: one JSON List of the CRDs.")
 @reported
-def crds() -> None:
+def crds(output: str) -> None:
     """Print the CRDs (Application, MigrationPlan, PlatformStack, ResourceClaim) generated from their CUE schemas."""
     from compatibility.crd import ALL_CRDS
     from platform_stack.resource import PLATFORM_STACK
     from renderer.crds import crd_documents
+    from renderer.emit import dump_stream
 
-    _write(dump_stream(crd_documents((*ALL_CRDS, PLATFORM_STACK))))
+    documents = crd_documents((*ALL_CRDS, PLATFORM_STACK))
+    if output == "json":
+        _write(json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}, indent=2) + "\n")
+        return
+    _write(dump_stream(documents))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
+from apprafter.convention import ENVIRONMENT, NAMESPACE, OUTPUT, OUTPUTS
 from renderer.context import TIERS
 from renderer.render import MODES
 
@@ -27,25 +28,30 @@ class Option(NamedTuple):
     choices: tuple[str, ...] | None = None
     default: str | None = None
     is_path: bool = False
+    short: str | None = None
 
 
 RENDER_OPTIONS = (
-    Option("--env", "environment", "Environment to render (one of the declared ones)."),
+    Option(ENVIRONMENT.long, "environment", "Environment to render (one of the declared ones).",
+           short=ENVIRONMENT.short),
     Option("--mode", "mode", "cr: the Application CR for the reconciler; manifests: the objects it applies.",
            MODES, "cr"),
-    Option("--namespace", "namespace", "Namespace stamped on the output (default: metadata.namespace, else none)."),
+    Option(NAMESPACE.long, "namespace", "Namespace stamped on the output (default: metadata.namespace, else none).",
+           short=NAMESPACE.short),
     Option("--domain", "domain", "Platform domain for default hostnames {app}.{env}.{domain}."),
     Option("--tier", "tier", "Platform tier (what the cluster can provide).", TIERS),
     Option("--platform", "platform_file", "YAML file with platform settings (domain, gateway, tier, ...).",
            is_path=True),
     Option("--all", "all_dir", "Render every app under this directory, each environment, in one cue process.",
            is_path=True),
+    Option(OUTPUT.long, "output", "yaml: the Kubernetes YAML stream; json: one JSON List of the same objects.",
+           OUTPUTS["render"], OUTPUTS["render"][0], short=OUTPUT.short),
 )
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
     """The arguments of a well-formed `render` command line, or None for click to handle (help, mistakes)."""
-    by_flag = {o.flag: o for o in RENDER_OPTIONS}
+    by_flag = {o.flag: o for o in RENDER_OPTIONS} | {o.short: o for o in RENDER_OPTIONS if o.short}
     values: dict[str, object] = {o.dest: o.default for o in RENDER_OPTIONS}
     path: str | None = None
     i = 0
@@ -74,7 +80,7 @@ def parse(argv: list[str]) -> dict[str, object] | None:
 
 
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
-           tier: str | None, platform_file: Path | None, all_dir: Path | None) -> None:
+           tier: str | None, platform_file: Path | None, all_dir: Path | None, output: str = "yaml") -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
     from apprafter.budget import limit_own_memory
     from renderer import settings
@@ -82,7 +88,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     from renderer.errors import Problem, UserError
     from renderer.load import load
     from renderer.render import Mode, render_all, render_loaded
-    from renderer.validate import environments
+    from renderer.validate import environments, interpolation_warnings
 
     def flag(value: str | None, name: str) -> settings.Given | None:
         return None if value is None else settings.Given(value, settings.Origin(name))
@@ -100,17 +106,25 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
             chunks.append(f"# {r.app}/{r.environment}\n" + dump_stream(r.objects))
             for warning in r.warnings:
                 print(f"warning: {warning}", file=sys.stderr)
-        _write("".join(chunks))
+        _write(_json_list([o for r in rendered for o in r.objects]) if output == "json" else "".join(chunks))
         return
     if not environment:
         app = load(path)
         declared = environments(app)
         raise UserError([Problem(app.source.display, 1, 1, "", f"--env is required; declared environments: "
                                  f"{', '.join(declared)}")])
-    result = render_loaded(load(path), environment, cast(Mode, mode), namespace, context)
-    for warning in result.warnings:
+    app = load(path)
+    result = render_loaded(app, environment, cast(Mode, mode), namespace, context)
+    for warning in [*map(str, interpolation_warnings(app)), *result.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
-    _write(dump_stream(result.objects))
+    _write(_json_list(result.objects) if output == "json" else dump_stream(result.objects))
+
+
+def _json_list(objects: list[dict[str, Any]]) -> str:
+    """The objects as one `v1` List, the JSON form kubectl prints for several objects."""
+    import json
+
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2, ensure_ascii=False) + "\n"
 
 
 def _write(text: str) -> None:

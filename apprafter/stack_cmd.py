@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from apprafter.convention import colour_wanted
 from apprafter.errors import reported
+from apprafter.options import no_color_option, output_option
 from renderer.context import TIERS
 
 TIER_CHOICES = ("all", *TIERS)  # the renderer's tiers, and the all-tier chart
@@ -143,10 +145,10 @@ def release(tier: str, version: str | None, out: Path, source: Path | None, to: 
               default=None, help="YAML/JSON of PlatformStack spec.overrides applied to both sides.")
 @click.option("--kube-version", default=None,
               help="The cluster's Kubernetes version; a higher minimum is breaking.")
-@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+@output_option("stack classify")
 @reported
 def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | None, kube_version: str | None,
-             fmt: str) -> None:
+             output: str) -> None:
     """Classify the change from one stack to another: per component and overall."""
     from platform_stack.classify import classify_stack
     from platform_stack.snapshot import load_overrides, load_snapshot
@@ -155,7 +157,7 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
     overrides = load_overrides(overrides_file) if overrides_file else None
     before, after = load_snapshot(from_, tier, overrides), load_snapshot(to, tier, overrides)
     result = classify_stack(before, after, kube_version)
-    if fmt == "json":
+    if output == "json":
         click.echo(json.dumps(result.to_dict(), indent=2, sort_keys=True))
         return
     click.echo(f"{result.from_version} -> {result.to_version}: {result.classification}")
@@ -178,12 +180,27 @@ def classify(from_: Path, to: Path, tier: str | None, overrides_file: Path | Non
 @click.option("--to", "to", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--tier", type=click.Choice(TIER_CHOICES[1:]), default=None)
 @click.option("--kube-version", default=None, help="The cluster's Kubernetes version; a higher minimum is breaking.")
-@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
-@click.option("--detailed-exitcode", is_flag=True, help="Exit 2 when a change is gated (needs a MigrationPlan).")
-@reported
-def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, fmt: str,
-         detailed_exitcode: bool) -> None:
+@output_option("stack plan")
+@click.option("--detailed-exitcode", is_flag=True,
+              help="Exit 2 when a change is gated (needs a MigrationPlan), and only then (errors exit 1).")
+@no_color_option()
+def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, output: str,
+         detailed_exitcode: bool, no_color: bool) -> None:
     """Platform-scope plan: the same JSON and MigrationPlan shape as `apprafter plan`, over a stack change."""
+    from apprafter.errors import report
+    from toolchain.errors import USER_EXIT, AppRafterError
+
+    try:
+        gated = _stack_plan(from_, to, tier, kube_version, output, no_color)
+    except (AppRafterError, MemoryError) as error:
+        code = report(error)
+        sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
+    if detailed_exitcode and gated:
+        sys.exit(2)
+
+
+def _stack_plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, output: str,
+                no_color: bool) -> bool:
     from compatibility.migrationplan import migration_plan
     from compatibility.plan import plan_json
     from compatibility.text import render_text
@@ -195,9 +212,8 @@ def plan(from_: Path, to: Path, tier: str | None, kube_version: str | None, fmt:
     before, after = load_snapshot(from_, tier), load_snapshot(to, tier)
     result = stack_plan(classify_stack(before, after, kube_version), before, after)
     document = migration_plan(result) if result.gated else None
-    if fmt == "json":
+    if output == "json":
         click.echo(json.dumps(plan_json(result, document), indent=2, sort_keys=True))
     else:
-        click.echo(render_text(result, colour=sys.stdout.isatty()), nl=False)
-    if detailed_exitcode and result.gated:
-        sys.exit(2)
+        click.echo(render_text(result, colour=colour_wanted(no_color, sys.stdout.isatty())), nl=False)
+    return result.gated

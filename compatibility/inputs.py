@@ -18,6 +18,7 @@ from renderer import patterns
 from renderer.crds import APPLICATION, inline, openapi
 from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
+from renderer.hints import did_you_mean
 from renderer.load import DOCUMENT_KEYS, LoadedApp, Source
 from renderer.redact import Redactor, is_env_path
 from renderer.yaml_input import YamlDocument, parse, unwritten
@@ -109,7 +110,9 @@ def _error_problems(doc: YamlDocument, error: Any, redactor: Redactor) -> Iterat
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         known = error.schema.get("properties", {})
         for key in sorted(set(error.instance) - set(known)):
-            yield doc.problem((*path, key), "field not allowed", at_key=True)
+            mean = did_you_mean(str(key), sorted(known))
+            yield doc.problem((*path, key), f"field not allowed; {mean}" if mean else "field not allowed",
+                              at_key=True)
     elif error.validator == "required" and isinstance(error.instance, dict):
         missing = [k for k in error.validator_value if k not in error.instance]
         for key in missing:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
+from compatibility.migrationplan import name as plan_name
 from compatibility.plan import Change, Plan
 
-__all__ = ["render_text"]
+if TYPE_CHECKING:
+    from compatibility.monorepo import Entry
+
+__all__ = ["render_entries", "render_text"]
 
 # ANSI colours per class; used only when the caller says the output is a terminal.
 COLOURS = {SAFE: "32", REQUIRES_RESTART: "33", DATA_MIGRATION: "31", SECURITY_BOUNDARY: "1;31", "breaking": "1;31"}
@@ -34,8 +39,9 @@ def _paint(text: str, classification: str, colour: bool) -> str:
     return f"\x1b[{COLOURS.get(classification, '0')}m{text}\x1b[0m" if colour else text
 
 
-def render_text(plan: Plan, colour: bool = False, header: str = "") -> str:
-    """The plan as lines of text; ANSI colour only when `colour` (a TTY)."""
+def render_text(plan: Plan, colour: bool = False, header: str = "", migration_plan: bool = True) -> str:
+    """The plan as lines of text; ANSI colour only when `colour` (a TTY). A gated plan names the MigrationPlan the
+    cluster will create for it (`migration_plan`: False for a change nothing in the cluster can hold)."""
     s = plan.subject
     lines = [header or (f"apprafter plan: {s.name}, environment {s.environment}" if s.scope == "application"
                         else f"apprafter plan: platform stack {s.from_version} -> {s.to_version}"), ""]
@@ -51,6 +57,33 @@ def render_text(plan: Plan, colour: bool = False, header: str = "") -> str:
         classes = ", ".join(plan.classifications)
         lines.append(_paint(f"Plan: {counts}. Gated: {plan.primary} (classes: {classes}); approval needed for "
                             f"{plan.approved_spec_hash}", plan.primary, colour))
+        if migration_plan:
+            lines.append(f"MigrationPlan: {plan_name(plan)} (the operator creates it when this change reaches the "
+                         f"cluster; `apprafter migration approve {plan_name(plan)}` applies it)")
     else:
         lines.append(f"Plan: {counts}. Not gated: applies without approval.")
     return "\n".join(lines) + "\n"
+
+
+HEADERS = {"first-deployment": "first deployment, no baseline to compare",
+           "removed": "removed: nothing in the cluster holds a deletion (no MigrationPlan); classified as the app "
+                      "scaled to zero, holding nothing"}
+
+
+def render_entries(entries: Sequence[Entry], colour: bool = False) -> str:
+    """`plan --all` as text: every app and environment that changes, then one summary line."""
+    from compatibility.monorepo import summary
+
+    blocks = []
+    for entry in entries:
+        if entry.status == "unchanged":
+            continue
+        where = f"apprafter plan: {entry.app}, environment {entry.environment} ({entry.path})"
+        header = f"{where}: {HEADERS[entry.status]}" if entry.status in HEADERS else where
+        blocks.append(render_text(entry.plan, colour, header, migration_plan=entry.status != "removed"))
+    counts = summary(entries)
+    parts = [f"{counts[k]} {k.replace('-', ' ')}" for k in ("removed", "first-deployment", "changed", "unchanged")
+             if counts[k]]
+    total = f"All: {len(entries)} app-environment{'s' if len(entries) != 1 else ''}, {counts['gated']} gated"
+    blocks.append(f"{total} ({', '.join(parts) or 'none'}).\n")
+    return "\n".join(blocks)

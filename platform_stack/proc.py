@@ -8,13 +8,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from platform_stack.errors import StackToolError
-from toolchain.tools import resolve, scrubbed_env
+from toolchain.tools import remedy, resolve, scrubbed_env
 
 DEFAULT_TIMEOUT = 120.0
 
 
 def tool_path(name: str) -> Path:
-    """The pinned binary for `name` (a ToolError carrying the `make setup` remedy when it is missing)."""
+    """A supported binary for `name` (a ToolError carrying the remedy when it is missing)."""
     return resolve(name)
 
 
@@ -33,4 +33,4 @@ def run(name: str, args: Sequence[str], *, cwd: Path | None = None, env: Mapping
         except subprocess.TimeoutExpired as exc:
             raise StackToolError(f"{name} timed out after {timeout:.0f}s: {' '.join(args[:2])}") from exc
         except OSError as exc:
-            raise StackToolError(f"{name} could not be started ({exc}): run `make setup`") from exc
+            raise StackToolError(f"{name} could not be started ({exc}): {remedy(name)}") from exc

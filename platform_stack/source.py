@@ -11,6 +11,7 @@ from platform_stack.errors import StackError, StackToolError
 from renderer.context import CLUSTER_ISSUER, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER, TIERS
 from renderer.cue import CueResult, run_cue
 from renderer.cue_errors import parse_errors
+from toolchain.tools import remedy
 
 SOURCE_DIR = Path(__file__).resolve().parent
 ALL = "all"
@@ -41,7 +42,7 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
     try:
         data: dict[str, Any] = json.loads(proc.stdout)
     except json.JSONDecodeError as exc:
-        raise StackToolError(f"cue printed invalid JSON ({exc}): run `make setup` to reinstall cue") from exc
+        raise StackToolError(f"cue printed invalid JSON ({exc}): {remedy('cue')}") from exc
     return data
 
 

@@ -21,7 +21,7 @@ from typing import NamedTuple
 from renderer.errors import ToolFailure
 from renderer.scratch import scratch_dir
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
-from toolchain.tools import resolve, scrubbed_env
+from toolchain.tools import remedy, resolve, scrubbed_env
 
 __all__ = ["Budget", "CueResult", "run_cue"]
 
@@ -46,7 +46,7 @@ class Budget(ToolFailure):
 
 
 def cue_binary() -> Path:
-    """The pinned cue (a ToolFailure naming `make setup` when it is missing)."""
+    """A supported cue (a ToolFailure naming the remedy when there is none)."""
     return resolve("cue")
 
 
@@ -83,7 +83,7 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
                 preexec_fn=lambda: _limit_memory(budget.memory_mb),
             )
         except OSError as e:
-            raise ToolFailure(f"cannot run cue at {binary}: {e.strerror}: run `make setup`") from e
+            raise ToolFailure(f"cannot run cue at {binary}: {e.strerror}: {remedy('cue')}") from e
         try:
             out, err = _collect(proc, budget, configured.timeout_s)
         finally:

@@ -3,7 +3,9 @@
 cue prints each error as a header `<field path>: <message>` followed by indented `file:line:col` lines.
 The path is read label by label (identifiers, quoted labels, indices), so no line makes the parser
 backtrack. A message about an env value never shows a string value, and every message goes through the
-caller's Redactor (the env literals the caller knows).
+caller's Redactor (the env literals the caller knows). A bare word cue could not resolve is the user's own
+identifier and is shown, unless it is (or comes from) an env value; renderer.hints adds what a YAML habit or a
+misspelt field needs to hear.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import functools
 import re
 from collections.abc import Callable, Collection
 
-from renderer import patterns
+from renderer import hints, patterns
 from renderer.errors import Problem
 from renderer.positions import Path, PositionIndex, unquote
 from renderer.redact import Redactor, is_env_path, shown, strip_values
@@ -140,6 +142,8 @@ def schema_literals() -> frozenset[str]:
 
 def _message(block: CueError, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
     fields = block.fields
+    if hints.REFERENCE.fullmatch(block.message) and not touches_env_value and not is_env_path(fields):
+        return block.message  # the word is an identifier the user wrote (`name: shop`), never an env value
     value_of_env = len(fields) >= 2 and fields[-2] == "env" and is_env_path(fields)
     if value_of_env and (_DISJ.match(block.message) or block.message.startswith("conflicting values")):
         return ENV_VALUE_HINT
@@ -155,16 +159,30 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
                                            else block.message)
 
 
+def _taught(block: CueError, message: str, lines: list[str], line: int, shows_values: bool) -> str:
+    """The message with a hint for a YAML habit, or "did you mean" for a field the schema does not have."""
+    fields = block.fields
+    unknown = block.message == "field not allowed" and bool(fields) and not is_env_path(fields)
+    if unknown:
+        mean = hints.did_you_mean(str(fields[-1]), hints.known_fields(fields[:-1]))
+        if mean:
+            return f"{message}; {mean}"
+    hint = hints.teach(block.message, fields, lines, line, at_top=unknown and len(fields) == 1,
+                       shown_word=shows_values)
+    return f"{message}; hint: {hint}" if hint else message
+
+
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
-                line1_shift: int = 0, redactor: Redactor | None = None) -> list[Problem]:
+                line1_shift: int = 0, redactor: Redactor | None = None, text: str = "") -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output), else the position
     of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call).
 
     A message shows no string value when the error is about an env value, or when cue points at a token of an
     env value among the values it involves (an env literal used elsewhere); `redactor` then replaces the env
-    literals the caller knows wherever they appear.
+    literals the caller knows wherever they appear. `text` is the user's file, read for hints.
     """
     redactor = redactor or Redactor.of(())
+    lines = text.splitlines()
     problems: list[Problem] = []
     env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
     for block in parse_errors(stderr):
@@ -177,6 +195,8 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
         message = _message(block, touches_env_value, lambda: index().literals | schema_literals())
         if message == ENV_VALUE_HINT:
             env_values.append(block.fields)
+        else:
+            message = _taught(block, message, lines, line, not (touches_env_value or is_env_path(block.fields)))
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     # "none of the forms" says nothing when cue also names what is wrong below the field (a struct branch's own
     # errors): keep those alone.

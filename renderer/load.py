@@ -156,12 +156,12 @@ def _strip_comments(text: str) -> str:
 
 def _write_module(work: Path) -> None:
     """cue.mod and the schema package (which only we write)."""
-    from toolchain.tools import TOOLS
+    from toolchain.pins import pins
 
     (work / "cue.mod").mkdir()
-    # The language version of the pinned cue, as when files are evaluated outside a module.
+    # The language version of the oldest cue we accept: every supported cue evaluates the module the same way.
     (work / "cue.mod" / "module.cue").write_text(
-        f'module: "{MODULE}"\nlanguage: version: "{TOOLS["cue"].pinned}"\n')
+        f'module: "{MODULE}"\nlanguage: version: "{pins()["CUE_OLDEST_VERSION"]}"\n')
     (work / "schema").mkdir()
     (work / "schema" / "schema.cue").write_text(f"package schema\n\n{schema_text()}")
 
@@ -212,7 +212,7 @@ def evaluate(source: Source) -> LoadedApp:
             # The env literals written in the file; a string cue computed is never shown (cue_errors).
             redactor = Redactor.of(source.cue_index.env_literals)
             problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.cue_index, shift,
-                                   redactor)
+                                   redactor, source.text)
             if not problems:
                 raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
             raise UserError(problems)

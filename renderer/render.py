@@ -14,8 +14,8 @@ from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "manifests", "render", "render_all",
-           "render_loaded"]
+__all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
+           "render_all", "render_loaded"]
 
 Mode = Literal["cr", "manifests"]
 MODES: tuple[Mode, ...] = ("cr", "manifests")
@@ -123,32 +123,47 @@ def discover(directory: Path) -> list[Path]:
     return sorted(found)
 
 
+def load_many(files: list[Path], root: Path | None = None) -> tuple[list[LoadedApp], list[Problem]]:
+    """Read and evaluate many Application files in one cue process (each inside `root`, else the root its own
+    path suggests): what loaded, and every problem (a broken app does not stop the others)."""
+    sources: list[Source] = []
+    problems: list[Problem] = []
+    for file in files:
+        try:
+            sources.append(read_source(*locate(file, root)))
+        except UserError as e:
+            problems += e.problems
+    apps: list[LoadedApp] = []
+    for result in evaluate_many(sources):
+        if isinstance(result, UserError):
+            problems += result.problems
+        else:
+            apps.append(result)
+    return apps, problems
+
+
+def load_all(directory: Path) -> tuple[list[LoadedApp], list[Problem]]:
+    """Every app under directory, evaluated in one cue process (UserError when there is none)."""
+    root = Path(directory)
+    files = discover(root)
+    if not files:
+        raise UserError([Problem(userfile.shown(root), 0, 0, "", f"no {APP_DIR}/{APP_FILE} below this directory: "
+                                 "nothing to render")])
+    return load_many(files, root)
+
+
 def render_all(directory: Path, mode: Mode = "cr", context: PlatformContext | None = None,
                ) -> tuple[list[Rendered], list[Problem]]:
     """Every app under directory, every environment, evaluated in one cue process.
 
     Returns what rendered and every problem; a broken app does not stop the others.
     """
-    sources: list[Source] = []
-    problems: list[Problem] = []
-    root = Path(directory)
-    files = discover(root)
-    if not files:
-        raise UserError([Problem(userfile.shown(root), 0, 0, "", f"no {APP_DIR}/{APP_FILE} below this directory: "
-                                 "nothing to render")])
-    for file in files:
-        try:
-            sources.append(read_source(*locate(file, root)))
-        except UserError as e:
-            problems += e.problems
+    apps, problems = load_all(directory)
     rendered: list[Rendered] = []
-    for result in evaluate_many(sources):
-        if isinstance(result, UserError):
-            problems += result.problems
-            continue
-        for env in validate.environments(result):
+    for app in apps:
+        for env in validate.environments(app):
             try:
-                rendered.append(render_loaded(result, env, mode, None, context))
+                rendered.append(render_loaded(app, env, mode, None, context))
             except UserError as e:
                 problems += e.problems
     return rendered, sorted(set(problems))

@@ -22,7 +22,7 @@ from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
 __all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
-           "environments", "rewrite_prefixes", "written_at"]
+           "environments", "interpolation_warnings", "rewrite_prefixes", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -37,6 +37,10 @@ FQDN_PATTERN = re.compile(r"(?:[-a-zA-Z0-9_*]+\.?)+")
 NO_BLANKS = re.compile(r"[^\s]+")
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
+# An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
+# `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
+TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
+WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
 # The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8). Also a CEL rule.
 ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
                          "create a new Application instead")
@@ -211,6 +215,31 @@ def _cidr(value: str) -> bool:
     except ValueError:
         return False
     return NO_BLANKS.fullmatch(value) is not None
+
+
+def interpolation_warnings(app: LoadedApp) -> list[Problem]:
+    """Env literals that look like an interpolation of a claim or secret, each naming the form to use instead.
+
+    A warning, not an error (the literal may be meant), that never shows the value: the reference it suggests
+    is spelled out only for a literal that is exactly `${claim.<need>.<field>}` of a need the app declares."""
+    c = _Checker(app)
+    spec = app.document.get("spec", {})
+    declared = {need for _, workload in _workloads(spec) for need in workload.get("needs", {})}
+    for scope, workload in _workloads(spec):
+        for key, value in workload.get("env", {}).items():
+            found = TEMPLATE.search(value) if isinstance(value, str) else None
+            if found is None:
+                continue
+            if found["kind"] == "secret":
+                c.add((*scope, "env", key), "this literal looks like an interpolation of a secret, but nothing "
+                      f'substitutes it: reference the secret instead, {key}: secret: "<secret-name>/<key>"')
+                continue
+            whole = WHOLE_CLAIM.fullmatch(value)
+            form = (f"claim.{whole['need']}.{whole['field']}" if whole and whole["need"] in declared
+                    else "claim.<need>.<field>")
+            c.add((*scope, "env", key), "this literal looks like an interpolation of a claim, but nothing "
+                  f"substitutes it: reference the claim instead, {key}: {form}")
+    return c.problems
 
 
 def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:

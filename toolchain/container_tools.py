@@ -50,7 +50,10 @@ class Found:
         if self.ok:
             return None
         if self.path is None:
-            return f"{self.tool.name} not found (Debian package {self.tool.package}): {self.tool.remedy}"
+            from toolchain.tools import in_checkout
+
+            remedy = self.tool.remedy if in_checkout() else f"apt-get install {self.tool.package}"
+            return f"{self.tool.name} not found (Debian package {self.tool.package}): {remedy}"
         return (f"{self.tool.name} at {self.path} is {self.version or 'of unknown version'}, want >= "
                 f"{self.tool.minimum}: upgrade the Debian package {self.tool.package}")
 

@@ -21,6 +21,6 @@ def pins() -> dict[str, str]:
                 line = line.strip()
                 if line and not line.startswith("#") and "=" in line:
                     key, _, value = line.partition("=")
-                    out[key.strip()] = value.strip()
+                    out[key.strip()] = value.strip().strip('"')  # as the shell reads KEY="a b"
             return out
     raise FileNotFoundError("versions.env not found next to the toolchain package or in tools/")

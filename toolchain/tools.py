@@ -1,4 +1,9 @@
-"""Resolves each external tool to a binary at its pinned version, with a remedy when it is not there."""
+"""Resolves each external tool to a binary at a supported version, with a remedy when it is not there.
+
+A tool is supported at its pin, or (cue) anywhere in the range versions.env declares: an app repository
+installs the package from PyPI and brings its own cue. The remedy names `make setup` only in a checkout of
+this repository (where tools/setup.sh exists); anywhere else it names the install command and APPRAFTER_<TOOL>.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from toolchain.errors import ToolFailure
 from toolchain.pins import pins
 
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
+# Present only in a checkout of this repository (a wheel ships no tools/): decides which remedy a message names.
+CHECKOUT_SETUP = Path(__file__).resolve().parent.parent / "tools" / "setup.sh"
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class ToolError(ToolFailure):
@@ -30,10 +38,61 @@ class Tool(NamedTuple):
     required_for_users: bool = False
     # What the binary says about how it was built, beyond its version (doctor shows it).
     build_probe: Callable[[Path], list[str]] | None = None
+    # How someone without this repository installs it ({version}: the pin); None: only `make setup` builds it.
+    install: str | None = None
+    # Pin keys of the oldest supported version and of the first one no longer supported (None: the pin only).
+    oldest_key: str | None = None
+    below_key: str | None = None
 
     @property
     def pinned(self) -> str:
         return pins()[self.pin_key]
+
+    def supports(self, version: str | None) -> bool:
+        """Whether a binary reporting `version` is usable: the pin, or a release inside the declared range
+        (pre-releases only when pinned)."""
+        if version is None:
+            return False
+        if version == self.pinned:
+            return True
+        if self.oldest_key is None or self.below_key is None:
+            return False
+        found = version_key(version)
+        if found is None or found[3]:
+            return False
+        oldest, below = version_key(pins()[self.oldest_key]), version_key(pins()[self.below_key])
+        assert oldest is not None and below is not None, "versions.env holds a range bound that is not a version"
+        return oldest[:3] <= found[:3] < below[:3]
+
+    @property
+    def supported(self) -> str:
+        """The supported versions as people read them: `>= v0.17.0, < v0.18.0`, or the pin alone."""
+        if self.oldest_key is None or self.below_key is None:
+            return self.pinned
+        return f">= {pins()[self.oldest_key]}, < {pins()[self.below_key]}"
+
+
+def version_key(version: str) -> tuple[int, int, int, str] | None:
+    """(major, minor, patch, pre-release) of a `vX.Y.Z[-pre]` version; None when it is not one."""
+    m = _VERSION.fullmatch(version.strip())
+    return (int(m[1]), int(m[2]), int(m[3]), m[4] or "") if m else None
+
+
+def in_checkout() -> bool:
+    """Whether this package runs from a checkout of its repository (which has `make setup`)."""
+    return CHECKOUT_SETUP.is_file()
+
+
+def remedy(name: str) -> str:
+    """How to get `name` at a supported version: `make setup` in a checkout, else its install command and the
+    APPRAFTER_<NAME> override (no message a user meets outside this repository names make)."""
+    override = "APPRAFTER_" + name.upper().replace("-", "_")
+    if in_checkout():
+        return f"{SETUP_REMEDY}, or point {override} at one"
+    tool = TOOLS[name]
+    if tool.install is None:
+        return f"install {name} {tool.pinned} and point {override} at it"
+    return f"install one with `{tool.install.format(version=tool.pinned)}`, or point {override} at one"
 
 
 
@@ -83,11 +142,14 @@ TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
         Tool("cue", "CUE_VERSION", ("version",), _first(r"cue version (v\S+)"),
-             "evaluates Application.cue and the platform stack", required_for_users=True),
+             "evaluates Application.cue and the platform stack", required_for_users=True,
+             install="go install cuelang.org/go/cmd/cue@{version}", oldest_key="CUE_OLDEST_VERSION",
+             below_key="CUE_BELOW_VERSION"),
         Tool("helm", "HELM_VERSION", ("version", "--short"), _first(r"^(v\d+\.\d+\.\d+)"),
              "lints and templates the platform-stack chart", build_probe=_helm_build),
         Tool("cosign", "COSIGN_VERSION", ("version",), _first(r"GitVersion:\s+(v\S+)"),
-             "signs and verifies the platform-stack OCI artifact"),
+             "signs and verifies the platform-stack OCI artifact",
+             install="go install github.com/sigstore/cosign/v2/cmd/cosign@{version}"),
         Tool("registry", "GGCR_REGISTRY_VERSION", (), _go_module("github.com/google/go-containerregistry"),
              "OCI registry on loopback (test bed)"),
         Tool("docker-registry", "DOCKER_REGISTRY_VERSION", ("--version",),
@@ -179,27 +241,41 @@ def _go_version_argv(path: Path) -> list[str] | None:
 
 
 def resolve(name: str) -> Path:
-    """Path of `name` at its pinned version, or ToolError naming the version wanted and the fix.
+    """Path of `name` at a supported version, or ToolError naming the version found, the versions supported and
+    the fix.
 
-    The version-keyed cache and an explicit APPRAFTER_<NAME> are trusted as they are (no extra process
-    per call: the plugin runs on every sync); a binary merely found on PATH must report the pinned version.
+    A binary from the version-keyed cache, or installed beside this package (its environment's bin/, as the
+    images ship cue), is trusted as it is (no extra process per call: the plugin runs on every sync); any other,
+    found on PATH or named by APPRAFTER_<NAME>, must report a supported version (one `<tool> version` run).
     """
     tool = TOOLS[name]
     path = candidate_path(name)
     if path is None or not path.exists():
-        raise ToolError(f"{name} not found (want {tool.pinned}): {SETUP_REMEDY}")
-    if _from_path_lookup(name, path):
+        raise ToolError(f"{name} not found (supported: {tool.supported}): {remedy(name)}")
+    if not _trusted(name, path):
         found = read_version(name, path)
-        if found != tool.pinned:
-            raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: "
-                            f"{SETUP_REMEDY}")
+        if not tool.supports(found):
+            raise unsupported(name, path, found)
     return path
 
 
-def _from_path_lookup(name: str, path: Path) -> bool:
-    if os.environ.get("APPRAFTER_" + name.upper().replace("-", "_")):
-        return False
-    return tools_dir() not in path.parents
+def _trusted(name: str, path: Path) -> bool:
+    """The cache's entry for the pin (the set-up built it so; other versions cached beside it are not trusted), or
+    a binary in this package's own environment."""
+    import sys
+
+    cached, pinned, entry = tools_dir(), TOOLS[name].pinned, path.parent.name
+    if path.parent == cached / "bin":  # the set-up links bin/ to the pinned entries
+        return True
+    if path.parent.parent == cached / name:  # argocd-cmp-client's entries are <pin>-<source hash>
+        return entry == pinned or entry.startswith(pinned + "-")
+    return path.parent == Path(sys.prefix) / "bin"
+
+
+def unsupported(name: str, path: Path, found: str | None) -> ToolError:
+    """The error for a binary at a version outside the supported ones."""
+    return ToolError(f"{name} at {path} is {found or 'of unknown version'}; apprafter supports {name} "
+                     f"{TOOLS[name].supported}: {remedy(name)}")
 
 
 def build_info(name: str, path: Path) -> list[str]:
@@ -214,14 +290,12 @@ def build_info(name: str, path: Path) -> list[str]:
 
 
 def check(name: str) -> Path:
-    """Like resolve(), and also verify the version (slower: runs the binary)."""
+    """Like resolve(), and also verify that the binary is the pin itself (slower: runs it): what the images ship."""
     path = resolve(name)
-    tool = TOOLS[name]
     found = read_version(name, path)
-    if found != tool.pinned:
-        raise ToolError(
-            f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: {SETUP_REMEDY}"
-        )
+    if found != TOOLS[name].pinned:
+        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want the pin {TOOLS[name].pinned}: "
+                        f"{remedy(name)}")
     return path
 
 
@@ -249,6 +323,6 @@ def crd_files() -> list[Path]:
         src = crds_dir() / f"{source}-{version}"
         found = sorted(src.glob("*.yaml")) if src.is_dir() else []
         if not found:
-            raise ToolError(f"CRDs of {source} {version} not found in {src}: {SETUP_REMEDY}")
+            raise ToolError(f"CRDs of {source} {version} not found in {src}: {SETUP_REMEDY}")  # a checkout's test bed
         files.extend(found)
     return files

@@ -22,6 +22,8 @@ log() { printf 'setup: %-22s %s\n' "$1" "$2"; }
 
 # link NAME VERSION: point $TOOLS_DIR/bin/NAME at the cached binary.
 link() { ln -sfn "$TOOLS_DIR/$1/$2/$1" "$TOOLS_DIR/bin/$1"; }
+# linked NAME VERSION: link, unless NO_LINK is set (a second version of a tool, cached beside the pinned one).
+linked() { [[ -n ${NO_LINK:-} ]] || link "$1" "$2"; }
 
 # on_path_at NAME VERSION CMD...: true when NAME on PATH (outside our cache) reports VERSION.
 on_path_at() {
@@ -48,23 +50,23 @@ recipe() {
 # then link. A binary cached before recipes were stamped is kept when verify_NAME (if defined) accepts it.
 ensure() {
   local name=$1 version=$2 build=$3; shift 3
-  wants "$name" || return 0
+  wants "${WANT_AS:-$name}" || return 0
   local dest="$TOOLS_DIR/$name/$version" want; want=$(recipe "$build")
   if [[ -x "$dest/$name" ]]; then
     local have; have=$(cat "$dest/.recipe" 2>/dev/null || true)
     if [[ -z "$have" ]] && { ! declare -F "verify_$name" >/dev/null || "verify_$name" "$dest/$name"; }; then
       echo "$want" > "$dest/.recipe"; have=$want
     fi
-    if [[ "$have" == "$want" ]]; then log "$name $version" "cached"; link "$name" "$version"; return; fi
+    if [[ "$have" == "$want" ]]; then log "$name $version" "cached"; linked "$name" "$version"; return; fi
     log "$name $version" "built by another recipe: rebuilding"
   fi
-  if [[ $# -gt 0 ]] && on_path_at "$name" "$version" "$@"; then log "$name $version" "reused from PATH"; link "$name" "$version"; return; fi
+  if [[ $# -gt 0 ]] && on_path_at "$name" "$version" "$@"; then log "$name $version" "reused from PATH"; linked "$name" "$version"; return; fi
   local start=$SECONDS tmp="$dest.tmp.$$"
   mkdir -p "$tmp"
   "$build" "$tmp" || { rm -rf "$tmp"; echo "setup: building $name $version failed (see above)" >&2; exit 2; }
   echo "$want" > "$tmp/.recipe"
   rm -rf "$dest"; mv "$tmp" "$dest"
-  link "$name" "$version"
+  linked "$name" "$version"
   log "$name $version" "built in $((SECONDS - start))s"
 }
 
@@ -129,6 +131,10 @@ build_kustomize() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/
 build_argocd_cmp_client() { (cd "$here/argocd" && go build -trimpath -ldflags "-s -w" -o "$1/argocd-cmp-client" ./cmpclient); }
 
 ensure cue "$CUE_VERSION" build_cue cue version
+# The other cue versions the tests run (CUE_TEST_VERSIONS: one inside the supported range, one outside it), cached
+# beside the pinned one and never linked into bin/ (`tools/setup.sh cue-tests` builds only these).
+build_cue_at() { GOBIN=$1 go install -trimpath "cuelang.org/go/cmd/cue@$CUE_AT"; }
+for CUE_AT in $CUE_TEST_VERSIONS; do WANT_AS=cue-tests NO_LINK=1 ensure cue "$CUE_AT" build_cue_at; done
 ensure helm "$HELM_VERSION" build_helm helm version --short
 ensure cosign "$COSIGN_VERSION" build_cosign cosign version
 ensure registry "$GGCR_REGISTRY_VERSION" build_registry

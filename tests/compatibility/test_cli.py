@@ -149,7 +149,9 @@ def test_text_output_reads_like_a_plan_and_is_coloured_only_on_a_tty(tmp_path: P
     piped = run_cli(*args)
     assert "\x1b[" not in piped.stdout
     assert "~ expose.network: internal -> public  [security-boundary, AR-SB004]" in piped.stdout
-    assert piped.stdout.rstrip().splitlines()[-1].startswith("Plan: 1 change, 1 gated. Gated: security-boundary")
+    summary, named = piped.stdout.rstrip().splitlines()[-2:]
+    assert summary.startswith("Plan: 1 change, 1 gated. Gated: security-boundary")
+    assert named.startswith("MigrationPlan: demo-prod-") and "apprafter migration approve demo-prod-" in named
     leader, follower = pty.openpty()
     proc = subprocess.run([sys.executable, "-m", "apprafter", *args], stdout=follower, stderr=subprocess.PIPE,
                           cwd=REPO, timeout=120, check=False)

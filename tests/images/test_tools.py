@@ -44,7 +44,7 @@ def test_doctor_fails_naming_the_missing_tool_and_the_remedy() -> None:
     assert "BAD podman             missing" in text.stdout
     assert text.stderr.splitlines() == [
         "podman not found (Debian package podman): run `make setup` (tools/setup-images.sh installs it with apt-get)",
-        "1 tool(s) missing or at the wrong version: run `make setup`",
+        "1 tool(s) missing or unsupported: run `make setup`",
     ]
 
 

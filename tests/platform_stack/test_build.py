@@ -121,7 +121,7 @@ def test_component_missing_from_a_tier_overlay_fails_with_position(source_copy: 
 
 def test_unknown_tier_is_a_usage_error(tmp_path: Path) -> None:
     proc = cli("stack", "build", "--tier", "huge", "--out", str(tmp_path))
-    assert proc.returncode == 2 and proc.stdout == "" and "huge" in proc.stderr
+    assert proc.returncode == 1 and proc.stdout == "" and "huge" in proc.stderr  # a usage error: the user's input
 
 
 def test_missing_cue_is_a_tool_error_naming_the_remedy(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.renderer.helpers import MINIMAL, RUNAWAY, run_cli, write_app
-from toolchain.tools import TOOLS
+from toolchain.pins import pins
+from toolchain.tools import TOOLS, tools_dir
 
 F = "apprafter/Application.cue"
 
@@ -28,13 +29,15 @@ def test_out_of_range_port(tmp_path: Path) -> None:
 
 def test_unknown_field_is_an_error(tmp_path: Path) -> None:
     text = MINIMAL.replace("replicas: 2", "replica: 2")
-    assert errors_of(tmp_path, text) == [f"{F}:11:9: spec.environments.prod.replica: field not allowed"]
+    assert errors_of(tmp_path, text) == [
+        f"{F}:11:9: spec.environments.prod.replica: field not allowed; did you mean `replicas`?"]
 
 
 def test_top_level_typo(tmp_path: Path) -> None:
     text = MINIMAL + 'metdata: name: "x"\n'
     assert errors_of(tmp_path, text) == [
-        f"{F}:14:1: metdata: field not allowed at top level (an Application has apiVersion, kind, metadata, spec)"]
+        f"{F}:14:1: metdata: field not allowed at top level (an Application has apiVersion, kind, metadata, spec); "
+        "did you mean `metadata`?"]
 
 
 def test_bad_env_value_type(tmp_path: Path) -> None:
@@ -172,14 +175,46 @@ def test_missing_cue_is_a_tool_error_with_the_remedy(tmp_path: Path) -> None:
     assert "make setup" in result.stderr
 
 
-def test_cue_on_path_at_another_version_is_refused_with_the_remedy(tmp_path: Path) -> None:
+def _cue(version: str) -> Path:
+    """A real cue of another version, cached by the set-up (CUE_TEST_VERSIONS)."""
+    path = tools_dir() / "cue" / version / "cue"
+    assert path.exists(), f"cue {version} missing: run `make setup` (tools/setup.sh caches CUE_TEST_VERSIONS)"
+    return path
+
+
+def _on_path(tmp_path: Path, version: str) -> dict[str, str]:
+    """An environment whose only cue is the real cue `version`, found on PATH (no tool cache)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "cue").symlink_to(_cue(version))
+    return {"APPRAFTER_TOOLS_DIR": str(tmp_path / "empty"), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+
+
+TEST_CUES = pins()["CUE_TEST_VERSIONS"].split()
+
+
+def test_a_cue_outside_the_supported_range_is_refused_naming_the_version_and_the_range(tmp_path: Path) -> None:
+    (outside,) = [v for v in TEST_CUES if not TOOLS["cue"].supports(v)]
     write_app(tmp_path, MINIMAL)
-    other = tmp_path / "bin" / "cue"  # stands in for an old cue someone installed by hand
-    other.parent.mkdir()
-    other.write_text('#!/bin/sh\necho "cue version v0.9.0"\n')
-    other.chmod(0o755)
-    env = {"APPRAFTER_TOOLS_DIR": str(tmp_path / "empty"), "PATH": f"{other.parent}:/usr/bin:/bin"}
+    env = _on_path(tmp_path, outside)
     result = run_cli("render", ".", "--env", "dev", cwd=tmp_path, env=env)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip() == (f"apprafter: cue at {other} is v0.9.0, want {TOOLS['cue'].pinned}: "
-                                     "run `make setup` (tools/setup.sh) to install it")
+    assert result.stderr.strip() == (
+        f"apprafter: cue at {tmp_path / 'bin' / 'cue'} is {outside}; apprafter supports cue "
+        f"{TOOLS['cue'].supported}: run `make setup` (tools/setup.sh) to install it, or point APPRAFTER_CUE at one")
+    explicit = run_cli("render", ".", "--env", "dev", cwd=tmp_path, env={"APPRAFTER_CUE": str(_cue(outside))})
+    assert explicit.returncode == 2 and f"is {outside}; apprafter supports cue" in explicit.stderr
+
+
+def test_a_cue_inside_the_range_renders_what_the_pinned_one_renders(tmp_path: Path) -> None:
+    (inside,) = [v for v in TEST_CUES if TOOLS["cue"].supports(v)]
+    assert inside != TOOLS["cue"].pinned
+    write_app(tmp_path, MINIMAL)
+    pinned = run_cli("render", ".", "--env", "prod", "--mode", "manifests", cwd=tmp_path)
+    other = run_cli("render", ".", "--env", "prod", "--mode", "manifests", cwd=tmp_path,
+                    env=_on_path(tmp_path, inside))
+    assert other.returncode == 0, other.stderr
+    assert other.stdout == pinned.stdout and pinned.stdout.count("kind: ") >= 4
+    broken = write_app(tmp_path, MINIMAL.replace("prod: replicas: 2", "prod: replicas: \"two\""))
+    errors = [run_cli("validate", ".", cwd=tmp_path, env=env).stderr for env in ({}, _on_path(tmp_path / "x", inside))]
+    assert errors[0] == errors[1] and f"{broken.relative_to(tmp_path)}:" in errors[0]

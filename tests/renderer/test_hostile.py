@@ -18,6 +18,7 @@ import pytest
 from renderer.load import LoadedApp, Source
 from renderer.validate import check
 from tests.renderer.helpers import MINIMAL, assert_clean_failure, run_capped, run_cli, write_app
+from toolchain.tools import TOOLS
 
 F = "apprafter/Application.cue"
 SECRET = "Hunter2_do_not_print_me"  # not a DNS name either: our own checks refuse it where it is misused
@@ -35,7 +36,8 @@ def test_a_long_label_chain_is_indexed_in_linear_time_and_memory(tmp_path: Path)
     write_app(tmp_path, text)
     result = run_capped("render", ".", "--env", "dev", cwd=tmp_path, memory_mb=512,
                         env={"APPRAFTER_CUE_MEMORY_MB": "256"})
-    assert assert_clean_failure(result, 1) == [f"{F}:11:9: spec.environments.prod.replica: field not allowed"]
+    assert assert_clean_failure(result, 1) == [
+        f"{F}:11:9: spec.environments.prod.replica: field not allowed; did you mean `replicas`?"]
 
 
 def test_the_python_side_is_under_the_memory_budget_too(tmp_path: Path) -> None:
@@ -198,7 +200,9 @@ def test_a_real_out_of_memory_is_a_budget_failure(tmp_path: Path) -> None:
 def stand_in_cue(tmp_path: Path, code: int, stderr: str) -> dict[str, str]:
     """A cue that ends the way a Go runtime crash does (the real one is forced above, where it can be)."""
     script = tmp_path / "cue"
-    script.write_text(f"#!/bin/sh\nprintf '%s\\n' '{stderr}' >&2\nexit {code}\n")
+    # It answers `cue version` as a supported cue does (an APPRAFTER_CUE outside the cache is asked for its version).
+    script.write_text(f"#!/bin/sh\nif [ \"$1\" = version ]; then echo 'cue version {TOOLS['cue'].pinned}'; exit 0; fi\n"
+                      f"printf '%s\\n' '{stderr}' >&2\nexit {code}\n")
     script.chmod(0o755)
     return {"APPRAFTER_CUE": str(script)}
 

@@ -1,0 +1,133 @@
+"""The plan of a whole monorepo: every app and environment of two sides, paired by the app's directory.
+
+Pure: both sides arrive loaded (renderer.render.load_all evaluates each side in one cue process); every pair
+is classified by the one classifier (compatibility.application.plan), and every problem of either side is
+reported at once, never classified. A pair present only on the new side is a first deployment (no baseline:
+nothing is gated, as in the cluster); one present only on the old side is removed, classified as the change to
+an app scaled to zero that holds nothing (its needs, env references and exposure dropped), which is gated
+whenever it ran. Nothing in the cluster can hold a deletion, so a removal gets no MigrationPlan: the pull
+request is where it is reviewed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+from compatibility.application import DEFAULT_DOMAIN, Deployment
+from compatibility.application import plan as classify_pair
+from compatibility.migrationplan import name as plan_name
+from compatibility.plan import Plan, Subject
+from compatibility.sides import side
+from renderer import validate
+from renderer.errors import Problem, UserError
+from renderer.load import LoadedApp
+
+__all__ = ["STATUSES", "Entry", "Status", "entry_json", "first_deployment", "plan_all", "plan_document", "removal",
+           "summary"]
+
+Status = Literal["first-deployment", "changed", "unchanged", "removed"]
+STATUSES: tuple[Status, ...] = ("first-deployment", "changed", "unchanged", "removed")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One app and environment of the plan: where the app lives (its directory below the planned one), what
+    happens to it, and the classifier's plan."""
+
+    path: str
+    app: str
+    environment: str
+    status: Status
+    plan: Plan
+
+    @property
+    def gated(self) -> bool:
+        return self.plan.gated
+
+    @property
+    def migration_plan(self) -> str | None:
+        """The MigrationPlan the cluster will create for this change (none for a removal: nothing holds one)."""
+        return plan_name(self.plan) if self.gated and self.status != "removed" else None
+
+    @property
+    def approved_spec_hash(self) -> str | None:
+        return self.plan.approved_spec_hash if self.status != "removed" else None
+
+
+def first_deployment(after: Deployment) -> Plan:
+    """The plan of an environment with no baseline: no changes, nothing gated (the cluster has nothing to hold)."""
+    return Plan(Subject("application", after.app, after.namespace, after.environment), (), "safe", (), None)
+
+
+def removal(before: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
+    """A removed app or environment, classified as the change to the same app scaled to zero, holding nothing."""
+    spec = before.spec
+    gone = {"image": spec["image"], "replicas": 0, **({"budget": spec["budget"]} if "budget" in spec else {})}
+    return classify_pair(before, dataclasses.replace(before, spec=gone), domain)
+
+
+def _deployments(apps: Mapping[str, LoadedApp], wanted: Collection[str] | None,
+                 problems: list[Problem]) -> dict[tuple[str, str], Deployment]:
+    """Every (path, environment) of one side, validated like render (problems collected, never classified)."""
+    out: dict[tuple[str, str], Deployment] = {}
+    for path, app in apps.items():
+        for env in validate.environments(app):
+            if wanted is not None and env not in wanted:
+                continue
+            try:
+                found = side(app, env, required=True)
+            except UserError as e:
+                problems += e.problems
+                continue
+            assert found is not None  # required: declared
+            out[(path, env)] = found
+    return out
+
+
+def plan_all(before: Mapping[str, LoadedApp], after: Mapping[str, LoadedApp],
+             environments: Collection[str] | None = None, domain: str = DEFAULT_DOMAIN) -> list[Entry]:
+    """Every app and environment of both sides (keyed by the app's directory), ordered by app, environment and
+    path; UserError with every problem of both sides when any is invalid."""
+    problems: list[Problem] = []
+    old = _deployments(before, environments, problems)
+    new = _deployments(after, environments, problems)
+    if problems:
+        raise UserError(problems)
+    entries: list[Entry] = []
+    for key in sorted(old.keys() | new.keys()):
+        was, now = old.get(key), new.get(key)
+        if now is not None and was is not None:
+            result = classify_pair(was, now, domain)
+            status: Status = "changed" if result.changes else "unchanged"
+        elif now is not None:
+            result, status = first_deployment(now), "first-deployment"
+        else:
+            assert was is not None
+            result, status = removal(was, domain), "removed"
+        subject = result.subject
+        entries.append(Entry(key[0], subject.name, key[1], status, result))
+    return sorted(entries, key=lambda e: (e.app, e.environment, e.path))
+
+
+def summary(entries: Collection[Entry]) -> dict[str, Any]:
+    """How many entries have each status, and how many are gated."""
+    counts: dict[str, Any] = {status: sum(e.status == status for e in entries) for status in STATUSES}
+    counts["gated"] = sum(e.gated for e in entries)
+    return counts
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    """One entry of `plan --all -o json`: where, what happens, and the plan (the keys of `plan -o json`)."""
+    plan = entry.plan
+    return {"path": entry.path, "app": entry.app, "environment": entry.environment, "status": entry.status,
+            "gated": entry.gated, "primary": plan.primary, "classifications": list(plan.classifications),
+            "changes": [c.to_json() for c in plan.changes], "approvedSpecHash": entry.approved_spec_hash,
+            "migrationPlanName": entry.migration_plan}
+
+
+def plan_document(entries: Collection[Entry]) -> dict[str, Any]:
+    """`plan --all -o json`: whether anything is gated, the counts, and every entry in order."""
+    return {"gated": any(e.gated for e in entries), "summary": summary(entries),
+            "plans": [entry_json(e) for e in entries]}
