@@ -121,7 +121,7 @@ def test_schema_and_rule_problems_name_the_field(mutate: Any, field: str) -> Non
      "'^/[!-~]*$'"),
     ({"progressDeadlineSeconds": 7200}, "spec.environments.prod.health.progressDeadlineSeconds: 7200 is greater "
      "than the maximum of 3600"),
-    ({"readines": {}}, "spec.environments.prod.health.readines: field not allowed"),
+    ({"readines": {}}, "spec.environments.prod.health.readines: field not allowed; did you mean `readiness`?"),
     (True, "spec.environments.prod.health: true is not allowed: want one of false, a struct"),
     ({"startup": {"failureThreshold": 120}}, "spec.environments.prod.health.progressDeadlineSeconds: "
      "progressDeadlineSeconds (600) must be longer than the 1200 s the probes give a healthy pod to become ready "

@@ -64,7 +64,7 @@ def test_every_app_and_environment_gets_its_verdict(repo: Path) -> None:
     assert not soft["gated"] and [c["rule"] for c in soft["changes"]] == ["AR-S007"]
     gone = entries[("app-010", "prod")]  # classified as scaled to zero holding nothing, without a MigrationPlan
     assert gone["gated"] and gone["primary"] == "data-migration" and gone["migrationPlanName"] is None
-    assert {c["rule"] for c in gone["changes"]} == {"AR-DM001", "AR-RR003", "AR-S009"}
+    assert {c["rule"] for c in gone["changes"]} == {"AR-DM001", "AR-RR003", "AR-S009", "AR-S014"}
     assert gone["approvedSpecHash"] is None
     assert entries[("app-007", "dev")]["primary"] == "requires-restart"
     new = entries[("team/new-b", "prod")]
