@@ -134,6 +134,7 @@ def test_app(node: NodeTestBed) -> str:
 def bare_host() -> dict[str, Any]:
     """The host as no node bed has changed it (hoststate.snapshot()). Tests using it run first in the session
     (see pytest_collection_modifyitems), before the shared `node` starts; another live bed fails them."""
+    hoststate.recover()  # a run that was killed must not count as "the host as it was"
     live = hoststate.live_beds()
     if live:
         pytest.fail(f"another node bed is running ({', '.join(b.dir for b in live)}): run the node tier under "

@@ -96,23 +96,38 @@ def _locked_state() -> Iterator[dict[str, Any]]:
 
 def claim(record: BedRecord) -> list[str]:
     """Register a bed about to start; first undo what dead beds left. Returns what was undone, one line each."""
-    undone: list[str] = []
     with _locked_state() as state:
-        beds = [BedRecord(**b) for b in state.get("beds", [])]
-        for dead in [b for b in beds if not b.alive()]:
-            undone += [f"bed {dead.dir} (pid {dead.pid} died): {line}" for line in sweep(dead)]
-            beds.remove(dead)
-            if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
-                shutil.rmtree(dead.dir, ignore_errors=True)
-        if not beds:  # no bed is live: the host must be as it was before the first one
-            if state.get("sysctls"):
-                undone += [f"sysctl {line}" for line in write_sysctls(state["sysctls"])]
-            undone += _remove_created(state)
-            state.clear()
+        undone = _undo_dead(state)
+        if not state.get("beds"):  # the host is as it was before the first bed: remember it so
             state["sysctls"] = read_sysctls()
             state["created"] = [str(p) for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS.parent) if not p.exists()]
-        beds.append(record)
+        state["beds"] = [*state.get("beds", []), dataclasses.asdict(record)]
+    return undone
+
+
+def recover() -> list[str]:
+    """Undo what beds whose owner died left on the host (a crashed or killed run), registering nothing.
+    Returns what was undone, one line each."""
+    with _locked_state() as state:
+        return _undo_dead(state)
+
+
+def _undo_dead(state: dict[str, Any]) -> list[str]:
+    """Sweep the dead beds out of `state`; with no live bed left, restore the host it recorded and clear it."""
+    undone: list[str] = []
+    beds = [BedRecord(**b) for b in state.get("beds", [])]
+    for dead in [b for b in beds if not b.alive()]:
+        undone += [f"bed {dead.dir} (pid {dead.pid} died): {line}" for line in sweep(dead)]
+        beds.remove(dead)
+        if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
+            shutil.rmtree(dead.dir, ignore_errors=True)
+    if beds:
         state["beds"] = [dataclasses.asdict(b) for b in beds]
+        return undone
+    if state.get("sysctls"):
+        undone += [f"sysctl {line}" for line in write_sysctls(state["sysctls"])]
+    undone += _remove_created(state)
+    state.clear()
     return undone
 
 
