@@ -14,32 +14,15 @@ from typing import Any
 import pytest
 
 from tests.argocd import overrides
-from tests.argocd.objects import APP_FILE
+from tests.argocd.objects import APP_FILE, PROD, served
 from tests.testbed.argocd import sync_status
-from tests.testbed.gitops import APPROVER, GitOpsLoop, start_loop
+from tests.testbed.gitops import APPROVER, GitOpsLoop, rolled_out, start_loop
 from tests.testbed.node import NodeTestBed, has_condition
 
 pytestmark = [pytest.mark.node, pytest.mark.gitops]
 
-APP, NAMESPACE = "web", "web-prod"  # the Argo CD Application <app>-<env>, syncing into the namespace of its name
-REPO_NAME = "web"
-
-
-def app_text(image: str, replicas: int = 2) -> str:
-    """The user's Application.cue: the test image serving on 8080, an HTTP readiness probe on /ready."""
-    return f'''apiVersion: "apprafter.io/v1alpha1"
-kind:       "Application"
-metadata: name: "{APP}"
-spec: {{
-	base: {{
-		image: "{image}"
-		expose: {{port: 8080, network: "internal"}}
-		env: {{MODE: "serve", MESSAGE: "v1"}}
-		health: readiness: {{path: "/ready", periodSeconds: 1, failureThreshold: 1}}
-	}}
-	environments: prod: replicas: {replicas}
-}}
-'''
+APP, NAMESPACE = "hello", PROD  # the Argo CD Application <app>-<env>, syncing into the namespace of its name
+REPO_NAME = "hello"
 
 
 def next_repository(node: NodeTestBed, image: str) -> str:
@@ -58,23 +41,6 @@ class NodeLoop:
     revision: str
 
 
-def rolled_out(node: NodeTestBed, image: str) -> bool:
-    """The Deployment has rolled out `image`: its generation seen, every replica updated and available, and no
-    pod of another image left."""
-    deployment = node.get("apps/v1", "Deployment", APP, NAMESPACE) or {}
-    status, spec = deployment.get("status") or {}, deployment.get("spec") or {}
-    if spec.get("template", {}).get("spec", {}).get("containers", [{}])[0].get("image") != image:
-        return False
-    want = spec.get("replicas", 1)
-    if not (status.get("observedGeneration") == deployment["metadata"]["generation"]
-            and status.get("updatedReplicas", 0) == status.get("availableReplicas", 0) == want
-            and status.get("replicas", 0) == want and has_condition(deployment, "Available")):
-        return False
-    pods = node.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods").json()["items"]
-    running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    return all(p["spec"]["containers"][0]["image"] == image and has_condition(p, "Ready") for p in running)
-
-
 def healthy_only_when_rolled_out(loop: NodeLoop, revision: str, image: str) -> dict[str, Any]:
     """Wait for Argo CD to say Healthy at `revision`; every time it says so, the pods must be Available."""
     early: list[str] = []
@@ -82,7 +48,7 @@ def healthy_only_when_rolled_out(loop: NodeLoop, revision: str, image: str) -> d
     def check(app: dict[str, Any]) -> bool:
         if sync_status(app) != ("Synced", "Healthy", revision):
             return False
-        if not rolled_out(loop.node, image):
+        if not rolled_out(loop.node, NAMESPACE, APP, image):
             early.append(str((loop.node.get("apps/v1", "Deployment", APP, NAMESPACE) or {}).get("status")))
             return False
         return True
@@ -96,7 +62,7 @@ def healthy_only_when_rolled_out(loop: NodeLoop, revision: str, image: str) -> d
 def node_loop(node: NodeTestBed, test_app: str, testbed_dir: Path) -> Iterator[NodeLoop]:
     loop = start_loop(node, testbed_dir / "gitops-node", (NAMESPACE,))
     try:
-        revision = loop.git.create(REPO_NAME, {APP_FILE: app_text(test_app)})
+        revision = loop.git.create(REPO_NAME, {APP_FILE: served(test_app)})
         loop.argocd.apply(loop.application(NAMESPACE, REPO_NAME, NAMESPACE, environment="prod"))
         running = NodeLoop(loop, node, test_app, revision)
         healthy_only_when_rolled_out(running, revision, test_app)
@@ -130,7 +96,7 @@ def test_the_first_sync_is_healthy_once_its_pods_answer(node_loop: NodeLoop) -> 
 def test_a_commit_whose_image_cannot_run_is_degraded_and_the_old_pods_keep_serving(node_loop: NodeLoop) -> None:
     loop, before = node_loop.loop, serving(node_loop)
     missing = node_loop.image.rpartition(":")[0] + ":no-such-tag"  # the same repository: a soft change
-    revision = loop.push(REPO_NAME, {APP_FILE: app_text(missing)}, "prod: a tag that was never pushed", NAMESPACE)
+    revision = loop.push(REPO_NAME, {APP_FILE: served(missing)}, "prod: a tag that was never pushed", NAMESPACE)
     app = loop.wait_health(NAMESPACE, revision, "Degraded", timeout=240)
     obj = cr(node_loop)
     ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
@@ -142,7 +108,7 @@ def test_a_commit_whose_image_cannot_run_is_degraded_and_the_old_pods_keep_servi
     assert node["health"] == {"status": "Degraded", "message": ready["message"]}
     assert serving(node_loop) == before  # maxUnavailable 0: the new pod never became ready, no old one went
 
-    fixed = loop.push(REPO_NAME, {APP_FILE: app_text(node_loop.image)}, "prod: back to the image that runs",
+    fixed = loop.push(REPO_NAME, {APP_FILE: served(node_loop.image)}, "prod: back to the image that runs",
                       NAMESPACE)
     healthy_only_when_rolled_out(node_loop, fixed, node_loop.image)
 
@@ -151,7 +117,7 @@ def test_a_gated_change_is_suspended_then_healthy_only_once_the_new_pods_are_ava
     loop, node = node_loop.loop, node_loop.node
     other = next_repository(node, node_loop.image)
     before = serving(node_loop)
-    revision = loop.push(REPO_NAME, {APP_FILE: app_text(other)}, "prod: the image from another repository",
+    revision = loop.push(REPO_NAME, {APP_FILE: served(other)}, "prod: the image from another repository",
                          NAMESPACE)
     loop.wait_health(NAMESPACE, revision, "Suspended")
     plan = cr(node_loop)["status"]["migrationPlan"]

@@ -42,7 +42,7 @@ from tests.testbed.argocd import (
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.gitserver import GitServer, start_git_server
 from tests.testbed.kube import PERSON, ApplyRejected, KubeTestBed
-from tests.testbed.node import NodeTestBed, RequestFailed
+from tests.testbed.node import NodeTestBed, RequestFailed, has_condition
 from tests.testbed.procs import BedError, wait_for
 from tests.testbed.redis import RedisServer, start_redis
 from toolchain.tools import ToolError, resolve
@@ -145,6 +145,25 @@ class GitOpsLoop:
             stack.callback(self.operator.stop)
             stack.callback(self.argocd.stop)
             stack.callback(unregister, self.kube)
+
+
+def rolled_out(bed: KubeTestBed, namespace: str, name: str, image: str | None = None) -> bool:
+    """Deployment `name` has rolled out (`image`, if given): its generation seen, every replica updated and
+    available, and every pod left running it and Ready (on the node tier, where pods run)."""
+    deployment = bed.get("apps/v1", "Deployment", name, namespace) or {}
+    status, spec = deployment.get("status") or {}, deployment.get("spec") or {}
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or [{}]
+    if not deployment or (image is not None and containers[0].get("image") != image):
+        return False
+    want = spec.get("replicas", 1)
+    if not (status.get("observedGeneration") == deployment["metadata"]["generation"]
+            and status.get("updatedReplicas", 0) == status.get("availableReplicas", 0) == status.get("replicas", 0)
+            == want and has_condition(deployment, "Available")):
+        return False
+    pods = bed.http.get(f"/api/v1/namespaces/{namespace}/pods").json()["items"]
+    running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return len(running) == want and all(p["spec"]["containers"][0]["image"] == containers[0]["image"]
+                                        and has_condition(p, "Ready") for p in running)
 
 
 def delete_ours(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
