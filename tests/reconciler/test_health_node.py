@@ -20,7 +20,7 @@ import pytest
 from renderer.manifests import KINDS
 from tests.argocd import overrides
 from tests.reconciler.conftest import install_our_crds
-from tests.reconciler.helpers import API, ARGO, cr, set_claims_ready, write_status
+from tests.reconciler.helpers import API, ARGO, cr, set_claims_ready, wait, write_status
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.node import NodeTestBed, has_condition
@@ -88,6 +88,10 @@ def events(node: NodeTestBed, namespace: str, reason: str) -> list[dict[str, Any
     return [e for e in items if e.get("reason") == reason]
 
 
+def reconciles_after(operator: Operator, count: float, more: int) -> None:
+    wait(f"{more} more reconciles", lambda: operator.reconciles() >= count + more or None, 60)
+
+
 def never_says_a_value(node: NodeTestBed, namespace: str, obj: dict[str, Any]) -> None:
     assert NOT_FOR_MESSAGES not in json.dumps(obj["status"]["conditions"])  # lastAppliedSpec holds it, as the spec
     notes = [e.get("note", "") for e in node.http.get(
@@ -134,6 +138,10 @@ def test_ready_only_once_every_replica_is_available_and_argo_cd_says_healthy(nod
     assert message.startswith("2/2 replicas available; ")
     assert overrides.health(obj) == overrides.Health("Healthy", message)
     never_says_a_value(node, namespace, obj)
+    # A steady workload is a no-op: the resyncs after (every 2 s here) write nothing, pods watched or not.
+    writes = operator.writes()
+    reconciles_after(operator, operator.reconciles(), 3)
+    assert operator.writes() == writes
     columns = node.kubectl("get", "applications", "-n", namespace).stdout.splitlines()
     assert columns[0].split() == ["NAME", "ENVIRONMENT", "PHASE", "READY", "DESIRED", "URL", "AGE"]
     assert columns[1].split()[:6] == ["web", "prod", "Ready", "2", "2", status["url"]]
@@ -204,12 +212,6 @@ def test_scale_to_zero_is_ready_with_no_pods(node: NodeTestBed, test_app: str, o
     obj = wait_app(node, namespace, "Ready")
     assert obj["status"]["replicas"] == {"desired": 0, "updated": 0, "ready": 0, "available": 0}
     node.wait_list("v1", "Pod", namespace, lambda items: not items or None, what="no pods")
-
-
-def reconciles_after(operator: Operator, count: float, more: int) -> None:
-    from tests.reconciler.helpers import wait
-
-    wait(f"{more} more reconciles", lambda: operator.reconciles() >= count + more or None, 60)
 
 
 def test_a_child_changed_by_hand_is_put_back_with_one_drift_event(node: NodeTestBed, test_app: str,
