@@ -159,8 +159,7 @@ def child_state(obj: Mapping[str, Any] | None) -> ChildState:
         return deployment_state(obj)
     if kind == "HTTPRoute":
         return _route_state(obj)
-    status = obj.get("status") if isinstance(obj.get("status"), Mapping) else {}
-    assert isinstance(status, Mapping)
+    status = obj.get("status") or {}
     generation = obj.get("metadata", {}).get("generation") or 0
     observed = status.get("observedGeneration")
     if isinstance(observed, int) and observed < generation:
