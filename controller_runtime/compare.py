@@ -1,4 +1,5 @@
-"""Whether a live object already is what a server-side apply would make it: a no-op reconcile writes nothing."""
+"""Whether a live object already is what a server-side apply would make it (a no-op reconcile writes nothing), and
+where it is not."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from lightkube.utils.quantity import parse_quantity
 
-__all__ = ["covers", "owned_fields_wanted", "status_up_to_date", "up_to_date"]
+__all__ = ["PathStep", "covers", "owned_fields_wanted", "status_up_to_date", "uncovered", "up_to_date"]
 
 
 def _quantity(value: str) -> Decimal | None:
@@ -121,3 +122,39 @@ def status_up_to_date(live: Mapping[str, Any] | None, status: Mapping[str, Any],
     if live is None:
         return False
     return covers(live.get("status"), status) and owned_fields_wanted(live, {"status": status}, manager, "status")
+
+
+PathStep = str | Mapping[str, Any]  # a map key, or the identifying fields of an item in a list of maps
+# Fields that identify an item of a list of maps (the list-map keys of the kinds we apply: containers, env,
+# volumes and volumeMounts, ports), tried in this order.
+_ITEM_KEYS = ("name", "containerPort", "port", "mountPath", "devicePath")
+
+
+def _identity(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    key = next((k for k in _ITEM_KEYS if k in item), None)
+    return {key: item[key]} if key is not None else None
+
+
+def uncovered(live: Any, desired: Any, *, quantity: bool = False,
+              quantity_map: bool = False) -> list[tuple[PathStep, ...]]:
+    """The paths of `desired`'s fields that `live` does not cover (by `covers`' rules): the deepest map key, or
+    list item by its identifying field, where they part. Empty when `covers(live, desired)`."""
+    if covers(live, desired, quantity=quantity, quantity_map=quantity_map):
+        return []
+    out: list[tuple[PathStep, ...]] = []
+    if isinstance(desired, Mapping) and desired and isinstance(live, Mapping):
+        for key, value in desired.items():
+            found = uncovered(live.get(key), value, quantity=quantity_map or key in _QUANTITY_FIELDS,
+                              quantity_map=key in _QUANTITY_MAPS)
+            out += [(key, *path) for path in found]
+        return out or [()]
+    if isinstance(desired, list) and desired and isinstance(live, list) \
+            and all(isinstance(d, Mapping) and _identity(d) for d in desired):
+        for item in desired:
+            identity = _identity(item)
+            assert identity is not None
+            match = next((i for i in live if isinstance(i, Mapping)
+                          and all(i.get(k) == v for k, v in identity.items())), None)
+            out += [(identity, *path) for path in ([()] if match is None else uncovered(match, item))]
+        return out or [()]
+    return [()]

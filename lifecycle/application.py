@@ -14,6 +14,7 @@ from compatibility.shape import Unreadable
 from compatibility.sides import side
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
+from lifecycle.health import CURRENT, FAILED, Workload
 from lifecycle.notes import Note
 from lifecycle.plans import plans_of
 from lifecycle.trust import untrusted
@@ -25,13 +26,16 @@ from renderer.load import LoadedApp
 from renderer.manifests import CLAIM
 from renderer.render import render_loaded
 
-__all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "Desired", "Refusal", "Settled", "apply_failed",
-           "assess", "describe", "read_application", "refused", "settle", "waiting_claims", "waiting_note"]
+__all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "WORKLOAD_FIELDS", "Desired", "Refusal", "Settled",
+           "apply_failed", "assess", "describe", "earned", "read_application", "refused", "settle", "waiting_claims",
+           "waiting_note", "workload_fields"]
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
 PHASES = ("Pending", "Progressing", "Ready", "AwaitingMigrationApproval", "Failed")
 # What the gate remembers across passes; carried by every status write that does not change it.
 KEPT = ("lastAppliedSpec", "appliedMigrationPlan", "image")
+# What the workload reports (lifecycle.health), written afresh by every pass that looked at it.
+WORKLOAD_FIELDS = ("replicas", "url", "imageDigest")
 
 
 class Refusal(NamedTuple):
@@ -163,9 +167,10 @@ def _migration_condition(status: Mapping[str, Any], decision: Decision,
 
 
 def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping[str, Any]],
-           waiting: Sequence[str]) -> Settled:
+           waiting: Sequence[str], workload: Workload | None = None) -> Settled:
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
-    held, Pending while a claim is not ready, else Ready with the applied spec as the gate's new baseline."""
+    held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
+    the gate's new baseline."""
     status, decision, generation = _status(app), desired.decision, _generation(app)
     namespace = app["metadata"]["namespace"]
     claims = desired.claims
@@ -174,7 +179,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         claims_condition = (Condition(CLAIMS_READY, "False", "WaitingForClaims", "waiting for ResourceClaims to be "
                                       f"ready: {', '.join(waiting)}") if waiting
                             else Condition(CLAIMS_READY, "True", "ClaimsReady", f"{len(claims)} ResourceClaims ready"))
-    fields: dict[str, Any] = kept(status, *KEPT)
+    fields: dict[str, Any] = {**kept(status, *KEPT, *WORKLOAD_FIELDS), **workload_fields(workload)}
     notes: list[Note] = []
     consumed = None
     if decision.outcome == "hold":
@@ -186,16 +191,36 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "
                           f"(waiting for {', '.join(waiting)})")
     else:
-        phase = "Ready"
-        note = f"; warnings: {'; '.join(desired.warnings)}" if desired.warnings else ""
-        ready = Condition(READY, "True", "Applied", f"{len(desired.objects)} objects applied for generation "
-                          f"{generation}{note}")
+        phase, ready = earned(desired, workload, generation)
         notes += _restamp(status, decision, fields)
         consumed = decision.consumed
     conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans)) if c)]
     consumed_note = (Note("MigrationApplied", f"MigrationPlan {consumed} was approved; its change is applied",
                           consumed) if consumed else None)
     return Settled(StatusUpdate(conditions, {"phase": phase, **fields}, generation), notes, consumed, consumed_note)
+
+
+def earned(desired: Desired, workload: Workload | None, generation: int) -> tuple[str, Condition]:
+    """Phase and Ready condition once every child is applied: Ready only when the workload is current (every
+    child current: the Deployment rolled out and available), Failed when it cannot run (the reason named),
+    Progressing in between. Without a look at the workload (None), what the apply alone says."""
+    note = f"; warnings: {'; '.join(desired.warnings)}" if desired.warnings else ""
+    applied = f"{len(desired.objects)} objects applied for generation {generation}{note}"
+    if workload is None:
+        return "Ready", Condition(READY, "True", "Applied", applied)
+    said = f"{workload.message}; {applied}" if workload.message else applied
+    if workload.state == CURRENT:
+        return "Ready", Condition(READY, "True", "Available", said)
+    if workload.state == FAILED:
+        return "Failed", Condition(READY, "False", workload.reason, said)
+    return "Progressing", Condition(READY, "False", "Progressing", said)
+
+
+def workload_fields(workload: Workload | None) -> dict[str, Any]:
+    """status.replicas, url and imageDigest as the workload reports them (None: left out)."""
+    if workload is None:
+        return {}
+    return {"replicas": workload.replicas, "url": workload.url, "imageDigest": workload.image_digest}
 
 
 def _restamp(status: Mapping[str, Any], decision: Decision, fields: dict[str, Any]) -> list[Note]:
@@ -221,7 +246,7 @@ def _restamp(status: Mapping[str, Any], decision: Decision, fields: dict[str, An
 def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:
     """Failed: Ready=False with the reason; the gate's memory and the other conditions carried as they were."""
     status = _status(app)
-    fields = {"phase": "Failed", **kept(status, *KEPT, "migrationPlan")}
+    fields = {"phase": "Failed", **kept(status, *KEPT, *WORKLOAD_FIELDS, "migrationPlan")}
     conditions = [Condition(READY, "False", refusal.reason, refusal.message),
                   *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED)]
     return StatusUpdate(conditions, fields, _generation(app))
@@ -232,5 +257,6 @@ def apply_failed(app: Mapping[str, Any], message: str, retryable: bool) -> Statu
     status = _status(app)
     condition = (Condition(READY, "Unknown", "Retrying", message) if retryable
                  else Condition(READY, "False", "ApplyFailed", message))
-    fields = {"phase": "Progressing" if retryable else "Failed", **kept(status, *KEPT, "migrationPlan")}
+    fields = {"phase": "Progressing" if retryable else "Failed",
+              **kept(status, *KEPT, *WORKLOAD_FIELDS, "migrationPlan")}
     return StatusUpdate([condition], fields, _generation(app))

@@ -10,12 +10,14 @@ import logging
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any
 
+from prometheus_client import Counter
+
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
 from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
-from controller_runtime.kinds import KindLike, gvk_of
+from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
@@ -31,6 +33,8 @@ from lifecycle.application import (
 )
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
+from lifecycle.drift import Drift, drift, drift_note
+from lifecycle.health import Workload, workload
 from lifecycle.notes import Note
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from reconciler.plans import ensure as ensure_plans
@@ -39,13 +43,24 @@ from reconciler.status import record, write_status
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
 from renderer.manifests import KINDS
-from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["ApplicationController"]
 
 log = logging.getLogger("apprafter.application")
 
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
+# The pods of our Deployments (they carry the pod template's labels): their container states are the health.
+POD = GroupVersionKind("v1", "Pod")
+DRIFT_CORRECTIONS = Counter("apprafter_drift_corrections", "Children put back after another field manager changed "
+                            "them (each a DriftCorrected Event on the Application)", ["kind"])
+
+
+def pod_primaries(pod: Mapping[str, Any]) -> Iterable[Key]:
+    """The Application a pod of ours runs for: named by the pod's app label, in its namespace."""
+    meta = pod.get("metadata", {})
+    labels = meta.get("labels") or {}
+    return [(str(meta.get("namespace", "")), labels[NAME_LABEL])] if NAME_LABEL in labels else []
 
 
 def plan_primaries(plan: Mapping[str, Any]) -> Iterable[Key]:
@@ -72,7 +87,7 @@ class ApplicationController:
     def watches(self) -> Sequence[Watch]:
         owners = controller_owners(APPLICATION)
         return [Watch(APPLICATION, {}, itself), Watch(MIGRATION_PLAN, APPLICATION_PLAN_LABELS, plan_primaries),
-                *(Watch(kind, MANAGED, owners) for kind in KINDS)]
+                *(Watch(kind, MANAGED, owners) for kind in KINDS), Watch(POD, MANAGED, pod_primaries)]
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -130,7 +145,7 @@ class ApplicationPass:
             with contextlib.suppress(KubeError):
                 await self.write_status(apply_failed(self.app, str(e), e.retryable))
             raise
-        settled = settle(self.app, desired, live_plans, waiting)
+        settled = settle(self.app, desired, live_plans, waiting, None if waiting else self.workload(desired))
         for note in settled.notes:
             await self.record(note)
         await self.write_status(settled.status)
@@ -160,9 +175,29 @@ class ApplicationPass:
         live = self.cached(obj)
         if live is not None and up_to_date(live, obj, self.kube.field_manager):
             return live
+        drifted = drift(live, obj, self.kube.field_manager)
         result = await self.kube.apply(obj)
         self.controller.cache(gvk_of(obj)).update(result)
+        if drifted is not None:
+            await self.drift_corrected(drifted)
         return result
+
+    async def drift_corrected(self, drifted: Drift) -> None:
+        """Say loudly that a child someone changed by hand was put back (lifecycle.drift)."""
+        DRIFT_CORRECTIONS.labels(drifted.kind).inc()
+        log.warning("drift corrected", extra={**self.log, "kind": drifted.kind, "child": drifted.name,
+                                              "fields": [f.path for f in drifted.fields],
+                                              "managers": list(drifted.managers)})
+        await self.record(drift_note(drifted))
+
+    def workload(self, desired: Desired) -> Workload:
+        """The live children and the pods of this Application, as lifecycle.health reads them."""
+        live = {(o["kind"], o["metadata"]["name"]): found for o in desired.children if (found := self.cached(o))}
+        instance = f"{self.name}-{self.app['spec']['environment']}"
+        pods = [p for p in self.controller.cache(POD).items(self.namespace)
+                if (p["metadata"].get("labels") or {}).get(INSTANCE_LABEL) == instance
+                and (p["metadata"].get("labels") or {}).get(NAME_LABEL) == self.name]
+        return workload(desired.children, live, pods)
 
     async def prune(self, desired: Desired) -> None:
         """Delete the children an earlier apply made that this render no longer has (lifecycle.children)."""

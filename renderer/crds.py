@@ -99,9 +99,13 @@ APPLICATION = CrdSource(
             "FieldValueForbidden"),
         SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
     ),
+    # What `kubectl get deploy` says of a workload (ready of desired replicas), the phase, and where it answers.
     columns=(Column("Environment", ".spec.environment"), Column("Phase", ".status.phase"),
-             condition_column("Ready"), Column("Plan", ".status.migrationPlan", priority=1),
-             Column("Image", ".status.image", priority=1), AGE),
+             Column("Ready", ".status.replicas.ready", "integer"), Column("Desired", ".status.replicas.desired",
+                                                                           "integer"),
+             Column("URL", ".status.url"), Column("Updated", ".status.replicas.updated", "integer", priority=1),
+             Column("Available", ".status.replicas.available", "integer", priority=1),
+             Column("Plan", ".status.migrationPlan", priority=1), Column("Image", ".status.image", priority=1), AGE),
 )
 RESOURCE_CLAIM = CrdSource(
     "ResourceClaim", "renderer", "resourceclaim.cue", "ResourceClaimSpec", "resourceclaims", ("rclaim",),

@@ -1,7 +1,8 @@
 """Demo: the GitOps loop on loopback, step by step, through Argo CD's own components, the AppRafter operator and
 its admission webhook; prints what Argo CD shows and what each step cost. Run it with scripts/demo_gitops.sh (it
 sets the paths); `--keep` leaves everything running until Enter, with the kubeconfig and Argo CD's address
-printed, and keeps the logs.
+printed, and keeps the logs. `--node` runs it on the node tier (tests/testbed/node.py): real pods from the test
+image, and each step also times when the pods are Available (run that under `flock /tmp/apprafter-heavy.lock`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
+from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO, served
 from tests.testbed.argocd import conditions, operation_phase, sync_status
-from tests.testbed.gitops import APPROVER, GitOpsLoop, start_loop
-from tests.testbed.kube import PERSON, start_kube
+from tests.testbed.gitops import APPROVER, GitOpsLoop, rolled_out, start_loop
+from tests.testbed.kube import PERSON, KubeTestBed, start_kube
+from tests.testbed.node import NodeTestBed, start_node
 from tests.testbed.procs import BedError
+from tests.testbed.rollouts import start_rollouts
+from tests.testbed.testapp import build_test_app
 from toolchain.tools import resolve
 
 REPO = "hello"
@@ -54,6 +58,7 @@ class Seen:
     cr: dict[str, Any]
     app: dict[str, Any]
     plan: dict[str, Any]
+    rolled: bool = False  # on the node: the Deployment rolled out, every pod of its image Available
 
     @property
     def generation(self) -> int:
@@ -82,7 +87,8 @@ def track(loop: GitOpsLoop, label: str, action: Callable[[], object], milestones
     pending = dict(milestones)
     while pending:
         seen = Seen(loop.apprafter_application("hello", app) or {}, loop.argocd.get(app),
-                    (loop.migration_plan(plan, app) or {}) if plan else {})
+                    (loop.migration_plan(plan, app) or {}) if plan else {},
+                    isinstance(loop.kube, NodeTestBed) and rolled_out(loop.kube, app, "hello"))
         elapsed = time.monotonic() - started
         for name, holds in list(pending.items()):
             if holds(seen):
@@ -190,24 +196,83 @@ def walk(loop: GitOpsLoop) -> None:
     show(loop, STAGING)
 
 
+def node_commit(loop: GitOpsLoop, label: str, text: str, message: str, phase: str, health: str) -> str:
+    """commit(), with the moment the new pods are Available (before Argo CD may call the app Healthy)."""
+    generation = int((loop.apprafter_application("hello", PROD) or {})["metadata"]["generation"])
+    sha = loop.git.commit(REPO, {APP_FILE: text}, message)
+    milestones: Milestones = {
+        "Argo CD applied the new spec": lambda s: s.generation > generation,
+        "Argo CD reports Synced, sync operation Succeeded": lambda s: s.argo("Synced", None, sha)}
+    if phase == "Ready":
+        milestones["pods Available"] = lambda s: s.generation > generation and s.rolled
+    milestones[f"the operator reports it ({phase})"] = lambda s: s.generation > generation and s.reconciled(phase)
+    milestones[f"Argo CD reports {health}"] = lambda s: s.argo("Synced", health, sha)
+    track(loop, label, lambda: loop.argocd.refresh(PROD), milestones, timeout=300)
+    return sha
+
+
+def walk_node(loop: GitOpsLoop, image: str) -> None:
+    """The walk on real pods: each step until the pods are Available and Argo CD says so."""
+    say(f"a repository at {loop.git.url(REPO)}: the test image {image}, an HTTP readiness probe, prod 2 replicas")
+    head = loop.git.create(REPO, {APP_FILE: served(image)})
+    say(f"Argo CD Application {PROD}: our plugin, environment=prod, auto-sync with prune")
+    spec = loop.application(PROD, REPO, PROD, environment="prod")
+    track(loop, "first Application (cold caches)", lambda: loop.argocd.apply(spec), {
+        "our Application in the cluster": lambda s: bool(s.cr),
+        "pods Available": lambda s: s.rolled,
+        "the operator reports it (Ready)": lambda s: s.reconciled("Ready"),
+        "Argo CD reports Healthy": lambda s: s.argo("Synced", "Healthy", head)}, timeout=300)
+    show(loop, PROD)
+    say("a commit: prod runs 3 replicas (soft: applied at once; Healthy once the third pod is Available)")
+    node_commit(loop, "soft change on pods", served(image, 3), "prod: 3 replicas", "Ready", "Healthy")
+    say("a commit with a tag that was never pushed: the new pod cannot pull it; the old ones keep serving")
+    missing = image.rpartition(":")[0] + ":no-such-tag"
+    node_commit(loop, "image that cannot run", served(missing, 3), "prod: a missing tag", "Failed", "Degraded")
+    show(loop, PROD)
+    say("the revert")
+    node_commit(loop, "revert", served(image, 3), "prod: back to the image that runs", "Ready", "Healthy")
+    say("a gated change (the image from another repository), approved with the CLI")
+    repository, _, tag = image.rpartition(":")
+    other = f"{repository}-next:{tag}"
+    assert isinstance(loop.kube, NodeTestBed)
+    loop.kube.ctr("images", "tag", "--force", image, other, check=True)
+    head = node_commit(loop, "gated change on pods", served(other, 3), "prod: another repository",
+                       "AwaitingMigrationApproval", "Suspended")
+    name = plan_of(loop, PROD)
+    track(loop, "approved with the CLI, on pods", lambda: loop.approve(name, PROD), {
+        "the operator applied it (plan applied)": lambda s: (s.plan.get("status") or {}).get("phase") == "applied",
+        "pods Available": lambda s: s.rolled and ((s.cr.get("status") or {}).get("image") == other),
+        "Argo CD reports Healthy": lambda s: s.argo("Synced", "Healthy", head)}, plan=name, timeout=300)
+    show(loop, PROD)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", action="store_true", help="keep everything running until Enter")
+    parser.add_argument("--node", action="store_true", help="on the node tier: real pods (needs the heavy lock)")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="apprafter-gitops-", dir="/tmp"))
     started = time.monotonic()
-    say(f"starting etcd + kube-apiserver, the AppRafter webhook and operator, Redis, git daemon, Argo CD "
-        f"(work dir {workdir})")
-    kube = start_kube(workdir / "kube", users={PERSON: ()})
+    cluster = ("a node (etcd, kube-apiserver, controllers, containerd, kubelet, kube-proxy)" if args.node
+               else "etcd + kube-apiserver")
+    say(f"starting {cluster}, the AppRafter webhook and operator, Redis, git daemon, Argo CD (work dir {workdir})")
+    kube: KubeTestBed = (start_node(workdir / "node", users={PERSON: ()}) if args.node
+                         else start_kube(workdir / "kube", users={PERSON: ()}))
+    stand_in = None if args.node else start_rollouts(kube)  # the bare API server runs no Deployment controller
+    image = kube.import_image(build_test_app()) if isinstance(kube, NodeTestBed) else ""
     kube_seconds = time.monotonic() - started
     try:
         started = time.monotonic()
-        loop = start_loop(kube, workdir / "gitops", (PROD, STAGING))
+        loop = start_loop(kube, workdir / "gitops", (PROD,) if args.node else (PROD, STAGING))
         try:
-            loop.timings["start-up: etcd + kube-apiserver + pinned CRDs"] = kube_seconds
+            loop.timings["start-up: the cluster + pinned CRDs" + (" + the test image" if args.node else "")] = (
+                kube_seconds)
             loop.timings["start-up: our CRDs, webhook, operator, Redis, git daemon, plugin server, Argo CD"] = (
                 time.monotonic() - started)
-            walk(loop)
+            if args.node:
+                walk_node(loop, image)
+            else:
+                walk(loop)
             say("what each step cost (seconds)")
             for step, seconds in loop.timings.items():
                 print(f"   {seconds:6.2f}  {step}")
@@ -219,6 +284,8 @@ def main() -> int:
         finally:
             loop.stop()
     finally:
+        if stand_in is not None:
+            stand_in.stop()
         kube.stop()
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Session-scoped test-bed fixtures: oci_registry, auth_registry, kube, argocd_cmp_server, node, test_app.
+"""Session-scoped test-bed fixtures: oci_registry, auth_registry, kube, rollouts, argocd_cmp_server, node, test_app.
 
 See docs/development.md ("Test bed") for what each starts and how to use it.
 """
@@ -22,6 +22,7 @@ from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.kube import PERSON, KubeTestBed, start_kube
 from tests.testbed.node import NodeTestBed, start_node
 from tests.testbed.registry import OciRegistry, start_registry
+from tests.testbed.rollouts import RolloutStandIn, start_rollouts
 from tests.testbed.testapp import build_test_app
 
 # CI replays a fixed set of examples (a red build must mean a change broke something, not a new draw);
@@ -73,6 +74,17 @@ def kube(testbed_dir: Path) -> Iterator[KubeTestBed]:
         yield bed
     finally:
         bed.stop()
+
+
+@pytest.fixture(scope="session")
+def rollouts(kube: KubeTestBed) -> Iterator[RolloutStandIn]:
+    """On the bare `kube` (no controllers run), every Deployment of ours marked rolled out as soon as it is written
+    (tests/testbed/rollouts.py): what the operator's health needs to call an Application Ready there."""
+    stand_in = start_rollouts(kube)
+    try:
+        yield stand_in
+    finally:
+        stand_in.stop()
 
 
 StartCmpServer = Callable[..., CmpServer]

@@ -6,6 +6,7 @@ import base64
 import copy
 import functools
 import json
+import os
 import sys
 import uuid
 from collections.abc import Callable, Mapping
@@ -39,16 +40,19 @@ class Webhook:
     def base_url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
+    def argv(self) -> list[str | os.PathLike[str]]:
+        return [sys.executable, "-m", "apprafter", "webhook", "--cert-file", self.cert.cert_path,
+                "--key-file", self.cert.key_path, "--host", "127.0.0.1", "--port", str(self.port),
+                "--metrics-port", str(self.metrics_port), "--operator-user", OPERATOR, "--cert-poll-seconds", "0.2"]
+
+    def ready(self) -> bool | None:
+        with self.client() as client:
+            return client.get("/readyz").status_code == 200 or None
+
     def start(self) -> None:
         self.starts += 1
-        self.process = ManagedProcess("apprafter-webhook", [
-            sys.executable, "-m", "apprafter", "webhook", "--cert-file", self.cert.cert_path,
-            "--key-file", self.cert.key_path, "--host", "127.0.0.1", "--port", str(self.port),
-            "--metrics-port", str(self.metrics_port), "--operator-user", OPERATOR, "--cert-poll-seconds", "0.2",
-        ], self.workdir / f"webhook-{self.starts}.log")
-        with self.client() as client:
-            wait_for("apprafter webhook /readyz", lambda: client.get("/readyz").status_code == 200 or None, 60,
-                     self.process, interval=0.1)
+        self.process = ManagedProcess("apprafter-webhook", self.argv(), self.workdir / f"webhook-{self.starts}.log")
+        wait_for("apprafter webhook /readyz", self.ready, 60, self.process, interval=0.1)
 
     def stop(self) -> None:
         self.honoured = False

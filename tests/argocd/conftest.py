@@ -10,11 +10,13 @@ import pytest
 from tests.argocd.objects import PROD, STAGING
 from tests.testbed.gitops import GitOpsLoop, install_apprafter_crds, start_loop
 from tests.testbed.kube import KubeTestBed
+from tests.testbed.rollouts import RolloutStandIn
 
 
 @pytest.fixture(scope="session")
-def apprafter_crds(kube: KubeTestBed, testbed_dir: Path) -> list[str]:
-    """Our CRDs, as `apprafter crds` prints them, installed and served."""
+def apprafter_crds(kube: KubeTestBed, rollouts: RolloutStandIn, testbed_dir: Path) -> list[str]:
+    """Our CRDs, as `apprafter crds` prints them, installed and served (and the bare bed's Deployments marked
+    rolled out: tests/testbed/rollouts.py)."""
     return install_apprafter_crds(kube, testbed_dir)
 
 

@@ -42,6 +42,27 @@ TO_ZERO = NEXT_REPOSITORY.replace("prod: replicas: 4", "prod: replicas: 0")
 PROD, STAGING = "hello-prod", "hello-staging"
 
 
+def served(image: str, replicas: int = 2) -> str:
+    """HELLO for the node tier: the test image (tests/testbed/testapp/) serving on 8080 behind an HTTP readiness
+    probe, `replicas` in prod."""
+    return f'''apiVersion: "apprafter.io/v1alpha1"
+kind:       "Application"
+metadata: name: "hello"
+spec: {{
+	base: {{
+		image: "{image}"
+		expose: {{port: 8080, network: "internal"}}
+		env: {{MODE: "serve", MESSAGE: "hello"}}
+		health: readiness: {{path: "/ready", periodSeconds: 1, failureThreshold: 1}}
+	}}
+	environments: {{
+		staging: replicas: 1
+		prod: replicas: {replicas}
+	}}
+}}
+'''
+
+
 def rendered_cr(text: str = HELLO, environment: str = "prod", namespace: str = "hello-prod") -> dict[str, Any]:
     """The Application CR our plugin emits for `text` (real cue, real renderer)."""
     with tempfile.TemporaryDirectory(prefix="apprafter-argocd-") as tmp:

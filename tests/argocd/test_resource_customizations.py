@@ -51,6 +51,22 @@ APPLICATION_CASES: list[tuple[str, int, dict[str, Any] | None, str, str]] = [
      "Suspended", "creating the MigrationPlan"),
     ("Failed", 1, app_status("Failed", 1, ("False", "ApplyFailed", "Deployment hello: admission webhook denied")),
      "Degraded", "Deployment hello: admission webhook denied"),
+    # What the workload earns (lifecycle.health, reached by real pods in tests/reconciler/test_health_node.py).
+    ("rolling out", 3, app_status("Progressing", 3, ("False", "Progressing", "Deployment hello: 2/3 replicas updated; "
+                                                     "6 objects applied for generation 3")),
+     "Progressing", "Deployment hello: 2/3 replicas updated; 6 objects applied for generation 3"),
+    ("rolled out", 3, app_status("Ready", 3, ("True", "Available", "3/3 replicas available; 6 objects applied for "
+                                              "generation 3"), replicas={"desired": 3, "updated": 3, "ready": 3,
+                                                                         "available": 3}),
+     "Healthy", "3/3 replicas available; 6 objects applied for generation 3"),
+    ("crash loop", 3, app_status("Failed", 3, ("False", "CrashLoopBackOff", "pod hello-7d9-x2k: container app: "
+                                               "CrashLoopBackOff (exit code 3, 4 restarts)")),
+     "Degraded", "pod hello-7d9-x2k: container app: CrashLoopBackOff (exit code 3, 4 restarts)"),
+    ("rollout past its deadline", 3, app_status("Failed", 3, (
+        "False", "ProgressDeadlineExceeded", "Deployment hello: no progress for 30 s (ProgressDeadlineExceeded): 1/3 "
+        "replicas updated, 0 available; the previous pods keep serving")),
+     "Degraded", "Deployment hello: no progress for 30 s (ProgressDeadlineExceeded): 1/3 replicas updated, 0 "
+                 "available; the previous pods keep serving"),
     ("Ready=False InvalidSpec", 4, app_status(
         "Pending", 4, ("False", "InvalidSpec", "spec.environments.prod.replicas: conflicting values 3 and -1")),
      "Degraded", "spec.environments.prod.replicas: conflicting values 3 and -1"),

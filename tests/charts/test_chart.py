@@ -173,6 +173,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "migrationplans", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("apprafter.io", "migrationplans/status", ()): ["patch"],
         ("events.k8s.io", "events", ()): ["create"],
+        ("", "pods", ()): ["get", "list", "watch"],  # read only: their states are the Application's health
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],

@@ -237,7 +237,17 @@ def test_both_pods_meet_the_restricted_pod_security_standard(installed: Installe
         assert any("allowPrivilegeEscalation != false" in w for w in warnings(loose)), name
 
 
-def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rbac(installed: Installed) -> None:
+def runnable(bed: NodeTestBed, namespace: str, image: str) -> dict[str, Any]:
+    """The operator tests' app (BASE) running the test image, with the Secrets its env references: the pg
+    provider's connection Secret and the vendor's key (what the providers and the team would have made)."""
+    for name, key in (("demo-pg-conn", "url"), ("vendor", "key")):
+        bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+                   "stringData": {key: "not-a-real-one"}})
+    return edit(image=image)
+
+
+def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rbac(installed: Installed,
+                                                                                 test_app: str) -> None:
     bed = installed.bed
     lease = bed.get("coordination.k8s.io/v1", "Lease", "apprafter-operator", NAMESPACE)
     assert lease is not None and lease["spec"]["holderIdentity"] == installed.operator.name  # POD_NAME
@@ -251,9 +261,9 @@ def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rb
     assert identity.stdout.split() == ["999", "999"] and "Read-only file system" in identity.stderr
     namespace = TEAM_A
     bed.ensure_namespace(namespace)
-    apply(bed, cr(namespace))
+    apply(bed, cr(namespace, runnable(bed, namespace, test_app)))
     claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
-    wait_phase(bed, namespace, "Ready")
+    wait_phase(bed, namespace, "Ready", timeout=120)  # its pods Available, as the operator reads them
     made = children(bed, namespace)
     assert {kind for kind, _ in made} >= {"Deployment", "Service", "ServiceAccount", "HTTPRoute", "Certificate",
                                           "ReferenceGrant", "ResourceClaim", "NetworkPolicy"}
@@ -272,7 +282,8 @@ def test_the_webhook_pod_refuses_over_tls_what_validate_refuses(installed: Insta
     assert "spec.base.image: image is empty in environment 'prod'" in message
 
 
-def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approve(installed: Installed) -> None:
+def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approve(installed: Installed,
+                                                                                 test_app: str) -> None:
     bed, namespace = installed.bed, TEAM_B
     bed.ensure_namespace(namespace)
     bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
@@ -281,10 +292,14 @@ def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approv
                            "name": "apprafter:migration-approver"},
                "subjects": [{"kind": "Group", "name": APPROVERS, "apiGroup": "rbac.authorization.k8s.io"}]})
     editor_can_write_applications(bed, namespace)
-    apply(bed, cr(namespace))
+    base = runnable(bed, namespace, test_app)
+    apply(bed, cr(namespace, base))
     claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
-    wait_phase(bed, namespace, "Ready")
-    apply(bed, cr(namespace, edit(image="ghcr.io/someone-else/demo:1.0.0")))  # another repository: gated
+    wait_phase(bed, namespace, "Ready", timeout=120)
+    repository, _, tag = test_app.rpartition(":")
+    other = f"{repository}-someone-else:{tag}"  # the same image under another repository name: gated
+    bed.ctr("images", "tag", "--force", test_app, other, check=True)
+    apply(bed, cr(namespace, edit(base, image=other)))
     plan = wait_phase(bed, namespace, "AwaitingMigrationApproval")["migrationPlan"]
     wait("the plan pending", lambda: plan_phase(bed, namespace, plan) == "pending-approval" or None)
 
@@ -301,10 +316,11 @@ def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approv
     assert approved.returncode == 0, approved.stderr
     stamped = bed.get(API, "MigrationPlan", plan, namespace)
     assert stamped is not None and stamped["status"]["approvedBy"] == APPROVER  # the mutating webhook, in the image
-    wait_phase(bed, namespace, "Ready")
+    wait_phase(bed, namespace, "Ready", timeout=120)
     wait("the plan applied", lambda: plan_phase(bed, namespace, plan) == "applied" or None)
     [deployment] = [o for (kind, _), o in children(bed, namespace).items() if kind == "Deployment"]
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/someone-else/demo:1.0.0"
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == other
+    assert deployment["status"]["availableReplicas"] == 2  # Ready came after the new pods were Available
 
 
 def editor_can_write_applications(bed: KubeTestBed, namespace: str) -> None:
@@ -357,6 +373,10 @@ def test_rbac_is_least_privilege(installed: Installed) -> None:
             assert allowed(operator_sa, attributes), attributes
         assert not allowed(operator_sa, {"group": "argoproj.io", "resource": "applications", "verb": "delete",
                                          "namespace": "argocd"})
+        # Pods are read for their health (watched by label), never written.
+        assert allowed(operator_sa, {"group": "", "resource": "pods", "verb": "watch", "namespace": team})
+        assert not any(allowed(operator_sa, {"group": "", "resource": "pods", "verb": verb, "namespace": team})
+                       for verb in ("create", "patch", "delete"))
     for user in (EDITOR, APPROVER):
         with installed.as_user(user) as person:
             forbidden(server_side_apply(person, bed, {**app, "status": {}}, dry_run=True, status=True))

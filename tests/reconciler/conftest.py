@@ -13,6 +13,7 @@ from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed
+from tests.testbed.rollouts import RolloutStandIn
 
 
 def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
@@ -23,7 +24,8 @@ def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
 
 
 @pytest.fixture(scope="module")
-def bed(kube: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> KubeTestBed:
+def bed(kube: KubeTestBed, rollouts: RolloutStandIn, tmp_path_factory: pytest.TempPathFactory) -> KubeTestBed:
+    """The session's bare API server with our CRDs, its Deployments marked rolled out (tests/testbed/rollouts.py)."""
     return install_our_crds(kube, tmp_path_factory.mktemp("crds"))
 
 

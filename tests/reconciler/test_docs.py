@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from apprafter.operator_cmd import operator
+from lifecycle.health import POD_FAILURES
 from tests.renderer.helpers import REPO
 
 DOC = (REPO / "docs" / "operator.md").read_text()
@@ -23,8 +24,16 @@ def test_every_phase_and_reason_the_operator_writes_is_documented() -> None:
     written |= set(re.findall(r'phase = "([A-Za-z]+)"', source)) | set(re.findall(r'Refusal\("([A-Za-z]+)"', source))
     written |= set(re.findall(r'"phase": "([A-Za-z]+)"', source)) | set(re.findall(r'Note\("([A-Za-z]+)"', source))
     written |= {w for pair in re.findall(r'\("([A-Za-z]+)", "([A-Za-z]+)"\)', source) for w in pair}
+    # What the workload earns (lifecycle.health) and drift (lifecycle.drift): the Ready reasons and the Event (a
+    # current child's own reason never reaches the status: a current workload is `Available`).
+    health = (REPO / "lifecycle" / "health.py").read_text() + (REPO / "lifecycle" / "drift.py").read_text()
+    written |= set(re.findall(r'ChildState\((?:FAILED|IN_PROGRESS), "([A-Za-z]+)"', health))
+    written |= set(re.findall(r'Workload\(CURRENT, "([A-Za-z]+)"', health))
+    written |= set(re.findall(r'Note\("([A-Za-z]+)"', health))
+    written |= set(POD_FAILURES)
     assert written >= {"InvalidSpec", "InvalidStatus", "WaitingForClaims", "AwaitingMigrationApproval", "Applied",
-                       "Progressing", "Retrying", "Failed", "ApplyFailed"}
+                       "Progressing", "Retrying", "Failed", "ApplyFailed", "Available", "ProgressDeadlineExceeded",
+                       "RouteNotAccepted", "CrashLoopBackOff", "OOMKilled", "DriftCorrected"}
     assert sorted(w for w in written if f"`{w}`" not in DOC) == []
 
 

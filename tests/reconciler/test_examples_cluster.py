@@ -51,7 +51,14 @@ def test_children_equal_render_and_are_owned(bed: KubeTestBed, operator: Operato
         assert {kind for kind, _ in waiting} == {"ResourceClaim"}, "no workload objects before the claims are ready"
         claims_when_created(bed, ns, claims)
     st = wait_phase(bed, ns, "Ready", name)
-    assert condition(st, "Ready")["reason"] == "Applied"  # type: ignore[index]
+    ready = condition(st, "Ready")
+    assert ready is not None and ready["reason"] == "Available"  # the rollout stand-in marked the Deployment so
+    deployment = next(o for o in want.values() if o["kind"] == "Deployment")
+    replicas = deployment["spec"].get("replicas", 1)  # an autoscaled app leaves them to KEDA: the API's default
+    assert st["replicas"] == {"desired": replicas, "updated": replicas, "ready": replicas, "available": replicas}
+    assert ready["message"].startswith(f"{replicas}/{replicas} replicas available; {len(want)} objects applied")
+    route = next((o for o in want.values() if o["kind"] == "HTTPRoute"), None)
+    assert st.get("url") == (f"https://{route['spec']['hostnames'][0]}/" if route else None)
     uid = app(bed, ns, name)["metadata"]["uid"]
     live = children(bed, ns, f"{name}-{env}")
     assert sorted(live) == sorted(want)

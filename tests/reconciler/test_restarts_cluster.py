@@ -30,6 +30,7 @@ from tests.reconciler.helpers import (
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import free_port, wait_for
+from tests.testbed.rollouts import start_rollouts
 from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
@@ -121,10 +122,12 @@ def own_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
     """A test bed of its own (its API server is restarted): our CRDs and the child kinds' CRDs only."""
     workdir = Path(str(tmp_path_factory.mktemp("restart")))
     kube = start_kube(workdir / "kube", install_crds=False)
+    stand_in = start_rollouts(kube)  # it lists again after the restart, as the controller-manager would
     try:
         kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
         yield install_our_crds(kube, workdir)
     finally:
+        stand_in.stop()
         kube.stop()
 
 

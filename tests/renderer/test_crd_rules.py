@@ -108,17 +108,21 @@ def test_migrationplan_status_accepts_the_phases_and_the_approval_stamp(bed: Kub
         write_status(bed, "MigrationPlan", "p1", ns, {"phase": "done"})
 
 
-def test_kubectl_get_shows_environment_phase_and_ready(bed: KubeTestBed) -> None:
+def test_kubectl_get_shows_environment_phase_ready_replicas_and_url(bed: KubeTestBed) -> None:
     ns = fresh_namespace(bed)
     bed.apply(parser_cr(ns))
-    write_status(bed, "Application", "parser", ns, {"phase": "AwaitingMigrationApproval",
-                                                    "conditions": [condition("Ready", "False")]})
+    write_status(bed, "Application", "parser", ns, {
+        "phase": "AwaitingMigrationApproval", "conditions": [condition("Ready", "False")],
+        "replicas": {"desired": 3, "updated": 3, "ready": 2, "available": 2}, "url": "https://parser.example.com/"})
     info = bed.resource_for(API, "Application")
     table = bed.http.get(info.path(None, ns), headers={"Accept": TABLE}).json()
     columns = [c["name"] for c in table["columnDefinitions"]]
-    assert columns[:5] == ["Name", "Environment", "Phase", "Ready", "Plan"]
+    assert columns[:6] == ["Name", "Environment", "Phase", "Ready", "Desired", "URL"]
     [row] = table["rows"]
-    assert row["cells"][:4] == ["parser", "prod", "AwaitingMigrationApproval", "False"]
+    assert row["cells"][:6] == ["parser", "prod", "AwaitingMigrationApproval", 2, 3, "https://parser.example.com/"]
+    with pytest.raises(ApplyRejected, match=r"status\.replicas\.ready"):  # a count is a count
+        write_status(bed, "Application", "parser", ns, {"replicas": {"desired": 3, "updated": 3, "ready": -1,
+                                                                     "available": 0}})
 
 
 def test_health_bounds_from_the_cue_source_are_the_api_servers_own(bed: KubeTestBed) -> None:

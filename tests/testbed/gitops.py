@@ -9,6 +9,7 @@ operator as their ServiceAccounts, the person who approves with the CLI as the t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -41,6 +42,7 @@ from tests.testbed.argocd import (
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.gitserver import GitServer, start_git_server
 from tests.testbed.kube import PERSON, ApplyRejected, KubeTestBed
+from tests.testbed.node import NodeTestBed, RequestFailed, has_condition
 from tests.testbed.procs import BedError, wait_for
 from tests.testbed.redis import RedisServer, start_redis
 from toolchain.tools import ToolError, resolve
@@ -145,6 +147,25 @@ class GitOpsLoop:
             stack.callback(unregister, self.kube)
 
 
+def rolled_out(bed: KubeTestBed, namespace: str, name: str, image: str | None = None) -> bool:
+    """Deployment `name` has rolled out (`image`, if given): its generation seen, every replica updated and
+    available, and every pod left running it and Ready (on the node tier, where pods run)."""
+    deployment = bed.get("apps/v1", "Deployment", name, namespace) or {}
+    status, spec = deployment.get("status") or {}, deployment.get("spec") or {}
+    containers = spec.get("template", {}).get("spec", {}).get("containers") or [{}]
+    if not deployment or (image is not None and containers[0].get("image") != image):
+        return False
+    want = spec.get("replicas", 1)
+    if not (status.get("observedGeneration") == deployment["metadata"]["generation"]
+            and status.get("updatedReplicas", 0) == status.get("availableReplicas", 0) == status.get("replicas", 0)
+            == want and has_condition(deployment, "Available")):
+        return False
+    pods = bed.http.get(f"/api/v1/namespaces/{namespace}/pods").json()["items"]
+    running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    return len(running) == want and all(p["spec"]["containers"][0]["image"] == containers[0]["image"]
+                                        and has_condition(p, "Ready") for p in running)
+
+
 def delete_ours(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
     """Delete every Application and MigrationPlan of ours in `namespaces` (their children stay: the test bed runs
     no garbage collector), so that no later operator in the session picks them up."""
@@ -185,12 +206,29 @@ def plugin_path() -> list[str]:
     return [str(Path(sys.executable).parent), str(cue.parent)]
 
 
+class NodeWebhook(Webhook):
+    """The webhook inside a node bed's network namespace, on its 127.0.0.1, where the node's API server calls it
+    (nothing of the namespace reaches the host's loopback)."""
+
+    def __init__(self, workdir: Path, node: NodeTestBed) -> None:
+        super().__init__(workdir)
+        self.node = node
+
+    def argv(self) -> list[str | os.PathLike[str]]:
+        return [*self.node.nsenter(*super().argv())]
+
+    def ready(self) -> bool | None:
+        with contextlib.suppress(RequestFailed):
+            return self.node.request("GET", f"{self.base_url}/readyz", ca=self.ca.pem).status_code == 200 or None
+        return None
+
+
 def start_webhook(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Webhook:
     """`apprafter webhook` registered as the operator chart registers it, limited to `namespaces` (the
     API server is the session's: a failurePolicy Fail webhook must not reach other tests' objects); returns once
-    the API server calls it."""
+    the API server calls it. On a node bed it runs inside the bed's network namespace."""
     workdir.mkdir(parents=True, exist_ok=True)
-    webhook = Webhook(workdir)
+    webhook = NodeWebhook(workdir, kube) if isinstance(kube, NodeTestBed) else Webhook(workdir)
     webhook.start()
     try:
         selector = {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
