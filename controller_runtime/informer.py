@@ -1,4 +1,5 @@
-"""A list+watch cache of one kind: resumes watches from the last resourceVersion, re-lists on 410 Gone."""
+"""A list+watch cache of one kind: resumes watches from the last resourceVersion, re-lists on 410 Gone and when a
+watch stalls (open past its deadline with nothing received: the client's watch_deadline)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from controller_runtime.client import ALL_NAMESPACES, Kube
+from controller_runtime.client import ALL_NAMESPACES, STALLED, Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
 from controller_runtime.metrics import WATCH_RESTARTS
@@ -144,7 +145,8 @@ class Informer:
             self.synced.set()
 
     async def _watch(self, namespace: str, version: str) -> None:
-        """Watch from `version`, resuming after any failure from the last version seen; returns on 410 Gone."""
+        """Watch from `version`, resuming after any failure from the last version seen; returns (to re-list) on 410
+        Gone and on a stalled watch, whose events may have been lost on the way."""
         delay = 0.5
         while True:
             try:
@@ -156,6 +158,10 @@ class Informer:
             except KubeError as e:
                 if e.code == 410:
                     log.info("watch expired (410 Gone): re-listing", extra={"resource": self.name})
+                    return
+                if e.reason == STALLED:
+                    WATCH_RESTARTS.labels(self.name, "stalled").inc()
+                    log.warning("watch stalled: re-listing", extra={"resource": self.name, "error": str(e)})
                     return
                 WATCH_RESTARTS.labels(self.name, "resume").inc()
                 log.warning("watch failed, resuming from the last resourceVersion",

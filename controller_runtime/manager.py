@@ -99,7 +99,9 @@ class Manager:
         self.controllers = {c.name: c for c in controllers}
         self.health = health
         self.elector = elector
-        self.queue: WorkQueue[QueueKey] = WorkQueue(max_delay=runtime.settings.max_backoff)
+        # fair between namespaces: one tenant's flood or slow failing objects wait in their own line
+        self.queue: WorkQueue[QueueKey] = WorkQueue(max_delay=runtime.settings.max_backoff, group=_namespace,
+                                                    slots=runtime.settings.workers)
         self.primary: dict[str, Informer] = {}
         for controller in controllers:
             controller.bind(runtime)
@@ -232,6 +234,10 @@ class Manager:
         delay = self.queue.retry(key, outcome.after)
         log.info("requeued", extra={**fields, "reason": outcome.reason, "retry_in": delay})
         return "requeue"
+
+
+def _namespace(key: QueueKey) -> str:
+    return key[1]
 
 
 async def _first(*aws: Any) -> None:

@@ -112,8 +112,10 @@ class ApplicationPass:
         self.log = {"controller": "application", "namespace": self.namespace, "object": self.name}
 
     async def run(self) -> Outcome:
-        desired = assess(self.app, self.plans, self.controller.context,
-                         status_manager=self.kube.status_field_manager)
+        # cue runs in a thread: a slow render (within its budget) holds one worker, never the event loop that
+        # every other worker, watch and lease renewal shares
+        desired = await asyncio.to_thread(assess, self.app, self.plans, self.controller.context,
+                                          status_manager=self.kube.status_field_manager)
         if isinstance(desired, Refusal):
             log.info("not applied", extra={**self.log, "reason": desired.reason, "detail": desired.message})
             await self.write_status(refused(self.app, desired))

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
-from controller_runtime.queue import WorkQueue
+from controller_runtime.queue import WorkQueue, fair_share
 from lifecycle.conditions import Condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
@@ -121,6 +121,26 @@ def test_the_queue_deduplicates_serialises_and_backs_off() -> None:
         assert {await asyncio.wait_for(q.get(), 1), await asyncio.wait_for(q.get(), 1)} == {"b", "c"}
         q.close()
     asyncio.run(scenario())
+
+
+def test_the_queue_serves_namespaces_in_turn_and_caps_each_at_its_share() -> None:
+    async def scenario() -> None:
+        q: WorkQueue[tuple[str, str]] = WorkQueue(group=lambda key: key[0], slots=4)
+        for i in range(50):  # one tenant's flood first
+            q.add(("flood", f"heavy{i}"))
+        q.add(("quiet", "good"))
+        taken = [await q.get() for _ in range(2)]
+        assert taken == [("flood", "heavy0"), ("quiet", "good")], "the quiet namespace waits one turn, not 50"
+        # two namespaces active: the flood holds at most half of the 4 workers
+        more = [await q.get()]
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(q.get(), 0.05)
+        assert more == [("flood", "heavy1")] and q.depth() == 48
+        q.done(("quiet", "good"))  # the quiet namespace is idle again: the flood may use every worker
+        assert [await asyncio.wait_for(q.get(), 1) for _ in range(2)] == [("flood", "heavy2"), ("flood", "heavy3")]
+        q.close()
+    asyncio.run(scenario())
+    assert fair_share(8, 1) == 8 and fair_share(8, 3) == 3 and fair_share(2, 5) == 1
 
 
 def kubeconfig(path: Path, cluster: str, server: str, namespace: str | None = None) -> Path:
