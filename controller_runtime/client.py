@@ -278,7 +278,8 @@ class Kube:
         res = _resource_class(info)
         WRITES.labels("apply-status" if status else "apply", info.plural).inc()
         manager = field_manager or (self.status_field_manager if status else self.field_manager)
-        result = await self._call("PATCH", f"apply {'status of ' if status else ''}{info.kind} {_where(meta.get('namespace'), meta['name'])}",
+        what = f"apply {'status of ' if status else ''}{info.kind} {_where(meta.get('namespace'), meta['name'])}"
+        result = await self._call("PATCH", what,
                                   self.client.patch(res.Status if status else res, meta["name"], dict(obj),
                                                     namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
                                                     force=force, field_manager=manager), info.plural)

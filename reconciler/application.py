@@ -31,6 +31,7 @@ from lifecycle.application import (
 )
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
+from lifecycle.drift import changed_by, drift_note
 from lifecycle.notes import Note
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from reconciler.plans import ensure as ensure_plans
@@ -158,12 +159,18 @@ class ApplicationPass:
                                   log_fields=self.log)
 
     async def ensure(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply unless the live object already is what the apply would make it."""
+        """Server-side apply unless the live object already is what the apply would make it; a child another field
+        manager changed is put back, with a DriftCorrected Event naming the fields and who changed them."""
         live = self.cached(obj)
         if live is not None and up_to_date(live, obj, self.kube.field_manager):
             return live
+        drifts = changed_by(live, obj, self.kube.field_manager) if live is not None else []
         result = await self.kube.apply(obj)
         self.controller.cache(gvk_of(obj)).update(result)
+        if live is not None and drifts:
+            log.info("drift corrected", extra={**self.log, "kind": obj["kind"], "child": obj["metadata"]["name"],
+                                               "fields": [d.field for d in drifts]})
+            await self.record(drift_note(live, drifts))
         return result
 
     async def prune(self, desired: Desired) -> None:

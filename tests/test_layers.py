@@ -26,8 +26,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "apprafter": frozenset({"toolchain", "renderer", "compatibility", "platform_stack", "lifecycle",
                             "controller_runtime", "cmp", "admission", "reconciler"}),
 }
-# What a core may take from the runtime: pure modules with no I/O (kinds, object keys and owners, outcomes).
-PURE_RUNTIME = frozenset({"controller_runtime.kinds", "controller_runtime.objects", "controller_runtime.outcomes"})
+# What a core may take from the runtime: pure modules with no I/O (kinds, object keys and owners, outcomes, the
+# comparison of a live object with what an apply would make it).
+PURE_RUNTIME = frozenset({"controller_runtime.kinds", "controller_runtime.objects", "controller_runtime.outcomes",
+                          "controller_runtime.compare"})
 CORES = frozenset({"renderer", "compatibility", "platform_stack", "lifecycle"})
 
 
