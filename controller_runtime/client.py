@@ -1,18 +1,18 @@
 """The API client controllers and commands share: plain dicts in and out, kinds resolved by discovery, errors as
-KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists,
-watches); raw paths (discovery, /version) go through an httpx client lightkube's client adapter builds from the
-same kubeconfig. A 429 with Retry-After holds every request of this client until then (API Priority and Fairness
-throttling us: more requests would only be rejected too). Watches are plain HTTP streams with a server timeout and
-a deadline: one still open past it with nothing received is stalled (a proxy or connection that went silent) and
-ends with a KubeError of reason Stalled."""
+KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists);
+raw paths (discovery, /version) and watches go through httpx clients lightkube's client adapter builds from the
+same kubeconfig. A 429 with Retry-After holds every request of this client until then and halves how many it sends
+at once (controller_runtime.throttle: API Priority and Fairness throttling us, more would only be rejected too).
+Watches are plain HTTP streams with a server timeout and a deadline: one still open past it with nothing received
+has stalled (a proxy or connection gone silent) and ends with a KubeError of reason Stalled."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 import httpx
@@ -25,7 +25,8 @@ from controller_runtime.discovery import Discovery, ResourceInfo, resource_list_
 from controller_runtime.errors import KubeConfigError, KubeError
 from controller_runtime.faults import KillSwitch
 from controller_runtime.kinds import KindLike, gvk, gvk_of
-from controller_runtime.metrics import REQUESTS, THROTTLED, WRITES
+from controller_runtime.metrics import REQUESTS, WRITES
+from controller_runtime.throttle import Throttle
 
 __all__ = ["ALL_NAMESPACES", "STALLED", "Kube", "retry_after", "watch_deadline"]
 
@@ -115,34 +116,40 @@ class Kube:
         self.watcher = client_adapter.AsyncClient(single, client_adapter.ConnectionParams(
             timeout=httpx.Timeout(timeout, read=None), http2=False))
         self.kill_switch = KillSwitch()
-        self._throttled_until = 0.0
         self.discovery = Discovery(self._get_json)
-        # At most this many requests at once: their connections then stay within httpx's keep-alive pool (20)
-        # instead of being opened and closed (a TLS handshake each) at every burst.
-        self._slots = asyncio.Semaphore(max_requests)
+        # At most this many requests at once (their connections then stay within httpx's keep-alive pool, 20,
+        # instead of being opened and closed, a TLS handshake each, at every burst), fewer while throttled.
+        self.throttle = Throttle(max_requests)
 
     async def close(self) -> None:
         await self.client.close()
         await self.watcher.aclose()
         await self.http.aclose()
 
-    async def _hold(self) -> None:
-        """Wait out a Retry-After the server gave any earlier request."""
-        wait = self._throttled_until - time.monotonic()
-        if wait > 0:
-            THROTTLED.inc(wait)
-            await asyncio.sleep(wait)
-
-    def _throttled(self, error: KubeError) -> None:
-        if error.code == 429 and error.retry_after:
-            self._throttled_until = max(self._throttled_until, time.monotonic() + error.retry_after)
+    async def _send(self, request: Awaitable[Any]) -> Any:
+        """Await one request within the throttle's limit; a 429 tells the throttle to hold and slow down."""
+        try:
+            await self.throttle.acquire()
+        except BaseException:
+            if inspect.iscoroutine(request):  # never sent: no "coroutine was never awaited" at shutdown
+                request.close()
+            raise
+        rejected, retry = False, None
+        try:
+            return await request
+        except ApiError as e:
+            rejected, retry = e.status.code == 429, retry_after(e.response)
+            raise
+        except httpx.HTTPStatusError as e:
+            rejected, retry = e.response.status_code == 429, retry_after(e.response)
+            raise
+        finally:
+            self.throttle.release(rejected=rejected, retry_after=retry)
 
     async def _get_json(self, path: str) -> dict[str, Any] | None:
         """GET a raw path as JSON; None on 404."""
         try:
-            await self._hold()
-            async with self._slots:
-                response = await self.http.get(path)
+            response = await self._send(self._get_checked(path))
             REQUESTS.labels("GET", str(response.status_code)).inc()
             if response.status_code == 404:
                 return None
@@ -155,6 +162,12 @@ class Kube:
         if not isinstance(data, dict):
             raise KubeError(f"GET {path}: the reply is not a JSON object")
         return data
+
+    async def _get_checked(self, path: str) -> httpx.Response:
+        response = await self.http.get(path)
+        if response.status_code == 429:
+            response.raise_for_status()
+        return response
 
     async def resource(self, kind: KindLike) -> ResourceInfo:
         """How the server serves `kind` (KubeError 404 when it does not)."""
@@ -176,22 +189,16 @@ class Kube:
         `resource`) passes the fault tier's kill switch (a no-op outside it) before and after."""
         write = method not in ("GET", "LIST") and resource != "leases"
         try:
-            await self._hold()
             if write:
                 self.kill_switch.before(what)
-            async with self._slots:
-                result = await request
+            result = await self._send(request)
         except ApiError as e:
             REQUESTS.labels(method, str(e.status.code or 0)).inc()
-            error = _error(e, what)
-            self._throttled(error)
-            raise error from e
+            raise _error(e, what) from e
         except httpx.HTTPError as e:
             code = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else 0
             REQUESTS.labels(method, str(code)).inc()
-            error = _error(e, what)
-            self._throttled(error)
-            raise error from e
+            raise _error(e, what) from e
         REQUESTS.labels(method, "200").inc()
         if write:
             self.kill_switch.after(what)
@@ -241,7 +248,7 @@ class Kube:
         if labels:
             params["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         what = f"watch {info.plural}"
-        await self._hold()
+        await self.throttle.hold()
         REQUESTS.labels("WATCH", "200").inc()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + watch_deadline(timeout)
@@ -267,7 +274,9 @@ class Kube:
                             f"the server closes it after {timeout} s): stalled", 0, STALLED) from e
         except httpx.HTTPError as e:
             error = _error(e, what)
-            self._throttled(error)
+            if error.code == 429:  # a watch holds no slot, but its rejection slows every request
+                self.throttle.acquire_nowait()
+                self.throttle.release(rejected=True, retry_after=error.retry_after)
             raise error from e
 
     async def apply(self, obj: Mapping[str, Any], *, status: bool = False, force: bool = True,

@@ -32,6 +32,6 @@ WATCH_RESTARTS = Counter("apprafter_watch_restarts", "Watches restarted, by caus
 WRITES = Counter("apprafter_kube_writes", "Write requests sent to the API server", ["verb", "resource"])
 REQUESTS = Counter("apprafter_kube_requests", "Requests sent to the API server, by method and status code (a "
                    "watch counts once, when it starts)", ["method", "code"])
-THROTTLED = Counter("apprafter_kube_throttled_seconds", "Seconds every request waited because the API server "
-                    "answered 429 with Retry-After (API Priority and Fairness)")
+THROTTLED = Counter("apprafter_kube_throttled_seconds", "Seconds requests waited (summed over them) because the API "
+                    "server answered 429 with Retry-After (API Priority and Fairness)")
 LEADER = Gauge("apprafter_leader", "1 while this replica holds the leader lease", ["identity"])
