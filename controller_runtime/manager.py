@@ -174,7 +174,7 @@ class Manager:
         """Every object of every controller, each resync period (and once at start)."""
         while not stop.is_set():
             for name, informer in self.primary.items():
-                for namespace, obj_name in list(informer.store):
+                for namespace, obj_name in informer.cached_keys():
                     self.queue.add((name, namespace, obj_name))
             await asyncio.sleep(self.runtime.settings.resync)
 
