@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +193,13 @@ def test_spec_for_inverts_the_effective_spec(eff: dict[str, Any], budget: str | 
     if budget:
         eff = {**eff, "budget": budget}
     assert effective_spec(spec_for("prod", eff), "prod") == eff
+
+
+def test_the_sharding_simulation_keeps_one_owner_per_application() -> None:
+    # scripts/simulate_sharding.py asserts the ownership rule at every step; a broken design exits non-zero
+    script = Path(__file__).resolve().parents[2] / "scripts" / "simulate_sharding.py"
+    for seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, str(script), "--steps", "400", "--seed", seed], capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "at most one owner at every step" in done.stdout
