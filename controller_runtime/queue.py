@@ -12,7 +12,7 @@ from typing import Generic, TypeVar
 
 from controller_runtime.metrics import GROUP_LATENCY, QUEUE_ADDS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_RETRIES
 
-__all__ = ["WorkQueue", "fair_share"]
+__all__ = ["FairGate", "WorkQueue", "fair_share"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -172,3 +172,53 @@ class WorkQueue(Generic[K]):
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+
+
+class FairGate:
+    """A semaphore that is fair between groups, for CPU-bound work (a render): at most `slots` holders, at most
+    `per_group` of one group (fewer than `slots`, so another group's first waiter finds a free slot at once);
+    waiters are served by group in turn. On a 2-core machine with the GIL, two renders at once is all there is;
+    a flood of one namespace's heavy renders then slows another namespace's render by one sharer, not a queue."""
+
+    def __init__(self, slots: int, per_group: int | None = None) -> None:
+        self.slots = max(1, slots)
+        self.per_group = per_group if per_group is not None else max(1, self.slots - 1)
+        self._holders: collections.Counter[str] = collections.Counter()
+        self._waiting: dict[str, collections.deque[asyncio.Future[None]]] = {}
+        self._turns: collections.deque[str] = collections.deque()
+
+    def _grant(self) -> None:
+        for _ in range(len(self._turns)):
+            if sum(self._holders.values()) >= self.slots:
+                return
+            group = self._turns[0]
+            self._turns.rotate(-1)
+            line = self._waiting[group]
+            while line and line[0].done():  # cancelled waiters
+                line.popleft()
+            if line and self._holders[group] < self.per_group:
+                self._holders[group] += 1
+                line.popleft().set_result(None)
+            if not line:
+                del self._waiting[group]
+                self._turns.remove(group)
+
+    async def acquire(self, group: str) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if group not in self._waiting:
+            self._waiting[group] = collections.deque()
+            self._turns.append(group)
+        self._waiting[group].append(future)
+        self._grant()
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted, then cancelled: give the slot back
+                self.release(group)
+            raise
+
+    def release(self, group: str) -> None:
+        self._holders[group] -= 1
+        if self._holders[group] <= 0:
+            del self._holders[group]
+        self._grant()

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
-from controller_runtime.queue import WorkQueue, fair_share
+from controller_runtime.queue import FairGate, WorkQueue, fair_share
 from lifecycle.conditions import Condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
@@ -143,6 +143,32 @@ def test_the_queue_serves_namespaces_in_turn_and_caps_each_at_its_share() -> Non
         q.close()
     asyncio.run(scenario())
     assert fair_share(8, 1) == 8 and fair_share(8, 3) == 3 and fair_share(2, 5) == 1
+
+
+def test_the_cpu_gate_leaves_a_slot_for_another_namespace() -> None:
+    async def scenario() -> None:
+        gate = FairGate(2)
+        order: list[str] = []
+
+        async def render(group: str, name: str, hold: asyncio.Event) -> None:
+            await gate.acquire(group)
+            order.append(name)
+            await hold.wait()
+            gate.release(group)
+
+        floods = [asyncio.Event() for _ in range(3)]
+        tasks = [asyncio.create_task(render("flood", f"heavy{i}", e)) for i, e in enumerate(floods)]
+        await asyncio.sleep(0)
+        assert order == ["heavy0"], "one namespace holds one of the two slots, not both"
+        good = asyncio.Event()
+        tasks.append(asyncio.create_task(render("quiet", "good", good)))
+        await asyncio.sleep(0)
+        assert order == ["heavy0", "good"], "another namespace's render starts at once"
+        for event in (*floods, good):
+            event.set()
+        await asyncio.gather(*tasks)
+        assert order[2:] == ["heavy1", "heavy2"]
+    asyncio.run(scenario())
 
 
 def kubeconfig(path: Path, cluster: str, server: str, namespace: str | None = None) -> Path:
