@@ -106,3 +106,9 @@ def argocd_cmp_server(testbed_dir: Path) -> Iterator[StartCmpServer]:
     finally:
         for server in reversed(servers):
             server.stop()
+
+
+def pytest_report_header() -> str:
+    from tests.reconciler.faults import SEED, SEED_ENV
+
+    return f"fault tier seed: {SEED} ({SEED_ENV}={SEED} replays it)"
