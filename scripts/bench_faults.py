@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 from renderer.manifests import KINDS  # noqa: E402 - after the repo root is importable
 from tests.admission.cluster import Webhook, register, unregister  # noqa: E402
 from tests.reconciler.conftest import install_our_crds  # noqa: E402
+from tests.reconciler.faults import throttle, unthrottle  # noqa: E402
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace  # noqa: E402
 from tests.reconciler.operator_proc import Operator  # noqa: E402
-from tests.reconciler.test_faults_throttle_cluster import FLOWCONTROL  # noqa: E402
 from tests.reconciler.test_restarts_cluster import phases  # noqa: E402
 from tests.testbed.gitops import operator_kubeconfig  # noqa: E402
 from tests.testbed.kube import ApplyRejected, KubeTestBed, start_kube  # noqa: E402
@@ -242,18 +242,7 @@ def throttled(bed: KubeTestBed, work: Path, n: int) -> None:
     took = {}
     for label, limited in (("unthrottled", False), ("throttled", True)):
         if limited:
-            bed.apply({"apiVersion": FLOWCONTROL, "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
-                       "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
-                                                                "borrowingLimitPercent": 0,
-                                                                "limitResponse": {"type": "Reject"}}}})
-            bed.apply({"apiVersion": FLOWCONTROL, "kind": "FlowSchema", "metadata": {"name": name},
-                       "spec": {"matchingPrecedence": 100, "priorityLevelConfiguration": {"name": name},
-                                "distinguisherMethod": {"type": "ByUser"},
-                                "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
-                                    "name": "operator", "namespace": name}}],
-                                    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                       "clusterScope": True, "namespaces": ["*"]}],
-                                    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+            throttle(bed, name, (name, "operator"))
             time.sleep(2)  # the server takes up new flow control settings a moment later
         op, ns = scenario(bed, work, label, ("--no-leader-elect",), kubeconfig=unthrottled)
         names = [f"a{i}" for i in range(n)]
@@ -268,8 +257,7 @@ def throttled(bed: KubeTestBed, work: Path, n: int) -> None:
     note("API Priority and Fairness throttling (1 share, no borrowing, reject)",
          f"{took['throttled']:.1f} s to {n} Ready vs {took['unthrottled']:.1f} s unthrottled; {rejected:.0f} of "
          f"{total:.0f} requests rejected with 429")
-    for kind in ("FlowSchema", "PriorityLevelConfiguration"):
-        bed.delete(FLOWCONTROL, kind, name)
+    unthrottle(bed, name)
 
 
 def main() -> None:

@@ -110,3 +110,31 @@ def check_invariants(bed: KubeTestBed, namespace: str, targets: Mapping[str, Map
         if status.get("phase") == "Ready" and status.get("observedGeneration") == app["metadata"]["generation"]:
             assert now == rendered(namespace, name, baseline), \
                 f"{where}: {name} says Ready for generation {status['observedGeneration']}, children differ"
+
+
+FLOWCONTROL = "flowcontrol.apiserver.k8s.io/v1"
+
+
+def throttle(bed: KubeTestBed, name: str, account: tuple[str, str]) -> str:
+    """API Priority and Fairness sending every request of ServiceAccount (namespace, name) to a priority level of
+    its own with one nominal share (the fewest seats the server gives), no lending or borrowing, the excess
+    rejected with 429: the FlowSchema's uid (a reply names it once the server has taken the settings up)."""
+    namespace, sa = account
+    bed.apply({"apiVersion": FLOWCONTROL, "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
+               "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
+                                                        "borrowingLimitPercent": 0,
+                                                        "limitResponse": {"type": "Reject"}}}})
+    schema = bed.apply({"apiVersion": FLOWCONTROL, "kind": "FlowSchema", "metadata": {"name": name},
+                        "spec": {"matchingPrecedence": 100, "priorityLevelConfiguration": {"name": name},
+                                 "distinguisherMethod": {"type": "ByUser"},
+                                 "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
+                                     "name": sa, "namespace": namespace}}],
+                                     "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                                                        "clusterScope": True, "namespaces": ["*"]}],
+                                     "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+    return str(schema["metadata"]["uid"])
+
+
+def unthrottle(bed: KubeTestBed, name: str) -> None:
+    for kind in ("FlowSchema", "PriorityLevelConfiguration"):
+        bed.delete(FLOWCONTROL, kind, name)

@@ -13,17 +13,15 @@ import httpx
 import pytest
 
 from compatibility.application import deployment
-from renderer.manifests import KINDS
 from tests.admission.cluster import Webhook, configurations, register, unregister
-from tests.reconciler.conftest import install_our_crds
+from tests.reconciler.conftest import own_test_bed
 from tests.reconciler.faults import SEED, check_invariants, rng
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace, status, wait
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.reconciler.test_restarts_cluster import all_in, holder, plans_per_app
 from tests.testbed.gitops import operator_kubeconfig
-from tests.testbed.kube import ApplyRejected, KubeTestBed, start_kube
+from tests.testbed.kube import ApplyRejected, KubeTestBed
 from tests.testbed.procs import BedError
-from toolchain.tools import crd_files
 
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
@@ -36,13 +34,8 @@ SHORT_LEASE = ("--leader-elect-lease-duration", "3", "--leader-elect-renew-deadl
 @pytest.fixture(scope="module")
 def own_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
     """A test bed of its own (its etcd and API server go down): our CRDs and the child kinds' CRDs only."""
-    workdir = Path(str(tmp_path_factory.mktemp("outages")))
-    kube = start_kube(workdir / "kube", install_crds=False)
-    try:
-        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
-        yield install_our_crds(kube, workdir)
-    finally:
-        kube.stop()
+    with own_test_bed(Path(str(tmp_path_factory.mktemp("outages")))) as kube:
+        yield kube
 
 
 def targets(ns: str, specs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.reconciler.faults import throttle, unthrottle
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace, wait
 from tests.reconciler.operator_proc import Operator
 from tests.reconciler.test_restarts_cluster import all_in
@@ -21,7 +22,6 @@ from tests.testbed.kube import KubeTestBed, ssl_context
 
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
-FLOWCONTROL = "flowcontrol.apiserver.k8s.io/v1"
 SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info"})
 
 
@@ -34,24 +34,12 @@ def throttled(bed: KubeTestBed, tmp_path: Path) -> Iterator[tuple[Path, str]]:
     bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
                "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": name}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}})
-    bed.apply({"apiVersion": FLOWCONTROL, "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
-               "spec": {"type": "Limited", "limited": {"nominalConcurrencyShares": 1, "lendablePercent": 0,
-                                                        "borrowingLimitPercent": 0,
-                                                        "limitResponse": {"type": "Reject"}}}})
-    schema = bed.apply({"apiVersion": FLOWCONTROL, "kind": "FlowSchema", "metadata": {"name": name},
-                        "spec": {"matchingPrecedence": 100, "priorityLevelConfiguration": {"name": name},
-                                 "distinguisherMethod": {"type": "ByUser"},
-                                 "rules": [{"subjects": [{"kind": "ServiceAccount", "serviceAccount": {
-                                     "name": "operator", "namespace": name}}],
-                                     "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
-                                                        "clusterScope": True, "namespaces": ["*"]}],
-                                     "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}]}})
+    schema_uid = throttle(bed, name, (name, "operator"))
     kubeconfig = bed.kubeconfig_for(tmp_path / "throttled.kubeconfig", token, name)
     try:
-        yield kubeconfig, schema["metadata"]["uid"]
+        yield kubeconfig, schema_uid
     finally:
-        for kind in ("FlowSchema", "PriorityLevelConfiguration"):
-            bed.delete(FLOWCONTROL, kind, name)
+        unthrottle(bed, name)
         bed.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
 
 
