@@ -2,4 +2,5 @@
 
 from apprafter.entry import main
 
-main()
+if __name__ == "__main__":  # not in the operator's render workers, which import this module as __mp_main__
+    main()
