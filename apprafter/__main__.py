@@ -2,5 +2,4 @@
 
 from apprafter.entry import main
 
-if __name__ == "__main__":  # not in the operator's render workers, which import this module as __mp_main__
-    main()
+main()

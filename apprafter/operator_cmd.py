@@ -46,9 +46,6 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
 @click.option("--render-timeout", type=click.FloatRange(min=0.1, max=settings_.MAX_TIMEOUT_S), metavar="SECONDS",
               help="Each Application's render budget (cue's time budget for one reconcile): one over it is retried "
                    "with backoff and holds one worker at most this long. Default: APPRAFTER_CUE_TIMEOUT, else 10.")
-@click.option("--render-processes", type=click.IntRange(min=0, max=64), default=2, show_default=True,
-              help="Worker processes that render Applications (fair between namespaces, none takes every one); 0: "
-                   "threads of the operator's own process.")
 @click.option("--watch-timeout", type=click.IntRange(min=1), default=120, show_default=True, metavar="SECONDS",
               help="The API server ends each watch after this long (it is then resumed); one still open past it "
                    "with nothing received has stalled and is re-listed.")
@@ -83,8 +80,7 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @reported
 def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tuple[str, ...], resync: float,
-             workers: int, max_backoff: float, render_timeout: float | None, render_processes: int,
-             watch_timeout: int,
+             workers: int, max_backoff: float, render_timeout: float | None, watch_timeout: int,
              health_port: int, metrics_port: int, bind_address: str,
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
@@ -111,8 +107,7 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     if lease.renew_deadline >= lease.lease_duration or lease.retry_period >= lease.renew_deadline:
         raise click.UsageError("want --leader-elect-retry-period < --leader-elect-renew-deadline < "
                                "--leader-elect-lease-duration")
-    settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff,
-                        processes=render_processes)
+    settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
                               bind_address, health_port, metrics_port, platform_stack, watch_timeout))
     sys.exit(code)

@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from controller_runtime.client import ALL_NAMESPACES, Kube
-from controller_runtime.compute import Compute
 from controller_runtime.events import Recorder
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import KindLike, gvk
@@ -27,7 +27,7 @@ from controller_runtime.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, REC
 from controller_runtime.objects import Key
 from controller_runtime.outcomes import Done, Outcome, Requeue, Terminal, outcome_of
 from controller_runtime.probes import Health
-from controller_runtime.queue import WorkQueue
+from controller_runtime.queue import FairGate, WorkQueue
 from toolchain.errors import AppRafterError
 
 __all__ = ["Controller", "Manager", "Runtime", "Settings", "Watch"]
@@ -71,20 +71,19 @@ class Settings:
     resync: float = 300.0
     workers: int = 8
     max_backoff: float = 300.0
-    processes: int = 2  # worker processes for CPU-bound work (0: threads of the operator's own process)
 
 
 class Runtime:
     """What controllers share: the client, the informers (one per kind, label selector and namespaces), events, and
-    the worker processes CPU-bound work runs in (fair between namespaces; none takes every worker)."""
+    the gate CPU-bound work passes (two at once on two cores; no namespace takes every slot)."""
 
     def __init__(self, kube: Kube, settings: Settings, recorder: Recorder) -> None:
         self.kube = kube
         self.settings = settings
         self.recorder = recorder
         self.informers: dict[tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]], Informer] = {}
-        # CPU-bound work of a reconcile (a render) runs in worker processes, fair between namespaces
-        self.compute = Compute(settings.processes)
+        # CPU-bound work of a reconcile (a render) takes a slot of this gate, fair between namespaces
+        self.cpu = FairGate(max(2, os.cpu_count() or 2))
 
     def informer(self, kind: KindLike, labels: Mapping[str, str] | None = None,
                  namespaces: tuple[str, ...] = ()) -> Informer:
@@ -139,7 +138,6 @@ class Manager:
         self.health.ready, self.health.state = False, "syncing caches"
         informers = list(self.runtime.informers.values())
         tasks = [asyncio.create_task(i.run(), name=f"informer {i.name}") for i in informers]
-        self.runtime.compute.start()  # the workers start while the caches sync
         try:
             synced = asyncio.gather(*(i.synced.wait() for i in self.runtime.informers.values()))
             await _first(synced, stop.wait())
@@ -166,7 +164,6 @@ class Manager:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self.queue.close()
-            self.runtime.compute.close()
 
     async def _heartbeat(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

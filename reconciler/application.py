@@ -113,12 +113,16 @@ class ApplicationPass:
         self.log = {"controller": "application", "namespace": self.namespace, "object": self.name}
 
     async def run(self) -> Outcome:
-        # the render runs in a worker process (never on the event loop every worker, watch and lease renewal
-        # shares, nor under its GIL), fair between namespaces: one tenant's heavy renders leave a worker free
+        # the render runs in a thread (never on the event loop every worker, watch and lease renewal shares),
+        # through the runtime's CPU gate: a namespace's flood of heavy renders leaves a slot for another's
         assert self.controller.runtime is not None
-        desired = await self.controller.runtime.compute.run(self.namespace, assess, self.app, self.plans,
-                                                            self.controller.context,
-                                                            status_manager=self.kube.status_field_manager)
+        cpu = self.controller.runtime.cpu
+        await cpu.acquire(self.namespace)
+        try:
+            desired = await asyncio.to_thread(assess, self.app, self.plans, self.controller.context,
+                                              status_manager=self.kube.status_field_manager)
+        finally:
+            cpu.release(self.namespace)
         if isinstance(desired, Refusal):
             log.info("not applied", extra={**self.log, "reason": desired.reason, "detail": desired.message})
             await self.write_status(refused(self.app, desired))
