@@ -1,10 +1,12 @@
 """A test-only fault hook: with APPRAFTER_TEST_KILL_AT=before:N (or after:N) in its environment the process SIGKILLs
-itself just before its Nth write request is sent (or just after its reply came back), so that the fault tier can
-stop a reconcile between any two of its writes. Unset — always, outside the fault tier — it does nothing."""
+itself just before its Nth write request is sent (or just after its reply came back); with chance:P:SEED it does so
+at each of those points with probability P (a generator seeded with SEED), so that the fault tier can stop a
+reconcile between any two of its writes. Unset — always, outside the fault tier — it does nothing."""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import sys
 
@@ -21,15 +23,24 @@ class KillSwitch:
         when, _, count = spec.partition(":")
         self.when = when if when in ("before", "after") and count.isdigit() else ""
         self.at = int(count) if self.when else 0
+        self.chance, self._draw = 0.0, random.Random(0)
+        if when == "chance":
+            chance, _, seed = count.partition(":")
+            self.chance, self._draw = float(chance), random.Random(seed)
         self.writes = 0
+
+    def _hit(self, when: str) -> bool:
+        if self.chance:
+            return self._draw.random() < self.chance
+        return self.when == when and self.writes == self.at
 
     def before(self, what: str) -> None:
         self.writes += 1
-        if self.when == "before" and self.writes == self.at:
+        if self._hit("before"):
             self._kill(f"before write {self.writes} ({what})")
 
     def after(self, what: str) -> None:
-        if self.when == "after" and self.writes == self.at:
+        if self._hit("after"):
             self._kill(f"after write {self.writes} ({what})")
 
     @staticmethod

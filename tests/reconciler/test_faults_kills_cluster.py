@@ -22,7 +22,8 @@ from tests.testbed.kube import KubeTestBed
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
 KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "200"))  # at least this many over the test
-APPS = 3
+APPS = 4
+CHANCE = 0.12
 SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info"})
 SCALED = edit(SIMPLE, replicas=3, autoscale={"on": "cpu", "min": 2, "max": 5})  # a soft change adding a child
 WHERE = re.compile(r"fault hook: SIGKILL (before|after) write \d+ \((.*) \S+\)$", re.MULTILINE)
@@ -86,9 +87,11 @@ def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Pat
                     if phase == "Ready":
                         targets = {n: effective(ns, n, spec) for n in names}
                 where = f"seed {SEED}, cycle {cycle}, {what}"
-                for attempt in range(12):  # kill, restart, ... until a run outlives its kill point
-                    killing = attempt < 11
-                    point = f"{draw.choice(['before', 'after'])}:{draw.randint(1, 6 * APPS)}"
+                for attempt in range(16):  # kill, restart, ... until a run outlives its kill points
+                    killing = attempt < 15
+                    # each write is a kill point twice (before it is sent, after its reply): a run dies at one of
+                    # them with CHANCE each, so every phase, short or long, is cut several times
+                    point = f"chance:{CHANCE}:{draw.randrange(1 << 30)}"
                     op.start(wait=None, env={KILL_ENV: point} if killing else {})
                     wait(f"{where}: killed at {point} or {phase}", ended(op, bed, ns, names, phase), 90)
                     if op.alive():
