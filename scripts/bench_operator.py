@@ -210,6 +210,20 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> None:
         after = operator_metrics(metrics)
         buckets = [(le, c - dict(before["buckets"]).get(le, 0.0)) for le, c in after["buckets"]]
         rss, peak = rss_mib(op.popen.pid)
+        rate = n / elapsed
+        load = os.getloadavg()
+        claims = sum(k == "claim" for k in names.values())
+        print(f"== {n} Applications (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {claims} with a claim, "
+              f"{sum(k == 'gated' for k in names.values())} later gated): settled in {elapsed:.1f} s, {rate:.1f} "
+              f"apps/s ({rate / FLUX_KUSTOMIZATIONS_PER_S:.1f}x Flux's {FLUX_KUSTOMIZATIONS_PER_S:.1f}/s); "
+              f"submitting took {submitted:.1f} s")
+        print("  CPU seconds meanwhile: " + ", ".join(f"{name} {s:.1f}" for name, s in used.items())
+              + f" (of {2 * elapsed:.0f} on 2 cores, shared with whatever else runs); operator / API server "
+              f"{used['operator'] / max(used['kube-apiserver'], 1e-9):.2f}")
+        print(f"  operator RSS {rss:.0f} MiB (peak {peak:.0f} MiB)")
+        print(f"  reconcile p50 {1000 * quantile(buckets, 0.5):.0f} ms, p99 {1000 * quantile(buckets, 0.99):.0f} ms "
+              f"over {int(buckets[-1][1])} reconciles ({buckets[-1][1] / n:.1f} per app); writes per app "
+              f"{(after['writes'] - before['writes']) / n:.1f}", flush=True)
 
         gated = [name for name, kind in names.items() if kind == "gated"]
         start_gated = time.perf_counter()
@@ -217,12 +231,13 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> None:
         want.update(dict.fromkeys(gated, "AwaitingMigrationApproval"))
         wait_for(f"{len(gated)} gated changes held", lambda: settled(bed, "bench", want), 3600, op, interval=1)
         held = time.perf_counter() - start_gated
+        print(f"  {len(gated)} gated changes held in {held:.1f} s", flush=True)
 
         time.sleep(3)  # the last status events drain
         writes0, seen = apiserver_writes(bed), operator_metrics(metrics)
         resync_start = time.perf_counter()
         wait_for("one resync of every Application", lambda: operator_metrics(metrics)["reconciles"]
-                 >= seen["reconciles"] + n or None, args.resync * 3 + n / 20, op, interval=0.5)
+                 >= seen["reconciles"] + n or None, args.resync * 3 + n / 2, op, interval=0.5)
         window = time.perf_counter() - resync_start
         done = operator_metrics(metrics)
         delta = {k: v - writes0.get(k, 0.0) for k, v in apiserver_writes(bed).items() if v - writes0.get(k, 0.0)}
@@ -230,20 +245,6 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> None:
         requests = {m: v - seen["requests"].get(m, 0.0) for m, v in done["requests"].items()
                     if v - seen["requests"].get(m, 0.0)}
 
-        rate = n / elapsed
-        load = os.getloadavg()
-        claims = sum(k == "claim" for k in names.values())
-        print(f"== {n} Applications (load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; {claims} with a claim, "
-              f"{len(gated)} later gated): settled in {elapsed:.1f} s, {rate:.1f} apps/s "
-              f"({rate / FLUX_KUSTOMIZATIONS_PER_S:.1f}x Flux's {FLUX_KUSTOMIZATIONS_PER_S:.1f}/s); submitting "
-              f"took {submitted:.1f} s; {len(gated)} gated changes held in {held:.1f} s")
-        print("  CPU seconds meanwhile: " + ", ".join(f"{name} {s:.1f}" for name, s in used.items())
-              + f" (of {2 * elapsed:.0f} on 2 cores, shared with whatever else runs); operator / API server "
-              f"{used['operator'] / max(used['kube-apiserver'], 1e-9):.2f}")
-        print(f"  operator RSS {rss:.0f} MiB (peak {peak:.0f} MiB)")
-        print(f"  reconcile p50 {1000 * quantile(buckets, 0.5):.0f} ms, p99 {1000 * quantile(buckets, 0.99):.0f} ms "
-              f"over {int(buckets[-1][1])} reconciles ({buckets[-1][1] / n:.1f} per app); writes per app "
-              f"{(after['writes'] - before['writes']) / n:.1f}")
         if floor is not None:
             print(f"  floor (the same children and status applied by this script, {args.workers} threads): "
                   f"{floor:.1f} s, {n / floor:.1f} apps/s; operator / floor {elapsed / floor:.2f}x")
