@@ -3,6 +3,7 @@ probes and metrics) until SIGTERM."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ import click
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option
+from renderer import settings as settings_
 from renderer.context import TIERS
 
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
@@ -22,6 +24,7 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
+RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
 @click.command()
@@ -35,6 +38,12 @@ REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
               help="Applications reconciled at the same time.")
 @click.option("--max-backoff", type=click.FloatRange(min=0.5), default=300.0, show_default=True, metavar="SECONDS",
               help="Cap of the exponential backoff after a failed reconcile.")
+@click.option("--render-timeout", type=click.FloatRange(min=0.1, max=settings_.MAX_TIMEOUT_S), metavar="SECONDS",
+              help="Each Application's render budget (cue's time budget for one reconcile): one over it is retried "
+                   "with backoff and holds one worker at most this long. Default: APPRAFTER_CUE_TIMEOUT, else 10.")
+@click.option("--watch-timeout", type=click.IntRange(min=1), default=120, show_default=True, metavar="SECONDS",
+              help="The API server ends each watch after this long (it is then resumed); one still open past it "
+                   "with nothing received has stalled and is re-listed.")
 @click.option("--health-port", type=click.IntRange(min=0, max=65535), default=8081, show_default=True,
               help="/healthz and /readyz (0: off).")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), default=8080, show_default=True,
@@ -66,7 +75,8 @@ REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @reported
 def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tuple[str, ...], resync: float,
-             workers: int, max_backoff: float, health_port: int, metrics_port: int, bind_address: str,
+             workers: int, max_backoff: float, render_timeout: float | None, watch_timeout: int,
+             health_port: int, metrics_port: int, bind_address: str,
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
              leader_elect_resource_name: str, identity: str | None, field_manager: str, platform_stack: bool,
@@ -81,10 +91,12 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     from controller_runtime.kubeconfig import default_namespace, load_config
     from controller_runtime.lease import LeaseSettings, default_identity
     from controller_runtime.manager import Settings
-    from renderer import settings as settings_
     from toolchain.tools import resolve
 
     logs.setup(log_level, log_format)
+    # the renderer reads its budget from the environment when it runs cue (renderer.settings.limits)
+    if render_timeout is not None or not os.environ.get(settings_.TIMEOUT_ENV):
+        os.environ[settings_.TIMEOUT_ENV] = repr(render_timeout or RENDER_TIMEOUT)
     given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
              "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
     context = settings_.platform_context(platform_file, given)
@@ -101,13 +113,13 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
                                "--leader-elect-lease-duration")
     settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
-                              bind_address, health_port, metrics_port, platform_stack))
+                              bind_address, health_port, metrics_port, platform_stack, watch_timeout))
     sys.exit(code)
 
 
 async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
                  lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
-                 platform_stack: bool) -> int:
+                 platform_stack: bool, watch_timeout: int) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     import asyncio
     import signal
@@ -124,7 +136,7 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    kube = Kube(config, field_manager)
+    kube = Kube(config, field_manager, watch_timeout=watch_timeout)
     # The Lease on a connection of its own: renewals never queue behind the workers' requests, and a request
     # cancelled at shutdown cannot take the connection that releases the Lease down with it.
     lease_kube = Kube(config, field_manager, http2=False)

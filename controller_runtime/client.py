@@ -1,14 +1,18 @@
 """The API client controllers and commands share: plain dicts in and out, kinds resolved by discovery, errors as
-KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists,
-watches); raw paths (discovery, /version) go through an httpx client lightkube's client adapter builds from the
-same kubeconfig."""
+KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists);
+raw paths (discovery, /version) and watches go through httpx clients lightkube's client adapter builds from the
+same kubeconfig. A 429 with Retry-After holds every request of this client until then and halves how many it sends
+at once (controller_runtime.throttle: API Priority and Fairness throttling us, more would only be rejected too).
+Watches are plain HTTP streams with a server timeout and a deadline: one still open past it with nothing received
+has stalled (a proxy or connection gone silent) and ends with a KubeError of reason Stalled."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-from collections.abc import AsyncIterator, Mapping
+import inspect
+import json
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
 import httpx
@@ -17,14 +21,23 @@ from lightkube.config import client_adapter
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import CascadeType, PatchType
 
-from controller_runtime.discovery import Discovery, ResourceInfo
+from controller_runtime.discovery import Discovery, ResourceInfo, resource_list_path
 from controller_runtime.errors import KubeConfigError, KubeError
+from controller_runtime.faults import KillSwitch
 from controller_runtime.kinds import KindLike, gvk, gvk_of
 from controller_runtime.metrics import REQUESTS, WRITES
+from controller_runtime.throttle import Throttle
 
-__all__ = ["ALL_NAMESPACES", "Kube", "retry_after"]
+__all__ = ["ALL_NAMESPACES", "STALLED", "Kube", "retry_after", "watch_deadline"]
 
 ALL_NAMESPACES = "*"
+STALLED = "Stalled"  # the reason of the KubeError a stalled watch ends with
+
+
+def watch_deadline(server_timeout: float) -> float:
+    """How long a watch may stay open: the server closes it after `server_timeout` seconds, so one open a grace
+    period past that (a quarter of it, 1 to 10 s) has stalled."""
+    return server_timeout + min(10.0, max(1.0, server_timeout / 4))
 
 def _resource_class(info: ResourceInfo) -> type[Any]:
     """lightkube's generic (dict-backed) resource class for a discovered resource, with its Status subresource.
@@ -60,6 +73,21 @@ def _error(e: Exception, what: str) -> KubeError:
     return KubeError(f"cannot reach the API server ({what}): {type(e).__name__}: {e}", 0)
 
 
+def _watch_event(line: str, what: str) -> tuple[str, dict[str, Any]]:
+    """One line of a watch stream: (type, object); an ERROR event (410 Gone, say) is raised as its KubeError."""
+    try:
+        event = json.loads(line)
+    except ValueError as e:
+        raise KubeError(f"{what}: a line of the stream is not JSON ({e})") from e
+    kind, obj = event.get("type"), event.get("object")
+    if not isinstance(kind, str) or not isinstance(obj, dict):
+        raise KubeError(f"{what}: a watch event without type and object")
+    if kind == "ERROR":
+        said = str(obj.get("message") or obj.get("reason") or "")
+        raise KubeError(f"{what}: {said}", int(obj.get("code") or 0), str(obj.get("reason") or ""), None, said)
+    return kind, obj
+
+
 def _plain(obj: Any) -> dict[str, Any]:
     return dict(obj) if isinstance(obj, dict) else dict(obj.to_dict())
 
@@ -72,33 +100,56 @@ class Kube:
     """One API identity: a request client (HTTP/2 by default), a watch client and a raw client, with discovery."""
 
     def __init__(self, config: KubeConfig, field_manager: str, timeout: float = 15.0, max_requests: int = 16,
-                 http2: bool = True) -> None:
+                 http2: bool = True, watch_timeout: float = 120.0) -> None:
         self.field_manager = field_manager
+        self.watch_timeout = watch_timeout
         self.status_field_manager = f"{field_manager}-status"
         self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout),
                                   http2=http2)
-        # Watches hold their connection for minutes: a pool of their own keeps them out of the requests' pool.
-        self.watcher = AsyncClient(config=config, timeout=httpx.Timeout(timeout))
         single = config.get()
         if single is None:
             raise KubeConfigError("the kubeconfig has no current context: pass --context NAME")
         self.http = client_adapter.AsyncClient(single, client_adapter.ConnectionParams(
             timeout=httpx.Timeout(timeout), http2=http2))
+        # Watches hold their connection for minutes: a pool of their own (one connection each) keeps them out of
+        # the requests' pool; the read timeout is the watch's deadline, enforced per watch.
+        self.watcher = client_adapter.AsyncClient(single, client_adapter.ConnectionParams(
+            timeout=httpx.Timeout(timeout, read=None), http2=False))
+        self.kill_switch = KillSwitch()
         self.discovery = Discovery(self._get_json)
-        # At most this many requests at once: their connections then stay within httpx's keep-alive pool (20)
-        # instead of being opened and closed (a TLS handshake each) at every burst.
-        self._slots = asyncio.Semaphore(max_requests)
+        # At most this many requests at once (their connections then stay within httpx's keep-alive pool, 20,
+        # instead of being opened and closed, a TLS handshake each, at every burst), fewer while throttled.
+        self.throttle = Throttle(max_requests)
 
     async def close(self) -> None:
         await self.client.close()
-        await self.watcher.close()
+        await self.watcher.aclose()
         await self.http.aclose()
+
+    async def _send(self, request: Awaitable[Any]) -> Any:
+        """Await one request within the throttle's limit; a 429 tells the throttle to hold and slow down."""
+        try:
+            await self.throttle.acquire()
+        except BaseException:
+            if inspect.iscoroutine(request):  # never sent: no "coroutine was never awaited" at shutdown
+                request.close()
+            raise
+        rejected, retry = False, None
+        try:
+            return await request
+        except ApiError as e:
+            rejected, retry = e.status.code == 429, retry_after(e.response)
+            raise
+        except httpx.HTTPStatusError as e:
+            rejected, retry = e.response.status_code == 429, retry_after(e.response)
+            raise
+        finally:
+            self.throttle.release(rejected=rejected, retry_after=retry)
 
     async def _get_json(self, path: str) -> dict[str, Any] | None:
         """GET a raw path as JSON; None on 404."""
         try:
-            async with self._slots:
-                response = await self.http.get(path)
+            response = await self._send(self._get_checked(path))
             REQUESTS.labels("GET", str(response.status_code)).inc()
             if response.status_code == 404:
                 return None
@@ -111,6 +162,12 @@ class Kube:
         if not isinstance(data, dict):
             raise KubeError(f"GET {path}: the reply is not a JSON object")
         return data
+
+    async def _get_checked(self, path: str) -> httpx.Response:
+        response = await self.http.get(path)
+        if response.status_code == 429:
+            response.raise_for_status()
+        return response
 
     async def resource(self, kind: KindLike) -> ResourceInfo:
         """How the server serves `kind` (KubeError 404 when it does not)."""
@@ -127,11 +184,14 @@ class Kube:
             raise KubeError("GET /version: no gitVersion in the reply")
         return version
 
-    async def _call(self, method: str, what: str, request: Any) -> Any:
-        """One lightkube request under the concurrency cap, counted by method and status code."""
+    async def _call(self, method: str, what: str, request: Any, resource: str = "") -> Any:
+        """One lightkube request under the concurrency cap, counted by method and status code; a write (of
+        `resource`) passes the fault tier's kill switch (a no-op outside it) before and after."""
+        write = method not in ("GET", "LIST") and resource != "leases"
         try:
-            async with self._slots:
-                result = await request
+            if write:
+                self.kill_switch.before(what)
+            result = await self._send(request)
         except ApiError as e:
             REQUESTS.labels(method, str(e.status.code or 0)).inc()
             raise _error(e, what) from e
@@ -140,6 +200,8 @@ class Kube:
             REQUESTS.labels(method, str(code)).inc()
             raise _error(e, what) from e
         REQUESTS.labels(method, "200").inc()
+        if write:
+            self.kill_switch.after(what)
         return result
 
     async def get(self, kind: KindLike, name: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -172,23 +234,50 @@ class Kube:
 
     async def watch(self, kind: KindLike, resource_version: str, namespace: str = ALL_NAMESPACES,
                     labels: Mapping[str, str] | None = None,
-                    server_timeout: int = 300) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        """Events from resource_version on; ends with KubeError (410 when the version is too old: re-list)."""
+                    server_timeout: float | None = None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """Events from resource_version on (bookmarks included: they carry a newer resourceVersion) until the
+        server closes the watch after `server_timeout` seconds; ends with KubeError (410 when the version is too
+        old: re-list; reason STALLED when the watch outlived its deadline, watch_deadline())."""
         info = await self.resource(kind)
-        res = _resource_class(info)
-        stream = self.watcher.watch(res, namespace=namespace if info.namespaced else None, labels=dict(labels or {}),
-                                   resource_version=resource_version, server_timeout=server_timeout)
+        timeout = int(server_timeout or self.watch_timeout)
+        path = resource_list_path(info.api_version)
+        if info.namespaced and namespace != ALL_NAMESPACES:
+            path += f"/namespaces/{namespace}"
+        params = {"watch": "true", "allowWatchBookmarks": "true", "resourceVersion": resource_version,
+                  "timeoutSeconds": str(timeout)}
+        if labels:
+            params["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        what = f"watch {info.plural}"
+        await self.throttle.hold()
         REQUESTS.labels("WATCH", "200").inc()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + watch_deadline(timeout)
         try:
-            async for event, obj in stream:
-                yield event, _plain(obj)
-        except (ApiError, httpx.HTTPError) as e:
-            raise _error(e, f"watch {info.plural}") from e
-        finally:
-            close = getattr(stream, "aclose", None)  # lightkube's watch is an async generator: end its request
-            if close is not None:
-                with contextlib.suppress(Exception):
-                    await close()
+            request = self.watcher.build_request("GET", f"{path}/{info.plural}", params=params)
+            response = await asyncio.wait_for(self.watcher.send(request, stream=True), deadline - loop.time())
+            try:
+                if response.status_code >= 300:
+                    await response.aread()
+                    response.raise_for_status()
+                lines = response.aiter_lines()
+                while True:  # each read bounded by what is left of the deadline (no timeout spans a yield)
+                    try:
+                        line = await asyncio.wait_for(anext(lines), max(0.0, deadline - loop.time()))
+                    except StopAsyncIteration:
+                        return
+                    if line.strip():
+                        yield _watch_event(line, what)
+            finally:
+                await response.aclose()
+        except TimeoutError as e:
+            raise KubeError(f"{what}: nothing received past the watch's deadline ({watch_deadline(timeout):.0f} s; "
+                            f"the server closes it after {timeout} s): stalled", 0, STALLED) from e
+        except httpx.HTTPError as e:
+            error = _error(e, what)
+            if error.code == 429:  # a watch holds no slot, but its rejection slows every request
+                self.throttle.acquire_nowait()
+                self.throttle.release(rejected=True, retry_after=error.retry_after)
+            raise error from e
 
     async def apply(self, obj: Mapping[str, Any], *, status: bool = False, force: bool = True,
                     field_manager: str | None = None) -> dict[str, Any]:
@@ -198,10 +287,11 @@ class Kube:
         res = _resource_class(info)
         WRITES.labels("apply-status" if status else "apply", info.plural).inc()
         manager = field_manager or (self.status_field_manager if status else self.field_manager)
-        result = await self._call("PATCH", f"apply {info.kind} {_where(meta.get('namespace'), meta['name'])}",
+        what = f"apply {'status of ' if status else ''}{info.kind} {_where(meta.get('namespace'), meta['name'])}"
+        result = await self._call("PATCH", what,
                                   self.client.patch(res.Status if status else res, meta["name"], dict(obj),
                                                     namespace=meta.get("namespace"), patch_type=PatchType.APPLY,
-                                                    force=force, field_manager=manager))
+                                                    force=force, field_manager=manager), info.plural)
         return _plain(result)
 
     async def merge(self, kind: KindLike, name: str, namespace: str | None, patch: Mapping[str, Any], *,
@@ -219,7 +309,7 @@ class Kube:
         what = f"{'status of ' if status else 'patch '}{info.kind} {_where(namespace, name)}"
         result = await self._call("PATCH", what, self.client.patch(res.Status if status else res, name, body,
                                                                    namespace=namespace, patch_type=PatchType.MERGE,
-                                                                   field_manager=manager))
+                                                                   field_manager=manager), info.plural)
         return _plain(result)
 
     async def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,7 +326,8 @@ class Kube:
         body: Any = _resource_class(info)(dict(obj))
         send = self.client.create if verb == "create" else self.client.replace
         method = "POST" if verb == "create" else "PUT"
-        return _plain(await self._call(method, f"{verb} {info.kind} {obj['metadata'].get('name')}", send(body)))
+        return _plain(await self._call(method, f"{verb} {info.kind} {obj['metadata'].get('name')}", send(body),
+                                      info.plural))
 
     async def delete(self, kind: KindLike, name: str, namespace: str | None, *,
                      cascade: CascadeType | None = None) -> None:
@@ -245,7 +336,8 @@ class Kube:
         WRITES.labels("delete", info.plural).inc()
         try:
             await self._call("DELETE", f"delete {info.kind} {_where(namespace, name)}",
-                             self.client.delete(_resource_class(info), name, namespace=namespace, cascade=cascade))
+                             self.client.delete(_resource_class(info), name, namespace=namespace, cascade=cascade),
+                             info.plural)
         except KubeError as e:
             if e.code != 404:
                 raise

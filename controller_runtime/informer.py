@@ -1,19 +1,26 @@
-"""A list+watch cache of one kind: resumes watches from the last resourceVersion, re-lists on 410 Gone."""
+"""A list+watch cache of one kind: resumes watches from the last resourceVersion, re-lists on 410 Gone and when a
+watch stalls (open past its deadline with nothing received: the client's watch_deadline)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from controller_runtime.client import ALL_NAMESPACES, Kube
+from controller_runtime.client import ALL_NAMESPACES, STALLED, Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
 from controller_runtime.metrics import WATCH_RESTARTS
 from controller_runtime.objects import Key, controller_uid, key_of
 
 __all__ = ["Handler", "Informer"]
+
+
+def _decode(cached: _Cached) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(cached.blob)
+    return obj
 
 log = logging.getLogger("apprafter.informer")
 
@@ -22,11 +29,25 @@ Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, obje
 
 def _version(obj: Mapping[str, Any]) -> int | None:
     rv = obj.get("metadata", {}).get("resourceVersion")
+    return _number(rv)
+
+
+def _number(rv: Any) -> int | None:
     return int(rv) if isinstance(rv, str) and rv.isdigit() else None
 
 
+class _Cached(NamedTuple):
+    """One cached object: compact JSON (a fraction of a dict's memory: 5,000 Applications' children stay within a
+    replica's budget) and what lookups need without decoding it."""
+
+    blob: bytes
+    version: str
+    owner: str | None  # the controlling owner's uid
+
+
 class Informer:
-    """Objects of one kind (optionally one label selector) in the watched namespaces, kept current by watches."""
+    """Objects of one kind (optionally one label selector) in the watched namespaces, kept current by watches.
+    Every read hands out a fresh copy: callers may change what they get."""
 
     def __init__(self, kube: Kube, kind: KindLike, namespaces: Sequence[str] = (ALL_NAMESPACES,),
                  labels: Mapping[str, str] | None = None, max_delay: float = 5.0) -> None:
@@ -35,7 +56,7 @@ class Informer:
         self.namespaces = tuple(namespaces) or (ALL_NAMESPACES,)
         self.labels = dict(labels or {})
         self.max_delay = max_delay
-        self.store: dict[Key, dict[str, Any]] = {}
+        self._store: dict[Key, _Cached] = {}
         self._owned: dict[str, set[Key]] = {}  # controller owner uid -> keys: a pass finds its children directly
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
@@ -46,26 +67,34 @@ class Informer:
     def name(self) -> str:
         return str(self.kind)
 
+    def cached_keys(self) -> list[Key]:
+        return list(self._store)
+
+    def __len__(self) -> int:
+        return len(self._store)
+
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.store.get((namespace, name))
+        cached = self._store.get((namespace, name))
+        return _decode(cached) if cached else None
 
     def items(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        return [o for (ns, _), o in self.store.items() if namespace is None or ns == namespace]
+        return [_decode(o) for (ns, _), o in self._store.items() if namespace is None or ns == namespace]
 
     def owned_by(self, uid: str) -> list[dict[str, Any]]:
         """Objects whose controlling owner has this uid."""
-        return [self.store[k] for k in self._owned.get(uid, ()) if k in self.store]
+        return [_decode(self._store[k]) for k in self._owned.get(uid, ()) if k in self._store]
 
-    def _put(self, key: Key, obj: dict[str, Any]) -> None:
+    def _put(self, key: Key, obj: Mapping[str, Any]) -> None:
         self._drop(key)
-        self.store[key] = obj
         uid = controller_uid(obj)
+        self._store[key] = _Cached(json.dumps(obj, separators=(",", ":")).encode(),
+                                   str(obj.get("metadata", {}).get("resourceVersion") or ""), uid)
         if uid:
             self._owned.setdefault(uid, set()).add(key)
 
-    def _drop(self, key: Key) -> dict[str, Any] | None:
-        old = self.store.pop(key, None)
-        uid = controller_uid(old) if old else None
+    def _drop(self, key: Key) -> _Cached | None:
+        old = self._store.pop(key, None)
+        uid = old.owner if old else None
         if uid and uid in self._owned:
             self._owned[uid].discard(key)
             if not self._owned[uid]:
@@ -75,11 +104,11 @@ class Informer:
     def update(self, obj: Mapping[str, Any]) -> None:
         """Write-through: what our own write returned, unless the cache already holds a newer version."""
         key = key_of(obj)
-        old = self.store.get(key)
-        new_v, old_v = _version(obj), _version(old) if old else None
+        old = self._store.get(key)
+        new_v, old_v = _version(obj), _number(old.version) if old else None
         if old_v is not None and new_v is not None and new_v < old_v:
             return
-        self._put(key, dict(obj))
+        self._put(key, obj)
 
     def forget(self, namespace: str, name: str) -> None:
         self._drop((namespace, name))
@@ -91,15 +120,15 @@ class Informer:
     def _replace(self, namespace: str, items: list[dict[str, Any]]) -> None:
         """A fresh list: add/modify what it holds, delete what it lost (for this namespace scope)."""
         fresh = {key_of(o): o for o in items}
-        for key in [k for k in self.store if namespace == ALL_NAMESPACES or k[0] == namespace]:
+        for key in [k for k in self._store if namespace == ALL_NAMESPACES or k[0] == namespace]:
             if key not in fresh:
                 gone = self._drop(key)
                 if gone is not None:
-                    self._notify("DELETED", gone)
+                    self._notify("DELETED", _decode(gone))
         for key, obj in fresh.items():
-            old = self.store.get(key)
+            old = self._store.get(key)
             self._put(key, obj)
-            if old is None or old.get("metadata", {}).get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+            if old is None or old.version != str(obj["metadata"].get("resourceVersion") or ""):
                 self._notify("MODIFIED" if old else "ADDED", obj)
 
     def _event(self, event: str, obj: dict[str, Any]) -> None:
@@ -107,8 +136,8 @@ class Informer:
         if event == "DELETED":
             self._drop(key)
         else:
-            old = self.store.get(key)
-            new_v, old_v = _version(obj), _version(old) if old else None
+            old = self._store.get(key)
+            new_v, old_v = _version(obj), _number(old.version) if old else None
             if old_v is not None and new_v is not None and new_v <= old_v:
                 return  # our own write already put this version (or a newer one) here: nothing new to react to
             self._put(key, obj)
@@ -144,7 +173,8 @@ class Informer:
             self.synced.set()
 
     async def _watch(self, namespace: str, version: str) -> None:
-        """Watch from `version`, resuming after any failure from the last version seen; returns on 410 Gone."""
+        """Watch from `version`, resuming after any failure from the last version seen; returns (to re-list) on 410
+        Gone and on a stalled watch, whose events may have been lost on the way."""
         delay = 0.5
         while True:
             try:
@@ -156,6 +186,10 @@ class Informer:
             except KubeError as e:
                 if e.code == 410:
                     log.info("watch expired (410 Gone): re-listing", extra={"resource": self.name})
+                    return
+                if e.reason == STALLED:
+                    WATCH_RESTARTS.labels(self.name, "stalled").inc()
+                    log.warning("watch stalled: re-listing", extra={"resource": self.name, "error": str(e)})
                     return
                 WATCH_RESTARTS.labels(self.name, "resume").inc()
                 log.warning("watch failed, resuming from the last resourceVersion",

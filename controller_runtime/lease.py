@@ -115,7 +115,10 @@ class LeaderElector:
             if stop.is_set():
                 return
             try:
-                if await self._try():
+                # a renewal that hangs (etcd gone, a silent connection) must not outlive the renew deadline: past
+                # it the others may take the lease, and two replicas would lead
+                left = max(0.1, self.settings.renew_deadline - (time.monotonic() - last))
+                if await asyncio.wait_for(self._try(), left):
                     last = time.monotonic()
                     continue
                 log.error("lost the lease to another replica", extra={"lease": self.settings.name})
@@ -123,6 +126,8 @@ class LeaderElector:
                 return
             except KubeError as e:
                 log.warning("lease renewal failed", extra={"lease": self.settings.name, "error": str(e)})
+            except TimeoutError:
+                log.warning("lease renewal: no answer within the renew deadline", extra={"lease": self.settings.name})
             if time.monotonic() - last > self.settings.renew_deadline:
                 log.error("could not renew the lease within the renew deadline: stepping down",
                           extra={"lease": self.settings.name, "renew_deadline": self.settings.renew_deadline})

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -26,7 +27,7 @@ from controller_runtime.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, REC
 from controller_runtime.objects import Key
 from controller_runtime.outcomes import Done, Outcome, Requeue, Terminal, outcome_of
 from controller_runtime.probes import Health
-from controller_runtime.queue import WorkQueue
+from controller_runtime.queue import FairGate, WorkQueue
 from toolchain.errors import AppRafterError
 
 __all__ = ["Controller", "Manager", "Runtime", "Settings", "Watch"]
@@ -73,13 +74,16 @@ class Settings:
 
 
 class Runtime:
-    """What controllers share: the client, the informers (one per kind, label selector and namespaces), events."""
+    """What controllers share: the client, the informers (one per kind, label selector and namespaces), events, and
+    the gate CPU-bound work passes (two at once on two cores; no namespace takes every slot)."""
 
     def __init__(self, kube: Kube, settings: Settings, recorder: Recorder) -> None:
         self.kube = kube
         self.settings = settings
         self.recorder = recorder
         self.informers: dict[tuple[str, str, tuple[tuple[str, str], ...], tuple[str, ...]], Informer] = {}
+        # CPU-bound work of a reconcile (a render) takes a slot of this gate, fair between namespaces
+        self.cpu = FairGate(max(2, os.cpu_count() or 2))
 
     def informer(self, kind: KindLike, labels: Mapping[str, str] | None = None,
                  namespaces: tuple[str, ...] = ()) -> Informer:
@@ -99,7 +103,9 @@ class Manager:
         self.controllers = {c.name: c for c in controllers}
         self.health = health
         self.elector = elector
-        self.queue: WorkQueue[QueueKey] = WorkQueue(max_delay=runtime.settings.max_backoff)
+        # fair between namespaces: one tenant's flood or slow failing objects wait in their own line
+        self.queue: WorkQueue[QueueKey] = WorkQueue(max_delay=runtime.settings.max_backoff, group=_namespace,
+                                                    slots=runtime.settings.workers)
         self.primary: dict[str, Informer] = {}
         for controller in controllers:
             controller.bind(runtime)
@@ -172,7 +178,7 @@ class Manager:
         """Every object of every controller, each resync period (and once at start)."""
         while not stop.is_set():
             for name, informer in self.primary.items():
-                for namespace, obj_name in list(informer.store):
+                for namespace, obj_name in informer.cached_keys():
                     self.queue.add((name, namespace, obj_name))
             await asyncio.sleep(self.runtime.settings.resync)
 
@@ -232,6 +238,10 @@ class Manager:
         delay = self.queue.retry(key, outcome.after)
         log.info("requeued", extra={**fields, "reason": outcome.reason, "retry_in": delay})
         return "requeue"
+
+
+def _namespace(key: QueueKey) -> str:
+    return key[1]
 
 
 async def _first(*aws: Any) -> None:

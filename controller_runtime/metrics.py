@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-__all__ = ["LEADER", "QUEUE_ADDS", "QUEUE_DEPTH", "QUEUE_LATENCY", "QUEUE_RETRIES", "RECONCILE_DURATION",
-           "RECONCILE_ERRORS", "RECONCILE_TOTAL", "REQUESTS", "WATCH_RESTARTS", "WORK_DURATION", "WRITES"]
+__all__ = ["GROUP_LATENCY", "LEADER", "QUEUE_ADDS", "QUEUE_DEPTH", "QUEUE_LATENCY", "QUEUE_RETRIES",
+           "RECONCILE_DURATION", "RECONCILE_ERRORS", "RECONCILE_TOTAL", "REQUESTS", "THROTTLED", "WATCH_RESTARTS",
+           "WORK_DURATION", "WRITES"]
 
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -20,11 +21,17 @@ QUEUE_ADDS = Counter("apprafter_workqueue_adds", "Keys added to the work queue",
 QUEUE_RETRIES = Counter("apprafter_workqueue_retries", "Keys re-added after a failure (with backoff)", ["name"])
 QUEUE_LATENCY = Histogram("apprafter_workqueue_queue_duration_seconds", "Time a key waited before a worker took it",
                           ["name"], buckets=_SECONDS)
+GROUP_LATENCY = Histogram("apprafter_workqueue_namespace_queue_duration_seconds", "Time a key waited before a worker "
+                          "took it, by the key's namespace (fair queueing keeps one namespace's flood out of "
+                          "another's wait)", ["name", "namespace"], buckets=_SECONDS)
 WORK_DURATION = Histogram("apprafter_workqueue_work_duration_seconds", "Time a worker spent on a key", ["name"],
                           buckets=_SECONDS)
 WATCH_RESTARTS = Counter("apprafter_watch_restarts", "Watches restarted, by cause (resume: from the last "
-                         "resourceVersion; relist: after 410 Gone or at start)", ["resource", "cause"])
+                         "resourceVersion; relist: after 410 Gone or at start; stalled: a watch open past its "
+                         "timeout with nothing received, dropped and re-listed)", ["resource", "cause"])
 WRITES = Counter("apprafter_kube_writes", "Write requests sent to the API server", ["verb", "resource"])
 REQUESTS = Counter("apprafter_kube_requests", "Requests sent to the API server, by method and status code (a "
                    "watch counts once, when it starts)", ["method", "code"])
+THROTTLED = Counter("apprafter_kube_throttled_seconds", "Seconds requests waited (summed over them) because the API "
+                    "server answered 429 with Retry-After (API Priority and Fairness)")
 LEADER = Gauge("apprafter_leader", "1 while this replica holds the leader lease", ["identity"])

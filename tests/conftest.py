@@ -158,3 +158,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that compare the host before and after a bed of their own run before any test that starts the
     session's `node` (which changes the host's sysctls until the session ends)."""
     items.sort(key=lambda item: "bare_host" not in getattr(item, "fixturenames", ()))
+
+
+def pytest_report_header() -> str:
+    from tests.reconciler.faults import SEED, SEED_ENV
+
+    return f"fault tier seed: {SEED} ({SEED_ENV}={SEED} replays it)"

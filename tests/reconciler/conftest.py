@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +12,11 @@ from compatibility.crd import ALL_CRDS
 from platform_stack.resource import PLATFORM_STACK
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
+from renderer.manifests import KINDS
 from tests.reconciler.operator_proc import FAST, Operator
-from tests.testbed.kube import KubeTestBed
-from tests.testbed.rollouts import RolloutStandIn
+from tests.testbed.kube import KubeTestBed, start_kube
+from tests.testbed.rollouts import RolloutStandIn, start_rollouts
+from toolchain.tools import crd_files
 
 
 def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
@@ -21,6 +24,20 @@ def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
     path.write_text(dump_stream(crd_documents((*ALL_CRDS, PLATFORM_STACK))))
     bed.install_crds([path])
     return bed
+
+
+@contextlib.contextmanager
+def own_test_bed(workdir: Path) -> Iterator[KubeTestBed]:
+    """A test bed of one's own (for a test that stops its etcd or API server): our CRDs and the child kinds', its
+    Deployments marked rolled out (tests/testbed/rollouts.py)."""
+    kube = start_kube(workdir / "kube", install_crds=False)
+    stand_in = start_rollouts(kube)  # it lists again after a restart, as the controller-manager would
+    try:
+        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
+        yield install_our_crds(kube, workdir)
+    finally:
+        stand_in.stop()
+        kube.stop()
 
 
 @pytest.fixture(scope="module")

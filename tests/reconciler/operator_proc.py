@@ -33,11 +33,12 @@ class Operator:
         self.proc: ManagedProcess | None = None
         self.starts = 0
 
-    def start(self, wait: str | None = "ready") -> Operator:
-        """Start (again); wait until /readyz answers 200 ("ready") or the probe port answers at all ("up")."""
+    def start(self, wait: str | None = "ready", env: dict[str, str] | None = None) -> Operator:
+        """Start (again), with `env` added to the environment; wait until /readyz answers 200 ("ready") or the probe
+        port answers at all ("up")."""
         self.starts += 1
         log = self.log_path.with_suffix(f".{self.starts}.log")
-        self.proc = ManagedProcess(self.name, self.argv, log, env=dict(os.environ))
+        self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **(env or {})})
         if wait:
             try:
                 wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
-from controller_runtime.queue import WorkQueue
+from controller_runtime.queue import FairGate, WorkQueue, fair_share
 from lifecycle.conditions import Condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
@@ -123,6 +125,52 @@ def test_the_queue_deduplicates_serialises_and_backs_off() -> None:
     asyncio.run(scenario())
 
 
+def test_the_queue_serves_namespaces_in_turn_and_caps_each_at_its_share() -> None:
+    async def scenario() -> None:
+        q: WorkQueue[tuple[str, str]] = WorkQueue(group=lambda key: key[0], slots=4)
+        for i in range(50):  # one tenant's flood first
+            q.add(("flood", f"heavy{i}"))
+        q.add(("quiet", "good"))
+        taken = [await q.get() for _ in range(2)]
+        assert taken == [("flood", "heavy0"), ("quiet", "good")], "the quiet namespace waits one turn, not 50"
+        # two namespaces active: the flood holds at most half of the 4 workers
+        more = [await q.get()]
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(q.get(), 0.05)
+        assert more == [("flood", "heavy1")] and q.depth() == 48
+        q.done(("quiet", "good"))  # the quiet namespace is idle again: the flood may use every worker
+        assert [await asyncio.wait_for(q.get(), 1) for _ in range(2)] == [("flood", "heavy2"), ("flood", "heavy3")]
+        q.close()
+    asyncio.run(scenario())
+    assert fair_share(8, 1) == 8 and fair_share(8, 3) == 3 and fair_share(2, 5) == 1
+
+
+def test_the_cpu_gate_leaves_a_slot_for_another_namespace() -> None:
+    async def scenario() -> None:
+        gate = FairGate(2)
+        order: list[str] = []
+
+        async def render(group: str, name: str, hold: asyncio.Event) -> None:
+            await gate.acquire(group)
+            order.append(name)
+            await hold.wait()
+            gate.release(group)
+
+        floods = [asyncio.Event() for _ in range(3)]
+        tasks = [asyncio.create_task(render("flood", f"heavy{i}", e)) for i, e in enumerate(floods)]
+        await asyncio.sleep(0)
+        assert order == ["heavy0"], "one namespace holds one of the two slots, not both"
+        good = asyncio.Event()
+        tasks.append(asyncio.create_task(render("quiet", "good", good)))
+        await asyncio.sleep(0)
+        assert order == ["heavy0", "good"], "another namespace's render starts at once"
+        for event in (*floods, good):
+            event.set()
+        await asyncio.gather(*tasks)
+        assert order[2:] == ["heavy1", "heavy2"]
+    asyncio.run(scenario())
+
+
 def kubeconfig(path: Path, cluster: str, server: str, namespace: str | None = None) -> Path:
     context: dict[str, Any] = {"cluster": cluster, "user": "u"}
     if namespace:
@@ -171,3 +219,13 @@ def test_spec_for_inverts_the_effective_spec(eff: dict[str, Any], budget: str | 
     if budget:
         eff = {**eff, "budget": budget}
     assert effective_spec(spec_for("prod", eff), "prod") == eff
+
+
+def test_the_sharding_simulation_keeps_one_owner_per_application() -> None:
+    # scripts/simulate_sharding.py asserts the ownership rule at every step; a broken design exits non-zero
+    script = Path(__file__).resolve().parents[2] / "scripts" / "simulate_sharding.py"
+    for seed in ("1", "2", "3"):
+        done = subprocess.run([sys.executable, str(script), "--steps", "400", "--seed", seed], capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "at most one owner at every step" in done.stdout

@@ -12,8 +12,7 @@ import pytest
 import yaml
 
 from compatibility.application import deployment
-from renderer.manifests import KINDS
-from tests.reconciler.conftest import install_our_crds
+from tests.reconciler.conftest import own_test_bed
 from tests.reconciler.helpers import (
     API,
     apply,
@@ -28,10 +27,8 @@ from tests.reconciler.helpers import (
     write_status,
 )
 from tests.reconciler.operator_proc import FAST, Operator
-from tests.testbed.kube import KubeTestBed, start_kube
+from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import free_port, wait_for
-from tests.testbed.rollouts import start_rollouts
-from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
 
@@ -120,15 +117,8 @@ def test_killed_mid_reconcile_it_converges_without_duplicate_plans(bed: KubeTest
 @pytest.fixture
 def own_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
     """A test bed of its own (its API server is restarted): our CRDs and the child kinds' CRDs only."""
-    workdir = Path(str(tmp_path_factory.mktemp("restart")))
-    kube = start_kube(workdir / "kube", install_crds=False)
-    stand_in = start_rollouts(kube)  # it lists again after the restart, as the controller-manager would
-    try:
-        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
-        yield install_our_crds(kube, workdir)
-    finally:
-        stand_in.stop()
-        kube.stop()
+    with own_test_bed(Path(str(tmp_path_factory.mktemp("restart")))) as kube:
+        yield kube
 
 
 def test_an_api_server_restart_under_a_running_operator(own_bed: KubeTestBed, tmp_path: Path) -> None:

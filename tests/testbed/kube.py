@@ -83,6 +83,7 @@ class KubeTestBed:
         self.crd_names: list[str] = []
         self.crd_install_seconds = 0.0
         self.apiserver_restarts = 0
+        self.etcd_restarts = 0
         self.user_tokens: dict[str, str] = {}  # extra token users (start_kube(users=...)): name -> token
 
     # --- discovery -------------------------------------------------------------------------------
@@ -301,6 +302,21 @@ class KubeTestBed:
         wait_for("kube-apiserver /readyz after restart",
                  lambda: self.http.get("/readyz").status_code == 200 or None, timeout, new, interval=0.2)
 
+    def stop_etcd(self) -> None:
+        """Stop etcd (its data stays): the API server answers, but nothing it serves from etcd works."""
+        next(p for p in self.processes if p.name == "etcd").stop()
+
+    def start_etcd(self, timeout: float = 60.0) -> None:
+        """Start etcd again on its data and ports; returns once the API server is ready again."""
+        index = next(i for i, p in enumerate(self.processes) if p.name == "etcd")
+        old = self.processes[index]
+        self.etcd_restarts += 1
+        self.processes[index] = ManagedProcess("etcd", old.argv, old.log_path.with_name(
+            f"etcd.{self.etcd_restarts}.log"), env=old.env)
+        wait_for("kube-apiserver /readyz after etcd came back",
+                 lambda: self.http.get("/readyz").status_code == 200 or None, timeout, self.processes[index],
+                 interval=0.2)
+
     def stop(self) -> None:
         self.http.close()
         self.client.close()
@@ -342,11 +358,14 @@ def _server_env(home: Path) -> dict[str, str]:
 
 
 def start_kube(
-    workdir: Path, timeout: float = 120.0, install_crds: bool = True, users: Mapping[str, Iterable[str]] | None = None
+    workdir: Path, timeout: float = 120.0, install_crds: bool = True, users: Mapping[str, Iterable[str]] | None = None,
+    service_cidr: str = "10.0.0.0/24", apiserver_args: Iterable[str] = (),
 ) -> KubeTestBed:
     """Start etcd and kube-apiserver on 127.0.0.1 and install the pinned CRDs; stop() tears it all down.
 
     `users` adds token users (username -> groups) besides the admin; their tokens are in `bed.user_tokens`.
+    `service_cidr` is the IPv4 Service range (a /24 holds ~250 Services: the benchmarks widen it);
+    `apiserver_args` are more kube-apiserver flags (e.g. lower in-flight limits for API Priority and Fairness).
     """
     etcd_bin, apiserver_bin = tool("etcd"), tool("kube-apiserver")
     try:
@@ -408,7 +427,7 @@ def start_kube(
                 f"--secure-port={api_port}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
-                "--service-cluster-ip-range=10.0.0.0/24,fd00:10::/108",
+                f"--service-cluster-ip-range={service_cidr},fd00:10::/108",
                 "--allow-privileged=true",
                 "--authorization-mode=RBAC",
                 f"--token-auth-file={tokens}",
@@ -417,6 +436,7 @@ def start_kube(
                 f"--service-account-signing-key-file={sa_priv}",
                 "--profiling=false",
                 "--v=1",
+                *apiserver_args,
             ],
             workdir / "kube-apiserver.log",
             env=env,
