@@ -22,12 +22,13 @@ def doctor(as_json: bool, users_only: bool) -> None:
     for tool in TOOLS.values():
         if users_only and not tool.required_for_users:
             continue
-        path = candidate_path(tool.name)
-        version = read_version(tool.name, path) if path and path.exists() else None
-        ok = version == tool.pinned
-        build = build_info(tool.name, path) if version and path else []
-        rows.append({"tool": tool.name, "pinned": tool.pinned, "version": version, "build": build,
-                     "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
+        for wanted in tool.versions:  # the pin, then any further supported version the set-up installs
+            path = candidate_path(tool.name, wanted)
+            version = read_version(tool.name, path) if path and path.exists() else None
+            build = build_info(tool.name, path) if version and path else []
+            rows.append({"tool": tool.name, "pinned": wanted, "version": version, "build": build,
+                         "path": str(path) if path and path.exists() else None, "ok": version == wanted,
+                         "purpose": tool.purpose})
     # The images' build and run tools: Debian packages, any version from the minimum up.
     found = [] if users_only else [find(t) for t in container_tools()]
     containers = [{"tool": f.tool.name, "package": f.tool.package, "minimum": f.tool.minimum, "version": f.version,

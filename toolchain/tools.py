@@ -30,10 +30,17 @@ class Tool(NamedTuple):
     required_for_users: bool = False
     # What the binary says about how it was built, beyond its version (doctor shows it).
     build_probe: Callable[[Path], list[str]] | None = None
+    # Pin keys of further versions the set-up installs beside the pin and the tests run too (never on PATH).
+    also_pinned: tuple[str, ...] = ()
 
     @property
     def pinned(self) -> str:
         return pins()[self.pin_key]
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The pin first, then every other supported version."""
+        return (self.pinned, *(pins()[key] for key in self.also_pinned))
 
 
 
@@ -99,9 +106,11 @@ TOOLS: dict[str, Tool] = {
              "the test-bed Kubernetes API server"),
         Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),
              _first(r"argocd: v?(\d+\.\d+\.\d+)"),
-             "Argo CD's binary, run as argocd-cmp-server in the test bed"),
+             "Argo CD's binary, run as each Argo CD component in the test bed",
+             also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("argocd-cmp-client", "ARGOCD_VERSION", (), _go_module("github.com/argoproj/argo-cd/v3"),
-             "calls the plugin server the way argocd-repo-server does (test bed)"),
+             "calls the plugin server the way argocd-repo-server does (test bed)",
+             also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("kustomize", "KUSTOMIZE_VERSION", ("version",), _first(r"^(v\d+\.\d+\.\d+)"),
              "builds deploy/argocd/'s overlay on Argo CD's install (test bed)"),
     )
@@ -117,21 +126,20 @@ def tools_dir() -> Path:
     return Path(base) / "apprafter" / "tools"
 
 
-def candidate_path(name: str) -> Path | None:
-    """Where the binary is: APPRAFTER_<NAME> override, the cache, then PATH."""
+def candidate_path(name: str, version: str | None = None) -> Path | None:
+    """Where the binary is: APPRAFTER_<NAME> override, the cache, then PATH; for a `version` other than the pin
+    (one of Tool.versions), only the cache."""
+    tool = TOOLS[name]
+    if version is not None and version != tool.pinned:
+        if version not in tool.versions:
+            raise ToolError(f"{name} {version} is not a supported version ({', '.join(tool.versions)})")
+        return tools_dir() / name / version / name
     override = os.environ.get("APPRAFTER_" + name.upper().replace("-", "_"))
     if override:
         return Path(override)
-    tool = TOOLS[name]
-    cached = tools_dir() / name
-    if cached.is_dir():
-        exact = cached / tool.pinned / name
-        if exact.exists():
-            return exact
-        if name == "argocd-cmp-client":  # keyed by version + source hash
-            matches = sorted(cached.glob(f"{tool.pinned}-*/{name}"))
-            if matches:
-                return matches[-1]
+    exact = tools_dir() / name / tool.pinned / name  # argocd-cmp-client/<version> links its source-keyed build
+    if exact.exists():
+        return exact
     import shutil  # only when the cache and APPRAFTER_<NAME> do not have it
 
     found = shutil.which(name)
@@ -168,16 +176,18 @@ def _go_version_argv(path: Path) -> list[str] | None:
     return [go, "version", "-m", str(path)] if go else None
 
 
-def resolve(name: str) -> Path:
-    """Path of `name` at its pinned version, or ToolError naming the version wanted and the fix.
+def resolve(name: str, version: str | None = None) -> Path:
+    """Path of `name` at its pinned version (or at `version`, one of its supported versions), or ToolError naming
+    the version wanted and the fix.
 
     The version-keyed cache and an explicit APPRAFTER_<NAME> are trusted as they are (no extra process
     per call: the plugin runs on every sync); a binary merely found on PATH must report the pinned version.
     """
     tool = TOOLS[name]
-    path = candidate_path(name)
+    wanted = version or tool.pinned
+    path = candidate_path(name, version)
     if path is None or not path.exists():
-        raise ToolError(f"{name} not found (want {tool.pinned}): {SETUP_REMEDY}")
+        raise ToolError(f"{name} not found (want {wanted}): {SETUP_REMEDY}")
     if _from_path_lookup(name, path):
         found = read_version(name, path)
         if found != tool.pinned:
@@ -203,15 +213,13 @@ def build_info(name: str, path: Path) -> list[str]:
     return info
 
 
-def check(name: str) -> Path:
+def check(name: str, version: str | None = None) -> Path:
     """Like resolve(), and also verify the version (slower: runs the binary)."""
-    path = resolve(name)
-    tool = TOOLS[name]
+    path = resolve(name, version)
+    wanted = version or TOOLS[name].pinned
     found = read_version(name, path)
-    if found != tool.pinned:
-        raise ToolError(
-            f"{name} at {path} is {found or 'of unknown version'}, want {tool.pinned}: {SETUP_REMEDY}"
-        )
+    if found != wanted:
+        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {wanted}: {SETUP_REMEDY}")
     return path
 
 

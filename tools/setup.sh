@@ -20,8 +20,9 @@ command -v go >/dev/null || { echo "setup: go not found: install Go >= 1.24 (thi
 
 log() { printf 'setup: %-22s %s\n' "$1" "$2"; }
 
-# link NAME VERSION: point $TOOLS_DIR/bin/NAME at the cached binary.
-link() { ln -sfn "$TOOLS_DIR/$1/$2/$1" "$TOOLS_DIR/bin/$1"; }
+# link NAME VERSION: point $TOOLS_DIR/bin/NAME at the cached binary (not while $no_link is set: a second
+# supported version of a tool).
+link() { [[ -n "${no_link:-}" ]] || ln -sfn "$TOOLS_DIR/$1/$2/$1" "$TOOLS_DIR/bin/$1"; }
 
 # on_path_at NAME VERSION CMD...: true when NAME on PATH (outside our cache) reports VERSION.
 on_path_at() {
@@ -99,12 +100,28 @@ build_kube_apiserver() {
   (cd "$here/kube" && go build -trimpath -ldflags "-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
     -o "$1/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 }
+# Argo CD: one tools module per release line, tools/argocd/<major.minor>/ (tools/argocd/gen-module.sh writes it
+# from argo-cd's go.mod); built with the Go toolchain its go.mod names (GOTOOLCHAIN; the module proxy serves
+# golang.org/toolchain), for the version in $argocd_version.
+# shellcheck source=argocd/lib.sh
+source "$here/argocd/lib.sh"
 build_argocd() {
-  (cd "$here/argocd" && go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}" \
+  local dir; dir=$(argocd_module "$argocd_version")
+  (cd "$dir" && GOTOOLCHAIN=$(argocd_toolchain "$argocd_version") go build -trimpath \
+    -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${argocd_version#v}" \
     -o "$1/argocd" github.com/argoproj/argo-cd/v3/cmd)
 }
 build_kustomize() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"; }
-build_argocd_cmp_client() { (cd "$here/argocd" && go build -trimpath -ldflags "-s -w" -o "$1/argocd-cmp-client" ./cmpclient); }
+# The CMP client of one line: tools/argocd/cmpclient staged beside that line's go.mod and go.sum; lines whose
+# gitops-engine is its own module (v3.0-v3.2) take it from there (build tag gitops_engine_module).
+build_argocd_cmp_client() {
+  local dir stage tags="" rc=0; dir=$(argocd_module "$argocd_version"); stage=$(mktemp -d)
+  cp "$dir/go.mod" "$dir/go.sum" "$stage/" && cp -r "$here/argocd/cmpclient" "$stage/cmpclient"
+  grep -Eq '^[[:space:]]*github.com/argoproj/gitops-engine v' "$dir/go.mod" && tags=gitops_engine_module
+  (cd "$stage" && GOTOOLCHAIN=$(argocd_toolchain "$argocd_version") go build -trimpath -tags "$tags" -ldflags "-s -w" \
+    -o "$1/argocd-cmp-client" ./cmpclient) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
 
 ensure cue "$CUE_VERSION" build_cue cue version
 ensure helm "$HELM_VERSION" build_helm helm version --short
@@ -113,11 +130,19 @@ ensure registry "$GGCR_REGISTRY_VERSION" build_registry
 ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
 ensure etcd "$ETCD_VERSION" build_etcd etcd --version
 ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
-ensure argocd "$ARGOCD_VERSION" build_argocd
 ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
-# The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it.
-client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd/go.sum" | sha256sum | cut -c1-12)"
-ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
+# Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
+# pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
+# argocd-cmp-client/<version> links the current key.
+for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
+  no_link=1; [[ "$argocd_version" != "$ARGOCD_VERSION" ]] || no_link=""
+  ensure argocd "$argocd_version" build_argocd
+  client_key="$argocd_version-$(cat "$here"/argocd/cmpclient/*.go "$(argocd_module "$argocd_version")/go.sum" |
+    sha256sum | cut -c1-12)"
+  ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
+  if wants argocd-cmp-client; then ln -sfn "$client_key" "$TOOLS_DIR/argocd-cmp-client/$argocd_version"; fi
+done
+no_link=""
 
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
 # Container tools (apt-get) and the local base image for `make images` and the image tests.
