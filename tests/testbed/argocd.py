@@ -98,26 +98,29 @@ def kustomize_build(directory: Path, workdir: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(proc.stdout, Loader=_Loader) if isinstance(d, dict)]
 
 
-def with_component(component: Path, version: str, namespace: str = "argocd") -> list[dict[str, Any]]:
-    """What a user's kustomization makes of Argo CD `version`'s install.yaml with `component` (deploy/argocd):
-    `resources: [install.yaml]`, `components: [<component>]`, `namespace`, built by the pinned kustomize (once per
-    session for each component's content, version and namespace)."""
-    files = tuple(sorted((p.relative_to(component).as_posix(), p.read_bytes())
-                         for p in component.rglob("*") if p.is_file()))
+def with_component(component: Path | None, version: str, namespace: str = "argocd") -> list[dict[str, Any]]:
+    """What a user's kustomization makes of Argo CD `version`'s install.yaml with `component` (deploy/argocd; None:
+    the same kustomization without it): `resources: [install.yaml]`, `components: [<component>]`, `namespace`,
+    built by the pinned kustomize (once per session for each component's content, version and namespace)."""
+    files = None if component is None else tuple(sorted(
+        (p.relative_to(component).as_posix(), p.read_bytes()) for p in component.rglob("*") if p.is_file()))
     return copy.deepcopy(_with_component(files, version, namespace))
 
 
 @functools.cache
-def _with_component(files: tuple[tuple[str, bytes], ...], version: str, namespace: str) -> list[dict[str, Any]]:
+def _with_component(files: tuple[tuple[str, bytes], ...] | None, version: str, namespace: str,
+                    ) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="apprafter-kustomize-") as tmp:
         root = Path(tmp) / "kustomization"
-        for name, content in files:
+        root.mkdir()
+        for name, content in files or ():
             (root / "component" / name).parent.mkdir(parents=True, exist_ok=True)
             (root / "component" / name).write_bytes(content)
         shutil.copy(install_manifest(version), root / "install.yaml")
         (root / "kustomization.yaml").write_text(yaml.safe_dump(
             {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
-             "resources": ["install.yaml"], "components": ["component"]}, sort_keys=False))
+             "resources": ["install.yaml"], **({"components": ["component"]} if files is not None else {})},
+            sort_keys=False))
         return kustomize_build(root, Path(tmp))
 
 
