@@ -20,7 +20,7 @@ from tests.testbed.argocd import (
 )
 from tests.testbed.gitops import DEPLOY
 
-VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS)
+VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
 
 
 def key(obj: dict[str, object]) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from tests.renderer.helpers import REPO
 from tests.testbed.argocd import ARGOCD_VERSIONS, with_component
 from tests.testbed.kube import KubeTestBed
 
-VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS)
+VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
 
 
 @functools.cache
