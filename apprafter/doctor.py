@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from toolchain.container_tools import container_tools, find
+from toolchain.container_tools import ContainerTool, container_tools, find, node_tools
 from toolchain.tools import TOOLS, build_info, candidate_path, read_version
 
 
@@ -30,27 +30,33 @@ def doctor(as_json: bool, users_only: bool) -> None:
                          "path": str(path) if path and path.exists() else None, "ok": version == wanted,
                          "purpose": tool.purpose})
     # The images' build and run tools: Debian packages, any version from the minimum up.
-    found = [] if users_only else [find(t) for t in container_tools()]
-    containers = [{"tool": f.tool.name, "package": f.tool.package, "minimum": f.tool.minimum, "version": f.version,
-                   "path": str(f.path) if f.path else None, "ok": f.ok, "problem": f.problem} for f in found]
-    bad = [r for r in [*rows, *containers] if not r["ok"]]
+    containers = [] if users_only else _debian_rows(container_tools())
+    # ...and the node tier's (containerd, CNI plugins, iptables), by their Debian package's version.
+    node = [] if users_only else _debian_rows(node_tools())
+    bad = [r for r in [*rows, *containers, *node] if not r["ok"]]
     if as_json:
-        click.echo(json.dumps({"ok": not bad, "tools": rows, "container_tools": containers}, indent=2,
-                              sort_keys=True))
+        click.echo(json.dumps({"ok": not bad, "tools": rows, "container_tools": containers, "node_tools": node},
+                              indent=2, sort_keys=True))
     else:
         for r in rows:
             mark = "ok " if r["ok"] else "BAD"
             built = f"  [{', '.join(r['build'])}]" if r["build"] else ""
             click.echo(f"{mark} {r['tool']:<18} {r['version'] or 'missing':<10} (pinned {r['pinned']})  "
                        f"{r['path'] or '-'}{built}")
-        for c in containers:
+        for c in [*containers, *node]:
             mark = "ok " if c["ok"] else "BAD"
             wanted = f">= {c['minimum']}" if c["minimum"] else "any version"
             shown = c["version"] or ("present" if c["path"] else "missing")
             click.echo(f"{mark} {c['tool']:<18} {shown:<10} ({wanted}, Debian {c['package']})  {c['path'] or '-'}")
-        for c in containers:
+        for c in [*containers, *node]:
             if c["problem"]:
                 click.echo(c["problem"], err=True)
         if bad:
             click.echo(f"{len(bad)} tool(s) missing or at the wrong version: run `make setup`", err=True)
     sys.exit(1 if bad else 0)
+
+
+def _debian_rows(tools: list[ContainerTool]) -> list[dict[str, Any]]:
+    found = [find(t) for t in tools]
+    return [{"tool": f.tool.name, "package": f.tool.package, "minimum": f.tool.minimum, "version": f.version,
+             "path": str(f.path) if f.path else None, "ok": f.ok, "problem": f.problem} for f in found]

@@ -14,6 +14,7 @@ from compatibility.shape import Unreadable, check_spec, env_value, json_value, m
 from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
+from renderer.health import PROBES, describe, probes, progress_deadline
 from renderer.manifests.network import default_hostname
 from renderer.manifests.workload import BUDGET_SEEDS
 from renderer.redact import digest
@@ -92,6 +93,7 @@ class _Classifier:
         self.image()
         self.replicas()
         self.expose()
+        self.health()
         for key, rule in SOFT_FIELDS.items():
             self.soft(rule, key, self.old.get(key), self.new.get(key), _SOFT_REASON[rule])
         return self.changes
@@ -199,6 +201,34 @@ class _Classifier:
             self.add("AR-RR001", "expose.hostname", h_old, h_new,
                      f"{h_old} stops resolving to the app and its certificate churns")
 
+    def health(self) -> None:
+        """Probes compared as they run (defaults resolved), so an edit that changes nothing is no change."""
+        old, new = probes(self.old), probes(self.new)
+        for name in PROBES:
+            a, b, field = old.get(name), new.get(name), f"health.{name}"
+            if a == b:
+                continue
+            if a is not None and b is not None:
+                for path, from_, to in leaf_diff(a, b, field):
+                    setting = path.rsplit(".", 1)[-1]
+                    weaker = _WEAKER.get(setting) if name == "readiness" else None
+                    if weaker is not None and weaker(from_, to):
+                        self.add("AR-S014", path, from_, to, _WEAKER_REASON[setting])
+                    else:
+                        self.add("AR-S015", path, from_, to, "probe tuning: rolled out like any deploy")
+            elif name == "readiness" and b is None and _serves(self.new):
+                self.add("AR-RR006", field, describe(a), None,
+                         "without readiness a new pod takes traffic as soon as it starts: a broken release replaces "
+                         "every good pod, and the soft changes that rely on a rollout self-protecting no longer do")
+            elif name == "readiness" and b is None:
+                self.add("AR-S014", field, describe(a), None,
+                         "no traffic reaches the app now: readiness only held its rollouts back")
+            else:
+                self.add("AR-S015", field, describe(a), describe(b),
+                         f"{name} probe {'added' if a is None else 'removed'}: rolled out like any deploy")
+        self.soft("AR-S015", "health.progressDeadlineSeconds", progress_deadline(self.old),
+                  progress_deadline(self.new), lambda _: "how long a stalled rollout takes to be reported failed")
+
     def default_host(self, side: Deployment) -> str:
         return default_hostname(side.app, side.environment, self.domain)
 
@@ -228,6 +258,26 @@ def _env_rule(a: tuple[str, str] | None, b: tuple[str, str] | None) -> tuple[str
     if a is None:
         return "AR-S004", "a new literal" if b[0] == "literal" else "a claim reference to the app's own claim"
     return "AR-S006", "literal edit" if b[0] == "literal" else "a literal becomes a self-scoped claim reference"
+
+
+# A readiness setting that checks less when it moves this way, and what that costs.
+_WEAKER: dict[str, Callable[[Any, Any], bool]] = {
+    "path": lambda _, to: to is None,
+    "failureThreshold": lambda from_, to: to > from_,
+    "periodSeconds": lambda from_, to: to > from_,
+    "timeoutSeconds": lambda from_, to: to > from_,
+}
+_WEAKER_REASON = {
+    "path": "TCP only checks that the port accepts connections: a pod that answers with errors stays ready",
+    "failureThreshold": "a pod that stops answering keeps its traffic for longer",
+    "periodSeconds": "a pod that stops answering keeps its traffic for longer",
+    "timeoutSeconds": "a slower answer still counts as ready",
+}
+
+
+def _serves(spec: Mapping[str, Any]) -> bool:
+    """Exposed and running (or autoscaled): traffic reaches its pods."""
+    return "expose" in spec and _running(spec) != 0
 
 
 def _network(spec: Mapping[str, Any]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,20 +78,47 @@ def _problems(doc: YamlDocument, data: dict[str, Any]) -> Iterator[Problem]:
     has the document's env literals redacted (before it is shortened, so no part of one survives)."""
     redactor = Redactor.for_document(data)
     for error in _validator().iter_errors(data):
-        path: tuple[str | int, ...] = tuple(error.absolute_path)
-        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-            known = error.schema.get("properties", {})
-            for key in sorted(set(error.instance) - set(known)):
-                yield doc.problem((*path, key), "field not allowed", at_key=True)
-        elif error.validator == "required" and isinstance(error.instance, dict):
-            missing = [k for k in error.validator_value if k not in error.instance]
-            for key in missing:
-                yield doc.problem((*path, key), "required field is missing")
-        elif "propertyNames" in error.relative_schema_path and isinstance(error.instance, str):
-            yield doc.problem((*path, error.instance), f"env key {error.instance!r} must match "
-                              f"{error.validator_value}", at_key=True)
-        else:
-            yield doc.problem(path, _message(error, redactor))
+        yield from _error_problems(doc, error, redactor)
+
+
+def _struct_branch(error: Any) -> int | None:
+    """The index of the one struct branch of a oneOf/anyOf whose other branches are constants (`false | #Health`)."""
+    if error.validator not in ("oneOf", "anyOf"):
+        return None
+    branches = error.validator_value
+    structs = [i for i, b in enumerate(branches) if b.get("type") == "object"]
+    if len(structs) != 1 or not all(i == structs[0] or set(b) == {"enum"} for i, b in enumerate(branches)):
+        return None
+    return structs[0]
+
+
+def _error_problems(doc: YamlDocument, error: Any, redactor: Redactor) -> Iterator[Problem]:
+    path: tuple[str | int, ...] = tuple(error.absolute_path)
+    branch = _struct_branch(error)
+    if branch is not None:  # said as `apprafter validate` says it: what is wrong inside the struct, or its form
+        if isinstance(error.instance, dict):
+            for sub in error.context:
+                if sub.relative_schema_path and sub.relative_schema_path[0] == branch:
+                    yield from _error_problems(doc, sub, redactor)
+            return
+        constants = [json.dumps(v) for b in error.validator_value if "enum" in b for v in b["enum"]]
+        given = redactor.text(json.dumps(error.instance))
+        yield doc.problem(path, f"{given if len(given) <= 40 else given[:37] + '...'} is not allowed: want one "
+                          f"of {', '.join(constants)}, a struct")
+        return
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = error.schema.get("properties", {})
+        for key in sorted(set(error.instance) - set(known)):
+            yield doc.problem((*path, key), "field not allowed", at_key=True)
+    elif error.validator == "required" and isinstance(error.instance, dict):
+        missing = [k for k in error.validator_value if k not in error.instance]
+        for key in missing:
+            yield doc.problem((*path, key), "required field is missing")
+    elif "propertyNames" in error.relative_schema_path and isinstance(error.instance, str):
+        yield doc.problem((*path, error.instance), f"env key {error.instance!r} must match "
+                          f"{error.validator_value}", at_key=True)
+    else:
+        yield doc.problem(path, _message(error, redactor))
 
 
 def _message(error: Any, redactor: Redactor) -> str:

@@ -39,6 +39,8 @@ _ALL = [
          "an env value that is a claim or secret reference is removed"),
     Rule("AR-RR005", "env-reference-rewired", REQUIRES_RESTART,
          "an env reference is replaced by a different claim reference"),
+    Rule("AR-RR006", "readiness-removed", REQUIRES_RESTART,
+         "the readiness probe goes away on an app that is exposed and running (health: false)"),
     # Security axis (ADR 0052).
     Rule("AR-SB001", "env-secret-added", SECURITY_BOUNDARY, "an env secret reference is added"),
     Rule("AR-SB002", "env-reference-downgraded", SECURITY_BOUNDARY,
@@ -68,6 +70,12 @@ _ALL = [
     Rule("AR-S011", "capacity-changed", SAFE, "resources, budget or autoscale change"),
     Rule("AR-S012", "egress-changed", SAFE, "connects.egress changes"),
     Rule("AR-S013", "runtime-changed", SAFE, "confidential, network.egressIP, command or args change"),
+    Rule("AR-S014", "readiness-weakened", SAFE,
+         "readiness checks less (HTTP -> TCP, a higher failureThreshold, periodSeconds or timeoutSeconds), or goes "
+         "away where no traffic reaches the app", "always"),
+    Rule("AR-S015", "health-changed", SAFE,
+         "any other health edit: readiness added or tightened, its path or port, initialDelaySeconds, liveness, "
+         "startup, progressDeadlineSeconds", "removal"),
     # Platform scope: the class comes from the stack's compatibility metadata (§3.11).
     Rule("AR-PS000", "platform-component-safe", SAFE, "a platform component change classified safe"),
     Rule("AR-PS001", "platform-component-restart", REQUIRES_RESTART,

@@ -25,8 +25,10 @@ class Unreadable(AppRafterError):
 # Every top-level field of an effective spec (the schema's #Workload plus the resolved budget).
 KNOWN_FIELDS = frozenset({
     "image", "replicas", "expose", "needs", "env", "connects", "autoscale", "resources", "imagePolicy",
-    "confidential", "network", "command", "args", "budget",
+    "confidential", "network", "command", "args", "budget", "health",
 })
+HEALTH_FIELDS = frozenset({"readiness", "liveness", "startup", "progressDeadlineSeconds"})
+PROBE_FIELDS = frozenset({"path", "port", "initialDelaySeconds", "periodSeconds", "timeoutSeconds", "failureThreshold"})
 NETWORKS = ("public", "internal", "vpn")
 RESOLVE = ("off", "digest")
 
@@ -99,7 +101,32 @@ def check_spec(spec: Any) -> Mapping[str, Any]:
     optional_str(mapping(spec, "imagePolicy").get("resolve"), "imagePolicy.resolve", RESOLVE)
     for key in ("autoscale", "resources", "connects", "network"):
         mapping(spec, key)
+    _check_health(spec.get("health"))
     return spec
+
+
+def _check_health(health: Any) -> None:
+    """health is absent, false, or a struct of known probes whose fields have their types."""
+    if health is None or health is False:
+        return
+    if not isinstance(health, Mapping):
+        raise Unreadable("health", "expected false or a mapping")
+    for key, value in health.items():
+        field = f"health.{key}"
+        if key not in HEALTH_FIELDS:
+            raise Unreadable(field, "field the classifier does not know (fail closed: update the classifier)")
+        if key == "progressDeadlineSeconds":
+            optional_int(value, field)
+            continue
+        if not isinstance(value, Mapping):
+            raise Unreadable(field, "expected a mapping")
+        for name, setting in value.items():
+            if name not in PROBE_FIELDS:
+                raise Unreadable(f"{field}.{name}", "field the classifier does not know (fail closed)")
+            if name == "path":
+                optional_str(setting, f"{field}.path")
+            else:
+                optional_int(setting, f"{field}.{name}")
 
 
 def env_value(value: Any, field: str) -> tuple[str, str]:

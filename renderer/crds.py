@@ -162,7 +162,9 @@ def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 
 def structural(node: Any) -> Any:
-    """Make a schema structural for the API server: a mixed-type oneOf/anyOf keeps unknown fields."""
+    """Make a schema structural for the API server: a mixed-type oneOf/anyOf keeps unknown fields. When its one
+    struct branch is beside constants only (`false | #Health`), the struct's fields stay typed and bounded (a
+    structural schema cannot say "false or an object": the webhook's schema refuses the rest)."""
     if isinstance(node, list):
         return [structural(n) for n in node]
     if not isinstance(node, dict):
@@ -173,6 +175,9 @@ def structural(node: Any) -> Any:
             out: dict[str, Any] = {"x-kubernetes-preserve-unknown-fields": True}
             if desc:
                 out["description"] = desc
+            structs = [b for b in node[key] if b.get("type") == "object" and "properties" in b]
+            if len(structs) == 1 and all(b is structs[0] or set(b) == {"enum"} for b in node[key]):
+                out["properties"] = structural(structs[0]["properties"])
             return out
     node = {k: structural(v) for k, v in node.items()}
     if node.get("type") == "object" and "properties" not in node and "additionalProperties" not in node:

@@ -34,6 +34,7 @@ _KEY_ERRORS = {"environments": ("environment name", "_dnsLabel"), "labels": ("la
 MAX_MESSAGE = 4096  # longer cue messages are cut (after redaction) before they are read or printed
 TOP_LEVEL = "field not allowed at top level (an Application has apiVersion, kind, metadata, spec)"
 ENV_VALUE_HINT = ('must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}')
+NO_FORM = "value matches none of the allowed forms"
 
 
 class CueError:
@@ -93,7 +94,7 @@ def parse_errors(stderr: str) -> list[CueError]:
 def _disjunction_message(block: CueError) -> str:
     pairs = [m for m in (_CONFLICT.match(a) for a in block.alternatives) if m]
     if not pairs:
-        return "value matches none of the allowed forms"
+        return NO_FORM
     common = {pairs[0]["a"], pairs[0]["b"]}
     for m in pairs[1:]:
         common &= {m["a"], m["b"]}
@@ -101,10 +102,11 @@ def _disjunction_message(block: CueError) -> str:
     allowed: list[str] = []
     for m in pairs:
         for v in (m["a"], m["b"]):
+            v = "a struct" if v.startswith("{") else v  # a definition's body in cue's words helps nobody
             if v != given and v not in allowed:
                 allowed.append(v)
     if given is None:
-        return "value matches none of the allowed forms"
+        return NO_FORM
     return f"{given} is not allowed: want one of {', '.join(allowed)}"
 
 
@@ -176,4 +178,7 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
         if message == ENV_VALUE_HINT:
             env_values.append(block.fields)
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
-    return problems
+    # "none of the forms" says nothing when cue also names what is wrong below the field (a struct branch's own
+    # errors): keep those alone.
+    return [p for p in problems if p.message != NO_FORM or not any(
+        q.field.startswith(p.field + ".") for q in problems)]

@@ -9,7 +9,8 @@ from typing import Any
 __all__ = ["effective_spec", "merge"]
 
 # How each field of an environment override combines with base (architecture.md, spec §3.1).
-SUBFIELD_MERGE = frozenset({"expose", "imagePolicy"})  # deep-merge by subfield, override wins
+# Deep-merge by subfield, override wins. A value that is not a struct on either side (`health: false`) replaces.
+SUBFIELD_MERGE = frozenset({"expose", "imagePolicy", "health"})
 KEY_MERGE = frozenset({"env", "needs"})  # env: key by key; needs: an override replaces the whole entry per key
 MAP_OF_MAP_MERGE = frozenset({"resources"})  # requests/limits merge key by key, independently
 
@@ -28,7 +29,7 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     """Merge one override onto base; neither argument is modified."""
     out = copy.deepcopy(dict(base))
     for key, value in override.items():
-        if key in SUBFIELD_MERGE:
+        if key in SUBFIELD_MERGE and isinstance(value, Mapping) and isinstance(base.get(key, {}), Mapping):
             out[key] = _merge_subfields(base.get(key, {}), value)
         elif key in KEY_MERGE:
             out[key] = {**copy.deepcopy(base.get(key, {})), **copy.deepcopy(value)}

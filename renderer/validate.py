@@ -17,6 +17,7 @@ from renderer import patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
+from renderer.health import health_problems
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
@@ -183,6 +184,8 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     if autoscale and autoscale.get("on") in ("cpu", "memory") and autoscale.get("min", 0) < 1:
         c.add(c.where(env, "autoscale", "min"), f"autoscale on {autoscale['on']} needs min >= 1 "
               "(scaling to zero needs an event source such as jetstream_lag)")
+    for rel, message in health_problems(eff):
+        c.add(c.where(env, *rel), message)
     external = eff.get("connects", {}).get("egress", {}).get("external", [])
     for i, rule in enumerate(external):
         problem = _egress_problem(rule)

@@ -1,4 +1,4 @@
-"""Session-scoped loopback test-bed fixtures: oci_registry, auth_registry, kube, argocd_cmp_server.
+"""Session-scoped test-bed fixtures: oci_registry, auth_registry, kube, argocd_cmp_server, node, test_app.
 
 See docs/development.md ("Test bed") for what each starts and how to use it.
 """
@@ -16,11 +16,14 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests.testbed import hoststate
 from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.kube import PERSON, KubeTestBed, start_kube
+from tests.testbed.node import NodeTestBed, start_node
 from tests.testbed.registry import OciRegistry, start_registry
+from tests.testbed.testapp import build_test_app
 
 # CI replays a fixed set of examples (a red build must mean a change broke something, not a new draw);
 # developers get fresh random examples. `HYPOTHESIS_PROFILE=dev` in CI explores like a developer run.
@@ -110,3 +113,39 @@ def argocd_cmp_server(request: pytest.FixtureRequest, testbed_dir: Path) -> Iter
     finally:
         for server in reversed(servers):
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def node(testbed_dir: Path) -> Iterator[NodeTestBed]:
+    """A real single-node cluster (tests/testbed/node.py): API server, controller-manager, scheduler, containerd,
+    kubelet and kube-proxy in a network namespace of its own; the admin kubeconfig and a token user PERSON (no
+    roles), every pinned CRD Established. Started once, on first use; stopped at the end of the session."""
+    bed = start_node(testbed_dir / "node", users={PERSON: ()})
+    try:
+        yield bed
+    finally:
+        bed.stop()
+
+
+@pytest.fixture(scope="session")
+def test_app(node: NodeTestBed) -> str:
+    """The test workload's image (tests/testbed/testapp/), built with buildah and imported into the node; the
+    name a pod uses with imagePullPolicy Never."""
+    return node.import_image(build_test_app())
+
+
+@pytest.fixture
+def bare_host() -> dict[str, Any]:
+    """The host as no node bed has changed it (hoststate.snapshot()). Tests using it run first in the session
+    (see pytest_collection_modifyitems), before the shared `node` starts; another live bed fails them."""
+    live = hoststate.live_beds()
+    if live:
+        pytest.fail(f"another node bed is running ({', '.join(b.dir for b in live)}): run the node tier under "
+                    "`flock /tmp/apprafter-heavy.lock`", pytrace=False)
+    return hoststate.snapshot()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that compare the host before and after a bed of their own run before any test that starts the
+    session's `node` (which changes the host's sysctls until the session ends)."""
+    items.sort(key=lambda item: "bare_host" not in getattr(item, "fixturenames", ()))

@@ -1,4 +1,4 @@
-"""The container tools the images are built and tested with (Debian packages on PATH, CONTAINER_TOOLS pin)."""
+"""The Debian packages the images and the node tier run (CONTAINER_TOOLS and NODE_TOOLS pins: a minimum each)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from toolchain.pins import pins
 
 SETUP_REMEDY = "run `make setup` (tools/setup-images.sh installs it with apt-get)"
+NODE_REMEDY = "run `make setup` (tools/setup-node.sh installs it with apt-get)"
 _VERSION = re.compile(r"\b(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -22,6 +23,9 @@ class ContainerTool:
     name: str
     package: str
     minimum: str | None
+    # Read the Debian package's version instead of `NAME --version` (the CNI plugins print none of their own).
+    by_package: bool = False
+    remedy: str = SETUP_REMEDY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,7 +50,7 @@ class Found:
         if self.ok:
             return None
         if self.path is None:
-            return f"{self.tool.name} not found (Debian package {self.tool.package}): {SETUP_REMEDY}"
+            return f"{self.tool.name} not found (Debian package {self.tool.package}): {self.tool.remedy}"
         return (f"{self.tool.name} at {self.path} is {self.version or 'of unknown version'}, want >= "
                 f"{self.tool.minimum}: upgrade the Debian package {self.tool.package}")
 
@@ -57,10 +61,19 @@ def _key(version: str) -> tuple[int, ...]:
 
 def container_tools() -> list[ContainerTool]:
     """CONTAINER_TOOLS from versions.env: `command:package:minimum,...` ("-" = no version check)."""
+    return _listed("CONTAINER_TOOLS")
+
+
+def node_tools() -> list[ContainerTool]:
+    """NODE_TOOLS from versions.env (containerd, CNI plugins, iptables...), checked by Debian package version."""
+    return _listed("NODE_TOOLS", by_package=True, remedy=NODE_REMEDY)
+
+
+def _listed(key: str, by_package: bool = False, remedy: str = SETUP_REMEDY) -> list[ContainerTool]:
     tools = []
-    for entry in pins()["CONTAINER_TOOLS"].split(","):
+    for entry in pins()[key].split(","):
         name, package, minimum = entry.split(":")
-        tools.append(ContainerTool(name, package, None if minimum == "-" else minimum))
+        tools.append(ContainerTool(name, package, None if minimum == "-" else minimum, by_package, remedy))
     return tools
 
 
@@ -71,8 +84,9 @@ def find(tool: ContainerTool) -> Found:
     path = Path(where) if where and Path(where).is_file() else None
     if path is None or tool.minimum is None:
         return Found(tool, path, None)
+    argv = ["dpkg-query", "-W", "-f", "${Version}", tool.package] if tool.by_package else [str(path), "--version"]
     try:
-        proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return Found(tool, path, None)
     match = _VERSION.search(proc.stdout + proc.stderr)

@@ -39,7 +39,11 @@ wants() { [[ ${#wanted[@]} -eq 0 ]] || [[ " ${wanted[*]} " == *" $1 "* ]]; }
 
 # recipe BUILD_FN: a hash of how a tool is built (the function's text, with the pins it expands), so that a
 # changed recipe rebuilds a tool whose version did not change.
-recipe() { declare -f "$1" | sed "s|\$HELM_COMMIT|$HELM_COMMIT|g" | sha256sum | cut -c1-16; }
+# A function that calls kube_command hashes its text too (a build function's own text alone would miss it).
+recipe() {
+  { declare -f "$1"; if declare -f "$1" | grep -q kube_command; then declare -f kube_command; fi; } \
+    | sed "s|\$HELM_COMMIT|$HELM_COMMIT|g" | sha256sum | cut -c1-16
+}
 
 # ensure NAME VERSION BUILD_FN [VERSION_CMD...]: build into the cache when missing or built by another recipe,
 # then link. A binary cached before recipes were stamped is kept when verify_NAME (if defined) accepts it.
@@ -100,6 +104,24 @@ build_kube_apiserver() {
   (cd "$here/kube" && go build -trimpath -ldflags "-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean" \
     -o "$1/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
 }
+# kube_command DEST NAME: k8s.io/kubernetes/cmd/NAME from the tools module, stamped as kube-apiserver is (and
+# client-go's version package too, which kubectl reports).
+kube_command() {
+  local v=${KUBERNETES_VERSION#v} stamp="" pkg
+  local major=${v%%.*} minor; minor=${v#*.}; minor=${minor%%.*}
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    stamp+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  (cd "$here/kube" && go build -trimpath -ldflags "-s -w$stamp" -o "$1/$2" "k8s.io/kubernetes/cmd/$2")
+}
+# The node tier's servers and kubectl (tests/testbed/node.py), from the same pin and tools module.
+build_kube_controller_manager() { kube_command "$1" kube-controller-manager; }
+build_kube_scheduler() { kube_command "$1" kube-scheduler; }
+build_kubelet() { kube_command "$1" kubelet; }
+build_kube_proxy() { kube_command "$1" kube-proxy; }
+build_kubectl() { kube_command "$1" kubectl; }
+# The pod sandbox's process (tools/pause): static, no registry needed for the node tier's sandbox image.
+build_pause() { (cd "$here/pause" && go build -trimpath -ldflags "-s -w" -o "$1/pause" .); }
 # Argo CD: one tools module per release line, tools/argocd/<major.minor>/ (tools/argocd/gen-module.sh writes it
 # from argo-cd's go.mod); built with the Go toolchain its go.mod names (GOTOOLCHAIN; the module proxy serves
 # golang.org/toolchain), for the version in $argocd_version.
@@ -130,6 +152,9 @@ ensure registry "$GGCR_REGISTRY_VERSION" build_registry
 ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
 ensure etcd "$ETCD_VERSION" build_etcd etcd --version
 ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
+for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+  ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
+done
 ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
@@ -144,9 +169,14 @@ for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
 done
 no_link=""
 
+# Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
+ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause
+
 if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
 # Container tools (apt-get) and the local base image for `make images` and the image tests.
 if wants images; then "$here/setup-images.sh"; fi
 # redis-server (apt-get) and Argo CD's install manifest for the GitOps loop tier.
 if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
+# containerd, the CNI plugins and iptables (apt-get) and the pause image for the node tier.
+if wants node; then "$here/setup-node.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"

@@ -1,9 +1,11 @@
-"""Deployment and ServiceAccount: image, env references, resources (never BestEffort), runtime class, disk."""
+"""Deployment and ServiceAccount: image, env references, probes and rollout, resources (never BestEffort), runtime
+class, disk."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from renderer import health
 from renderer.manifests.meta import Target, connection_secret
 
 # App seed per budget size (spec §4.5): low memory request + a present memory limit + a CPU request,
@@ -64,6 +66,7 @@ def deployment(target: Target, eff: dict[str, Any], warnings: list[str]) -> dict
     expose = eff.get("expose")
     if expose:
         container["ports"] = [{"name": "http", "containerPort": expose["port"], "protocol": "TCP"}]
+    container.update(health.container_probes(eff))
     container["resources"] = resources(eff, warnings)
     container["securityContext"] = {"allowPrivilegeEscalation": False}
     pod: dict[str, Any] = {
@@ -102,8 +105,10 @@ def deployment(target: Target, eff: dict[str, Any], warnings: list[str]) -> dict
     if not eff.get("autoscale"):
         spec["replicas"] = eff.get("replicas", 1)
     spec.update({
+        "progressDeadlineSeconds": health.progress_deadline(eff),
         "revisionHistoryLimit": 5,
         "selector": {"matchLabels": target.selector()},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": dict(health.ROLLING_UPDATE)},
         "template": {"metadata": pod_meta, "spec": pod},
     })
     return {"apiVersion": "apps/v1", "kind": "Deployment",

@@ -114,6 +114,34 @@ def test_schema_and_rule_problems_name_the_field(mutate: Any, field: str) -> Non
     assert f"\n{field}: " in message, message
 
 
+@pytest.mark.parametrize(("health", "line"), [
+    ({"readiness": {"periodSeconds": 0}}, "spec.environments.prod.health.readiness.periodSeconds: 0 is less than "
+     "the minimum of 1"),
+    ({"readiness": {"path": "healthz"}}, "spec.environments.prod.health.readiness.path: 'healthz' does not match "
+     "'^/[!-~]*$'"),
+    ({"progressDeadlineSeconds": 7200}, "spec.environments.prod.health.progressDeadlineSeconds: 7200 is greater "
+     "than the maximum of 3600"),
+    ({"readines": {}}, "spec.environments.prod.health.readines: field not allowed"),
+    (True, "spec.environments.prod.health: true is not allowed: want one of false, a struct"),
+    ({"startup": {"failureThreshold": 120}}, "spec.environments.prod.health.progressDeadlineSeconds: "
+     "progressDeadlineSeconds (600) must be longer than the 1200 s the probes give a healthy pod to become ready "
+     "(startup: initialDelaySeconds + periodSeconds x failureThreshold), or every slow start is reported as a failed "
+     "rollout"),
+])
+def test_a_bad_health_is_refused_with_its_field(health: Any, line: str) -> None:
+    """The schema's bounds (the CUE source's, as the CRD carries them) and the renderer's health rules."""
+    cr = parser_cr()
+    cr["spec"]["environments"]["prod"]["health"] = health
+    assert refused(validate(review(cr)), 422).splitlines()[1:] == [line]
+
+
+def test_health_false_and_a_probe_struct_are_admitted() -> None:
+    for health in (False, {"readiness": {"path": "/healthz", "failureThreshold": 5}, "liveness": {"path": "/livez"}}):
+        cr = parser_cr()
+        cr["spec"]["environments"]["prod"]["health"] = health
+        assert validate(review(cr)).allowed
+
+
 def test_spec_environment_cannot_change_on_update() -> None:
     old = parser_cr()
     new = parser_cr(environment="staging")

@@ -6,7 +6,6 @@ import copy
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -293,19 +292,23 @@ def test_certificate_rotation_mid_run_drops_no_request(admission_bed: KubeTestBe
     thread.start()
     try:
         old_serial = served_serial(webhook.port, webhook.cert.ca_path)
+        refusals = webhook.log().count(HALF_WRITTEN)
         webhook.cert.cert_path.write_bytes(rotated.cert_path.read_bytes())
-        time.sleep(1.0)  # a half-written pair: the webhook must keep serving the old one meanwhile
+        # A half-written pair: the webhook sees it, keeps serving the old one, and writes go on through it.
+        eventually("the webhook to refuse the half-written pair", lambda: webhook.log().count(HALF_WRITTEN) > refusals
+                   or None)
+        more_answers(answers, 3)
+        assert served_serial(webhook.port, webhook.cert.ca_path) == old_serial
         webhook.cert.key_path.write_bytes(rotated.key_path.read_bytes())
         eventually("the new certificate to be served",
                    lambda: served_serial(webhook.port, rotated.ca_path) != old_serial or None)
-        time.sleep(1.0)
+        more_answers(answers, 3)  # writes go on after the switch too
     finally:
         done.set()
         thread.join()
         webhook.cert.ca_path.write_bytes(new_ca.pem)
         webhook.ca = new_ca
     assert len(answers) > 5 and all(APPS in a for a in answers), [a for a in answers if APPS not in a][:3]
-    assert "new certificate/key pair does not load yet, keeping serial" in webhook.log()
     assert webhook.process is not None and webhook.process.popen.pid == pid
     # The API server sees the new certificate: trusting only the old CA fails, only the new one works. (Each
     # bundle is one it never had: it keeps a client per bundle, whose open connections keep their certificate.)
@@ -316,6 +319,15 @@ def test_certificate_rotation_mid_run_drops_no_request(admission_bed: KubeTestBe
         register(bed, webhook.base_url, new_ca.pem)
         eventually("the API server to verify the new certificate", lambda: APPS in apply(
             editor, bed, bad, dry_run=True).json().get("message", "") or None)
+
+
+HALF_WRITTEN = "new certificate/key pair does not load yet, keeping serial"
+
+
+def more_answers(answers: list[str], count: int) -> None:
+    """Wait until `count` more writes have been answered (by the thread appending to `answers`)."""
+    start = len(answers)
+    eventually(f"{count} more answered writes", lambda: len(answers) >= start + count or None)
 
 
 def served_serial(port: int, ca: Path) -> int:

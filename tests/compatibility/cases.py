@@ -36,6 +36,7 @@ def with_base(**fields: Any) -> dict[str, Any]:
 
 E = BASE["env"]
 X = BASE["expose"]
+HTTP = {"readiness": {"path": "/healthz"}}  # an HTTP readiness probe on expose.port
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +99,17 @@ CASES: list[Case] = [
     Case("secret-to-claim", "AR-RR005", app(), app(with_base(env={**E, "API_KEY": {"claim": "pg/password"}})),
          True, "env.API_KEY"),
     Case("literal-to-claim", "AR-RR005", app(), app(with_base(env={**E, "LOG_LEVEL": {"claim": "pg/host"}})), False),
+    # AR-RR006 readiness removed from a serving app
+    Case("health-false", "AR-RR006", app(), app(with_base(health=False)), True, "health.readiness"),
+    Case("health-false-in-prod", "AR-RR006", app(with_base(health=HTTP)),
+         app(with_base(health=HTTP), {"dev": {}, "prod": {"health": False}}), True, "health.readiness"),
+    Case("health-false-dev-only", "AR-RR006", app(), app(envs={"dev": {"health": False}, "prod": {}}), False),
+    Case("health-false-at-zero", "AR-RR006", app(), app(with_base(health=False, replicas=0)), False),
+    Case("readiness-removed-worker", "AR-RR006", app(with_base(expose=None, health={"readiness": {"port": 9000}})),
+         app(with_base(expose=None)), False),
+    Case("health-removed-keeps-default", "AR-RR006", app(with_base(health=HTTP)), app(), False),
+    Case("health-false-already", "AR-RR006", app(with_base(health=False)),
+         app(with_base(health=False, replicas=5)), False),
     # AR-SB001 secret reference added
     Case("secret-added", "AR-SB001", app(), app(with_base(env={**E, "TOKEN": {"secret": "other/token"}})), True,
          "env.TOKEN"),
@@ -198,6 +210,36 @@ CASES: list[Case] = [
     Case("confidential", "AR-S013", app(), app(with_base(confidential=True)), True, "confidential"),
     Case("command", "AR-S013", app(), app(with_base(command=["/bin/app", "--debug"])), True, "command"),
     Case("runtime-neg", "AR-S013", app(with_base(command=["a"])), app(with_base(command=["a"])), False),
+    Case("http-to-tcp", "AR-S014", app(with_base(health=HTTP)), app(), True, "health.readiness.path"),
+    Case("failure-threshold-up", "AR-S014", app(),
+         app(with_base(health={"readiness": {"failureThreshold": 10}})), True, "health.readiness.failureThreshold"),
+    Case("period-up", "AR-S014", app(), app(with_base(health={"readiness": {"periodSeconds": 60}})), True,
+         "health.readiness.periodSeconds"),
+    Case("timeout-up", "AR-S014", app(), app(with_base(health={"readiness": {"timeoutSeconds": 5}})), True,
+         "health.readiness.timeoutSeconds"),
+    Case("readiness-gone-from-worker", "AR-S014",
+         app(with_base(expose=None, health={"readiness": {"port": 9000}})), app(with_base(expose=None)), True,
+         "health.readiness"),
+    Case("readiness-gone-at-zero", "AR-S014", app(), app(with_base(health=False, replicas=0)), True,
+         "health.readiness"),
+    Case("tcp-to-http", "AR-S014", app(), app(with_base(health=HTTP)), False),
+    Case("failure-threshold-down", "AR-S014", app(), app(with_base(health={"readiness": {"failureThreshold": 1}})),
+         False),
+    Case("defaults-written-out", "AR-S014", app(),
+         app(with_base(health={"readiness": {"port": 8080, "periodSeconds": 10, "failureThreshold": 3}})), False),
+    Case("liveness-threshold-up", "AR-S014", app(with_base(health={"liveness": {}})),
+         app(with_base(health={"liveness": {"failureThreshold": 9}})), False),
+    Case("readiness-path-changed", "AR-S015", app(with_base(health=HTTP)),
+         app(with_base(health={"readiness": {"path": "/ready"}})), True, "health.readiness.path"),
+    Case("tcp-to-http-tightens", "AR-S015", app(), app(with_base(health=HTTP)), True, "health.readiness.path"),
+    Case("liveness-added", "AR-S015", app(), app(with_base(health={"liveness": {"path": "/livez"}})), True,
+         "health.liveness"),
+    Case("startup-removed", "AR-S015", app(with_base(health={"startup": {"failureThreshold": 30}})), app(), True,
+         "health.startup"),
+    Case("deadline", "AR-S015", app(), app(with_base(health={"progressDeadlineSeconds": 120})), True,
+         "health.progressDeadlineSeconds"),
+    Case("deadline-default-written", "AR-S015", app(), app(with_base(health={"progressDeadlineSeconds": 600})),
+         False),
     # Environment scoping: a change in one environment's override gates that environment only ...
     Case("override-gates-its-env", "AR-SB004", app(with_base(expose={"port": 8080})),
          app(with_base(expose={"port": 8080}), {"dev": {}, "prod": {"expose": {"network": "public"}}}), True,

@@ -69,6 +69,18 @@ def test_a_gated_change_holds_on_the_baseline_with_the_clis_plan() -> None:
     assert d.phases == (PlanPhase(d.waiting_for, PENDING, "awaiting approval"),)
 
 
+def test_disarming_readiness_with_a_literal_removal_waits_and_the_plan_names_both() -> None:
+    """`health: false` on a serving app gates, so the literal removal that relies on readiness waits with it."""
+    disarmed = app(with_base(health=False, env={k: v for k, v in BASE["env"].items() if k != "LOG_LEVEL"}))
+    d = decide(side(disarmed), baseline(app()), [], owner_uid=UID)
+    assert d.outcome == "hold" and d.target == baseline(app())
+    assert d.plan is not None and d.plan.primary == "requires-restart"
+    assert {(c.rule, c.field) for c in d.plan.changes} == {("AR-RR006", "health.readiness"),
+                                                            ("AR-S005", "env.LOG_LEVEL")}
+    assert d.migration_plan is not None and d.migration_plan["spec"]["trigger"]["field"] == "health.readiness"
+    assert d.migration_plan["spec"]["trigger"]["from"] == "TCP :8080"
+
+
 def test_an_approved_plan_with_the_recomputed_hash_applies() -> None:
     plan_name, digest = gated_plan()
     d = decide(side(GATED), baseline(app()), [ExistingPlan(plan_name, digest, APPROVED, UID)], owner_uid=UID)
@@ -165,6 +177,14 @@ def test_soft_changes_ride_along_with_an_approval() -> None:
     (with_base(expose={"port": 8080, "paths": ["/"], "tls": True}), with_base(expose={"port": 8080}),
      ["expose.paths", "expose.tls"]),
     (BASE, with_base(image="ghcr.io/acme/demo:2.0.0"), []),
+    # Readiness weakened but kept (the rollout still waits on TCP), liveness or startup taken away: an Event.
+    (with_base(health={"readiness": {"path": "/healthz"}}), BASE, ["health.readiness.path"]),
+    (BASE, with_base(health={"readiness": {"failureThreshold": 6, "timeoutSeconds": 3}}),
+     ["health.readiness.failureThreshold", "health.readiness.timeoutSeconds"]),
+    (with_base(health={"liveness": {}, "startup": {"failureThreshold": 30}}), BASE,
+     ["health.liveness", "health.startup"]),
+    (with_base(expose=None, health={"readiness": {"port": 9000}}), with_base(expose=None), ["health.readiness"]),
+    (BASE, with_base(health={"readiness": {"path": "/healthz", "failureThreshold": 1}, "liveness": {}}), []),
 ])
 def test_soft_destructive_changes(before: dict[str, Any], after: dict[str, Any], fields: list[str]) -> None:
     a, b = side(app(before)), side(app(after))

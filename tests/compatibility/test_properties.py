@@ -11,6 +11,7 @@ from compatibility.application import classify, deployment, plan
 from compatibility.classes import RANKS, is_gated
 from compatibility.plan import Change, Subject, roll_up, spec_hash
 from compatibility.rules import RULES
+from renderer.health import probes
 
 APP_RULES = sorted(r for r in RULES if not r.startswith("AR-PS"))
 GATED = [r for r in APP_RULES if is_gated(RULES[r].classification)]
@@ -72,8 +73,13 @@ expose = st.fixed_dictionaries({"port": st.sampled_from([80, 8080])}, optional={
     "network": st.sampled_from(["public", "internal", "vpn"]),
     "hostname": st.sampled_from(["a.example.com", "b.example.com"]),
     "paths": st.sampled_from([["/"], ["/", "/api"]])})
+probe = st.fixed_dictionaries({}, optional={"path": st.sampled_from(["/healthz", "/ready"]),
+                                            "port": st.sampled_from([80, 9000]),
+                                            "failureThreshold": st.integers(1, 4)})
+health = st.just(False) | st.fixed_dictionaries({}, optional={
+    "readiness": probe, "liveness": probe, "progressDeadlineSeconds": st.sampled_from([120, 600])})
 workload = st.fixed_dictionaries({}, optional={
-    "image": images, "replicas": st.integers(0, 3), "expose": expose,
+    "image": images, "replicas": st.integers(0, 3), "expose": expose, "health": health,
     "needs": st.dictionaries(st.sampled_from(["pg", "redis", "s3"]),
                              st.fixed_dictionaries({}, optional={"size": st.sampled_from(["nano", "small"])}),
                              max_size=3),
@@ -112,3 +118,19 @@ def test_network_escalation_and_its_reverse(a: dict[str, Any], b: dict[str, Any]
     assert ("AR-SB004" in forward) == ("AR-RR002" in backward)
     assert ("AR-DM001" in forward) == ("AR-S001" in backward)
     assert ("AR-SB008" in forward) == ("AR-SB008" in backward)
+
+
+@settings(max_examples=300)
+@given(apps, apps)
+def test_readiness_gone_from_a_serving_app_gates_and_nothing_else_about_health_does(a: dict[str, Any],
+                                                                                    b: dict[str, Any]) -> None:
+    before, after = deployment(a, "prod"), deployment(b, "prod")
+    changes = classify(before, after)
+    serving = "expose" in after.spec and (bool(after.spec.get("autoscale")) or after.spec.get("replicas", 1) != 0)
+    disarmed = "readiness" in probes(before.spec) and "readiness" not in probes(after.spec)
+    assert any(c.rule == "AR-RR006" for c in changes) == (disarmed and serving)
+    health_rules = {c.rule for c in changes if c.field.startswith("health.")}
+    assert health_rules <= {"AR-RR006", "AR-S014", "AR-S015"}
+    if probes(before.spec) == probes(after.spec):  # the probes that run are the same: no probe change
+        assert health_rules <= {"AR-S015"} and all(c.field == "health.progressDeadlineSeconds" for c in changes
+                                                   if c.field.startswith("health."))

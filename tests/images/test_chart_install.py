@@ -1,12 +1,11 @@
-"""The operator chart installed for real (`helm install`) into a test-bed API server of its own, its pods run
-from the images under podman as a node would run them (tests/images/kubelet.py): the operator reconciles with
-nothing but the chart's RBAC and a real ServiceAccount token, the webhook answers the API server over TLS, and
-the chart's RBAC is least privilege.
+"""The operator chart installed for real (`helm install`) on the node tier's real single-node cluster: its pods
+run from our images on the kubelet (uid 999, read-only root, the chart's security context and RBAC), the
+operator reconciles with nothing but the chart's RBAC and the ServiceAccount token the kubelet mounts, and the
+API server reaches the webhook over TLS through its Service (kube-proxy), as in a real install.
 
-What the test plays because the test bed has no controllers: cert-manager (it issues the Secret the chart's
-Certificate names), its cainjector (the CA into the webhook configurations the annotation names), the Service
-network (the API server reaches the webhook's Service through its pod's port on 127.0.0.1), Argo CD (it
-applies Application specs) and the providers (claims become ready).
+What the test plays because the node runs no add-ons: cert-manager (it issues the Secret the chart's Certificate
+names), its cainjector (the CA into the webhook configurations the annotation names), Argo CD (it applies
+Application specs) and the providers (claims become ready).
 """
 
 from __future__ import annotations
@@ -23,30 +22,70 @@ import pytest
 import yaml
 
 from tests.charts.chart import CHART, NAMESPACE, VERSION
-from tests.images.kubelet import Pod, as_token, run_pod, service_account_token
 from tests.images.podman import PREFIX, Image
 from tests.platform_stack.conftest import helm, ok
 from tests.reconciler.helpers import API, apply, children, claims_when_created, cr, edit, plan_phase, wait, wait_phase
 from tests.renderer.helpers import run_cli
-from tests.testbed.kube import KubeTestBed, start_kube, write_kubeconfig
+from tests.testbed.kube import KubeTestBed, ssl_context
+from tests.testbed.node import NodeTestBed, Response, has_condition
 from tests.testbed.pki import CA
-from tests.testbed.procs import free_port
 
-pytestmark = [pytest.mark.images, pytest.mark.testbed]
+pytestmark = [pytest.mark.images, pytest.mark.testbed, pytest.mark.node]
 
 RELEASE = "apprafter-operator"
 EDITOR, APPROVER, APPROVERS = "eve", "alice", "apprafter-approvers"
+# The namespaces this module uses on the session's node (deleted, with the release, at the end of the module).
+TEAM_A, TEAM_B, PROBE = "chart-team-a", "chart-team-b", "chart-probe"
 WEBHOOK_CONFIGS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
+
+
+class RunningPod:
+    """One Ready pod of a Deployment as the node runs it: its name and its probes, sent from inside the node's
+    network namespace to the pod's IP as the kubelet sends them (HTTPS without checking the certificate)."""
+
+    def __init__(self, node: NodeTestBed, pod: dict[str, Any]) -> None:
+        self.node, self.pod = node, pod
+        self.name: str = pod["metadata"]["name"]
+        self.container: dict[str, Any] = pod["spec"]["containers"][0]
+
+    def port(self, name_or_number: str | int) -> int:
+        if isinstance(name_or_number, int):
+            return name_or_number
+        return int(next(p["containerPort"] for p in self.container["ports"] if p["name"] == name_or_number))
+
+    def probe(self, which: str = "readinessProbe") -> Response:
+        get = self.container[which]["httpGet"]
+        url = f"{get.get('scheme', 'HTTP').lower()}://{self.pod['status']['podIP']}:{self.port(get['port'])}{get['path']}"
+        return self.node.request("GET", url, timeout=5)
+
+
+def rolled_out(node: NodeTestBed, name: str) -> list[RunningPod]:
+    """Wait until Deployment `name` is rolled out (every replica updated, Ready and available); its pods."""
+    def done(obj: dict[str, Any]) -> bool:
+        status, replicas = obj.get("status", {}), obj["spec"]["replicas"]
+        return bool(status.get("observedGeneration") == obj["metadata"]["generation"]
+                and status.get("updatedReplicas", 0) == replicas == status.get("availableReplicas", 0)
+                and status.get("replicas") == replicas)
+
+    deployment = node.wait("apps/v1", "Deployment", name, NAMESPACE, done, timeout=180)
+    labels = ",".join(f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items())
+
+    def ready(items: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        live = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        return live if len(live) == deployment["spec"]["replicas"] and all(has_condition(p, "Ready")
+                                                                          for p in live) else None
+
+    return [RunningPod(node, p) for p in node.wait_list("v1", "Pod", NAMESPACE, ready, labels=labels)]
 
 
 @dataclasses.dataclass
 class Installed:
-    bed: KubeTestBed
+    bed: NodeTestBed
     workdir: Path
     notes: str
     manifest: list[dict[str, Any]]
-    operator: Pod
-    webhook: Pod
+    operator: RunningPod
+    webhooks: list[RunningPod]
 
     def deployment(self, name: str) -> dict[str, Any]:
         found = self.bed.get("apps/v1", "Deployment", name, NAMESPACE)
@@ -54,9 +93,11 @@ class Installed:
         return found
 
     def kubeconfig(self, user: str) -> Path:
-        path = self.workdir / f"{user}.kubeconfig"
-        write_kubeconfig(path, self.bed.url, self.bed.user_tokens[user], self.bed.ca_path.read_text())
-        return path
+        groups = (APPROVERS,) if user == APPROVER else ()
+        return self.bed.person_kubeconfig(self.workdir / f"{user}.kubeconfig", user, groups)
+
+    def as_user(self, user: str) -> httpx.Client:
+        return self.bed.as_person(user, (APPROVERS,) if user == APPROVER else ())
 
 
 def helm_on(bed: KubeTestBed, *args: str) -> str:
@@ -77,38 +118,35 @@ def issue_certificate(bed: KubeTestBed, name: str, workdir: Path) -> bytes:
     return serving.ca_pem
 
 
-def inject_and_route(bed: KubeTestBed, certificate: str, ca_pem: bytes, pod: Pod) -> int:
-    """cainjector's part (caBundle into every webhook configuration whose annotation names the Certificate) and
-    the Service network's (each webhook's Service port, followed to the pod's container port on 127.0.0.1)."""
-    routed = 0
+def inject_ca(bed: KubeTestBed, certificate: str, ca_pem: bytes) -> int:
+    """cainjector's part: the caBundle into every webhook of each configuration whose annotation names the
+    Certificate. The webhooks keep their Service reference: the API server reaches them through kube-proxy."""
+    injected = 0
     for plural in WEBHOOK_CONFIGS:
         path = f"/apis/admissionregistration.k8s.io/v1/{plural}"
         for config in bed.http.get(path).json()["items"]:
             if config["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") != certificate:
                 continue
             for hook in config["webhooks"]:
-                ref = hook["clientConfig"]["service"]
-                service = bed.get("v1", "Service", ref["name"], ref["namespace"])
-                assert service is not None, f"webhook {hook['name']}: no Service {ref['name']}"
-                target = next(p["targetPort"] for p in service["spec"]["ports"] if p["port"] == ref["port"])
-                url = f"https://127.0.0.1:{pod.port(target)}{ref['path']}"
-                hook["clientConfig"] = {"url": url, "caBundle": base64.b64encode(ca_pem).decode()}
-                routed += 1
+                assert set(hook["clientConfig"]) == {"service"}, hook["clientConfig"]
+                hook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
+                injected += 1
             resp = bed.http.put(f"{path}/{config['metadata']['name']}", json=config)
             assert resp.status_code == 200, resp.text
-    return routed
+    return injected
 
 
-def start_pod(installed_or_bed: KubeTestBed, name: str, workdir: Path) -> Pod:
-    deployment = installed_or_bed.get("apps/v1", "Deployment", name, NAMESPACE)
-    assert deployment is not None
-    pod = run_pod(installed_or_bed, deployment, workdir)
-    try:
-        pod.wait_ready()
-    except BaseException:
-        pod.stop()
-        raise
-    return pod
+def scale(bed: KubeTestBed, name: str, replicas: int) -> None:
+    resp = bed.http.patch(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}/scale",
+                          json={"spec": {"replicas": replicas}},
+                          headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code == 200, resp.text
+
+
+def as_token(bed: KubeTestBed, token: str) -> httpx.Client:
+    """An API client authenticated with a bearer token (a ServiceAccount's)."""
+    return httpx.Client(base_url=bed.url, verify=ssl_context(bed.ca_path), timeout=30,
+                        headers={"Authorization": f"Bearer {token}"})
 
 
 def invalid_app(namespace: str) -> dict[str, Any]:
@@ -132,34 +170,32 @@ def refused_by_webhook(bed: KubeTestBed, namespace: str) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def installed(images: dict[str, Image], testbed_dir: Path) -> Iterator[Installed]:
+def installed(images: dict[str, Image], node: NodeTestBed, testbed_dir: Path) -> Iterator[Installed]:
     workdir = testbed_dir / "chart"
-    bed = start_kube(workdir / "kube", users={EDITOR: (), APPROVER: (APPROVERS,)})
-    pods: list[Pod] = []
+    workdir.mkdir()
+    bed = node
     try:
+        for image in images.values():  # the chart names them by tag, pulled IfNotPresent: present
+            bed.import_image(image.ref)
         bed.ensure_namespace("argocd")  # Argo CD runs there before the operator is installed
-        values = {"image": {"registry": PREFIX},
-                  # Host network: every pod's ports are the host's, so the test picks free ones.
-                  "operator": {"healthPort": free_port(), "metricsPort": free_port()},
-                  "webhook": {"port": free_port(), "metricsPort": free_port()}}
+        values = {"image": {"registry": PREFIX}}
         (workdir / "values.json").write_text(json.dumps(values))
         notes = helm_on(bed, "install", RELEASE, str(CHART), "--create-namespace", "-f", str(workdir / "values.json"))
         manifest = [d for d in yaml.safe_load_all(helm_on(bed, "get", "manifest", RELEASE)) if d]
         ca_pem = issue_certificate(bed, "apprafter-admission", workdir)
-        webhook = start_pod(bed, "apprafter-admission", workdir / "pods")
-        pods.append(webhook)
-        assert inject_and_route(bed, f"{NAMESPACE}/apprafter-admission", ca_pem, webhook) == 4
-        bed.ensure_namespace("probe")
-        wait("the API server calling the webhook", lambda: refused_by_webhook(bed, "probe"), 60)
-        operator = start_pod(bed, "apprafter-operator", workdir / "pods")
-        pods.append(operator)
-        installed = Installed(bed, workdir, notes, manifest, operator, webhook)
-        yield installed
-        pods.append(installed.webhook)  # a test may have replaced it
+        assert inject_ca(bed, f"{NAMESPACE}/apprafter-admission", ca_pem) == 4
+        webhooks = rolled_out(bed, "apprafter-admission")
+        bed.ensure_namespace(PROBE)
+        wait("the API server calling the webhook", lambda: refused_by_webhook(bed, PROBE), 60)
+        [operator] = rolled_out(bed, "apprafter-operator")
+        yield Installed(bed, workdir, notes, manifest, operator, webhooks)
     finally:
-        for pod in pods:
-            pod.stop()
-        bed.stop()
+        helm_on(bed, "uninstall", RELEASE, "--wait", "--timeout", "120s")
+        for namespace in (TEAM_A, TEAM_B, PROBE, NAMESPACE):
+            bed.delete("v1", "Namespace", namespace)
+        bed.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "approvers")
+        for namespace in (TEAM_A, TEAM_B, PROBE, NAMESPACE):
+            bed.wait_gone("v1", "Namespace", namespace, None, timeout=180)
 
 
 def test_helm_install_deployed_every_object_of_the_chart(installed: Installed) -> None:
@@ -207,7 +243,13 @@ def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rb
     assert lease is not None and lease["spec"]["holderIdentity"] == installed.operator.name  # POD_NAME
     assert installed.operator.probe().text.strip() == "leading"
     assert installed.operator.probe("livenessProbe").status_code == 200
-    namespace = "team-a"
+    # The pod as the kubelet runs it: the chart's user, a read-only root, the token the kubelet mounted.
+    [status] = bed.get("v1", "Pod", installed.operator.name, NAMESPACE)["status"]["containerStatuses"]  # type: ignore[index]
+    assert status["ready"] and status["restartCount"] == 0
+    identity = bed.kubectl("exec", "-n", NAMESPACE, installed.operator.name, "--", "/opt/apprafter/bin/python",
+                           "-c", "import os; print(os.getuid(), os.getgid()); open('/opt/x', 'w')", check=False)
+    assert identity.stdout.split() == ["999", "999"] and "Read-only file system" in identity.stderr
+    namespace = TEAM_A
     bed.ensure_namespace(namespace)
     apply(bed, cr(namespace))
     claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
@@ -225,13 +267,13 @@ def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rb
 
 
 def test_the_webhook_pod_refuses_over_tls_what_validate_refuses(installed: Installed) -> None:
-    message = refused_by_webhook(installed.bed, "team-a")
+    message = refused_by_webhook(installed.bed, TEAM_A)
     assert message is not None
     assert "spec.base.image: image is empty in environment 'prod'" in message
 
 
 def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approve(installed: Installed) -> None:
-    bed, namespace = installed.bed, "team-b"
+    bed, namespace = installed.bed, TEAM_B
     bed.ensure_namespace(namespace)
     bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                "metadata": {"name": "approvers"},
@@ -293,13 +335,13 @@ def create_secret(client: httpx.Client, namespace: str) -> httpx.Response:
 
 def test_rbac_is_least_privilege(installed: Installed) -> None:
     bed = installed.bed
-    team = "team-a"  # its Application exists (the reconcile test above)
+    team = TEAM_A  # its Application exists (the reconcile test above)
     app = {"apiVersion": API, "kind": "Application", "metadata": {"name": "demo", "namespace": team}}
-    with as_token(bed, service_account_token(bed, NAMESPACE, "apprafter-admission")) as webhook_sa:
+    with as_token(bed, bed.service_account_token(NAMESPACE, "apprafter-admission")) as webhook_sa:
         assert 'cannot create resource "secrets"' in forbidden(create_secret(webhook_sa, NAMESPACE))
         forbidden(webhook_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls"))
         forbidden(server_side_apply(webhook_sa, bed, {**app, "status": {}}, dry_run=True, status=True))
-    with as_token(bed, service_account_token(bed, NAMESPACE, "apprafter-operator")) as operator_sa:
+    with as_token(bed, bed.service_account_token(NAMESPACE, "apprafter-operator")) as operator_sa:
         for namespace in (NAMESPACE, team):
             assert 'cannot create resource "secrets"' in forbidden(create_secret(operator_sa, namespace))
         assert operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls").status_code == 200
@@ -316,10 +358,10 @@ def test_rbac_is_least_privilege(installed: Installed) -> None:
         assert not allowed(operator_sa, {"group": "argoproj.io", "resource": "applications", "verb": "delete",
                                          "namespace": "argocd"})
     for user in (EDITOR, APPROVER):
-        with bed.as_user(user) as person:
+        with installed.as_user(user) as person:
             forbidden(server_side_apply(person, bed, {**app, "status": {}}, dry_run=True, status=True))
-    with bed.as_user(EDITOR) as editor:
-        message = forbidden(editor.patch("/apis/apprafter.io/v1alpha1/namespaces/team-b/migrationplans/x/status",
+    with installed.as_user(EDITOR) as editor:
+        message = forbidden(editor.patch(f"/apis/apprafter.io/v1alpha1/namespaces/{TEAM_B}/migrationplans/x/status",
                                          params={"dryRun": "All"}, json={"status": {"phase": "approved"}},
                                          headers={"Content-Type": "application/merge-patch+json"}))
         assert "cannot patch resource \"migrationplans/status\"" in message
@@ -336,14 +378,18 @@ def allowed(client: httpx.Client, attributes: dict[str, str]) -> bool:
 
 def test_writes_fail_closed_without_the_webhook_and_resume_with_a_new_pod(installed: Installed) -> None:
     bed = installed.bed
-    valid = cr("team-a", name="other")
-    installed.webhook.stop()
+    valid = cr(TEAM_A, name="other")
+    scale(bed, "apprafter-admission", 0)
+    bed.wait_list("v1", "Pod", NAMESPACE, lambda pods: not pods or None,
+                  labels="app.kubernetes.io/component=webhook", what="the webhook's pods gone")
+
     def refused_write() -> httpx.Response | None:
         resp = server_side_apply(bed.http, bed, valid, dry_run=True)
         return resp if resp.status_code >= 500 else None
 
     refused = wait("writes refused", refused_write)
     assert 'failed calling webhook "applications.apprafter.io"' in refused.json()["message"]
-    installed.webhook = start_pod(bed, "apprafter-admission", installed.workdir / "pods")
+    scale(bed, "apprafter-admission", 2)
+    installed.webhooks = rolled_out(bed, "apprafter-admission")
     wait("writes admitted", lambda: server_side_apply(bed.http, bed, valid, dry_run=True).status_code < 300 or None)
-    assert refused_by_webhook(bed, "team-a") is not None
+    assert refused_by_webhook(bed, TEAM_A) is not None

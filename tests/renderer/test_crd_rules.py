@@ -119,3 +119,28 @@ def test_kubectl_get_shows_environment_phase_and_ready(bed: KubeTestBed) -> None
     assert columns[:5] == ["Name", "Environment", "Phase", "Ready", "Plan"]
     [row] = table["rows"]
     assert row["cells"][:4] == ["parser", "prod", "AwaitingMigrationApproval", "False"]
+
+
+def test_health_bounds_from_the_cue_source_are_the_api_servers_own(bed: KubeTestBed) -> None:
+    """The CRD carries every bound of `health` (the CUE schema's), for `health: false` beside a struct too."""
+    ns = fresh_namespace(bed)
+    cr = parser_cr(ns)
+    cr["spec"]["base"]["health"] = {"readiness": {"path": "/healthz", "periodSeconds": 5}, "liveness": {}}
+    cr["spec"]["environments"]["dev"]["health"] = False
+    bed.apply(cr)
+    stored = bed.get(API, "Application", "parser", ns)
+    assert stored is not None and stored["spec"]["environments"]["dev"]["health"] is False
+    assert stored["spec"]["base"]["health"]["readiness"] == {"path": "/healthz", "periodSeconds": 5}
+    for probe, setting, value, says in [("readiness", "periodSeconds", 0, "greater than or equal to 1"),
+                                        ("liveness", "failureThreshold", 121, "less than or equal to 120"),
+                                        ("startup", "timeoutSeconds", 61, "less than or equal to 60"),
+                                        ("readiness", "path", "healthz", "should match '\\^/"),
+                                        ("readiness", "port", 70000, "less than or equal to 65535")]:
+        bad = parser_cr(ns)
+        bad["spec"]["base"]["health"] = {probe: {setting: value}}
+        with pytest.raises(ApplyRejected, match=rf"spec\.base\.health\.{probe}\.{setting}: .*{says}"):
+            bed.apply(bad)
+    bad = parser_cr(ns)
+    bad["spec"]["environments"]["prod"]["health"] = {"progressDeadlineSeconds": 10}
+    with pytest.raises(ApplyRejected, match=r"spec\.environments\.prod\.health\.progressDeadlineSeconds: .*30"):
+        bed.apply(bad)

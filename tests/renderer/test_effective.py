@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from renderer.effective import effective_spec, merge
@@ -43,6 +43,20 @@ def test_image_policy_deep_merges() -> None:
     assert merge(BASE, {"imagePolicy": {"resolve": "off"}})["imagePolicy"] == {"resolve": "off", "interval": "5m"}
 
 
+def test_health_deep_merges_by_probe_and_setting() -> None:
+    base = {**BASE, "health": {"readiness": {"path": "/healthz", "periodSeconds": 5}, "liveness": {"path": "/livez"}}}
+    out = merge(base, {"health": {"readiness": {"periodSeconds": 20}, "progressDeadlineSeconds": 120}})
+    assert out["health"] == {"readiness": {"path": "/healthz", "periodSeconds": 20}, "liveness": {"path": "/livez"},
+                             "progressDeadlineSeconds": 120}
+
+
+def test_health_false_replaces_either_way() -> None:
+    base = {**BASE, "health": {"readiness": {"path": "/healthz"}}}
+    assert merge(base, {"health": False})["health"] is False
+    assert merge({**BASE, "health": False}, {"health": {"liveness": {}}})["health"] == {"liveness": {}}
+    assert merge({**BASE, "health": False}, {"replicas": 2})["health"] is False
+
+
 def test_resources_merge_map_of_map() -> None:
     out = merge(BASE, {"resources": {"limits": {"memory": "2Gi"}}})
     assert out["resources"] == {"requests": {"cpu": "100m", "memory": "64Mi"},
@@ -76,8 +90,12 @@ env_maps = st.dictionaries(st.sampled_from(["A", "B", "C", "D"]), scalars, max_s
 expose = st.fixed_dictionaries({}, optional={"port": st.integers(1, 65535),
                                              "network": st.sampled_from(["public", "internal", "vpn"]),
                                              "tls": st.booleans()})
+probe = st.fixed_dictionaries({}, optional={"path": st.sampled_from(["/a", "/b"]), "port": st.integers(1, 9),
+                                            "periodSeconds": st.integers(1, 9)})
+health = st.just(False) | st.fixed_dictionaries({}, optional={"readiness": probe, "liveness": probe,
+                                                              "progressDeadlineSeconds": st.integers(30, 99)})
 workloads = st.fixed_dictionaries({}, optional={"image": st.text(max_size=5), "replicas": st.integers(0, 5),
-                                                "env": env_maps, "expose": expose})
+                                                "env": env_maps, "expose": expose, "health": health})
 
 
 @given(workloads, workloads)
@@ -105,3 +123,29 @@ def test_property_empty_override_is_identity(base: dict[str, Any]) -> None:
 def test_property_merge_is_idempotent(base: dict[str, Any], override: dict[str, Any]) -> None:
     once = merge(base, override)
     assert merge(once, override) == once
+
+
+def _leaves(value: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """Every setting below a struct by its path (an empty struct sets nothing)."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[tuple[str, ...], Any] = {}
+    for key, item in value.items():
+        out.update(_leaves(item, (*prefix, key)))
+    return out
+
+
+@settings(max_examples=400)
+@given(workloads, workloads)
+def test_property_health_merges_leaf_by_leaf_unless_either_side_is_false(base: dict[str, Any],
+                                                                         override: dict[str, Any]) -> None:
+    out = merge(base, override).get("health")
+    if "health" not in override:
+        assert out == base.get("health")
+    elif override["health"] is False or base.get("health", {}) is False:
+        assert out == override["health"]
+    else:
+        merged, ours, theirs = _leaves(out), _leaves(override["health"]), _leaves(base.get("health", {}))
+        assert {k: merged[k] for k in ours} == ours  # every setting the override makes wins ...
+        assert all(merged[k] == v for k, v in theirs.items() if k not in ours)
+        assert set(merged) <= set(ours) | set(theirs)  # ... base's others stay, nothing else appears

@@ -21,7 +21,7 @@ def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
 
 @dataclasses.dataclass(frozen=True)
 class ServingCert:
-    """PEM files of a serving certificate for 127.0.0.1 and the CA that signed it."""
+    """PEM files of a certificate (serving or client) and the CA that signed it."""
 
     ca_pem: bytes
     cert_path: Path
@@ -70,24 +70,42 @@ class CA:
         self, directory: Path, stem: str, dns_names: tuple[str, ...] = ("localhost",)
     ) -> ServingCert:
         """Write <stem>.crt/.key (SAN IP 127.0.0.1 + dns_names) and ca.crt into `directory`."""
+        return self.issue(directory, stem, stem, dns_names=dns_names, ips=("127.0.0.1",))
+
+    def issue(
+        self,
+        directory: Path,
+        stem: str,
+        common_name: str,
+        *,
+        organizations: tuple[str, ...] = (),
+        dns_names: tuple[str, ...] = (),
+        ips: tuple[str, ...] = (),
+        client: bool = False,
+    ) -> ServingCert:
+        """Write <stem>.crt/.key and ca.crt into `directory`: a serving certificate for the SANs, or with `client`
+        a client certificate (the API server reads the user from CN and the groups from O)."""
         directory.mkdir(parents=True, exist_ok=True)
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-        sans += [x509.DNSName(n) for n in dns_names]
-        cert = (
+        names = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        names.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+        builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, stem)]))
+            .subject_name(x509.Name(names))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(self.key, hashes.SHA256())
         )
+        sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        sans += [x509.DNSName(n) for n in dns_names]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+        cert = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(self.key, hashes.SHA256())
         cert_path, key_path, ca_path = (
             directory / f"{stem}.crt",
             directory / f"{stem}.key",
