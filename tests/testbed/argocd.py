@@ -147,7 +147,6 @@ def install_rbac(namespace: str, version: str) -> list[dict[str, Any]]:
     for doc in install_objects(version):
         if doc.get("kind") not in _RBAC_KINDS or doc["metadata"]["name"] not in API_CLIENTS:
             continue
-        doc = copy.deepcopy(doc)
         if not doc["kind"].startswith("Cluster"):
             doc["metadata"]["namespace"] = namespace
         for subject in doc.get("subjects", []):
