@@ -24,13 +24,14 @@ def doctor(output: str, users_only: bool) -> None:
     for tool in TOOLS.values():
         if users_only and not tool.required_for_users:
             continue
-        path = candidate_path(tool.name)
-        version = read_version(tool.name, path) if path and path.exists() else None
-        ok = tool.supports(version)
-        build = build_info(tool.name, path) if version and path else []
-        rows.append({"tool": tool.name, "pinned": tool.pinned, "supported": tool.supported, "version": version,
-                     "build": build, "path": str(path) if path and path.exists() else None, "ok": ok,
-                     "purpose": tool.purpose})
+        for wanted in tool.versions:  # the pin, then any further version the set-up installs and the tests run
+            path = candidate_path(tool.name, None if wanted == tool.pinned else wanted)
+            version = read_version(tool.name, path) if path and path.exists() else None
+            ok = tool.supports(version) if wanted == tool.pinned else version == wanted
+            build = build_info(tool.name, path) if version and path else []
+            rows.append({"tool": tool.name, "pinned": wanted, "supported": tool.supported if wanted == tool.pinned
+                         else wanted, "version": version, "build": build,
+                         "path": str(path) if path and path.exists() else None, "ok": ok, "purpose": tool.purpose})
     # The images' build and run tools: Debian packages, any version from the minimum up.
     containers = [] if users_only else _debian_rows(container_tools())
     # ...and the node tier's (containerd, CNI plugins, iptables), by their Debian package's version.

@@ -1,9 +1,10 @@
 """The umbrella Argo CD Application (spec §3.10, §3.11): the one root Application from which Argo CD installs the
 platform-stack chart at the version the PlatformStack controller verified. Pure: what to apply, from what runs.
 
-Argo CD v3.0's Helm source takes a chart version (`targetRevision`), not a digest (its native OCI source, which
-does, is v3.1+), so the umbrella names the tag; the controller re-resolves that tag on every check and turns
-automated sync off when it no longer names the verified digest (docs/platform-stack.md).
+The chart is named by the digest cosign verified, through Argo CD's native OCI source (Argo CD >= 3.1:
+`repoURL: oci://host/path/chart`, `targetRevision: sha256:...`, `path: .`), so what Argo CD pulls is byte for byte
+what was verified, whatever the tag names later. The controller still re-resolves the tag on every check and turns
+automated sync off when it moved (a second line, and an alarm: docs/platform-stack.md).
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ IN_CLUSTER = "https://kubernetes.default.svc"
 
 def umbrella(repository: str, version: str, digest: str, values: Mapping[str, Any], overrides: Mapping[str, Any],
              *, automated: bool) -> dict[str, Any]:
-    """The umbrella Application for chart `repository` (host/path/<chart>) at `version` (verified as `digest`),
-    with the chart values of spec.values and spec.overrides (passed through: the chart's overrides have the shape
-    of PlatformStack spec.overrides). Without `automated`, Argo CD syncs only when someone asks it to."""
-    repo_url, _, chart = repository.removeprefix("oci://").rpartition("/")
+    """The umbrella Application for chart `repository` (host/path/<chart>) at `version`, pulled as `digest` (the
+    verified one), with the chart values of spec.values and spec.overrides (passed through: the chart's overrides
+    have the shape of PlatformStack spec.overrides). Without `automated`, Argo CD syncs only when someone asks."""
     values_object: dict[str, Any] = {k: values[k] for k in VALUE_KEYS if k in values}
     if overrides:
         values_object["overrides"] = {k: dict(v) for k, v in sorted(overrides.items())}
-    source: dict[str, Any] = {"repoURL": repo_url, "chart": chart, "targetRevision": version}
+    # An OCI Helm chart is unpacked at the root of the artifact: path "." (Argo CD's OCI source documentation).
+    source: dict[str, Any] = {"repoURL": f"oci://{repository.removeprefix('oci://')}", "targetRevision": digest,
+                              "path": "."}
     if values_object:
         source["helm"] = {"valuesObject": values_object}
     spec: dict[str, Any] = {"project": "default", "source": source,

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import settings
 
 from tests.testbed import hoststate
+from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.kube import PERSON, KubeTestBed, start_kube
@@ -90,10 +91,12 @@ def rollouts(kube: KubeTestBed) -> Iterator[RolloutStandIn]:
 StartCmpServer = Callable[..., CmpServer]
 
 
-@pytest.fixture(scope="session")
-def argocd_cmp_server(testbed_dir: Path) -> Iterator[StartCmpServer]:
+@pytest.fixture(scope="session", params=ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
+def argocd_cmp_server(request: pytest.FixtureRequest, testbed_dir: Path) -> Iterator[StartCmpServer]:
     """Factory: start(plugin_dir, path=[...], env={...}, socket_dir=None) -> CmpServer running Argo CD's
-    own plugin server for plugin_dir/plugin.yaml. Servers live until the session ends (or .stop())."""
+    own plugin server for plugin_dir/plugin.yaml, of each supported Argo CD version in turn (the tests that use it
+    run once per version). Servers live until the session ends (or .stop())."""
+    version = str(request.param)
     servers: list[CmpServer] = []
     counter = itertools.count()
 
@@ -107,10 +110,11 @@ def argocd_cmp_server(testbed_dir: Path) -> Iterator[StartCmpServer]:
     ) -> CmpServer:
         server = start_cmp_server(
             Path(plugin_dir),
-            testbed_dir / f"cmp{next(counter)}",
+            testbed_dir / f"cmp-{version}-{next(counter)}",
             path=path,
             env=env,
             socket_dir=socket_dir,
+            version=version,
             **kw,
         )
         servers.append(server)

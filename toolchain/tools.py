@@ -43,6 +43,8 @@ class Tool(NamedTuple):
     # Pin keys of the oldest supported version and of the first one no longer supported (None: the pin only).
     oldest_key: str | None = None
     below_key: str | None = None
+    # Pin keys of further versions the set-up installs beside the pin and the tests run too (never on PATH).
+    also_pinned: tuple[str, ...] = ()
 
     @property
     def pinned(self) -> str:
@@ -70,6 +72,12 @@ class Tool(NamedTuple):
         if self.oldest_key is None or self.below_key is None:
             return self.pinned
         return f">= {pins()[self.oldest_key]}, < {pins()[self.below_key]}"
+
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The pin first, then every other version the set-up installs and the tests run (also_pinned)."""
+        return (self.pinned, *(pins()[key] for key in self.also_pinned))
 
 
 def version_key(version: str) -> tuple[int, int, int, str] | None:
@@ -171,9 +179,11 @@ TOOLS: dict[str, Tool] = {
              "the node tier's kubectl (logs, exec, what a person runs)"),
         Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),
              _first(r"argocd: v?(\d+\.\d+\.\d+)"),
-             "Argo CD's binary, run as argocd-cmp-server in the test bed"),
+             "Argo CD's binary, run as each Argo CD component in the test bed",
+             also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("argocd-cmp-client", "ARGOCD_VERSION", (), _go_module("github.com/argoproj/argo-cd/v3"),
-             "calls the plugin server the way argocd-repo-server does (test bed)"),
+             "calls the plugin server the way argocd-repo-server does (test bed)",
+             also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("kustomize", "KUSTOMIZE_VERSION", ("version",), _first(r"^(v\d+\.\d+\.\d+)"),
              "builds deploy/argocd/'s overlay on Argo CD's install (test bed)"),
     )
@@ -189,21 +199,20 @@ def tools_dir() -> Path:
     return Path(base) / "apprafter" / "tools"
 
 
-def candidate_path(name: str) -> Path | None:
-    """Where the binary is: APPRAFTER_<NAME> override, the cache, then PATH."""
+def candidate_path(name: str, version: str | None = None) -> Path | None:
+    """Where the binary is: APPRAFTER_<NAME> override, the cache, then PATH; for a `version` other than the pin
+    (one of Tool.versions), only the cache."""
+    tool = TOOLS[name]
+    if version is not None and version != tool.pinned:
+        if version not in tool.versions:
+            raise ToolError(f"{name} {version} is not a supported version ({', '.join(tool.versions)})")
+        return tools_dir() / name / version / name
     override = os.environ.get("APPRAFTER_" + name.upper().replace("-", "_"))
     if override:
         return Path(override)
-    tool = TOOLS[name]
-    cached = tools_dir() / name
-    if cached.is_dir():
-        exact = cached / tool.pinned / name
-        if exact.exists():
-            return exact
-        if name == "argocd-cmp-client":  # keyed by version + source hash
-            matches = sorted(cached.glob(f"{tool.pinned}-*/{name}"))
-            if matches:
-                return matches[-1]
+    exact = tools_dir() / name / tool.pinned / name  # argocd-cmp-client/<version> links its source-keyed build
+    if exact.exists():
+        return exact
     import shutil  # only when the cache and APPRAFTER_<NAME> do not have it
 
     found = shutil.which(name)
@@ -240,18 +249,19 @@ def _go_version_argv(path: Path) -> list[str] | None:
     return [go, "version", "-m", str(path)] if go else None
 
 
-def resolve(name: str) -> Path:
-    """Path of `name` at a supported version, or ToolError naming the version found, the versions supported and
-    the fix.
+def resolve(name: str, version: str | None = None) -> Path:
+    """Path of `name` at a supported version (or at `version`, one of Tool.versions), or ToolError naming the
+    version found, the versions supported and the fix.
 
     A binary from the version-keyed cache, or installed beside this package (its environment's bin/, as the
     images ship cue), is trusted as it is (no extra process per call: the plugin runs on every sync); any other,
     found on PATH or named by APPRAFTER_<NAME>, must report a supported version (one `<tool> version` run).
     """
     tool = TOOLS[name]
-    path = candidate_path(name)
+    path = candidate_path(name, version)
     if path is None or not path.exists():
-        raise ToolError(f"{name} not found (supported: {tool.supported}): {remedy(name)}")
+        supported = tool.supported if version is None else version
+        raise ToolError(f"{name} not found (supported: {supported}): {remedy(name)}")
     if not _trusted(name, path):
         found = read_version(name, path)
         if not tool.supports(found):
@@ -260,15 +270,15 @@ def resolve(name: str) -> Path:
 
 
 def _trusted(name: str, path: Path) -> bool:
-    """The cache's entry for the pin (the set-up built it so; other versions cached beside it are not trusted), or
-    a binary in this package's own environment."""
+    """The cache's entry for the pin or another of Tool.versions (the set-up built it so; other versions cached
+    beside them, such as cue's test versions, are not trusted), or a binary in this package's own environment."""
     import sys
 
-    cached, pinned, entry = tools_dir(), TOOLS[name].pinned, path.parent.name
+    cached, entry = tools_dir(), path.parent.name
     if path.parent == cached / "bin":  # the set-up links bin/ to the pinned entries
         return True
-    if path.parent.parent == cached / name:  # argocd-cmp-client's entries are <pin>-<source hash>
-        return entry == pinned or entry.startswith(pinned + "-")
+    if path.parent.parent == cached / name:  # argocd-cmp-client's entries are <version>-<source hash>
+        return any(entry == version or entry.startswith(version + "-") for version in TOOLS[name].versions)
     return path.parent == Path(sys.prefix) / "bin"
 
 
@@ -289,13 +299,14 @@ def build_info(name: str, path: Path) -> list[str]:
     return info
 
 
-def check(name: str) -> Path:
-    """Like resolve(), and also verify that the binary is the pin itself (slower: runs it): what the images ship."""
-    path = resolve(name)
+def check(name: str, version: str | None = None) -> Path:
+    """Like resolve(), and also verify that the binary is the pin (or `version`) itself (slower: runs it): what the
+    images ship, and a second Argo CD line."""
+    path = resolve(name, version)
+    wanted = version or TOOLS[name].pinned
     found = read_version(name, path)
-    if found != TOOLS[name].pinned:
-        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want the pin {TOOLS[name].pinned}: "
-                        f"{remedy(name)}")
+    if found != wanted:
+        raise ToolError(f"{name} at {path} is {found or 'of unknown version'}, want {wanted}: {remedy(name)}")
     return path
 
 

@@ -24,10 +24,15 @@ export GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 log() { printf 'setup: %-22s %s\n' "$1" "$2"; }
 
-# module_dir MODULE VERSION: download the module zip (cached by Go) and print its extracted directory.
+# shellcheck source=argocd/lib.sh
+source "$here/argocd/lib.sh"
+
+# module_dir MODULE VERSION: download the module zip (cached by Go) and print its extracted directory (Argo CD with
+# the Go toolchain its tools module names: a go directive above the local Go's refuses to extract otherwise).
 module_dir() {
-  local json dir
-  json=$(cd "$CRDS_DIR" && go mod download -json "$1@$2") || {
+  local json dir toolchain=local
+  [[ "$1" != github.com/argoproj/argo-cd/v3 ]] || toolchain=$(argocd_toolchain "$2")
+  json=$(cd "$CRDS_DIR" && GOTOOLCHAIN=$toolchain go mod download -json "$1@$2") || {
     echo "setup: crds: go mod download $1@$2 failed: $json" >&2; return 1; }
   dir=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
   [[ -n "$dir" && -d "$dir" ]] || { echo "setup: crds: no module dir for $1@$2: $json" >&2; return 1; }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What the GitOps loop tier (tests/argocd, scripts/demo_gitops.sh) needs beyond the pinned binaries:
 #   - redis-server (Debian package, apt-get, only when missing): Argo CD's repo-server and controller cache;
-#   - Argo CD's own install manifest at the pinned version (manifests/install.yaml of the Go module download),
-#     copied to $TOOLS_DIR/argocd-install/<version>/: the loop starts from its ConfigMaps, as a real install.
+#   - Argo CD's own install manifest at the pin and at the oldest supported version (manifests/install.yaml of the
+#     Go module download), copied to $TOOLS_DIR/argocd-install/<version>/: the loop starts from its ConfigMaps
+#     and RBAC, as a real install, and deploy/argocd is applied onto it in the tests; beside it in bin/, the
+#     scripts Argo CD's image ships next to the binary (git-verify-wrapper.sh, gpg-wrapper.sh).
 # Idempotent; called by tools/setup.sh as `setup-gitops.sh $TOOLS_DIR`. Prints one line per part.
 set -euo pipefail
 
@@ -22,16 +24,27 @@ else
   log "redis-server" "installed $(redis_version) in $((SECONDS - start))s"
 fi
 
-dest="$TOOLS_DIR/argocd-install/$ARGOCD_VERSION"
-if [[ -f "$dest/install.yaml" ]]; then
-  log "argocd install.yaml" "cached"
-else
+# shellcheck source=argocd/lib.sh
+source "$here/argocd/lib.sh"
+for version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
+  dest="$TOOLS_DIR/argocd-install/$version"
+  if [[ -f "$dest/install.yaml" && -x "$dest/bin/git-verify-wrapper.sh" ]]; then
+    log "argocd install.yaml" "$version cached"
+    continue
+  fi
   command -v go >/dev/null || { echo "setup: go not found: install Go >= 1.24" >&2; exit 2; }
-  json=$(cd "$TOOLS_DIR" && go mod download -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION") || {
-    echo "setup: go mod download github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION failed: $json" >&2; exit 2; }
+  json=$(cd "$TOOLS_DIR" && GOTOOLCHAIN=$(argocd_toolchain "$version") \
+    go mod download -json "github.com/argoproj/argo-cd/v3@$version") || {
+    echo "setup: go mod download github.com/argoproj/argo-cd/v3@$version failed: $json" >&2; exit 2; }
   dir=$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
   [[ -f "$dir/manifests/install.yaml" ]] || { echo "setup: no manifests/install.yaml in $dir" >&2; exit 2; }
-  mkdir -p "$dest"
-  cp "$dir/manifests/install.yaml" "$dest/install.yaml.tmp.$$" && mv "$dest/install.yaml.tmp.$$" "$dest/install.yaml"
-  log "argocd install.yaml" "$ARGOCD_VERSION from the Go module"
-fi
+  # The scripts Argo CD's image puts in /usr/local/bin beside the binary (its Dockerfile): the repo-server runs
+  # git-verify-wrapper.sh on every revision from v3.6 on, GnuPG enabled or not.
+  tmp="$dest.tmp.$$"; rm -rf "$tmp"; mkdir -p "$tmp/bin"
+  cp "$dir/manifests/install.yaml" "$tmp/install.yaml"
+  for script in gpg-wrapper.sh git-verify-wrapper.sh; do
+    install -m 0755 "$dir/hack/$script" "$tmp/bin/$script"
+  done
+  rm -rf "$dest"; mv "$tmp" "$dest"
+  log "argocd install.yaml" "$version from the Go module (and its image's scripts)"
+done

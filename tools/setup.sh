@@ -123,12 +123,28 @@ build_kube_proxy() { kube_command "$1" kube-proxy; }
 build_kubectl() { kube_command "$1" kubectl; }
 # The pod sandbox's process (tools/pause): static, no registry needed for the node tier's sandbox image.
 build_pause() { (cd "$here/pause" && go build -trimpath -ldflags "-s -w" -o "$1/pause" .); }
+# Argo CD: one tools module per release line, tools/argocd/<major.minor>/ (tools/argocd/gen-module.sh writes it
+# from argo-cd's go.mod); built with the Go toolchain its go.mod names (GOTOOLCHAIN; the module proxy serves
+# golang.org/toolchain), for the version in $argocd_version.
+# shellcheck source=argocd/lib.sh
+source "$here/argocd/lib.sh"
 build_argocd() {
-  (cd "$here/argocd" && go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${ARGOCD_VERSION#v}" \
+  local dir; dir=$(argocd_module "$argocd_version")
+  (cd "$dir" && GOTOOLCHAIN=$(argocd_toolchain "$argocd_version") go build -trimpath \
+    -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=${argocd_version#v}" \
     -o "$1/argocd" github.com/argoproj/argo-cd/v3/cmd)
 }
 build_kustomize() { GOBIN=$1 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"; }
-build_argocd_cmp_client() { (cd "$here/argocd" && go build -trimpath -ldflags "-s -w" -o "$1/argocd-cmp-client" ./cmpclient); }
+# The CMP client of one line: tools/argocd/cmpclient staged beside that line's go.mod and go.sum; lines whose
+# gitops-engine is its own module (v3.0-v3.2) take it from there (build tag gitops_engine_module).
+build_argocd_cmp_client() {
+  local dir stage tags="" rc=0; dir=$(argocd_module "$argocd_version"); stage=$(mktemp -d)
+  cp "$dir/go.mod" "$dir/go.sum" "$stage/" && cp -r "$here/argocd/cmpclient" "$stage/cmpclient"
+  grep -Eq '^[[:space:]]*github.com/argoproj/gitops-engine v' "$dir/go.mod" && tags=gitops_engine_module
+  (cd "$stage" && GOTOOLCHAIN=$(argocd_toolchain "$argocd_version") go build -trimpath -tags "$tags" -ldflags "-s -w" \
+    -o "$1/argocd-cmp-client" ./cmpclient) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
 
 ensure cue "$CUE_VERSION" build_cue cue version
 # The other cue versions the tests run (CUE_TEST_VERSIONS: one inside the supported range, one outside it), cached
@@ -144,11 +160,19 @@ ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver 
 for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
 done
-ensure argocd "$ARGOCD_VERSION" build_argocd
 ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
-# The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it.
-client_key="$ARGOCD_VERSION-$(cat "$here/argocd/cmpclient/main.go" "$here/argocd/go.sum" | sha256sum | cut -c1-12)"
-ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
+# Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
+# pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
+# argocd-cmp-client/<version> links the current key.
+for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
+  NO_LINK=1; [[ "$argocd_version" != "$ARGOCD_VERSION" ]] || NO_LINK=""
+  ensure argocd "$argocd_version" build_argocd
+  client_key="$argocd_version-$(cat "$here"/argocd/cmpclient/*.go "$(argocd_module "$argocd_version")/go.sum" |
+    sha256sum | cut -c1-12)"
+  ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
+  if wants argocd-cmp-client; then ln -sfn "$client_key" "$TOOLS_DIR/argocd-cmp-client/$argocd_version"; fi
+done
+NO_LINK=""
 
 # Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
 ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause

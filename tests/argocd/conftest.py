@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.argocd.objects import PROD, STAGING
+from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.gitops import GitOpsLoop, install_apprafter_crds, start_loop
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.rollouts import RolloutStandIn
@@ -20,11 +21,19 @@ def apprafter_crds(kube: KubeTestBed, rollouts: RolloutStandIn, testbed_dir: Pat
     return install_apprafter_crds(kube, testbed_dir)
 
 
+@pytest.fixture(scope="module", params=ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
+def argocd_version(request: pytest.FixtureRequest) -> str:
+    """Each supported Argo CD version in turn (the pin, then the oldest supported line): a module's tests run once
+    per version."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def loop(kube: KubeTestBed, apprafter_crds: list[str], testbed_dir: Path) -> Iterator[GitOpsLoop]:
-    """The whole loop for one test module, deploying into PROD and STAGING; torn down after it (Argo CD's
-    controller watches every kind, and the webhook fails closed)."""
-    running = start_loop(kube, testbed_dir / "gitops", (PROD, STAGING))
+def loop(kube: KubeTestBed, apprafter_crds: list[str], testbed_dir: Path, argocd_version: str,
+         ) -> Iterator[GitOpsLoop]:
+    """The whole loop for one test module and Argo CD version, deploying into PROD and STAGING; torn down after it
+    (Argo CD's controller watches every kind, and the webhook fails closed)."""
+    running = start_loop(kube, testbed_dir / f"gitops-{argocd_version}", (PROD, STAGING), version=argocd_version)
     try:
         yield running
     finally:

@@ -1,5 +1,6 @@
-"""deploy/argocd/ built by the real kustomize on Argo CD's own install: the settings the loop runs with, and the
-repo-server with our plugin sidecar (tests/cmp/test_deploy.py) are what `kubectl apply -k deploy/argocd` applies."""
+"""deploy/argocd/ is a kustomize Component: patches only, built by the real kustomize onto each supported Argo CD
+version's own install.yaml, as a user's kustomization does. The settings the loop runs with, and the repo-server
+with our sidecar (tests/cmp/test_deploy.py), are what it makes; test_component.py applies it to a live install."""
 
 from __future__ import annotations
 
@@ -9,19 +10,34 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.testbed.argocd import configmaps_of, install_configmaps, kustomize_build
+from tests.testbed.argocd import (
+    ARGOCD_VERSIONS,
+    configmaps_of,
+    install_configmaps,
+    install_objects,
+    kustomize_build,
+    with_component,
+)
 from tests.testbed.gitops import DEPLOY
-from tests.testbed.procs import BedError
-from toolchain.pins import pins
+
+VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
 
 
-def test_patches_merge_into_the_installs_configmaps_keeping_argo_cds_own_keys(tmp_path: Path) -> None:
-    built = kustomize_build(DEPLOY, tmp_path)
-    plain, merged = install_configmaps(), configmaps_of(built)
+def key(obj: dict[str, object]) -> tuple[str, str]:
+    meta = obj["metadata"]
+    assert isinstance(meta, dict)
+    return str(obj["kind"]), str(meta["name"])
+
+
+@VERSIONS
+def test_patches_merge_into_the_installs_configmaps_keeping_argo_cds_own_keys(version: str, tmp_path: Path) -> None:
+    built = with_component(DEPLOY, version)
+    plain, merged = install_configmaps(version), configmaps_of(built)
     assert set(plain) == set(merged)  # no ConfigMap of our own: each patch lands on one of the install's
     assert {o["metadata"].get("namespace") for o in built if o["kind"] == "ConfigMap"} == {"argocd"}
     assert "resource.exclusions" in plain["argocd-cm"]
-    assert plain["argocd-cm"].items() <= merged["argocd-cm"].items()
+    for name in plain:
+        assert plain[name].items() <= merged[name].items()
     assert {k for k in merged["argocd-cm"] if k.startswith("resource.customizations.") and "apprafter.io_" in k} == {
         "resource.customizations.health.apprafter.io_Application",
         "resource.customizations.health.apprafter.io_MigrationPlan",
@@ -30,23 +46,35 @@ def test_patches_merge_into_the_installs_configmaps_keeping_argo_cds_own_keys(tm
     assert merged["argocd-cmd-params-cm"]["controller.repo.server.timeout.seconds"] == "90"
 
 
-def test_a_patch_of_a_configmap_the_install_lacks_is_refused_by_kustomize(tmp_path: Path) -> None:
-    overlay = tmp_path / "overlay"
-    shutil.copytree(DEPLOY, overlay)
-    (overlay / "argocd-cm-patch.yaml").write_text(
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: argocd-config}\ndata: {a: b}\n")
-    (tmp_path / "build").mkdir()
-    with pytest.raises(BedError, match=r"kustomize build .* failed .*argocd-config"):
-        kustomize_build(overlay, tmp_path / "build")
+@VERSIONS
+def test_the_component_adds_no_object_and_carries_nothing_of_argo_cds(version: str, tmp_path: Path) -> None:
+    built = with_component(DEPLOY, version)
+    assert sorted(map(key, built)) == sorted(map(key, install_objects(version)))
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    assert kustomization["kind"] == "Component"
+    assert set(kustomization) == {"apiVersion", "kind", "patches"}  # no resources: nothing fetched, offline
+    (tmp_path / "alone").mkdir()
+    assert kustomize_build(DEPLOY, tmp_path / "alone") == []  # on its own it is no install: it makes nothing
 
 
-def test_an_overlay_on_another_argo_cd_version_is_refused(tmp_path: Path) -> None:
-    overlay = tmp_path / "overlay"
-    shutil.copytree(DEPLOY, overlay)
-    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
-    version = pins()["ARGOCD_VERSION"]
-    kustomization["resources"] = [r.replace(f"/{version}/", "/v2.14.0/") for r in kustomization["resources"]]
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
-    (tmp_path / "build").mkdir()
-    with pytest.raises(BedError, match=f"want one remote resource ending /argo-cd/{version}/manifests/install.yaml"):
-        kustomize_build(overlay, tmp_path / "build")
+@VERSIONS
+def test_the_component_patches_an_install_already_in_its_namespace(version: str, tmp_path: Path) -> None:
+    """An install rendered into its namespace (Helm's output, a vendored copy): the patches select by kind and
+    name, so they land whether the namespace is set before the component runs or after."""
+    root = tmp_path / "namespaced"
+    shutil.copytree(DEPLOY, root / "component")
+    docs = install_objects(version)
+    for doc in docs:
+        if doc["kind"] not in ("CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+            doc["metadata"]["namespace"] = "gitops"
+    (root / "install.yaml").write_text(yaml.dump_all(docs, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
+    (root / "kustomization.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["install.yaml"],
+         "components": ["component"]}))
+    built = kustomize_build(root, tmp_path)
+    by_key = {key(o): o for o in built}
+    assert by_key[("ConfigMap", "argocd-rbac-cm")]["metadata"]["namespace"] == "gitops"
+    assert "policy.apprafter.csv" in by_key[("ConfigMap", "argocd-rbac-cm")]["data"]
+    containers = by_key[("Deployment", "argocd-repo-server")]["spec"]["template"]["spec"]["containers"]
+    assert "apprafter-cue" in {c["name"] for c in containers}
+    assert configmaps_of(built) == configmaps_of(with_component(DEPLOY, version))

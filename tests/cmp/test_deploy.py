@@ -1,43 +1,43 @@
-"""The sidecar patch, built by the real kustomize onto Argo CD's install, yields a repo-server Deployment the real API
-server accepts, with Argo CD's requirements."""
+"""The sidecar patch, built by the real kustomize onto each supported Argo CD version's install (deploy/argocd as a
+component), yields a repo-server Deployment the real API server accepts, with Argo CD's requirements."""
 
 from __future__ import annotations
 
 import functools
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.renderer.helpers import REPO
-from tests.testbed.argocd import kustomize_build
+from tests.testbed.argocd import ARGOCD_VERSIONS, with_component
 from tests.testbed.kube import KubeTestBed
+
+VERSIONS = pytest.mark.parametrize("version", ARGOCD_VERSIONS, ids=[f"argocd-{v}" for v in ARGOCD_VERSIONS])
 
 
 @functools.cache
-def patched_repo_server() -> dict[str, Any]:
-    """argocd-repo-server as `kustomize build deploy/argocd` makes it: Argo CD's install with our sidecar patch."""
-    with tempfile.TemporaryDirectory(prefix="apprafter-kustomize-") as tmp:
-        built = kustomize_build(REPO / "deploy" / "argocd", Path(tmp))
+def patched_repo_server(version: str = ARGOCD_VERSIONS[0]) -> dict[str, Any]:
+    """argocd-repo-server as a kustomization of Argo CD `version`'s install with deploy/argocd makes it."""
+    built = with_component(REPO / "deploy" / "argocd", version)
     [deployment] = [o for o in built if o["kind"] == "Deployment" and o["metadata"]["name"] == "argocd-repo-server"]
     return deployment
 
 
-def sidecar() -> dict[str, Any]:
-    [container] = [c for c in patched_repo_server()["spec"]["template"]["spec"]["containers"]
+def sidecar(version: str = ARGOCD_VERSIONS[0]) -> dict[str, Any]:
+    [container] = [c for c in patched_repo_server(version)["spec"]["template"]["spec"]["containers"]
                    if c["name"] == "apprafter-cue"]
     return container
 
 
-def test_sidecar_meets_argo_cd_requirements() -> None:
-    cue = sidecar()
+@VERSIONS
+def test_sidecar_meets_argo_cd_requirements(version: str) -> None:
+    cue = sidecar(version)
     assert cue["securityContext"]["runAsUser"] == 999
     mounts = {m["name"]: m["mountPath"] for m in cue["volumeMounts"]}
     assert mounts == {"var-files": "/var/run/argocd", "plugins": "/home/argocd/cmp-server/plugins",
                       "apprafter-cue-tmp": "/tmp"}
     assert "memory" in cue["resources"]["limits"]
-    volumes = {v["name"] for v in patched_repo_server()["spec"]["template"]["spec"]["volumes"]}
+    volumes = {v["name"] for v in patched_repo_server(version)["spec"]["template"]["spec"]["volumes"]}
     assert set(mounts) <= volumes  # Argo CD's own var-files and plugins volumes, and ours
     dockerfile = (REPO / "Dockerfile").read_text()
     for line in ('USER 999', 'ENTRYPOINT ["/var/run/argocd/argocd-cmp-server"]', "HOME=/tmp",
@@ -46,8 +46,9 @@ def test_sidecar_meets_argo_cd_requirements() -> None:
 
 
 @pytest.mark.testbed
-def test_patched_repo_server_passes_a_server_side_dry_run(kube: KubeTestBed) -> None:
-    accepted = kube.dry_run_apply([patched_repo_server()], namespace="argocd")
+@VERSIONS
+def test_patched_repo_server_passes_a_server_side_dry_run(kube: KubeTestBed, version: str) -> None:
+    accepted = kube.dry_run_apply([patched_repo_server(version)], namespace="argocd")
     names = [c["name"] for c in accepted[0]["spec"]["template"]["spec"]["containers"]]
     assert sorted(names) == ["apprafter-cue", "argocd-repo-server"]  # kustomize puts the patch's container first
 

@@ -17,6 +17,7 @@ import pytest
 from platform_stack.oci import CHART_LAYER_MEDIA_TYPE, CONFIG_MEDIA_TYPE
 from platform_stack.registry import MANIFEST_MEDIA_TYPE
 from tests.platform_stack.conftest import EPOCH, built_tgz, cli, helm, ok
+from tests.renderer.helpers import REPO
 
 pytestmark = pytest.mark.testbed
 KeyPair = Callable[[str], tuple[Path, Path, str]]
@@ -264,3 +265,20 @@ def test_password_env_must_be_set(stack_all: Path, key_pair: KeyPair) -> None:
         env=env,
     )
     assert proc.returncode == 1 and "NO_SUCH_VAR_FOR_TEST is not set" in proc.stderr
+
+
+DEVELOPMENT_KEY = REPO / "tests" / "fixtures" / "keys" / "apprafter-development.key"
+DEVELOPMENT_PUB = REPO / "deploy" / "keys" / "apprafter-development.pub"
+DEVELOPMENT_PASSWORD = "apprafter-development"  # not a secret: deploy/keys/README.md
+
+
+def test_the_shipped_development_public_key_verifies_what_the_development_key_signs(
+    stack_all: Path, oci_registry: Any, key_pair: KeyPair
+) -> None:
+    """deploy/keys/apprafter-development.pub is the public half of the development key (test registries only)."""
+    ref = push(stack_all, oci_registry, "development")
+    by_digest = ref.replace(":" + stack_all.stem.rsplit("-", 1)[1] + "@", "@")
+    ok(cli("stack", "sign", by_digest, "--key", str(DEVELOPMENT_KEY), env={"COSIGN_PASSWORD": DEVELOPMENT_PASSWORD}))
+    assert ok(cli("stack", "verify", by_digest, "--key", str(DEVELOPMENT_PUB))).strip() == f"verified {by_digest}"
+    _, other_pub, _ = key_pair("not-development")
+    assert cli("stack", "verify", by_digest, "--key", str(other_pub)).returncode == 1

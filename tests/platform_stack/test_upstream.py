@@ -159,8 +159,9 @@ def test_the_umbrella_application() -> None:
     app = umbrella("ghcr.io/apprafter/platform-stack", "2.0.0", "sha256:" + "a" * 64,
                    {"tier": "team", "domain": "example.com"}, {"backstage": {"enabled": False}}, automated=True)
     assert app["metadata"]["name"] == "apprafter-platform" and app["metadata"]["namespace"] == "argocd"
-    assert app["spec"]["source"] == {"repoURL": "ghcr.io/apprafter", "chart": "platform-stack",
-                                     "targetRevision": "2.0.0",
+    # Argo CD's native OCI source, by the verified digest: a moved tag cannot change what it pulls.
+    assert app["spec"]["source"] == {"repoURL": "oci://ghcr.io/apprafter/platform-stack",
+                                     "targetRevision": "sha256:" + "a" * 64, "path": ".",
                                      "helm": {"valuesObject": {"tier": "team", "domain": "example.com",
                                                                "overrides": {"backstage": {"enabled": False}}}}}
     assert app["spec"]["syncPolicy"] == {"automated": {"prune": True, "selfHeal": True}}

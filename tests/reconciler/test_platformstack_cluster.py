@@ -7,13 +7,9 @@ Secret and verifies with the public keys of another Secret (either key may match
 from __future__ import annotations
 
 import base64
-import concurrent.futures
 import itertools
 import json
-import os
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,16 +17,6 @@ from typing import Any
 
 import pytest
 
-from platform_stack.credentials import Credential
-from platform_stack.oci import (
-    CHART_LAYER_MEDIA_TYPE,
-    CONFIG_MEDIA_TYPE,
-    config_json,
-    manifest_annotations,
-    read_archive,
-)
-from platform_stack.registry import RegistryClient
-from platform_stack.source import SOURCE_DIR, evaluate
 from tests.platform_stack.conftest import cli as stack_cli
 from tests.platform_stack.conftest import ok
 from tests.reconciler.helpers import wait
@@ -39,7 +25,7 @@ from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.kube import KubeTestBed, _rejected
-from toolchain.tools import resolve, tools_dir
+from tests.testbed.stack_releases import Publisher, build_releases, key_pairs
 
 pytestmark = pytest.mark.testbed
 
@@ -64,44 +50,14 @@ RELEASES: list[tuple[str, tuple[str, str, str] | None, dict[str, str]]] = [
 
 @pytest.fixture(scope="module")
 def charts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """version -> chart .tgz, each built by `apprafter stack build --version` from one source moved release by
-    release (a compatibility entry per version, written before the first build)."""
-    root = tmp_path_factory.mktemp("charts")
-    source = root / "source"
-    shutil.copytree(SOURCE_DIR, source, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    names = sorted(evaluate(SOURCE_DIR, "all")["values"]["components"])
-    entries = []
-    for version, _, classes in RELEASES:
-        components = ", ".join(f'"{n}": "{classes.get(n, "safe")}"' for n in names)
-        entries.append(f'compatibilityTable: "{version}": {{minimumKubernetesVersion: "1.30.0", '
-                       f"components: {{{components}}}}}")
-    compat = source / "compatibility.cue"
-    compat.write_text(compat.read_text() + "\n" + "\n".join(entries) + "\n")
-    out: dict[str, Path] = {}
-    for version, move, _ in RELEASES:
-        if move is not None:
-            component, before, after = move
-            path = source / "components" / f"{component}.cue"
-            path.write_text(path.read_text().replace(before, after))
-        line = ok(stack_cli("stack", "build", "--out", str(root / version), "--source", str(source),
-                            "--version", version)).strip()
-        out[version] = Path(line.split("  ", 1)[1])
-    return out
+    """version -> chart .tgz of every release above."""
+    return build_releases(tmp_path_factory.mktemp("charts"), RELEASES)
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path, str]]:
-    """cosign key pairs (private key, public key, password) made by the real cosign: `release` and `retired` are
-    in the Secret the operator verifies with, `other` is not."""
-    where = tmp_path_factory.mktemp("keys")
-    made = {}
-    for name in ("release", "retired", "other"):
-        password = f"pw-{name}"
-        subprocess.run([str(resolve("cosign")), "generate-key-pair", "--output-key-prefix", name], cwd=where,
-                       env={"PATH": os.environ["PATH"], "HOME": str(where), "COSIGN_PASSWORD": password},
-                       check=True, capture_output=True, timeout=60)
-        made[name] = (where / f"{name}.key", where / f"{name}.pub", password)
-    return made
+    """`release` and `retired` are in the Secret the operator verifies with, `other` is not."""
+    return key_pairs(tmp_path_factory.mktemp("keys"), ("release", "retired", "other"))
 
 
 @pytest.fixture(scope="module")
@@ -112,58 +68,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]
         yield reg
     finally:
         reg.stop()
-
-
-class Publisher:
-    """Pushes and signs charts as the release pipeline does (`apprafter stack push` / `stack sign`)."""
-
-    def __init__(self, registry: AuthRegistry, charts: dict[str, Path], keys: dict[str, tuple[Path, Path, str]],
-                 workdir: Path) -> None:
-        self.registry, self.charts, self.keys = registry, charts, keys
-        self.env = {**os.environ, "DOCKER_CONFIG": str(registry.docker_config(workdir / "docker")),
-                    "APPRAFTER_TOOLS_DIR": str(tools_dir())}
-        self.digests: dict[tuple[str, str], str] = {}
-
-    def publish(self, repo: str, releases: list[tuple[str, str | None]]) -> str:
-        """Push each version to <repo>/platform-stack and sign it with the named key (None: unsigned)."""
-        def push(item: tuple[str, str | None]) -> None:
-            version = item[0]
-            ref = ok(stack_cli("stack", "push", str(self.charts[version]), "--to", f"oci://{self.registry.url}/{repo}",
-                               "--plain-http", env=self.env)).strip()
-            self.digests[(repo, version)] = ref.rsplit("@", 1)[1]
-
-        def sign(item: tuple[str, str | None]) -> None:
-            version, key = item
-            push(item)
-            if key is not None:
-                private, _, password = self.keys[key]
-                ref = f"{self.registry.url}/{repo}/platform-stack@{self.digests[(repo, version)]}"
-                ok(stack_cli("stack", "sign", ref, "--key", str(private), "--plain-http",
-                             env={**self.env, "COSIGN_PASSWORD": password}))
-
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(sign, releases))
-        return repo
-
-    def digest(self, repo: str, version: str) -> str:
-        return self.digests[(repo, version)]
-
-    def move_tag(self, repo: str, tag: str, chart: Path) -> str:
-        """Push `chart` under an existing tag, as someone with push rights and another client could (our push
-        refuses to); the digest the tag names afterwards."""
-        archive = read_archive(chart)
-        client = RegistryClient(self.registry.url, True, Credential(self.registry.user, self.registry.password,
-                                                                    "test"), [])
-        with tempfile.TemporaryDirectory() as tmp:
-            layer, config = Path(tmp) / chart.name, Path(tmp) / "config.json"  # as `stack push` names them
-            layer.write_bytes(archive.data)
-            config.write_bytes(config_json(archive))
-            client.push_artifact(f"{self.registry.url}/{repo}/platform-stack:{tag}",
-                                 [f"{layer}:{CHART_LAYER_MEDIA_TYPE}"], f"{config}:{CONFIG_MEDIA_TYPE}",
-                                 manifest_annotations(archive))
-        found = client.manifest(f"{repo}/platform-stack", tag)
-        assert found is not None
-        return found[0]
 
 
 @pytest.fixture(scope="module")
@@ -371,8 +275,8 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
                                                                             ("1.0.0", publisher.digest(repo, "1.0.0"))]
     app = umbrella(bed)
     assert app is not None
-    assert app["spec"]["source"] == {"repoURL": f"{registry.url}/{repo}", "chart": "platform-stack",
-                                     "targetRevision": "1.1.0"}
+    assert app["spec"]["source"] == {"repoURL": f"oci://{registry.url}/{repo}/platform-stack",
+                                     "targetRevision": digest, "path": "."}
     assert app["spec"]["syncPolicy"]["automated"] == {"prune": True, "selfHeal": True}
     assert app["metadata"]["annotations"]["apprafter.io/stack-digest"] == digest
     installed = app["metadata"]["resourceVersion"]
@@ -425,8 +329,8 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     done(migration(bed, "approve", name))
     st = settled(bed, "Applied", lambda st: st.get("currentVersion") == "2.0.0")
     app = umbrella(bed)
-    assert app is not None and app["spec"]["source"]["targetRevision"] == "2.0.0"
-    assert app["metadata"]["annotations"]["apprafter.io/stack-digest"] == publisher.digest(repo, "2.0.0")
+    assert app is not None and app["spec"]["source"]["targetRevision"] == publisher.digest(repo, "2.0.0")
+    assert app["metadata"]["annotations"]["apprafter.io/stack-version"] == "2.0.0"
     assert wait("plan applied", lambda: platform_plans(bed)[0]["status"]["phase"] == "applied" or None)
     assert condition(st, "MigrationApproved")["status"] == "True"
     assert [(h["version"], h.get("plan")) for h in st["versionHistory"]] == [("2.0.0", name), ("1.1.0", None),
@@ -513,7 +417,7 @@ def test_a_moved_tag_is_caught_and_nothing_is_re_applied(fresh: KubeTestBed, reg
     assert verified in condition(st, "SourceVerified")["message"]
     assert st["lastApplied"]["digest"] == verified and st["currentVersion"] == "1.1.0"
     app = umbrella(bed)
-    assert app is not None and app["spec"]["source"]["targetRevision"] == "1.1.0"
+    assert app is not None and app["spec"]["source"]["targetRevision"] == verified  # the digest, not the tag
     assert "automated" not in (app["spec"].get("syncPolicy") or {})  # Argo CD no longer syncs the moved tag by itself
     assert app["metadata"]["annotations"]["apprafter.io/stack-digest"] == verified
     [event] = events(bed, "TagMoved")

@@ -4,18 +4,23 @@ socket directory shared with the repo-server, as in the repo-server pod.
 
 Outside a pod Argo CD runs the way its own Procfile runs it for development: ARGOCD_FAKE_IN_CLUSTER=true
 makes the in-cluster destination (https://kubernetes.default.svc) use $KUBECONFIG. Each component talks to the
-API server as its own ServiceAccount, with the RBAC of Argo CD's install.yaml, as it would in its pod.
+API server as its own ServiceAccount, with the RBAC of Argo CD's install.yaml, as it would in its pod. Every
+supported Argo CD version runs here (ARGOCD_VERSIONS: the pin, then the oldest supported line); its HTTP(S)
+goes to a closed loopback port unless it is for loopback itself, so an Application naming a public chart
+repository fails at once and sends nothing off the machine.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,9 +31,9 @@ import yaml
 
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import BedError, ManagedProcess, free_port, tool, wait_for
-from toolchain.pins import pins
-from toolchain.tools import SETUP_REMEDY, tools_dir
+from toolchain.tools import SETUP_REMEDY, TOOLS, tools_dir
 
+ARGOCD_VERSIONS: tuple[str, ...] = TOOLS["argocd"].versions  # the pin first (tools/versions.env)
 ARGOCD_API = "argoproj.io/v1alpha1"
 IN_CLUSTER = "https://kubernetes.default.svc"
 PART_OF = {"app.kubernetes.io/part-of": "argocd"}  # Argo CD's settings informers select on this label
@@ -53,45 +58,70 @@ class Settings:
     users: Sequence[LocalUser] = ()
 
 
-def bcrypt(password: str) -> str:
+def bcrypt(password: str, version: str | None = None) -> str:
     """The hash argocd-secret holds for a local account, made by Argo CD itself (`argocd account bcrypt`)."""
-    proc = subprocess.run([str(tool("argocd")), "account", "bcrypt", "--password", password], capture_output=True,
-                          text=True, timeout=30, check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
+    proc = subprocess.run([str(tool("argocd", version)), "account", "bcrypt", "--password", password],
+                          capture_output=True, text=True, timeout=30, check=False,
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"})
     if proc.returncode != 0 or not proc.stdout.startswith("$2"):
         raise BedError(f"argocd account bcrypt failed (exit {proc.returncode}): {proc.stderr[-500:]}")
     return proc.stdout.strip()
 
 
-def install_manifest() -> Path:
-    """Argo CD's own manifests/install.yaml at the pinned version (tools/setup-gitops.sh copies it)."""
-    path = tools_dir() / "argocd-install" / pins()["ARGOCD_VERSION"] / "install.yaml"
+def install_manifest(version: str) -> Path:
+    """Argo CD's own manifests/install.yaml at `version` (tools/setup-gitops.sh copies it for each one)."""
+    path = tools_dir() / "argocd-install" / version / "install.yaml"
     if not path.is_file():
         import pytest
 
-        pytest.fail(f"the loop needs Argo CD's install manifest at {path}: {SETUP_REMEDY}", pytrace=False)
+        pytest.fail(f"the test bed needs Argo CD's install manifest at {path}: {SETUP_REMEDY}", pytrace=False)
     return path
 
 
-def kustomize_build(overlay: Path, workdir: Path) -> list[dict[str, Any]]:
-    """`kustomize build` (the pinned binary) of a copy of `overlay`, its one remote resource — Argo CD's
-    manifests/install.yaml at the pinned version — read from the set-up's copy of that file (no network here).
-    An overlay naming another install, or one kustomize refuses, is a BedError with kustomize's words."""
-    version = pins()["ARGOCD_VERSION"]
-    copy_dir = workdir / overlay.name
-    shutil.copytree(overlay, copy_dir)
-    kustomization = yaml.safe_load((copy_dir / "kustomization.yaml").read_text())
-    remote = [r for r in kustomization.get("resources") or [] if "://" in r]
-    wanted = f"/argo-cd/{version}/manifests/install.yaml"
-    if len(remote) != 1 or not remote[0].endswith(wanted):
-        raise BedError(f"{overlay}/kustomization.yaml: want one remote resource ending {wanted}, got {remote}")
-    shutil.copy(install_manifest(), copy_dir / "argocd-install.yaml")
-    kustomization["resources"] = ["argocd-install.yaml" if r == remote[0] else r for r in kustomization["resources"]]
-    (copy_dir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization, sort_keys=False))
-    proc = subprocess.run([str(tool("kustomize")), "build", str(copy_dir)], capture_output=True, text=True,
+def install_objects(version: str) -> list[dict[str, Any]]:
+    """The objects of Argo CD `version`'s install.yaml, as its file has them (namespaced ones without a namespace)."""
+    return copy.deepcopy(_install_objects(version))
+
+
+@functools.cache
+def _install_objects(version: str) -> list[dict[str, Any]]:
+    with open(install_manifest(version), "rb") as fh:
+        return [d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)]
+
+
+def kustomize_build(directory: Path, workdir: Path) -> list[dict[str, Any]]:
+    """`kustomize build` (the pinned binary) of `directory`; one kustomize refuses is a BedError with its words."""
+    proc = subprocess.run([str(tool("kustomize")), "build", str(directory)], capture_output=True, text=True,
                           timeout=120, check=False, env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)})
     if proc.returncode != 0:
-        raise BedError(f"kustomize build {overlay} failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}")
+        raise BedError(f"kustomize build {directory} failed (exit {proc.returncode}): {proc.stderr.strip()[-1500:]}")
     return [d for d in yaml.load_all(proc.stdout, Loader=_Loader) if isinstance(d, dict)]
+
+
+def with_component(component: Path | None, version: str, namespace: str = "argocd") -> list[dict[str, Any]]:
+    """What a user's kustomization makes of Argo CD `version`'s install.yaml with `component` (deploy/argocd; None:
+    the same kustomization without it): `resources: [install.yaml]`, `components: [<component>]`, `namespace`,
+    built by the pinned kustomize (once per session for each component's content, version and namespace)."""
+    files = None if component is None else tuple(sorted(
+        (p.relative_to(component).as_posix(), p.read_bytes()) for p in component.rglob("*") if p.is_file()))
+    return copy.deepcopy(_with_component(files, version, namespace))
+
+
+@functools.cache
+def _with_component(files: tuple[tuple[str, bytes], ...] | None, version: str, namespace: str,
+                    ) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="apprafter-kustomize-") as tmp:
+        root = Path(tmp) / "kustomization"
+        root.mkdir()
+        for name, content in files or ():
+            (root / "component" / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / "component" / name).write_bytes(content)
+        shutil.copy(install_manifest(version), root / "install.yaml")
+        (root / "kustomization.yaml").write_text(yaml.safe_dump(
+            {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
+             "resources": ["install.yaml"], **({"components": ["component"]} if files is not None else {})},
+            sort_keys=False))
+        return kustomize_build(root, Path(tmp))
 
 
 def configmaps_of(objects: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
@@ -100,10 +130,9 @@ def configmaps_of(objects: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, s
             for o in objects if o.get("kind") == "ConfigMap"}
 
 
-def install_configmaps() -> dict[str, dict[str, str]]:
-    """The ConfigMaps of Argo CD's own install.yaml, unpatched."""
-    with open(install_manifest(), "rb") as fh:
-        return configmaps_of([d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)])
+def install_configmaps(version: str) -> dict[str, dict[str, str]]:
+    """The ConfigMaps of Argo CD `version`'s own install.yaml, unpatched."""
+    return configmaps_of(install_objects(version))
 
 
 # The components the loop runs that talk to the API server (the repo-server does not: its install grants nothing).
@@ -111,16 +140,13 @@ API_CLIENTS = ("argocd-application-controller", "argocd-server")
 _RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
 
-def install_rbac(namespace: str, install: Path | None = None) -> list[dict[str, Any]]:
+def install_rbac(namespace: str, version: str) -> list[dict[str, Any]]:
     """install.yaml's ServiceAccounts, Roles, ClusterRoles and bindings of API_CLIENTS, moved to `namespace`
     (as kustomize's `namespace:` moves them)."""
-    with open(install or install_manifest(), "rb") as fh:
-        docs = [d for d in yaml.load_all(fh, Loader=_Loader) if isinstance(d, dict)]
     out = []
-    for doc in docs:
+    for doc in install_objects(version):
         if doc.get("kind") not in _RBAC_KINDS or doc["metadata"]["name"] not in API_CLIENTS:
             continue
-        doc = copy.deepcopy(doc)
         if not doc["kind"].startswith("Cluster"):
             doc["metadata"]["namespace"] = namespace
         for subject in doc.get("subjects", []):
@@ -130,7 +156,7 @@ def install_rbac(namespace: str, install: Path | None = None) -> list[dict[str, 
     return out
 
 
-def settings_objects(namespace: str, settings: Settings) -> list[dict[str, Any]]:
+def settings_objects(namespace: str, settings: Settings, version: str) -> list[dict[str, Any]]:
     """The ConfigMaps (local users added), argocd-secret (their passwords) and the `default` AppProject."""
 
     def meta(name: str) -> dict[str, Any]:
@@ -141,7 +167,7 @@ def settings_objects(namespace: str, settings: Settings) -> list[dict[str, Any]]
     rbac = data.setdefault("argocd-rbac-cm", {})
     rbac["policy.csv"] = rbac.get("policy.csv", "") + "".join(f"g, {u.name}, {u.role}\n" for u in settings.users)
     secret_data = {"server.secretkey": secrets.token_urlsafe(32),
-                   **{f"accounts.{u.name}.password": bcrypt(u.password) for u in settings.users}}
+                   **{f"accounts.{u.name}.password": bcrypt(u.password, version) for u in settings.users}}
     return [
         *({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name), "data": values}
           for name, values in sorted(data.items())),
@@ -154,10 +180,12 @@ def settings_objects(namespace: str, settings: Settings) -> list[dict[str, Any]]
 
 
 class ArgoCD:
-    """The running components; Argo CD's Applications live in `namespace`. stop() ends every process."""
+    """The running components of Argo CD `version`; its Applications live in `namespace`. stop() ends every
+    process."""
 
     def __init__(self, kube: KubeTestBed, namespace: str, workdir: Path, env: Mapping[str, str],
-                 redis: str, repo_server: str, users: Sequence[LocalUser]) -> None:
+                 redis: str, repo_server: str, users: Sequence[LocalUser], version: str) -> None:
+        self.version = version
         self.kube = kube
         self.namespace = namespace
         self.workdir = workdir
@@ -181,8 +209,8 @@ class ArgoCD:
     def _start(self, binary_name: str, argv: Sequence[str], extra_env: Mapping[str, str] | None = None,
                ) -> ManagedProcess:
         env = {**self._env, "ARGOCD_BINARY_NAME": binary_name, **(extra_env or {})}
-        proc = ManagedProcess(binary_name, [tool("argocd"), *argv], self.workdir / f"{binary_name}.log", env=env,
-                              cwd=self.workdir)
+        proc = ManagedProcess(binary_name, [tool("argocd", self.version), *argv], self.workdir / f"{binary_name}.log",
+                              env=env, cwd=self.workdir)
         self.processes.append(proc)
         return proc
 
@@ -312,9 +340,22 @@ def conditions(app: Mapping[str, Any], kind: str | None = None) -> list[dict[str
     return [c for c in found if kind is None or c.get("type") == kind]
 
 
+@functools.cache
+def flags(binary_name: str, version: str) -> frozenset[str]:
+    """The command-line flags Argo CD `version`'s component `binary_name` has (what its --help lists)."""
+    proc = subprocess.run([str(tool("argocd", version)), "--help"], capture_output=True, text=True, timeout=30,
+                          check=False, env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
+                                            "ARGOCD_BINARY_NAME": binary_name})
+    return frozenset(word.rstrip(",=") for word in proc.stdout.split() if word.startswith("--"))
+
+
+# Where Argo CD's HTTP(S) to anything but loopback goes (Go never proxies loopback): a port nothing listens on.
+CLOSED_PROXY = "http://127.0.0.1:9"
+
+
 def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_dir: Path, settings: Settings,
-                 namespace: str = "argocd", timeout: float = 90.0) -> ArgoCD:
-    """Install Argo CD's settings into `namespace`, start repo-server and application controller."""
+                 namespace: str = "argocd", version: str = ARGOCD_VERSIONS[0], timeout: float = 90.0) -> ArgoCD:
+    """Install Argo CD `version`'s settings into `namespace`, start repo-server and application controller."""
     workdir.mkdir(parents=True, exist_ok=True)
     home, tmp = workdir / "home", workdir / "tmp"
     dirs = {name: workdir / name for name in ("tls", "ssh", "gpg-keys", "gpg-source")}
@@ -322,23 +363,31 @@ def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_
         d.mkdir(exist_ok=True)
     started = time.monotonic()
     kube.ensure_namespace(namespace)
-    for obj in [*settings_objects(namespace, settings), *install_rbac(namespace)]:
+    for obj in [*settings_objects(namespace, settings, version), *install_rbac(namespace, version)]:
         kube.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
+    # What Argo CD's image has on PATH: its scripts (git-verify-wrapper.sh, tools/setup-gitops.sh copies them) and
+    # `helm`, with which the repo-server renders Helm charts (the pinned helm).
+    path = os.pathsep.join([str(install_manifest(version).parent / "bin"), str(tool("helm").parent),
+                            os.environ.get("PATH", "/usr/bin:/bin")])
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp),
+        "PATH": path, "HOME": str(home), "TMPDIR": str(tmp),
         "ARGOCD_FAKE_IN_CLUSTER": "true",
         "ARGOCD_TLS_DATA_PATH": str(dirs["tls"]), "ARGOCD_SSH_DATA_PATH": str(dirs["ssh"]),
         "ARGOCD_GNUPGHOME": str(dirs["gpg-keys"]), "ARGOCD_GPG_DATA_PATH": str(dirs["gpg-source"]),
         "ARGOCD_GPG_ENABLED": "false", "GIT_CONFIG_NOSYSTEM": "1",
+        "HTTP_PROXY": CLOSED_PROXY, "HTTPS_PROXY": CLOSED_PROXY, "NO_PROXY": "127.0.0.1,localhost",
     }
     repo_port = free_port()
-    argo = ArgoCD(kube, namespace, workdir, env, redis, f"127.0.0.1:{repo_port}", settings.users)
+    argo = ArgoCD(kube, namespace, workdir, env, redis, f"127.0.0.1:{repo_port}", settings.users, version)
     try:
         repo_metrics, controller_metrics = free_port(), free_port()
         repo = argo._start("argocd-repo-server", [
             "--address", "127.0.0.1", "--port", str(repo_port), "--metrics-address", "127.0.0.1",
             "--metrics-port", str(repo_metrics), "--redis", redis, "--disable-tls", "--logformat", "text",
-            "--parallelismlimit", "2"], {"ARGOCD_PLUGINSOCKFILEPATH": str(plugin_socket_dir)})
+            "--parallelismlimit", "2",
+            # v3.6+ defaults to a client CA for mTLS, which plaintext refuses: none here.
+            *(["--client-ca-path="] if "--client-ca-path" in flags("argocd-repo-server", version) else [])],
+            {"ARGOCD_PLUGINSOCKFILEPATH": str(plugin_socket_dir)})
         # One status and one operation processor: a handful of apps, and the machine is shared.
         kubeconfig = str(argo.kubeconfig("argocd-application-controller"))
         controller = argo._start("argocd-application-controller", [

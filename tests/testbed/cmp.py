@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.kube import kube_version
 from tests.testbed.procs import BedError, ManagedProcess, tool, wait_for
 
@@ -51,13 +52,16 @@ class GenerateResult:
 
 
 class CmpServer:
-    """One running plugin server. `plugin_name` is what an Application puts in spec.source.plugin.name."""
+    """One running plugin server of Argo CD `version`. `plugin_name` is what an Application puts in
+    spec.source.plugin.name."""
 
-    def __init__(self, plugin_dir: Path, socket_dir: Path, plugin_name: str, process: ManagedProcess) -> None:
+    def __init__(self, plugin_dir: Path, socket_dir: Path, plugin_name: str, process: ManagedProcess,
+                 version: str) -> None:
         self.plugin_dir = plugin_dir
         self.socket_dir = socket_dir
         self.plugin_name = plugin_name
         self.process = process
+        self.version = version
 
     @property
     def socket(self) -> Path:
@@ -132,7 +136,7 @@ class CmpServer:
         }
         try:
             proc = subprocess.run(
-                [str(tool("argocd-cmp-client"))],
+                [str(tool("argocd-cmp-client", self.version))],
                 input=json.dumps(request),
                 text=True,
                 capture_output=True,
@@ -263,10 +267,13 @@ def start_cmp_server(
     env: Mapping[str, str] | None = None,
     socket_dir: Path | None = None,
     timeout: float = 30.0,
+    version: str | None = None,
 ) -> CmpServer:
-    """Start `argocd` as argocd-cmp-server for plugin_dir/plugin.yaml; wait for its socket to accept."""
-    argocd = tool("argocd")
-    tool("argocd-cmp-client")
+    """Start `argocd` (the pin, or `version`: one of ARGOCD_VERSIONS) as argocd-cmp-server for
+    plugin_dir/plugin.yaml; wait for its socket to accept."""
+    version = version or ARGOCD_VERSIONS[0]
+    argocd = tool("argocd", version)
+    tool("argocd-cmp-client", version)
     plugin_dir = Path(plugin_dir).resolve()
     name = plugin_socket_name(plugin_dir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -292,7 +299,7 @@ def start_cmp_server(
         env=server_env,
         cwd=home,
     )
-    server = CmpServer(plugin_dir, sockets, name, proc)
+    server = CmpServer(plugin_dir, sockets, name, proc, version)
     try:
         wait_for(
             f"the plugin server socket {server.socket}",

@@ -24,20 +24,23 @@ from typing import Any
 from compatibility.crd import ALL_CRDS
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
+from renderer.manifests import KINDS
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from tests.admission.cluster import Webhook, chart_objects, configurations, unregister
 from tests.admission.reviews import OPERATOR, parser_cr
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.argocd import (
     ARGOCD_API,
+    ARGOCD_VERSIONS,
     IN_CLUSTER,
     ArgoCD,
     LocalUser,
     Settings,
     configmaps_of,
-    kustomize_build,
     operation_phase,
     start_argocd,
     sync_status,
+    with_component,
 )
 from tests.testbed.cmp import CmpServer, start_cmp_server
 from tests.testbed.gitserver import GitServer, start_git_server
@@ -141,9 +144,10 @@ class GitOpsLoop:
             stack.callback(self.git.stop)
             stack.callback(self.cmp.stop)
             stack.callback(self.webhook.stop)
-            stack.callback(delete_ours, self.kube, self.namespaces)
+            stack.callback(delete_ours, self.kube, self.namespaces, children=True)
             stack.callback(self.operator.stop)
             stack.callback(self.argocd.stop)
+            stack.callback(delete_all, self.kube, ARGOCD_API, "Application", self.argocd.namespace)
             stack.callback(unregister, self.kube)
 
 
@@ -166,15 +170,23 @@ def rolled_out(bed: KubeTestBed, namespace: str, name: str, image: str | None = 
                                         and has_condition(p, "Ready") for p in running)
 
 
-def delete_ours(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
-    """Delete every Application and MigrationPlan of ours in `namespaces` (their children stay: the test bed runs
-    no garbage collector), so that no later operator in the session picks them up."""
+def delete_ours(kube: KubeTestBed, namespaces: Sequence[str], *, children: bool = False) -> None:
+    """Delete every Application and MigrationPlan of ours in `namespaces`, so that no later operator in the session
+    picks them up; with `children`, also every object the operator made there (the test bed runs no garbage
+    collector), so that the namespaces can be used again from nothing (the loop runs once per Argo CD version)."""
     for namespace in namespaces:
         for kind in ("MigrationPlan", "Application"):
-            info = kube.resource_for(APPRAFTER_API, kind)
-            resp = kube.http.delete(info.path(None, namespace))
-            if resp.status_code not in (200, 404):
-                raise BedError(f"deleting {kind}s in {namespace}: {resp.status_code} {resp.text[:500]}")
+            delete_all(kube, APPRAFTER_API, kind, namespace)
+        for made in KINDS if children else ():
+            delete_all(kube, made.api_version, made.kind, namespace, f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+
+
+def delete_all(kube: KubeTestBed, api_version: str, kind: str, namespace: str, selector: str = "") -> None:
+    """Delete every object of `kind` in `namespace` (matching the label `selector`): one delete-collection request."""
+    resp = kube.http.delete(kube.resource_for(api_version, kind).path(None, namespace),
+                            params={"labelSelector": selector} if selector else None)
+    if resp.status_code not in (200, 404):
+        raise BedError(f"deleting {kind}s in {namespace}: {resp.status_code} {resp.text[:500]}")
 
 
 @contextmanager
@@ -301,9 +313,9 @@ def person_kubeconfig(kube: KubeTestBed, workdir: Path) -> Path:
 
 
 def start_loop(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str], *,
-               namespace: str = ARGOCD_NAMESPACE) -> GitOpsLoop:
-    """Start every part of the loop but Argo CD's API server (started on first use), for Argo CD Applications in
-    `namespace` deploying into `namespaces`; stop() tears it all down."""
+               namespace: str = ARGOCD_NAMESPACE, version: str = ARGOCD_VERSIONS[0]) -> GitOpsLoop:
+    """Start every part of the loop but Argo CD's API server (started on first use), Argo CD at `version`, for Argo
+    CD Applications in `namespace` deploying into `namespaces`; stop() tears it all down."""
     workdir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         install_apprafter_crds(kube, workdir)
@@ -321,12 +333,12 @@ def start_loop(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str], *,
         plugin_dir.mkdir(exist_ok=True)
         sockets.mkdir(exist_ok=True)
         shutil.copy(REPO / "plugin.yaml", plugin_dir / "plugin.yaml")
-        cmp = start_cmp_server(plugin_dir, workdir / "cmp", path=plugin_path(), socket_dir=sockets)
+        cmp = start_cmp_server(plugin_dir, workdir / "cmp", path=plugin_path(), socket_dir=sockets, version=version)
         stack.callback(cmp.stop)
-        (workdir / "kustomize").mkdir(exist_ok=True)
-        configmaps = configmaps_of(kustomize_build(DEPLOY, workdir / "kustomize"))  # deploy/argocd/, as users apply it
+        # Argo CD's install.yaml with deploy/argocd as a component, as users build it
+        configmaps = configmaps_of(with_component(DEPLOY, version))
         settings = Settings(configmaps, (APPROVER, VIEWER))
         argocd = start_argocd(kube, workdir / "argocd", redis=redis.address, plugin_socket_dir=sockets,
-                              settings=settings, namespace=namespace)
+                              settings=settings, namespace=namespace, version=version)
         stack.pop_all()
     return GitOpsLoop(kube, git, redis, cmp, argocd, webhook, operator, tuple(namespaces), person)

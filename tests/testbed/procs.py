@@ -25,10 +25,11 @@ class BedError(RuntimeError):
     """A test-bed server failed to start or misbehaved; the message carries its log tail."""
 
 
-def tool(name: str) -> Path:
-    """The pinned binary for `name`; fails the test (never skips) with the set-up remedy."""
+def tool(name: str, version: str | None = None) -> Path:
+    """The pinned binary for `name` (or at `version`, another version the set-up installs); fails the test (never
+    skips) with the set-up remedy."""
     try:
-        return resolve(name)
+        return resolve(name, version)
     except ToolError as exc:
         pytest.fail(f"test bed needs {name}: {exc}", pytrace=False)
 

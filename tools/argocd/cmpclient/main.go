@@ -3,7 +3,8 @@
 // It reads one JSON request on stdin and prints one JSON response on stdout. It reuses Argo CD's own
 // code for every step the repo-server performs: plugin discovery by socket name
 // (util/app/discovery), env construction from plugin env and parameters (v1alpha1 types), the repo
-// tarball stream (util/cmp.SendRepoStream), and the manifest split (gitops-engine kube.SplitYAML).
+// tarball stream (util/cmp.SendRepoStream), and the manifest split (gitops-engine kube.SplitYAML, imported
+// from where the Argo CD line keeps it: engine_module.go or engine_nested.go).
 package main
 
 import (
@@ -15,7 +16,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/argoproj/gitops-engine/pkg/utils/kube"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	pluginclient "github.com/argoproj/argo-cd/v3/cmpserver/apiclient"
@@ -154,7 +154,7 @@ func run(req request) response {
 		}
 		out := response{RawManifests: resp.Manifests, IsSupported: true}
 		for _, m := range resp.Manifests {
-			objs, err := kube.SplitYAML([]byte(m))
+			objs, err := splitYAML([]byte(m))
 			if err != nil {
 				return response{Error: "failed to convert CMP manifests to unstructured objects: " + err.Error()}
 			}
