@@ -115,7 +115,11 @@ def test_ready_only_once_every_replica_is_available_and_argo_cd_says_healthy(nod
 
     node.apply(cr(namespace, workload(test_app, expose={"port": 8080, "network": "public"}), name="web"),
                field_manager=ARGO)
-    obj = node.wait(API, "Application", "web", namespace, ready, what="Application web Ready")
+    node.wait(API, "Application", "web", namespace, ready, what="Application web Ready")
+    # The digest comes with the pods' own status, which the operator may see a moment after the Deployment's.
+    obj = node.wait(API, "Application", "web", namespace,
+                    lambda o: o if ready(o) and o["status"].get("imageDigest") else None,
+                    what="Application web Ready with the pods' image digest")
     deployment = node.get("apps/v1", "Deployment", "web", namespace)
     assert deployment is not None and deployment["status"]["availableReplicas"] == 2
     assert has_condition(deployment, "Available")
@@ -310,8 +314,10 @@ def test_a_release_that_never_answers_stays_unavailable_while_the_old_pods_serve
         # The release's process starts and listens, and never answers: its readiness probe times out.
         node.apply(cr(namespace, workload(test_app, health=PROBED, env={"MODE": "hang", "MESSAGE": "v2"}),
                       name="web"), field_manager=ARGO)
-        progressing = wait_app(node, namespace, "Progressing")
-        assert "replicas" in ready_condition(progressing["status"])["message"]
+        # first "the Deployment controller has not seen generation 2 yet", then the replicas it counts
+        node.wait(API, "Application", "web", namespace,
+                  lambda o: o if in_phase("Progressing")(o) and "replicas" in ready_condition(o["status"])["message"]
+                  else None, what="Progressing, counting the new release's replicas")
         failed = wait_app(node, namespace, "Failed", "ProgressDeadlineExceeded", timeout=180)
     counted = traffic.stop()  # already stopped by the block: its counts
     assert counted["sent"] > 100 and counted["failed"] == 0, counted  # every request answered, all along

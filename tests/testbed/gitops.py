@@ -140,6 +140,7 @@ class GitOpsLoop:
         """Tear everything down, our objects in the loop's namespaces included (each step runs even if one
         before it fails)."""
         with ExitStack() as stack:
+            stack.callback(forget_access, self.kube, self.namespaces)  # last: a later `helm install` makes its own
             stack.callback(self.redis.stop)
             stack.callback(self.git.stop)
             stack.callback(self.cmp.stop)
@@ -289,6 +290,17 @@ def operator_kubeconfig(kube: KubeTestBed, workdir: Path,
         kube.ensure_namespace(obj["metadata"].get("namespace") or OPERATOR_NAMESPACE)
         kube.apply(obj, field_manager=FIELD_MANAGER)
     return kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
+
+
+def forget_access(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
+    """Delete the operator's ServiceAccount and the chart's RBAC objects the loop applied (operator_kubeconfig,
+    person_kubeconfig): on a shared bed the chart's own `helm install` would refuse to adopt them."""
+    granted = [*chart_rbac(OPERATOR_RBAC, (OPERATOR_NAMESPACE, *namespaces)),
+               *[o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"]]
+    for obj in granted:
+        kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
+    kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", f"{APPROVER_ROLE}-gitops-loop")
+    kube.delete("v1", "ServiceAccount", OPERATOR_ACCOUNT, OPERATOR_NAMESPACE)
 
 
 def chart_rbac(name: str, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,)) -> list[dict[str, Any]]:
