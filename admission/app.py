@@ -31,6 +31,7 @@ LATENCY = Histogram("apprafter_webhook_request_duration_seconds", "Time to answe
                     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 
 
+FREE_BYTES = 64 << 10
 BUFFERED = Gauge("apprafter_webhook_buffered_bytes", "Bytes of request bodies held in memory now.")
 
 
@@ -77,7 +78,7 @@ class Bounds:
 
     max_body: int = review.MAX_BODY_BYTES
     read_seconds: float = 10.0  # the whole body, from the end of the head (the API server sends it at once)
-    buffered: int = 48 << 20  # every body held at once
+    buffered: int = 48 << 20  # every body held at once, past each one's first FREE_BYTES
 
 
 async def _body(receive: Receive, scope: Scope, bounds: Bounds, budget: BodyBudget, held: list[int]) -> bytes:
@@ -96,9 +97,12 @@ async def _body(receive: Receive, scope: Scope, bounds: Bounds, budget: BodyBudg
         size += len(chunk)
         if size > bounds.max_body:
             raise _TooLarge
-        if not budget.take(len(chunk)):
+        # Every request's first FREE_BYTES come free (the connection cap bounds them): a small review always
+        # finds room however many large bodies are held.
+        counted = max(0, size - FREE_BYTES) - held[0]
+        if counted and not budget.take(counted):
             raise _NoRoom((chunks[0] if chunks else chunk)[:4096])
-        held[0] += len(chunk)
+        held[0] += counted
         chunks.append(chunk)
         if not message.get("more_body"):
             break

@@ -26,6 +26,7 @@ WAITING = Gauge("apprafter_webhook_reviews_waiting", "Reviews waiting for a work
 REFUSED = Counter("apprafter_webhook_refused", "Reviews refused without an answer from the rules, by why "
                   "(busy, cpu, memory, deadline, worker).", ["why"])
 WORKER_STARTS = Counter("apprafter_webhook_worker_starts", "Review worker processes started.")
+WORKERS = Gauge("apprafter_webhook_workers", "Review workers up and warm (idle or reviewing).")
 SMALL, LARGE = "small", "large"
 
 
@@ -103,6 +104,10 @@ class ReviewPool:
         workers = await asyncio.gather(*(_Worker.start(self.config, self.limits.start_seconds)
                                          for _ in range(self.limits.workers)))
         self.idle.extend(workers)
+        self._count()
+
+    def _count(self) -> None:
+        WORKERS.set(len(self.idle) + sum(self.running.values()))
 
     def ready(self) -> bool:
         """At least one worker is up (idle or reviewing)."""
@@ -157,6 +162,7 @@ class ReviewPool:
                 else:
                     worker.kill()
                     self._replace()
+                self._count()
                 self.changed.notify_all()
 
     async def _ask(self, worker: _Worker, path: str, body: bytes, now: str,
@@ -195,6 +201,7 @@ class ReviewPool:
                 self.starting -= 1
             async with self.changed:
                 self.idle.append(worker)
+                self._count()
                 self.changed.notify_all()
 
         task = asyncio.get_running_loop().create_task(replace())

@@ -227,10 +227,27 @@ def busy(body: bytes, why: str) -> Outcome:
     return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
 
 
+_WARM_UP = {"apiVersion": "apprafter.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "warm-up", "namespace": "default"},
+            "spec": {"environment": "prod", "environments": {"prod": {}, "Bad": {"env": {"NOTE": "literal"}}},
+                     "base": {"image": "registry.example/warm-up:1", "replicas": 1, "needs": {"pg": {}},
+                              "expose": {"port": 8080, "network": "public", "paths": ["/"]},
+                              "env": {"A": "b", "DB": {"claim": "pg/url"}, "KEY": {"secret": "s/k"}},
+                              "connects": {"egress": {"external": [{"host": "api.example.com", "port": 443}]}},
+                              "autoscale": {"on": "cpu", "min": 1, "max": 2}}}}
+
+
 def warm_up() -> None:
-    """Build what the first review would (the Application schema runs cue once), so no request pays for it."""
+    """Build what the first review would (the Application schema runs cue once, the validators, every lazy import
+    of a review, refused and admitted), so no request pays for it."""
     document_schema()
     _request_validator()
+    for environments in ({"prod": {}, "Bad": {"env": {"NOTE": "literal"}}}, {"prod": {}}):
+        obj = {**_WARM_UP, "spec": {**_WARM_UP["spec"], "environments": environments}}
+        request = {"uid": "warm-up", "kind": {"group": GROUP, "version": "v1alpha1", "kind": "Application"},
+                   "operation": "CREATE", "userInfo": {"username": "warm-up"}, "object": obj}
+        validating(json.dumps({"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": request}).encode(),
+                   Settings())
 
 
 def internal_error(body: bytes) -> Outcome:

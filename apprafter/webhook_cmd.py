@@ -32,7 +32,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
               help="Review worker processes (reviews run there, off the event loop).")
 @click.option("--review-cpu-seconds", default=2.0, show_default=True, type=click.FloatRange(0.05, 60),
               help="CPU time one review may take in its worker; past it the write is refused.")
-@click.option("--review-memory-mb", default=96, show_default=True, type=click.IntRange(16, 4096),
+@click.option("--review-memory-mb", default=96, show_default=True, type=click.IntRange(4, 4096),
               help="How far a worker's memory may grow for one review; past it the write is refused.")
 @click.option("--review-deadline-seconds", default=4.0, show_default=True, type=click.FloatRange(0.1, 29),
               help="Body read to answer, waiting for a worker included; keep it below the webhook configuration's "
