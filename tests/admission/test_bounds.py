@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 
@@ -106,8 +105,8 @@ def test_a_review_over_its_memory_budget_is_refused_and_its_worker_replaced(tmp_
         [worker] = server.workers()
         answer = validate(server, two_megabytes())
         assert answer["allowed"] is False and "budget (its memory" in answer["status"]["message"], answer
-        eventually("a new worker, warm", lambda: server.metric("apprafter_webhook_worker_starts_total") == 2
-                   and server.metric("apprafter_webhook_workers") == 1 or None)
+        eventually("a new worker, warm", lambda: (server.metric("apprafter_webhook_worker_starts_total") == 2
+                   and server.metric("apprafter_webhook_workers") == 1) or None)
         assert worker not in server.workers()
         assert validate(server, parser_cr())["allowed"] is True
 
@@ -119,8 +118,8 @@ def test_a_review_past_its_deadline_is_refused_and_its_worker_replaced(tmp_path:
             answer = validate(server, parser_cr())
         assert answer["allowed"] is False and "budget (0.5 s)" in answer["status"]["message"], answer
         assert server.metric("apprafter_webhook_refused_total", why="deadline") == 1
-        eventually("a new worker, warm", lambda: server.metric("apprafter_webhook_worker_starts_total") == 2
-                   and server.metric("apprafter_webhook_workers") == 1 or None)
+        eventually("a new worker, warm", lambda: (server.metric("apprafter_webhook_worker_starts_total") == 2
+                   and server.metric("apprafter_webhook_workers") == 1) or None)
         assert worker not in server.workers()
         assert validate(server, parser_cr())["allowed"] is True
 
