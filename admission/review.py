@@ -227,7 +227,7 @@ def busy(body: bytes, why: str) -> Outcome:
     return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
 
 
-_WARM_UP = {"apiVersion": "apprafter.io/v1alpha1", "kind": "Application",
+_WARM_UP: dict[str, Any] = {"apiVersion": "apprafter.io/v1alpha1", "kind": "Application",
             "metadata": {"name": "warm-up", "namespace": "default"},
             "spec": {"environment": "prod", "environments": {"prod": {}, "Bad": {"env": {"NOTE": "literal"}}},
                      "base": {"image": "registry.example/warm-up:1", "replicas": 1, "needs": {"pg": {}},
@@ -242,7 +242,8 @@ def warm_up() -> None:
     of a review, refused and admitted), so no request pays for it."""
     document_schema()
     _request_validator()
-    for environments in ({"prod": {}, "Bad": {"env": {"NOTE": "literal"}}}, {"prod": {}}):
+    variants: list[dict[str, Any]] = [{"prod": {}, "Bad": {"env": {"NOTE": "literal"}}}, {"prod": {}}]
+    for environments in variants:
         obj = {**_WARM_UP, "spec": {**_WARM_UP["spec"], "environments": environments}}
         request = {"uid": "warm-up", "kind": {"group": GROUP, "version": "v1alpha1", "kind": "Application"},
                    "operation": "CREATE", "userInfo": {"username": "warm-up"}, "object": obj}
