@@ -227,14 +227,14 @@ def busy(body: bytes, why: str) -> Outcome:
     return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
 
 
-_WARM_UP: dict[str, Any] = {"apiVersion": "apprafter.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": "warm-up", "namespace": "default"},
-            "spec": {"environment": "prod", "environments": {"prod": {}, "Bad": {"env": {"NOTE": "literal"}}},
-                     "base": {"image": "registry.example/warm-up:1", "replicas": 1, "needs": {"pg": {}},
-                              "expose": {"port": 8080, "network": "public", "paths": ["/"]},
-                              "env": {"A": "b", "DB": {"claim": "pg/url"}, "KEY": {"secret": "s/k"}},
-                              "connects": {"egress": {"external": [{"host": "api.example.com", "port": 443}]}},
-                              "autoscale": {"on": "cpu", "min": 1, "max": 2}}}}
+_WARM_UP: dict[str, Any] = {
+    "apiVersion": "apprafter.io/v1alpha1", "kind": "Application", "metadata": {"name": "warm-up", "namespace": "x"},
+    "spec": {"environment": "prod", "environments": {"prod": {}},
+             "base": {"image": "registry.example/warm-up:1", "replicas": 1, "needs": {"pg": {}},
+                      "expose": {"port": 8080, "network": "public", "paths": ["/"]},
+                      "env": {"A": "b", "DB": {"claim": "pg/url"}, "KEY": {"secret": "s/k"}},
+                      "connects": {"egress": {"external": [{"host": "api.example.com", "port": 443}]}},
+                      "autoscale": {"on": "cpu", "min": 1, "max": 2}}}}
 
 
 def warm_up() -> None:
