@@ -273,6 +273,11 @@ def _operator_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
 
 
+def _operator_record(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.record_writer(req.kind, req.user, settings.operator_user)
+    return _Verdict((("metadata", reason),) if reason else (), FORBIDDEN)
+
+
 def _migration_plan(req: _Request, settings: Settings) -> _Verdict:
     problems: list[tuple[str, str]] = []
     if req.operation == "CREATE":
@@ -312,6 +317,10 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("MigrationPlan", "status"): _migration_plan_status,
     ("PlatformStack", ""): _platform_stack,
     ("PlatformStack", "status"): _operator_status,
+    ("ApplicationBaseline", ""): _operator_record,
+    ("ApplicationBaseline", "status"): _operator_status,
+    ("PublicHostname", ""): _operator_record,
+    ("PublicHostname", "status"): _operator_status,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

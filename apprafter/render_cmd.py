@@ -74,9 +74,10 @@ def envs(path: Path, as_json: bool) -> None:
 @click.command()
 @reported
 def crds() -> None:
-    """Print the CRDs (Application, MigrationPlan, PlatformStack, ResourceClaim) generated from their CUE schemas."""
-    from compatibility.crd import ALL_CRDS
+    """Print the CRDs (Application, ApplicationBaseline, MigrationPlan, PlatformStack, PublicHostname, ResourceClaim)
+    generated from their CUE schemas."""
+    from lifecycle.crd import OPERATOR_CRDS
     from platform_stack.resource import PLATFORM_STACK
     from renderer.crds import crd_documents
 
-    _write(dump_stream(crd_documents((*ALL_CRDS, PLATFORM_STACK))))
+    _write(dump_stream(crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))))

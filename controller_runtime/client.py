@@ -17,7 +17,7 @@ from lightkube.config import client_adapter
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import CascadeType, PatchType
 
-from controller_runtime.discovery import Discovery, ResourceInfo
+from controller_runtime.discovery import Discovery, ResourceInfo, resource_list_path
 from controller_runtime.errors import KubeConfigError, KubeError
 from controller_runtime.kinds import KindLike, gvk, gvk_of
 from controller_runtime.metrics import REQUESTS, WRITES
@@ -249,3 +249,59 @@ class Kube:
         except KubeError as e:
             if e.code != 404:
                 raise
+
+    # --- requests lightkube does not make: metadata only, deletes with a precondition ---------------------------
+
+    def _path(self, info: ResourceInfo, name: str, namespace: str | None) -> str:
+        where = f"/namespaces/{namespace}" if info.namespaced and namespace else ""
+        return f"{resource_list_path(info.api_version)}{where}/{info.plural}/{name}"
+
+    async def metadata(self, kind: KindLike, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """An object's metadata only (PartialObjectMetadata: its content never crosses the wire), None when absent."""
+        info = await self.resource(kind)
+        what = f"get metadata of {info.kind} {_where(namespace, name)}"
+        try:
+            async with self._slots:
+                response = await self.http.get(self._path(info, name, namespace), headers={
+                    "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"})
+        except httpx.HTTPError as e:
+            raise _error(e, what) from e
+        REQUESTS.labels("GET", str(response.status_code)).inc()
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 300:
+            said = _said(response)
+            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+        meta = response.json().get("metadata")
+        return dict(meta) if isinstance(meta, dict) else {}
+
+    async def delete_exactly(self, kind: KindLike, name: str, namespace: str | None, uid: str) -> bool:
+        """Delete the object only if it is still the one with `uid` (a precondition the API server checks): False
+        when it is gone or is another object by now (someone made a new one under the name)."""
+        info = await self.resource(kind)
+        WRITES.labels("delete", info.plural).inc()
+        what = f"delete {info.kind} {_where(namespace, name)}"
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            async with self._slots:
+                response = await self.http.request("DELETE", self._path(info, name, namespace), json=body)
+        except httpx.HTTPError as e:
+            raise _error(e, what) from e
+        REQUESTS.labels("DELETE", str(response.status_code)).inc()
+        if response.status_code in (404, 409):
+            return False
+        if response.status_code >= 300:
+            said = _said(response)
+            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+        return True
+
+
+def _said(response: httpx.Response) -> str:
+    """The message of a Status reply (else the status line)."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])
+    return f"HTTP {response.status_code} {response.reason_phrase}"
