@@ -69,11 +69,11 @@ def remembered(app: Mapping[str, Any], found: Mapping[str, Any] | None, *, field
     """The baseline of this pass, or why none can be trusted (fail closed: nothing is applied on it). `found` is the
     deployment's ApplicationBaseline (None when there is none); the record outranks the status, which may be gone
     (a new object) or older (a crash between the record and the status write)."""
+    why = untrusted(app, "lastAppliedSpec", status_manager)
+    if why:  # a status someone else wrote is tampering, whatever the record says: fail closed
+        return why
     if found is not None:
         return _from_record(found, app, field_manager)
-    why = untrusted(app, "lastAppliedSpec", status_manager)
-    if why:
-        return why
     status = app.get("status") if isinstance(app.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
     spec = status.get("lastAppliedSpec")

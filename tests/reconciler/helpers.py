@@ -25,18 +25,10 @@ T = TypeVar("T")
 CREATED: list[str] = []
 
 
-# The Secrets the tests' apps reference (BASE, the gate families, the examples), as the team owning a namespace
-# makes them: granted to the apps that read them (lifecycle.secrets).
-GRANTED_SECRETS = ("vendor", "other", "third-party-tron", "shop-session")
-GRANTED_TO = "demo, parser, webapp, worker"
-
-
-def fresh_namespace(bed: KubeTestBed, prefix: str = "op", grants: bool = True) -> str:
+def fresh_namespace(bed: KubeTestBed, prefix: str = "op") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     bed.ensure_namespace(name)
     CREATED.append(name)
-    for secret in GRANTED_SECRETS if grants else ():
-        grant_secret(bed, name, secret, GRANTED_TO)
     return name
 
 
@@ -93,7 +85,24 @@ def edit(base: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
 
 
 def apply(bed: KubeTestBed, obj: dict[str, Any]) -> dict[str, Any]:
+    """Apply an Application as Argo CD does, its team having granted it the Secrets its env names (lifecycle.secrets;
+    tests/reconciler/test_tenant_cluster.py writes as a tenant without that)."""
+    grant_referenced(bed, obj)
     return bed.apply(obj, field_manager=ARGO)
+
+
+def grant_referenced(bed: KubeTestBed, obj: dict[str, Any]) -> None:
+    """Every Secret the Application's env references (in base and each environment), granted to it."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    scopes = [spec.get("base") or {}, *(spec.get("environments") or {}).values()]
+    names = {v["secret"].partition("/")[0] for scope in scopes for v in (scope.get("env") or {}).values()
+             if isinstance(v, dict) and isinstance(v.get("secret"), str)}
+    for name in sorted(names):
+        existing = bed.get("v1", "Secret", name, meta["namespace"])
+        granted = ((existing or {}).get("metadata", {}).get("annotations") or {}).get("apprafter.io/applications", "")
+        apps = {a.strip() for a in granted.split(",") if a.strip()}
+        if meta["name"] not in apps:
+            grant_secret(bed, meta["namespace"], name, ", ".join(sorted(apps | {meta["name"]})))
 
 
 def wait(what: str, probe: Callable[[], T | None], timeout: float = 30) -> T:
