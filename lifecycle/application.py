@@ -184,6 +184,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         phase = "AwaitingMigrationApproval"
         ready = Condition(READY, "False", "AwaitingMigrationApproval", waiting_note(decision, namespace))
         fields["migrationPlan"] = decision.waiting_for
+        _held_at(fields, decision)
     elif waiting:
         phase = "Pending"
         ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "
@@ -219,6 +220,14 @@ def _restamp(status: Mapping[str, Any], decision: Decision, fields: dict[str, An
     if target.get("image"):
         fields["image"] = target["image"]
     return notes
+
+
+def _held_at(fields: dict[str, Any], decision: Decision) -> None:
+    """A held Application shows the baseline its children are at, also when this object never applied it (created
+    again over its ApplicationBaseline: lifecycle.baseline)."""
+    fields.setdefault("lastAppliedSpec", dict(decision.target))
+    if decision.target.get("image"):
+        fields.setdefault("image", decision.target["image"])
 
 
 def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:
