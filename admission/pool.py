@@ -123,8 +123,11 @@ class ReviewPool:
             return False
         if lane == SMALL:
             return True
-        # a large review waits while a small one does, and never takes the last worker there is
-        return self.waiting[SMALL] == 0 and self.running[LARGE] < max(1, self.limits.workers - 1)
+        # A large review waits while a small one does, and never takes the last idle worker (while one is being
+        # replaced, the live ones count); with a single worker configured there is no other to keep.
+        if self.waiting[SMALL]:
+            return False
+        return self.limits.workers == 1 or len(self.idle) >= 2
 
     async def review(self, path: str, body: bytes, now: str, started: float) -> Outcome:
         """The answer for one review whose body was read by `started` (time.monotonic())."""
@@ -148,6 +151,12 @@ class ReviewPool:
         finally:
             self.waiting[lane] -= 1
             WAITING.labels(lane).set(self.waiting[lane])
+        if lane == LARGE and deadline - time.monotonic() < min(self.limits.cpu_seconds, self.limits.deadline_seconds):
+            # too little time left for what a large review may take: refused now rather than killed half-way
+            # (a worker killed is a worker warming up again)
+            await self._give_back(worker, lane)
+            REFUSED.labels("busy").inc()
+            return busy(body, "a large review waited too long for a worker")
         IN_FLIGHT.labels(lane).inc()
         keep = False
         try:
@@ -155,15 +164,18 @@ class ReviewPool:
             return outcome
         finally:
             IN_FLIGHT.labels(lane).dec()
-            async with self.changed:
-                self.running[lane] -= 1
-                if keep:
-                    self.idle.append(worker)
-                else:
-                    worker.kill()
-                    self._replace()
-                self._count()
-                self.changed.notify_all()
+            await self._give_back(worker, lane, keep)
+
+    async def _give_back(self, worker: _Worker, lane: str, keep: bool = True) -> None:
+        async with self.changed:
+            self.running[lane] -= 1
+            if keep:
+                self.idle.append(worker)
+            else:
+                worker.kill()
+                self._replace()
+            self._count()
+            self.changed.notify_all()
 
     async def _ask(self, worker: _Worker, path: str, body: bytes, now: str,
                    deadline: float) -> tuple[Outcome, bool]:

@@ -21,14 +21,16 @@ from typing import IO, Any
 
 from admission import review
 from renderer.context import PlatformContext
+from toolchain.errors import ToolFailure
 
 __all__ = ["read_frame", "write_frame"]
 
 HEADER = struct.Struct(">I")
 
 
-class _OverBudget(BaseException):
-    """The review's CPU time ran out (raised from SIGPROF; a BaseException, so no `except Exception` swallows it)."""
+class _OverBudget(ToolFailure):
+    """The review's CPU time ran out (raised from SIGPROF; nothing on a review's path catches a ToolFailure or
+    `Exception` as a whole, so it reaches the worker's loop)."""
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:
@@ -118,7 +120,10 @@ def main() -> None:
         if header is None or body is None:
             return
         request = json.loads(header)
-        outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
+        try:
+            outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
+        except _OverBudget:  # the timer fired as the review ended, before it was stopped
+            outcome, spent = review.over_budget(body, f"{config['cpu_seconds']:g} s of CPU time"), "cpu"
         del body
         leave = spent == "memory"
         write_frame(out, json.dumps({"outcome": outcome.to_json(), "spent": spent, "leave": leave}).encode())

@@ -7,9 +7,15 @@
     `--servers` also runs the same ASGI app under hypercorn, side by side (why admission/ uses uvicorn).
 (2) Application creates through the test bed's kube-apiserver into a namespace the webhook is registered for
     and into one it is not, interleaved; the difference is what the webhook adds to a user's write.
+(3) `--hostile` (issue 24): another tenant's small creates through kube-apiserver at a fixed rate, alone and while
+    a hostile tenant sends dry-run creates of a 2 MB Application and of a 10 000-environment one as fast as its
+    connections go, interleaved rounds of the same run: p50/p99 before and during, side by side; what the hostile
+    reviews cost in the webhook and what they got; the webhook's resident memory (with its workers) at its peak;
+    and the CPU and memory one review of the largest Application etcd stores (1.5 MiB) takes, which the chart's
+    budgets follow from.
 
 Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
-                                                  [--servers] [--skip-e2e]
+                                                  [--servers] [--skip-e2e] [--hostile] [--hostile-rate 20]
 """
 
 from __future__ import annotations
@@ -83,15 +89,17 @@ def summary(values: list[float]) -> str:
 
 
 def open_loop(base_url: str, ca: Path, send: Callable[[httpx.Client], httpx.Response], rate: float,
-              seconds: float, workers: int = 4) -> list[float]:
+              seconds: float, workers: int = 4, token: str | None = None) -> list[float]:
     """Requests at a fixed rate; each latency from its scheduled time (no coordinated omission)."""
     total = int(rate * seconds)
     start = time.perf_counter() + 0.2
     latencies: list[float] = []
     lock, counter = threading.Lock(), iter(range(total))
 
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+
     def worker() -> None:
-        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10) as client:
+        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10, headers=headers) as client:
             send(client)  # connect (TLS handshake) before the clock starts
             while True:
                 with lock:
@@ -272,6 +280,161 @@ def bench_end_to_end(args: argparse.Namespace, workdir: Path) -> None:
         bed.stop()
 
 
+def large_application(namespace: str, name: str, target: int) -> dict[str, Any]:
+    """The parser example grown to about `target` bytes of env literals (valid: the review's whole path runs)."""
+    cr = parser_cr(namespace, name)
+    cr["spec"]["base"]["env"] = {f"K{i}": "x" * 100 for i in range(target // 110)}
+    return cr
+
+
+def many_environments(namespace: str, name: str, count: int) -> dict[str, Any]:
+    """`count` environments, named against the rules, each with a literal: the shape that was quadratic."""
+    cr = parser_cr(namespace, name)
+    for i in range(count):
+        cr["spec"]["environments"][f"E{i}"] = {"env": {"NOTE": f"literal-{i}-of-many"}}
+    return cr
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its children (the webhook and its review workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for one in (pid, *map(int, children)):
+        for line in Path(f"/proc/{one}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+ONE_REVIEW = """
+import json, sys, time
+from admission import review
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+review.warm_up()
+body = open(sys.argv[1], "rb").read()
+before = hwm()
+t0 = time.process_time()
+outcome = review.validating(body, review.Settings())
+print(json.dumps({"cpu": time.process_time() - t0, "grown": hwm() - before, "allowed": outcome.allowed}))
+"""
+
+
+def one_review_cost(workdir: Path) -> None:
+    """CPU time and peak memory growth of one review of a 1.5 MiB Application (the largest etcd stores) and of a
+    10 000-environment one, each in a fresh process warmed up as a worker is."""
+    for what, obj in (("a 1.5 MiB Application", large_application("team-a", "large", 3 << 19)),
+                      ("10 000 environments, each refused", many_environments("team-a", "wide", 10_000))):
+        path = workdir / "review.json"
+        path.write_bytes(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "apprafter.io", "version": "v1alpha1", "kind": "Application"},
+            "operation": "CREATE", "userInfo": {"username": "bench"}, "object": obj}}).encode())
+        out = subprocess.run([sys.executable, "-c", ONE_REVIEW, str(path)], capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+        result = json.loads(out.stdout)
+        print(f"one review of {what} ({path.stat().st_size >> 10} KiB): {result['cpu'] * 1000:.0f} ms CPU, peak "
+              f"memory +{result['grown']:.0f} MiB, allowed={result['allowed']} (the chart's budget per review: "
+              "2 s CPU, 96 MiB)")
+
+
+def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
+    bed: KubeTestBed = start_kube(workdir / "kube-hostile", install_crds=False)
+    cert = CA().serving_cert(workdir / "tls-hostile", "webhook")
+    proc: ManagedProcess | None = None
+    try:
+        crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
+                              check=True, cwd=ROOT)
+        (workdir / "crds.yaml").write_text(crds.stdout)
+        bed.install_crds([workdir / "crds.yaml"])
+        proc, url = start_server("uvicorn", cert, workdir)
+        good, hostile = f"good-{uuid.uuid4().hex[:6]}", f"hostile-{uuid.uuid4().hex[:6]}"
+        for ns in (good, hostile):
+            bed.ensure_namespace(ns)
+        hook = {"name": "applications.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "timeoutSeconds": 5, "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                            "values": [good, hostile]}]},
+                "clientConfig": {"url": url + "/validate", "caBundle": base64.b64encode(cert.ca_pem).decode()},
+                "rules": [{"apiGroups": ["apprafter.io"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["applications"]}]}
+        bed.apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                   "metadata": {"name": "apprafter-bench-hostile"}, "webhooks": [hook]})
+        info = bed.resource_for("apprafter.io/v1alpha1", "Application")
+        canary = parser_cr(good, "canary")
+        canary["spec"]["base"]["env"]["bad-key"] = "x"
+        wait_for("the webhook to be honoured", lambda: "applications.apprafter.io" in bed.http.post(
+            info.path(None, good), json=canary, params={"dryRun": "All"}).text or None, 30)
+        heavy = [json.dumps(large_application(hostile, "large", 2 << 20)).encode(),
+                 json.dumps(many_environments(hostile, "wide", 10_000)).encode()]
+        print(f"--- hostile: {len(heavy[0]) >> 10} KiB and {len(heavy[1]) >> 10} KiB (10 000 environments) dry-run "
+              f"creates from {args.clients} connections vs another tenant's creates at {args.hostile_rate:.0f}/s")
+        outcomes: dict[str, int] = {}
+        failed: list[str] = []
+        counter = iter(range(1_000_000))
+        lock = threading.Lock()
+        peak = [tree_rss(proc.popen.pid)]
+
+        def good_round() -> list[float]:
+            template = parser_cr(good, "x")
+
+            def create(client: httpx.Client) -> httpx.Response:
+                obj = copy.deepcopy(template)
+                with lock:
+                    obj["metadata"]["name"] = f"good-{next(counter):06d}"
+                resp = client.post(info.path(None, good), json=obj)
+                if resp.status_code != 201:
+                    with lock:
+                        failed.append(resp.json().get("message", resp.text)[:160])
+                return httpx.Response(200)
+            return open_loop(bed.url, bed.ca_path, create, args.hostile_rate, args.seconds / ROUNDS,
+                             workers=2, token=bed.token)
+
+        def flood(stop: threading.Event) -> None:
+            with httpx.Client(base_url=bed.url, verify=str(bed.ca_path), timeout=30,
+                              headers={"Authorization": f"Bearer {bed.token}",
+                                       "Content-Type": "application/json"}) as client:
+                i = 0
+                while not stop.is_set():
+                    resp = client.post(info.path(None, hostile), content=heavy[i % 2], params={"dryRun": "All"})
+                    said = resp.json().get("message", "") if resp.status_code >= 300 else "admitted"
+                    why = ("budget" if "budget" in said else "capacity" if "capacity" in said
+                           else "refused by the rules" if "denied" in said else said[:60])
+                    with lock:
+                        outcomes[f"{resp.status_code} {why}"] = outcomes.get(f"{resp.status_code} {why}", 0) + 1
+                        peak[0] = max(peak[0], tree_rss(proc.popen.pid))
+                    i += 1
+
+        alone: list[float] = []
+        during: list[float] = []
+        for _ in range(ROUNDS):
+            alone += good_round()
+            stop = threading.Event()
+            floods = [threading.Thread(target=flood, args=(stop,)) for _ in range(args.clients)]
+            for t in floods:
+                t.start()
+            time.sleep(1.0)  # the flood is under way before the round starts
+            during += good_round()
+            stop.set()
+            for t in floods:
+                t.join()
+        print(f"another tenant's creates, alone          {summary(alone)}")
+        print(f"another tenant's creates, during a flood {summary(during)}")
+        print(f"p50 {pct(during, .5) / pct(alone, .5):.2f}x, p99 {pct(during, .99) / pct(alone, .99):.2f}x "
+              "(during / alone, same run)")
+        print(f"another tenant's creates refused: {len(failed)} of {len(alone) + len(during)}"
+              + (f" (first: {failed[0]})" if failed else ""))
+        print("hostile writes: " + ", ".join(f"{n} x {k}" for k, n in sorted(outcomes.items())))
+        times, _ = server_times(proc, 0)
+        print(f"webhook's time per review, all of them: {summary(times)}")
+        print(f"webhook resident memory, workers included: peak {peak[0] / (1 << 20):.0f} MiB (chart limit 384 MiB)")
+    finally:
+        if proc is not None:
+            proc.stop()
+        bed.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=float, default=200)
@@ -280,8 +443,14 @@ def main() -> None:
     parser.add_argument("--creates", type=int, default=200)
     parser.add_argument("--servers", action="store_true", help="also run the app under hypercorn, side by side")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--hostile", action="store_true", help="only the hostile-tenant run (3), and one review's cost")
+    parser.add_argument("--hostile-rate", type=float, default=20, help="the other tenant's creates per second")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
+        if args.hostile:
+            one_review_cost(Path(tmp))
+            bench_hostile(args, Path(tmp))
+            return
         bench_handler(args, Path(tmp))
         if not args.skip_e2e:
             bench_end_to_end(args, Path(tmp))

@@ -299,7 +299,8 @@ def chart_role(name: str) -> dict[str, Any]:
 
 FOREIGN: dict[str, dict[str, Any]] = {
     "Service": {"apiVersion": "v1", "kind": "Service", "spec": {
-        "type": "NodePort", "selector": {"app": "billing"}, "ports": [{"name": "legacy", "port": 80, "protocol": "TCP"}]}},
+        "type": "NodePort", "selector": {"app": "billing"},
+        "ports": [{"name": "legacy", "port": 80, "protocol": "TCP"}]}},
     "ServiceAccount": {"apiVersion": "v1", "kind": "ServiceAccount", "automountServiceAccountToken": True},
     "NetworkPolicy": {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "spec": {
         "podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]}},
