@@ -145,7 +145,7 @@ def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = No
             return  # lifespan and websockets: nothing to do
         path, method = scope["path"], scope["method"]
         if path in reviewers and method == "POST":
-            await _review(path, reviewers[path], scope, receive, send, bounds, budget)
+            await _review(path, reviewers[path], scope, receive, send, bounds, budget, pool)
         elif path in reviewers:
             await _send(send, 405, b'{"message": "POST an AdmissionReview"}')
         elif path == "/healthz" and method == "GET":
@@ -161,21 +161,47 @@ def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = No
     return app
 
 
+def _length(scope: Scope) -> int:
+    """The Content-Length a request declares (0 when none)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
+
+
+async def _start(receive: Receive, size: int = 4096) -> bytes:
+    """The first `size` bytes of the body (the rest is never read: the connection closes after the answer)."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < size:
+        message = await receive()
+        chunk = message.get("body", b"") if message["type"] == "http.request" else b""
+        chunks.append(chunk)
+        got += len(chunk)
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)[:size]
+
+
 async def _review(path: str, reviewer: Reviewer, scope: Scope, receive: Receive, send: Send, bounds: Bounds,
-                  budget: BodyBudget) -> None:
+                  budget: BodyBudget, pool: ReviewPool | None) -> None:
     started = time.perf_counter()
+    arrived = time.monotonic()  # the review's deadline counts from the request's head, as the API server's does
     held = [0]
     close = False
+    full = pool.full(_length(scope)) if pool is not None else None
     try:
         try:
             async with asyncio.timeout(bounds.read_seconds):
+                if full is not None:  # refused before the body is read: only its start, for the request uid
+                    raise _NoRoom(await _start(receive))
                 body = await _body(receive, scope, bounds, budget, held)
         except _TooLarge:
             outcome, status, close = review.too_large(bounds.max_body), 413, True
         except _NoRoom as e:
             REFUSED.labels("busy").inc()
-            outcome, status, close = review.busy(e.head, "request bodies held at once would pass "
-                                                 f"{bounds.buffered >> 20} MiB"), 200, True
+            why = full or f"request bodies held at once would pass {bounds.buffered >> 20} MiB"
+            outcome, status, close = review.busy(e.head, why), 200, True
         except TimeoutError:
             REFUSED.labels("slow").inc()
             log.warning("body not read within %g s: connection closed", bounds.read_seconds)
@@ -183,7 +209,7 @@ async def _review(path: str, reviewer: Reviewer, scope: Scope, receive: Receive,
             return
         else:
             try:
-                outcome, status = await reviewer(body, time.monotonic()), 200
+                outcome, status = await reviewer(body, arrived), 200
             except Exception:  # a bug must refuse, never answer 500 or allow; logged with its traceback
                 log.exception("review failed")
                 outcome, status = review.internal_error(body), 200

@@ -37,7 +37,7 @@ class Limits:
     workers: int = 2
     cpu_seconds: float = 2.0  # per review, in its worker
     memory_mb: int = 96  # growth of a worker's data segment past its warm size
-    deadline_seconds: float = 4.0  # body read to answer, queueing included: below the configuration's timeoutSeconds
+    deadline_seconds: float = 4.0  # request to answer, queueing included: below the configuration's timeoutSeconds
     large_body: int = 256 << 10  # bodies above this are "large": they never take the last free worker
     queue: int = 32  # reviews that may wait for a worker (large ones: at most `workers`)
     start_seconds: float = 60.0  # a worker's warm-up (cue builds the schema once)
@@ -129,8 +129,17 @@ class ReviewPool:
             return False
         return self.limits.workers == 1 or len(self.idle) >= 2
 
+    def full(self, size: int) -> str | None:
+        """Why a body of `size` bytes would be refused at once (its lane's wait is full), else None: said before
+        the body is read, so a flood of large bodies costs the webhook their first bytes only."""
+        lane = LARGE if size > self.limits.large_body else SMALL
+        room = self.limits.queue if lane == SMALL else self.limits.workers
+        if self.waiting[lane] >= room:
+            return f"{self.waiting[lane]} {lane} reviews waiting for a worker"
+        return None
+
     async def review(self, path: str, body: bytes, now: str, started: float) -> Outcome:
-        """The answer for one review whose body was read by `started` (time.monotonic())."""
+        """The answer for one review whose request arrived at `started` (time.monotonic())."""
         lane = LARGE if len(body) > self.limits.large_body else SMALL
         room = self.limits.queue if lane == SMALL else self.limits.workers
         if self.waiting[lane] >= room:
