@@ -160,9 +160,9 @@ class ReviewPool:
         finally:
             self.waiting[lane] -= 1
             WAITING.labels(lane).set(self.waiting[lane])
-        if lane == LARGE and deadline - time.monotonic() < min(self.limits.cpu_seconds, self.limits.deadline_seconds):
-            # too little time left for what a large review may take: refused now rather than killed half-way
-            # (a worker killed is a worker warming up again)
+        if lane == LARGE and deadline - time.monotonic() < self.limits.deadline_seconds / 4:
+            # too little time left for a large review: refused now rather than killed half-way (a worker killed
+            # is a worker warming up again)
             await self._give_back(worker, lane)
             REFUSED.labels("busy").inc()
             return busy(body, "a large review waited too long for a worker")

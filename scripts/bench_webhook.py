@@ -85,6 +85,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float]) -> str:
+    if not values:
+        return "none"
     return f"p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms  (n={len(values)})"
 
 
