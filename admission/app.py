@@ -1,16 +1,20 @@
-"""The webhook's ASGI app: routes, the 3 MiB body limit, one log line and the metrics per review."""
+"""The webhook's ASGI app: routes, the 3 MiB body limit, a deadline for reading a body and a budget for all bodies
+held at once, the review itself in a worker process (admission.pool) or inline, one log line and the metrics."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
 from admission import review
+from admission.pool import REFUSED, ReviewPool
 from toolchain.errors import USER_EXIT, AppRafterError
 from toolchain.timestamps import time_now
 
@@ -27,6 +31,10 @@ LATENCY = Histogram("apprafter_webhook_request_duration_seconds", "Time to answe
                     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0))
 
 
+FREE_BYTES = 64 << 10
+BUFFERED = Gauge("apprafter_webhook_buffered_bytes", "Bytes of request bodies held in memory now.")
+
+
 class _TooLarge(AppRafterError):
     """The body is over the limit (refused with 413 before it is read whole); the caller's to fix."""
 
@@ -34,49 +42,110 @@ class _TooLarge(AppRafterError):
     retry = False
 
 
-async def _body(receive: Receive, scope: Scope, limit: int) -> bytes:
-    """The request body, or _TooLarge as soon as it exceeds `limit` (the rest is never buffered)."""
+class _NoRoom(AppRafterError):
+    """All bodies held at once would pass the webhook's buffer budget (refused with 429: retry)."""
+
+    exit_code = USER_EXIT
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__("no room for the request body")
+        self.head = head  # the body's start, for its request uid
+
+
+class BodyBudget:
+    """Bytes of request bodies the process holds at once, whoever sends them: a slow client holding a body just
+    under the size limit takes its share from here, so many of them cannot grow the process past its limit."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        BUFFERED.set(self.used)
+        return True
+
+    def give(self, size: int) -> None:
+        self.used -= size
+        BUFFERED.set(self.used)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """What one request may take before it is reviewed (docs/admission.md "Bounds")."""
+
+    max_body: int = review.MAX_BODY_BYTES
+    read_seconds: float = 10.0  # the whole body, from the end of the head (the API server sends it at once)
+    buffered: int = 48 << 20  # every body held at once, past each one's first FREE_BYTES
+
+
+async def _body(receive: Receive, scope: Scope, bounds: Bounds, budget: BodyBudget, held: list[int]) -> bytes:
+    """The request body, or _TooLarge as soon as it exceeds the limit (the rest is never buffered), _NoRoom when
+    the budget of all bodies is spent; what it took from the budget is added to `held` (the caller gives it back)."""
     for name, value in scope.get("headers", []):
-        if name == b"content-length" and value.isdigit() and int(value) > limit:
+        if name == b"content-length" and value.isdigit() and int(value) > bounds.max_body:
             raise _TooLarge
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
+        if size > bounds.max_body:
             raise _TooLarge
+        # Every request's first FREE_BYTES come free (the connection cap bounds them): a small review always
+        # finds room however many large bodies are held.
+        counted = max(0, size - FREE_BYTES) - held[0]
+        if counted and not budget.take(counted):
+            raise _NoRoom((chunks[0] if chunks else chunk)[:4096])
+        held[0] += counted
         chunks.append(chunk)
         if not message.get("more_body"):
             break
     return b"".join(chunks)
 
 
-async def _send(send: Send, status: int, body: bytes, content_type: bytes = b"application/json") -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
+async def _send(send: Send, status: int, body: bytes, content_type: bytes = b"application/json",
+                close: bool = False) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 Ready = Callable[[], bool]
+Reviewer = Callable[[bytes, float], Awaitable[review.Outcome]]
 
 
-def make_app(settings: review.Settings, ready: Ready, limit: int = review.MAX_BODY_BYTES
+def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = None, pool: ReviewPool | None = None
              ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-    """POST /validate and /mutate (AdmissionReview v1), GET /healthz, /readyz, /metrics."""
-    reviewers: dict[str, Callable[[bytes], review.Outcome]] = {
-        "/validate": lambda body: review.validating(body, settings),
-        "/mutate": lambda body: review.mutating(body, settings, time_now()),
-    }
+    """POST /validate and /mutate (AdmissionReview v1), GET /healthz, /readyz, /metrics. With a pool, reviews run
+    in its worker processes (what `apprafter webhook` serves); without one, inline on the event loop."""
+    bounds = bounds or Bounds()
+    budget = BodyBudget(bounds.buffered)
+
+    def reviewer(path: str) -> Reviewer:
+        async def one(body: bytes, started: float) -> review.Outcome:
+            if pool is not None:
+                return await pool.review(path, body, time_now(), started)
+            if path == "/mutate":
+                return review.mutating(body, settings, time_now())
+            return review.validating(body, settings)
+        return one
+
+    reviewers = {path: reviewer(path) for path in ("/validate", "/mutate")}
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return  # lifespan and websockets: nothing to do
         path, method = scope["path"], scope["method"]
         if path in reviewers and method == "POST":
-            await _review(path, reviewers[path], scope, receive, send, limit)
+            await _review(path, reviewers[path], scope, receive, send, bounds, budget, pool)
         elif path in reviewers:
             await _send(send, 405, b'{"message": "POST an AdmissionReview"}')
         elif path == "/healthz" and method == "GET":
@@ -92,21 +161,63 @@ def make_app(settings: review.Settings, ready: Ready, limit: int = review.MAX_BO
     return app
 
 
-async def _review(path: str, reviewer: Callable[[bytes], review.Outcome], scope: Scope, receive: Receive,
-                  send: Send, limit: int) -> None:
+def _length(scope: Scope) -> int:
+    """The Content-Length a request declares (0 when none)."""
+    for name, value in scope.get("headers", []):
+        if name == b"content-length" and value.isdigit():
+            return int(value)
+    return 0
+
+
+async def _start(receive: Receive, size: int = 4096) -> bytes:
+    """The first `size` bytes of the body (the rest is never read: the connection closes after the answer)."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < size:
+        message = await receive()
+        chunk = message.get("body", b"") if message["type"] == "http.request" else b""
+        chunks.append(chunk)
+        got += len(chunk)
+        if not message.get("more_body"):
+            break
+    return b"".join(chunks)[:size]
+
+
+async def _review(path: str, reviewer: Reviewer, scope: Scope, receive: Receive, send: Send, bounds: Bounds,
+                  budget: BodyBudget, pool: ReviewPool | None) -> None:
     started = time.perf_counter()
+    arrived = time.monotonic()  # the review's deadline counts from the request's head, as the API server's does
+    held = [0]
+    close = False
+    full = pool.full(_length(scope)) if pool is not None else None
     try:
-        body = await _body(receive, scope, limit)
-    except _TooLarge:
-        outcome, status = review.too_large(limit), 413
-    else:
         try:
-            outcome, status = reviewer(body), 200
-        except Exception:  # a bug must refuse, never answer 500 or allow; logged with its traceback
-            log.exception("review failed")
-            outcome, status = review.internal_error(body), 200
+            async with asyncio.timeout(bounds.read_seconds):
+                if full is not None:  # refused before the body is read: only its start, for the request uid
+                    raise _NoRoom(await _start(receive))
+                body = await _body(receive, scope, bounds, budget, held)
+        except _TooLarge:
+            outcome, status, close = review.too_large(bounds.max_body), 413, True
+        except _NoRoom as e:
+            REFUSED.labels("busy").inc()
+            why = full or f"request bodies held at once would pass {bounds.buffered >> 20} MiB"
+            outcome, status, close = review.busy(e.head, why), 200, True
+        except TimeoutError:
+            REFUSED.labels("slow").inc()
+            log.warning("body not read within %g s: connection closed", bounds.read_seconds)
+            await _send(send, 408, b'{"message": "the request body did not arrive in time"}', close=True)
+            return
+        else:
+            try:
+                outcome, status = await reviewer(body, arrived), 200
+            except Exception:  # a bug must refuse, never answer 500 or allow; logged with its traceback
+                log.exception("review failed")
+                outcome, status = review.internal_error(body), 200
+            del body
+    finally:
+        budget.give(held[0])
     payload = json.dumps(outcome.review).encode()
-    await _send(send, status, payload)
+    await _send(send, status, payload, close=close)
     elapsed = time.perf_counter() - started
     labels = (path.lstrip("/"), outcome.kind, outcome.operation, "true" if outcome.allowed else "false")
     REQUESTS.labels(*labels).inc()

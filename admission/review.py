@@ -11,6 +11,7 @@ import base64
 import dataclasses
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,9 +30,12 @@ GROUP = "apprafter.io"
 MAX_BODY_BYTES = 3 << 20
 MAX_PROBLEMS = 50
 DEFAULT_OPERATOR_USER = "system:serviceaccount:apprafter-system:apprafter-operator"
-INVALID, FORBIDDEN, BAD_REQUEST, TOO_LARGE, INTERNAL = 422, 403, 400, 413, 500
+INVALID, FORBIDDEN, BAD_REQUEST, TOO_LARGE, BUSY, INTERNAL = 422, 403, 400, 413, 429, 500
 _REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest", TOO_LARGE: "RequestEntityTooLarge",
-            INTERNAL: "InternalError"}
+            BUSY: "TooManyRequests", INTERNAL: "InternalError"}
+# The request uid where the API server writes it (request.uid is the first "uid" of its JSON), read without
+# parsing a body the server will not parse on its event loop.
+_UID = re.compile(rb'"uid"\s*:\s*"([^"\\]{1,128})"')
 
 # What a request must carry for any rule to read it (the API server always sends these).
 _OBJECT = {"type": ["object", "null"]}
@@ -85,6 +89,16 @@ class Outcome:
     @property
     def message(self) -> str:
         return str(self.review["response"].get("status", {}).get("message", ""))
+
+    def to_json(self) -> dict[str, Any]:
+        """What a review worker sends back (admission.worker)."""
+        return {"review": self.review, "kind": self.kind, "operation": self.operation, "allowed": self.allowed,
+                "fields": list(self.fields), "subject": self.subject, "user": self.user}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+        return cls(dict(data["review"]), str(data["kind"]), str(data["operation"]), data["allowed"] is True,
+                   tuple(str(f) for f in data["fields"]), str(data["subject"]), str(data["user"]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,10 +205,50 @@ def too_large(limit: int = MAX_BODY_BYTES) -> Outcome:
     return Outcome(_answer("", False, TOO_LARGE, message), "-", "-", False)
 
 
+def uid_hint(body: bytes) -> str:
+    """The request uid from the first 4 KiB of a body, "" when none is there (the API server then refuses the
+    answer, which with failurePolicy Fail refuses the write too)."""
+    found = _UID.search(body[:4096])
+    return found.group(1).decode("utf-8", "replace") if found else ""
+
+
+def over_budget(body: bytes, what: str) -> Outcome:
+    """The answer to a review that ran out of `what` (CPU time, memory, time): refused, not retried: the same
+    object costs the same again."""
+    message = (f"refused: reviewing this object took more than the admission webhook's budget ({what}); nothing "
+               "was admitted. Make it smaller (fewer environments, env values or lists), or check it with "
+               "`apprafter validate`")
+    return Outcome(_answer(uid_hint(body), False, TOO_LARGE, message), "-", "-", False)
+
+
+def busy(body: bytes, why: str) -> Outcome:
+    """The answer when the webhook has no room for another review now (a 429 the writer may retry)."""
+    message = f"refused for now: the admission webhook is at capacity ({why}); nothing was admitted: retry"
+    return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
+
+
+_WARM_UP: dict[str, Any] = {
+    "apiVersion": "apprafter.io/v1alpha1", "kind": "Application", "metadata": {"name": "warm-up", "namespace": "x"},
+    "spec": {"environment": "prod", "environments": {"prod": {}},
+             "base": {"image": "registry.example/warm-up:1", "replicas": 1, "needs": {"pg": {}},
+                      "expose": {"port": 8080, "network": "public", "paths": ["/"]},
+                      "env": {"A": "b", "DB": {"claim": "pg/url"}, "KEY": {"secret": "s/k"}},
+                      "connects": {"egress": {"external": [{"host": "api.example.com", "port": 443}]}},
+                      "autoscale": {"on": "cpu", "min": 1, "max": 2}}}}
+
+
 def warm_up() -> None:
-    """Build what the first review would (the Application schema runs cue once), so no request pays for it."""
+    """Build what the first review would (the Application schema runs cue once, the validators, every lazy import
+    of a review, refused and admitted), so no request pays for it."""
     document_schema()
     _request_validator()
+    variants: list[dict[str, Any]] = [{"prod": {}, "Bad": {"env": {"NOTE": "literal"}}}, {"prod": {}}]
+    for environments in variants:
+        obj = {**_WARM_UP, "spec": {**_WARM_UP["spec"], "environments": environments}}
+        request = {"uid": "warm-up", "kind": {"group": GROUP, "version": "v1alpha1", "kind": "Application"},
+                   "operation": "CREATE", "userInfo": {"username": "warm-up"}, "object": obj}
+        validating(json.dumps({"apiVersion": API_VERSION, "kind": "AdmissionReview", "request": request}).encode(),
+                   Settings())
 
 
 def internal_error(body: bytes) -> Outcome:
@@ -217,6 +271,11 @@ def _application(req: _Request, settings: Settings) -> _Verdict:
 def _operator_status(req: _Request, settings: Settings) -> _Verdict:
     reason = authority.status_writer(req.kind, req.user, settings.operator_user)
     return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
+
+
+def _operator_record(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.record_writer(req.kind, req.user, settings.operator_user)
+    return _Verdict((("metadata", reason),) if reason else (), FORBIDDEN)
 
 
 def _migration_plan(req: _Request, settings: Settings) -> _Verdict:
@@ -258,6 +317,10 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("MigrationPlan", "status"): _migration_plan_status,
     ("PlatformStack", ""): _platform_stack,
     ("PlatformStack", "status"): _operator_status,
+    ("ApplicationBaseline", ""): _operator_record,
+    ("ApplicationBaseline", "status"): _operator_status,
+    ("PublicHostname", ""): _operator_record,
+    ("PublicHostname", "status"): _operator_status,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

@@ -110,13 +110,14 @@ def envs(path: Path, output: str) -> None:
 @output_option("crds", help="yaml: the YAML stream to apply; json: one JSON List of the CRDs.")
 @reported
 def crds(output: str) -> None:
-    """Print the CRDs (Application, MigrationPlan, PlatformStack, ResourceClaim) generated from their CUE schemas."""
-    from compatibility.crd import ALL_CRDS
+    """Print the CRDs (Application, ApplicationBaseline, MigrationPlan, PlatformStack, PublicHostname, ResourceClaim)
+    generated from their CUE schemas."""
+    from lifecycle.crd import OPERATOR_CRDS
     from platform_stack.resource import PLATFORM_STACK
     from renderer.crds import crd_documents
     from renderer.emit import dump_stream
 
-    documents = crd_documents((*ALL_CRDS, PLATFORM_STACK))
+    documents = crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))
     if output == "json":
         _write(json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}, indent=2) + "\n")
         return

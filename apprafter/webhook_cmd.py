@@ -28,15 +28,39 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--tier", type=click.Choice(TIERS), help="Platform tier (overrides the platform file).")
 @click.option("--cert-poll-seconds", default=2.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often the certificate files are checked for a rotation.")
+@click.option("--workers", default=2, show_default=True, type=click.IntRange(1, 64),
+              help="Review worker processes (reviews run there, off the event loop).")
+@click.option("--review-cpu-seconds", default=2.0, show_default=True, type=click.FloatRange(0.05, 60),
+              help="CPU time one review may take in its worker; past it the write is refused.")
+@click.option("--review-memory-mb", default=96, show_default=True, type=click.IntRange(4, 4096),
+              help="How far a worker's memory may grow for one review; past it the write is refused.")
+@click.option("--review-deadline-seconds", default=4.0, show_default=True, type=click.FloatRange(0.1, 29),
+              help="Body read to answer, waiting for a worker included; keep it below the webhook configuration's "
+                   "timeoutSeconds, so the API server gets this webhook's refusal instead of a timeout.")
+@click.option("--read-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
+              help="Seconds a request body may take to arrive once its head has.")
+@click.option("--head-timeout", default=10.0, show_default=True, type=click.FloatRange(0.1, 300),
+              help="Seconds a connection may take to send a request head (after opening, or after an answer).")
+@click.option("--max-connections", default=128, show_default=True, type=click.IntRange(1, 100000),
+              help="Open connections; past it, requests are answered 503 at once.")
+@click.option("--max-buffered-mb", default=48, show_default=True, type=click.IntRange(4, 4096),
+              help="Request bodies held in memory at once, all connections together; past it a write gets 429.")
 @reported
-def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str, metrics_port: int | None,
-            platform_file: Path | None, tier: str | None, cert_poll_seconds: float) -> None:
+def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str,
+            metrics_port: int | None, platform_file: Path | None, tier: str | None, cert_poll_seconds: float,
+            workers: int, review_cpu_seconds: float, review_memory_mb: int, review_deadline_seconds: float,
+            read_timeout: float, head_timeout: float, max_connections: int, max_buffered_mb: int) -> None:
     """Serve the admission webhook over HTTPS: POST /validate, POST /mutate, /healthz, /readyz, /metrics."""
-    from admission.review import Settings
+    from admission.app import Bounds
+    from admission.pool import Limits
+    from admission.review import MAX_BODY_BYTES, Settings
     from admission.server import Options, serve
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     given = {"tier": settings.Given(tier, settings.Origin("--tier")) if tier else None}
     rules = Settings(operator_user, settings.platform_context(platform_file, given))
-    serve(Options(cert_file, key_file, host, port, metrics_port, cert_poll_seconds), rules)
+    limits = Limits(workers, review_cpu_seconds, review_memory_mb, review_deadline_seconds)
+    bounds = Bounds(MAX_BODY_BYTES, read_timeout, max_buffered_mb << 20)
+    serve(Options(cert_file, key_file, host, port, metrics_port, cert_poll_seconds, limits, bounds, max_connections,
+                  head_timeout), rules)

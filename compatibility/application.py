@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,8 +24,9 @@ __all__ = ["DEFAULT_DOMAIN", "Deployment", "classify", "deployment", "plan", "so
 
 DEFAULT_DOMAIN = PlatformContext().domain
 # Top-level fields compared leaf by leaf under one soft rule (after the specific rules had their say).
-SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "connects": "AR-S012",
-               "confidential": "AR-S013", "network": "AR-S013", "command": "AR-S013", "args": "AR-S013"}
+# connects and confidential have their gated rules first (egress(), confidential()).
+SOFT_FIELDS = {"resources": "AR-S011", "budget": "AR-S011", "autoscale": "AR-S011", "network": "AR-S013",
+               "command": "AR-S013", "args": "AR-S013"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +96,8 @@ class _Classifier:
         self.replicas()
         self.expose()
         self.health()
+        self.egress()
+        self.confidential()
         for key, rule in SOFT_FIELDS.items():
             self.soft(rule, key, self.old.get(key), self.new.get(key), _SOFT_REASON[rule])
         return self.changes
@@ -228,6 +232,36 @@ class _Classifier:
                          f"{name} probe {'added' if a is None else 'removed'}: rolled out like any deploy")
         self.soft("AR-S015", "health.progressDeadlineSeconds", progress_deadline(self.old),
                   progress_deadline(self.new), lambda _: "how long a stalled rollout takes to be reported failed")
+    def egress(self) -> None:
+        """No external list is the whole internet (the renderer's world rule): losing the list, or a destination
+        the list did not have, widens where the workload's data may go; anything else narrows it."""
+        old, new = _external(self.old), _external(self.new)
+        field = "connects.egress.external"
+        handled = False
+        if old and not new:
+            self.add("AR-SB009", field, old, None, "the workload may reach the whole internet (the list of "
+                     "destinations is gone)")
+            handled = True
+        elif old and new:
+            known = {_destination(r) for r in old}
+            added = [_destination(r) for r in new if _destination(r) not in known]
+            if added:
+                shown = ", ".join(f"{where}:{port}/{protocol}" for where, port, protocol in sorted(set(added)))
+                self.add("AR-SB010", field, old, new, f"new destinations the workload may send data to: {shown}")
+                handled = True
+        before, after = mapping(self.old, "connects"), mapping(self.new, "connects")
+        for path, from_, to in leaf_diff(before, after, "connects"):
+            if not (handled and path == field):
+                self.add("AR-S012", path, from_, to, "egress narrows: applied in place")
+
+    def confidential(self) -> None:
+        old, new = self.old.get("confidential") is True, self.new.get("confidential") is True
+        if old and not new:
+            self.add("AR-SB011", "confidential", True, self.new.get("confidential"),
+                     "the workload leaves the confidential runtime: its memory is readable by the node again")
+        else:
+            self.soft("AR-S013", "confidential", self.old.get("confidential"), self.new.get("confidential"),
+                      _SOFT_REASON["AR-S013"])
 
     def default_host(self, side: Deployment) -> str:
         return default_hostname(side.app, side.environment, self.domain)
@@ -235,7 +269,6 @@ class _Classifier:
 
 _SOFT_REASON: dict[str, Callable[[str], str]] = {
     "AR-S011": lambda _: "capacity is ResourceQuota's job, not the gate's",
-    "AR-S012": lambda _: "egress policy change: applied in place",
     "AR-S013": lambda _: "runtime setting: rolled out like any deploy",
 }
 
@@ -278,6 +311,24 @@ _WEAKER_REASON = {
 def _serves(spec: Mapping[str, Any]) -> bool:
     """Exposed and running (or autoscaled): traffic reaches its pods."""
     return "expose" in spec and _running(spec) != 0
+def _external(spec: Mapping[str, Any]) -> list[Any]:
+    """connects.egress.external as written ([] when absent: the whole internet)."""
+    egress = mapping(mapping(spec, "connects"), "egress")
+    external = egress.get("external")
+    return list(external) if isinstance(external, list) else []
+
+
+def _destination(rule: Any) -> tuple[str, str, str]:
+    """(host or network, port, protocol) of an external egress rule, normalised (a cidr as its network)."""
+    if not isinstance(rule, Mapping):
+        raise Unreadable("connects.egress.external", "expected a list of mappings")
+    where = str(rule.get("host") or "").lower().rstrip(".")
+    if not where:
+        try:
+            where = str(ipaddress.ip_network(str(rule.get("cidr")), strict=False))
+        except ValueError:
+            where = str(rule.get("cidr"))
+    return where, str(rule.get("port")), str(rule.get("protocol") or "TCP")
 
 
 def _network(spec: Mapping[str, Any]) -> str:

@@ -67,6 +67,15 @@ def status_writer(kind: str, user: str, operator_user: str) -> str | None:
             "(the status is the gate's baseline, spec §3.8)")
 
 
+def record_writer(kind: str, user: str, operator_user: str) -> str | None:
+    """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
+    are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""
+    if user == operator_user:
+        return None
+    return (f"only the operator ({operator_user}) writes {kind}s; {user!r} may not (the gate's baselines and the "
+            "holders of public hostnames are the operator's records)")
+
+
 def plan_create(user: str, operator_user: str) -> str | None:
     """Why `user` may not create a MigrationPlan (None when it may): the operator writes plans."""
     if user == operator_user:

@@ -54,6 +54,12 @@ _ALL = [
     Rule("AR-SB007", "image-resolve-relaxed", SECURITY_BOUNDARY,
          "imagePolicy.resolve goes from off to digest on an image that is not digest-pinned"),
     Rule("AR-SB008", "image-repository-changed", SECURITY_BOUNDARY, "the image repository (path) changes"),
+    # Beyond the spec (issue 24): what widens where the workload's data may go, or who may see it run.
+    Rule("AR-SB009", "egress-opened-to-world", SECURITY_BOUNDARY,
+         "connects.egress.external goes from a list of destinations to none: the whole internet"),
+    Rule("AR-SB010", "egress-widened", SECURITY_BOUNDARY,
+         "a destination (host, cidr, port or protocol) is added to connects.egress.external"),
+    Rule("AR-SB011", "confidential-removed", SECURITY_BOUNDARY, "confidential goes from true to false or away"),
     # Soft: auto-applied, listed so that nothing hides behind a benign primary.
     Rule("AR-S001", "need-added", SAFE, "a needs.* entry is added"),
     Rule("AR-S002", "need-size-changed", SAFE, "a need's size changes", "decrease"),
@@ -68,8 +74,9 @@ _ALL = [
     Rule("AR-S010", "image-policy-changed", SAFE,
          "imagePolicy hardening (digest -> off), interval, or resolve on a digest-pinned image"),
     Rule("AR-S011", "capacity-changed", SAFE, "resources, budget or autoscale change"),
-    Rule("AR-S012", "egress-changed", SAFE, "connects.egress changes"),
-    Rule("AR-S013", "runtime-changed", SAFE, "confidential, network.egressIP, command or args change"),
+    Rule("AR-S012", "egress-changed", SAFE,
+         "connects.egress narrows (a destination removed, or a list where the whole internet was open)"),
+    Rule("AR-S013", "runtime-changed", SAFE, "confidential turned on, network.egressIP, command or args change"),
     Rule("AR-S014", "readiness-weakened", SAFE,
          "readiness checks less (HTTP -> TCP, a higher failureThreshold, periodSeconds or timeoutSeconds), or goes "
          "away where no traffic reaches the app", "always"),

@@ -136,7 +136,10 @@ class Kube:
             raise
         rejected, retry = False, None
         try:
-            return await request
+            result = await request
+            if isinstance(result, httpx.Response) and result.status_code == 429:  # a raw request's answer
+                rejected, retry = True, retry_after(result)
+            return result
         except ApiError as e:
             rejected, retry = e.status.code == 429, retry_after(e.response)
             raise
@@ -341,3 +344,57 @@ class Kube:
         except KubeError as e:
             if e.code != 404:
                 raise
+
+    # --- requests lightkube does not make: metadata only, deletes with a precondition ---------------------------
+
+    def _path(self, info: ResourceInfo, name: str, namespace: str | None) -> str:
+        where = f"/namespaces/{namespace}" if info.namespaced and namespace else ""
+        return f"{resource_list_path(info.api_version)}{where}/{info.plural}/{name}"
+
+    async def metadata(self, kind: KindLike, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """An object's metadata only (PartialObjectMetadata: its content never crosses the wire), None when absent."""
+        info = await self.resource(kind)
+        what = f"get metadata of {info.kind} {_where(namespace, name)}"
+        try:
+            response = await self._send(self.http.get(self._path(info, name, namespace), headers={
+                "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}))
+        except httpx.HTTPError as e:
+            raise _error(e, what) from e
+        REQUESTS.labels("GET", str(response.status_code)).inc()
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 300:
+            said = _said(response)
+            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+        meta = response.json().get("metadata")
+        return dict(meta) if isinstance(meta, dict) else {}
+
+    async def delete_exactly(self, kind: KindLike, name: str, namespace: str | None, uid: str) -> bool:
+        """Delete the object only if it is still the one with `uid` (a precondition the API server checks): False
+        when it is gone or is another object by now (someone made a new one under the name)."""
+        info = await self.resource(kind)
+        WRITES.labels("delete", info.plural).inc()
+        what = f"delete {info.kind} {_where(namespace, name)}"
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        try:
+            response = await self._send(self.http.request("DELETE", self._path(info, name, namespace), json=body))
+        except httpx.HTTPError as e:
+            raise _error(e, what) from e
+        REQUESTS.labels("DELETE", str(response.status_code)).inc()
+        if response.status_code in (404, 409):
+            return False
+        if response.status_code >= 300:
+            said = _said(response)
+            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+        return True
+
+
+def _said(response: httpx.Response) -> str:
+    """The message of a Status reply (else the status line)."""
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and data.get("message"):
+        return str(data["message"])
+    return f"HTTP {response.status_code} {response.reason_phrase}"

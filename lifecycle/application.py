@@ -12,12 +12,12 @@ from compatibility.inputs import load_document
 from compatibility.plan import canonical
 from compatibility.shape import Unreadable
 from compatibility.sides import side
+from lifecycle.baseline import remembered
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.health import CURRENT, FAILED, Workload
 from lifecycle.notes import Note
 from lifecycle.plans import plans_of
-from lifecycle.trust import untrusted
 from renderer import validate
 from renderer.context import PlatformContext
 from renderer.effective import spec_for
@@ -93,11 +93,13 @@ def _status(app: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: PlatformContext, *,
-           status_manager: str) -> Desired | Refusal:
+           status_manager: str, recorded: Mapping[str, Any] | None = None,
+           field_manager: str = "apprafter-operator") -> Desired | Refusal:
     """What to apply for `app` given its MigrationPlans: validated exactly as `apprafter plan` validates a CR
-    (renderer.validate.check_deployment), its baseline trusted only when the operator wrote it, gated by
-    compatibility.gate.decide, rendered for the decision's target (the current spec, or the baseline while held)."""
-    meta, status = app["metadata"], _status(app)
+    (renderer.validate.check_deployment), its baseline (`recorded`: its ApplicationBaseline, else its status;
+    lifecycle.baseline) trusted only when the operator wrote it, gated by compatibility.gate.decide, rendered for
+    the decision's target (the current spec, or the baseline while held)."""
+    meta = app["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     environment = (app.get("spec") or {}).get("environment") if isinstance(app.get("spec"), Mapping) else None
     try:
@@ -108,15 +110,16 @@ def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: 
     except UserError as e:
         return Refusal("InvalidSpec", describe(e.problems), tuple(e.problems))
     assert desired is not None
-    why = untrusted(app, "lastAppliedSpec", status_manager)
-    if why:
-        return Refusal("InvalidStatus", f"{why}: not trusted as the gate's baseline (fail closed: nothing applied)")
+    memory = remembered(app, recorded, field_manager=field_manager, status_manager=status_manager)
+    if isinstance(memory, str):
+        return Refusal("InvalidStatus", f"{memory}: not trusted as the gate's baseline (fail closed: nothing applied)")
     existing = [ExistingPlan.of(p) for p in plans_of(plans, name, environment)]
     try:
-        decision = decide(desired, status.get("lastAppliedSpec"), existing, owner_uid=meta["uid"],
-                          applied_plan=status.get("appliedMigrationPlan"), domain=context.domain)
+        decision = decide(desired, memory.spec, existing, owner_uid=meta["uid"], applied_plan=memory.applied_plan,
+                          domain=context.domain)
     except Unreadable as e:
-        field = f"status.lastAppliedSpec.{e.field}" if e.field else "status.lastAppliedSpec"
+        where = "status.lastAppliedSpec" if memory.source == "status" else "the ApplicationBaseline's effectiveSpec"
+        field = f"{where}.{e.field}" if e.field else where
         return Refusal("InvalidStatus", f"{field}: {e.message} (fail closed: nothing applied)")
     held = decision.outcome == "hold"
     try:
@@ -186,6 +189,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         phase = "AwaitingMigrationApproval"
         ready = Condition(READY, "False", "AwaitingMigrationApproval", waiting_note(decision, namespace))
         fields["migrationPlan"] = decision.waiting_for
+        _held_at(fields, decision)
     elif waiting:
         phase = "Pending"
         ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "
@@ -241,6 +245,14 @@ def _restamp(status: Mapping[str, Any], decision: Decision, fields: dict[str, An
     if target.get("image"):
         fields["image"] = target["image"]
     return notes
+
+
+def _held_at(fields: dict[str, Any], decision: Decision) -> None:
+    """A held Application shows the baseline its children are at, also when this object never applied it (created
+    again over its ApplicationBaseline: lifecycle.baseline)."""
+    fields.setdefault("lastAppliedSpec", dict(decision.target))
+    if decision.target.get("image"):
+        fields.setdefault("image", decision.target["image"])
 
 
 def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:

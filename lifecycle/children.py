@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from renderer.names import INSTANCE_LABEL
+from controller_runtime.objects import controller_uid
 
 __all__ = ["owned", "owner_reference", "prunable"]
 
@@ -30,16 +30,16 @@ def owned(objects: Iterable[Mapping[str, Any]], owner: Mapping[str, Any]) -> lis
 
 
 def prunable(live: Iterable[Mapping[str, Any]], desired: Sequence[Mapping[str, Any]], namespace: str,
-             instance: str) -> list[Mapping[str, Any]]:
-    """Live children (already filtered to this owner's uid) that the desired set no longer has, in this namespace
-    and carrying this instance label: what an earlier apply of this Application made."""
+             uid: str) -> list[Mapping[str, Any]]:
+    """Live children that the desired set no longer has and that this owner controls (its uid in their controlling
+    ownerReference, never a label: a label anyone may write), in this namespace: what an earlier apply made."""
     wanted = {(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in desired}
     out = []
     for obj in live:
         meta = obj.get("metadata", {})
         if (obj.get("apiVersion"), obj.get("kind"), meta.get("name")) in wanted:
             continue
-        if meta.get("namespace") != namespace or (meta.get("labels") or {}).get(INSTANCE_LABEL) != instance:
+        if meta.get("namespace") != namespace or controller_uid(obj) != uid:
             continue
         out.append(obj)
     return out

@@ -1,4 +1,5 @@
-"""Whether a baseline an object carries in its status (the gate's memory) was written by the operator alone."""
+"""Whether a baseline an object carries (in its status, or an ApplicationBaseline's spec) was written by the operator
+alone."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from typing import Any
 __all__ = ["foreign_writers", "untrusted"]
 
 
-def foreign_writers(obj: Mapping[str, Any], field: str, manager: str) -> list[str]:
-    """Field managers other than `manager` that wrote status.<field> (read from managedFields)."""
+def foreign_writers(obj: Mapping[str, Any], field: str, manager: str, part: str = "status") -> list[str]:
+    """Field managers other than `manager` that wrote <part>.<field> (read from managedFields)."""
     out = []
     for entry in obj.get("metadata", {}).get("managedFields") or []:
-        fields = (entry.get("fieldsV1") or {}).get("f:status") or {}
+        fields = (entry.get("fieldsV1") or {}).get(f"f:{part}") or {}
         if f"f:{field}" in fields and entry.get("manager") != manager:
             out.append(str(entry.get("manager") or "(unnamed)"))
     return sorted(set(out))

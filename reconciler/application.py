@@ -31,15 +31,20 @@ from lifecycle.application import (
     waiting_claims,
     waiting_note,
 )
+from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
+from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
 from lifecycle.drift import Drift, drift, drift_note
 from lifecycle.health import Workload, workload
+from lifecycle.hostnames import holder
 from lifecycle.notes import Note
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
-from reconciler.status import record, write_status
+from reconciler.status import record as record_event
+from reconciler.status import write_status
+from reconciler.tenancy import Tenancy
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
 from renderer.manifests import KINDS
@@ -63,6 +68,17 @@ def pod_primaries(pod: Mapping[str, Any]) -> Iterable[Key]:
     return [(str(meta.get("namespace", "")), labels[NAME_LABEL])] if NAME_LABEL in labels else []
 
 
+def baseline_primaries(obj: Mapping[str, Any]) -> Iterable[Key]:
+    """The Application an ApplicationBaseline remembers (a forgotten baseline is looked at again at once)."""
+    application = (obj.get("spec") or {}).get("application") or {}
+    return [(str(application.get("namespace")), str(application.get("name")))] if application else []
+
+
+def hostname_primaries(obj: Mapping[str, Any]) -> Iterable[Key]:
+    namespace, name, _ = holder(obj)
+    return [(namespace, name)]
+
+
 def plan_primaries(plan: Mapping[str, Any]) -> Iterable[Key]:
     """The Application a MigrationPlan belongs to: its controlling owner, else its labels."""
     found = list(controller_owners(APPLICATION)(plan))
@@ -80,14 +96,18 @@ class ApplicationController:
     primary: KindLike = APPLICATION
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
-    def __init__(self, context: PlatformContext) -> None:
+    def __init__(self, context: PlatformContext, records_namespace: str = "apprafter-system") -> None:
         self.context = context
+        self.records_namespace = records_namespace  # the operator's own: baselines and hostname records
         self.runtime: Runtime | None = None
 
     def watches(self) -> Sequence[Watch]:
         owners = controller_owners(APPLICATION)
+        records = (self.records_namespace,)
         return [Watch(APPLICATION, {}, itself), Watch(MIGRATION_PLAN, APPLICATION_PLAN_LABELS, plan_primaries),
-                *(Watch(kind, MANAGED, owners) for kind in KINDS), Watch(POD, MANAGED, pod_primaries)]
+                *(Watch(kind, MANAGED, owners) for kind in KINDS), Watch(POD, MANAGED, pod_primaries),
+                Watch(BASELINE, {}, baseline_primaries, records),
+                Watch(PUBLIC_HOSTNAME, {}, hostname_primaries, records)]
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -99,6 +119,11 @@ class ApplicationController:
         labels = APPLICATION_PLAN_LABELS if kind.kind == MIGRATION_PLAN.kind else MANAGED
         return self.runtime.informer(kind, labels)
 
+    def records(self, kind: KindLike) -> Informer:
+        """The cache of a kind the operator keeps in its own namespace (lifecycle.crd)."""
+        assert self.runtime is not None
+        return self.runtime.informer(kind, {}, (self.records_namespace,))
+
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None
         # The plans first, the Application after: an approval this pass sees is never newer than the spec it
@@ -107,6 +132,8 @@ class ApplicationController:
         app = await self.runtime.kube.get(APPLICATION, name, namespace)  # fresh: the gate's baseline
         if app is None or app["metadata"].get("deletionTimestamp"):
             self.cache(APPLICATION).forget(namespace, name)
+            # its ApplicationBaseline and hostnames stay (lifecycle.baseline): a new object of the name is gated
+            log.info("gone", extra={"controller": "application", "namespace": namespace, "object": name})
             return Done()
         self.cache(APPLICATION).update(app)
         return await ApplicationPass(self, app, plans).run()
@@ -125,14 +152,23 @@ class ApplicationPass:
         meta = app["metadata"]
         self.namespace, self.name = meta["namespace"], meta["name"]
         self.log = {"controller": "application", "namespace": self.namespace, "object": self.name}
+        self.tenancy = Tenancy(controller, self.kube, app)
 
     async def run(self) -> Outcome:
-        desired = assess(self.app, self.plans, self.controller.context,
-                         status_manager=self.kube.status_field_manager)
+        recorded = self.controller.records(BASELINE).get(self.controller.records_namespace,
+                                                         record_name(*identity(self.app)))
+        desired = assess(self.app, self.plans, self.controller.context, status_manager=self.kube.status_field_manager,
+                         recorded=recorded, field_manager=self.kube.field_manager)
         if isinstance(desired, Refusal):
-            log.info("not applied", extra={**self.log, "reason": desired.reason, "detail": desired.message})
-            await self.write_status(refused(self.app, desired))
-            return Terminal(f"{desired.reason}: {desired.message}")
+            return await self.refuse(desired)
+        try:
+            refusal = await self.tenancy.refusal(desired)
+        except KubeError as e:
+            with contextlib.suppress(KubeError):
+                await self.write_status(apply_failed(self.app, str(e), e.retryable))
+            raise
+        if refusal is not None:
+            return await self.refuse(refusal)
         live_plans = await self.ensure_plans(desired)
         try:
             await _all(self.ensure(claim) for claim in desired.claims)
@@ -148,6 +184,7 @@ class ApplicationPass:
         settled = settle(self.app, desired, live_plans, waiting, None if waiting else self.workload(desired))
         for note in settled.notes:
             await self.record(note)
+        await self.remember(settled.status, desired)
         await self.write_status(settled.status)
         if settled.consumed and settled.consumed in live_plans:
             await set_phase(self.kube, self.controller.cache(MIGRATION_PLAN), live_plans[settled.consumed],
@@ -155,6 +192,25 @@ class ApplicationPass:
             if settled.consumed_note is not None:
                 await self.record(settled.consumed_note)
         return Done()
+
+    async def refuse(self, refusal: Refusal) -> Outcome:
+        log.info("not applied", extra={**self.log, "reason": refusal.reason, "detail": refusal.message})
+        await self.write_status(refused(self.app, refusal))
+        return Terminal(f"{refusal.reason}: {refusal.message}")
+
+    async def remember(self, update: StatusUpdate, desired: Desired) -> None:
+        """The baseline the status is about to carry, first into the ApplicationBaseline that outlives this object
+        (lifecycle.baseline); once applied, the hostnames the render no longer has are given back."""
+        spec = update.fields.get("lastAppliedSpec")
+        if not isinstance(spec, Mapping):
+            return
+        wanted = record(self.app, spec, update.fields.get("appliedMigrationPlan"), self.controller.records_namespace)
+        cache = self.controller.records(BASELINE)
+        live = cache.get(self.controller.records_namespace, wanted["metadata"]["name"])
+        if live is None or not up_to_date(live, wanted, self.kube.field_manager):
+            cache.update(await self.kube.apply(wanted))
+        if update.fields.get("phase") == "Ready":
+            await self.tenancy.release(desired)
 
     def cached(self, obj: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = obj["metadata"]
@@ -176,7 +232,7 @@ class ApplicationPass:
         if live is not None and up_to_date(live, obj, self.kube.field_manager):
             return live
         drifted = drift(live, obj, self.kube.field_manager)
-        result = await self.kube.apply(obj)
+        result = await self.kube.apply(obj, force=self.tenancy.force(obj))
         self.controller.cache(gvk_of(obj)).update(result)
         if drifted is not None:
             await self.drift_corrected(drifted)
@@ -201,17 +257,18 @@ class ApplicationPass:
 
     async def prune(self, desired: Desired) -> None:
         """Delete the children an earlier apply made that this render no longer has (lifecycle.children)."""
-        uid, instance = self.app["metadata"]["uid"], f"{self.name}-{self.app['spec']['environment']}"
+        uid = self.app["metadata"]["uid"]
         for kind in KINDS:
             cache = self.controller.cache(kind)
-            for obj in prunable(cache.owned_by(uid), desired.objects, self.namespace, instance):
+            for obj in prunable(cache.owned_by(uid), desired.objects, self.namespace, uid):
                 child = obj["metadata"]["name"]
-                await self.kube.delete(kind, child, self.namespace)
+                # exactly the object seen: one made under the name since is left alone
+                await self.kube.delete_exactly(kind, child, self.namespace, str(obj["metadata"]["uid"]))
                 cache.forget(self.namespace, child)
                 log.info("pruned", extra={**self.log, "kind": kind.kind, "child": child})
 
     async def record(self, note: Note) -> None:
-        await record(self.recorder, self.app, note)
+        await record_event(self.recorder, self.app, note)
 
     async def write_status(self, update: StatusUpdate) -> None:
         # No resourceVersion precondition: every field states what this pass applied (observedGeneration says

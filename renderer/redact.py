@@ -96,13 +96,64 @@ def _forms(value: str) -> set[str]:
     return forms
 
 
+class _Spellings:
+    """Every spelling of a set of values, found in a message in one left-to-right pass: the forms of at least KEY
+    characters are looked up by their first KEY characters, the shorter ones (always quoted: a value of 8 or more
+    characters has a bare form that long) only where a quote starts. Linear in the message for the inputs a
+    document can shape (one alternation of every form made each message cost the number of values)."""
+
+    KEY = MIN_BARE_CHARS
+
+    __slots__ = ("long", "short", "short_lengths", "spelled")
+
+    def __init__(self, values: frozenset[str]) -> None:
+        self.spelled = {form: value for value in values for form in _forms(value)}
+        self.long: dict[str, list[str]] = {}
+        short: set[str] = set()
+        for form in self.spelled:
+            if len(form) >= self.KEY:
+                self.long.setdefault(form[: self.KEY], []).append(form)
+            else:
+                short.add(form)
+        for forms in self.long.values():
+            forms.sort(key=len, reverse=True)  # the longest spelling wins, as in one sorted alternation
+        self.short = short
+        self.short_lengths = sorted({len(f) for f in short}, reverse=True)
+
+    def at(self, message: str, i: int) -> str | None:
+        """The longest spelling that starts at message[i], if any."""
+        for form in self.long.get(message[i: i + self.KEY], ()):
+            if message.startswith(form, i):
+                return form
+        if message[i] in "\"'":
+            for length in self.short_lengths:
+                if message[i: i + length] in self.short:
+                    return message[i: i + length]
+        return None
+
+    def sub(self, message: str) -> str:
+        pieces, start, i, end = [], 0, 0, len(message)
+        while i < end:
+            found = self.at(message, i)
+            if found is None:
+                i += 1
+                continue
+            pieces += [message[start:i], fingerprint(self.spelled[found])]
+            i = start = i + len(found)
+        if not pieces:
+            return message
+        pieces.append(message[start:])
+        return "".join(pieces)
+
+
 class Redactor:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
     """Replaces every spelling of the given values in messages by their fingerprint."""
 
-    __slots__ = ("values",)
+    __slots__ = ("_spellings", "values")
 
     def __init__(self, values: frozenset[str]) -> None:
         self.values = values
+        self._spellings: _Spellings | None = None  # built on the first message that needs it, then kept
 
     def __repr__(self) -> str:
         return f"Redactor({len(self.values)} values)"
@@ -121,9 +172,9 @@ class Redactor:  # a plain class, not a dataclass: `dataclasses` costs the plugi
     def text(self, message: str) -> str:
         if not self.values:
             return message
-        spelled = {form: value for value in self.values for form in _forms(value)}
-        pattern = re.compile("|".join(re.escape(f) for f in sorted(spelled, key=len, reverse=True)))
-        return pattern.sub(lambda m: fingerprint(spelled[m.group()]), message)
+        if self._spellings is None:
+            self._spellings = _Spellings(self.values)
+        return self._spellings.sub(message)
 
     def problem(self, problem: Problem) -> Problem:
         message, field = self.text(problem.message), self.text(problem.field)

@@ -22,7 +22,7 @@ from renderer.load import LoadedApp
 from renderer.redact import Redactor
 
 __all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
-           "environments", "interpolation_warnings", "rewrite_prefixes", "written_at"]
+           "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -35,6 +35,11 @@ GATEWAY_PATH = re.compile(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*"
 FQDN_NAME = re.compile(r"(?:[-a-zA-Z0-9_]+\.?)+")
 FQDN_PATTERN = re.compile(r"(?:[-a-zA-Z0-9_*]+\.?)+")
 NO_BLANKS = re.compile(r"[^\s]+")
+# What the API server cannot carry: it reads an applied object as YAML, whose reader refuses every character
+# outside YAML's printable set (tab, LF, CR, U+0020-U+007E, U+0085, U+00A0-U+D7FF, U+E000-U+FFFD, U+10000 on),
+# e.g. U+FFFE in an env literal ("control characters are not allowed"); JSON-escaped controls pass that reader
+# but no container runtime takes a NUL. So every string of the document holds only YAML-printable characters.
+UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
 # An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
@@ -123,6 +128,11 @@ def check_document(app: LoadedApp) -> list[Problem]:
     for env in spec.get("budget", {}):
         if env not in envs:
             c.add(("spec", "budget", env), f"budget for undeclared environment {_shown(env)}")
+    for path, at, char in unprintable(app.document):
+        where = f"the key holds U+{ord(char):04X} (character {-at})" if at < 0 else \
+            f"the value holds U+{ord(char):04X} (character {at + 1})"
+        c.add(path, f"{where}, which the API server refuses (it reads objects as YAML: printable characters, tab "
+              "and line breaks only)")
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
             if not patterns.env_key(key):
@@ -134,6 +144,27 @@ def check_document(app: LoadedApp) -> list[Problem]:
                     c.add((*scope, "env", key, "secret"),
                           f'secret reference {_shown(ref)} must be "<secret-name>/<key>" (a DNS-1123 name and a key)')
     return c.problems
+
+
+def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], int, str]]:
+    """(path, index, character) of the first unprintable character of every key and string value in the
+    document's metadata and spec (a key's index is negative: -1 for its first character); one pass, no recursion."""
+    stack: list[tuple[tuple[str | int, ...], Any]] = [((k,), document[k]) for k in ("metadata", "spec")
+                                                     if k in document]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, str):
+            found = UNPRINTABLE.search(node)
+            if found:
+                yield path, found.start(), found.group()
+        elif isinstance(node, Mapping):
+            for key, value in node.items():
+                found = UNPRINTABLE.search(key) if isinstance(key, str) else None
+                if found:
+                    yield (*path, key), -1 - found.start(), found.group()
+                stack.append(((*path, key), value))
+        elif isinstance(node, list):
+            stack.extend(((*path, i), item) for i, item in enumerate(node))
 
 
 def _workloads(spec: dict[str, Any]) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:

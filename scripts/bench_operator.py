@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from compatibility.crd import ALL_CRDS  # noqa: E402 - after the repo root is importable
 from compatibility.inputs import parse_cr  # noqa: E402
+from lifecycle.crd import OPERATOR_CRDS  # noqa: E402 - after the repo root is importable
 from renderer.crds import crd_documents  # noqa: E402
 from renderer.emit import dump_stream  # noqa: E402
 from renderer.manifests import KINDS  # noqa: E402
@@ -192,7 +192,7 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> None:
     op: ManagedProcess | None = None
     try:
         bed.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
-        (work / "crds.yaml").write_text(dump_stream(crd_documents(ALL_CRDS)))
+        (work / "crds.yaml").write_text(dump_stream(crd_documents(OPERATOR_CRDS)))
         bed.install_crds([work / "crds.yaml"])
         floor = direct_floor(bed, "floor", n, args.workers) if args.floor else None
         op, metrics = start_operator(bed, work, args)

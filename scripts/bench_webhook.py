@@ -7,9 +7,15 @@
     `--servers` also runs the same ASGI app under hypercorn, side by side (why admission/ uses uvicorn).
 (2) Application creates through the test bed's kube-apiserver into a namespace the webhook is registered for
     and into one it is not, interleaved; the difference is what the webhook adds to a user's write.
+(3) `--hostile` (issue 24): another tenant's small creates through kube-apiserver at a fixed rate, alone and while
+    a hostile tenant sends dry-run creates of a 2 MB Application and of a 10 000-environment one as fast as its
+    connections go, interleaved rounds of the same run: p50/p99 before and during, side by side; what the hostile
+    reviews cost in the webhook and what they got; the webhook's resident memory (with its workers) at its peak;
+    and the CPU and memory one review of the largest Application etcd stores (1.5 MiB) takes, which the chart's
+    budgets follow from.
 
 Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
-                                                  [--servers] [--skip-e2e]
+                                                  [--servers] [--skip-e2e] [--hostile] [--hostile-rate 20]
 """
 
 from __future__ import annotations
@@ -79,19 +85,23 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float]) -> str:
+    if not values:
+        return "none"
     return f"p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms  (n={len(values)})"
 
 
 def open_loop(base_url: str, ca: Path, send: Callable[[httpx.Client], httpx.Response], rate: float,
-              seconds: float, workers: int = 4) -> list[float]:
+              seconds: float, workers: int = 4, token: str | None = None) -> list[float]:
     """Requests at a fixed rate; each latency from its scheduled time (no coordinated omission)."""
     total = int(rate * seconds)
     start = time.perf_counter() + 0.2
     latencies: list[float] = []
     lock, counter = threading.Lock(), iter(range(total))
 
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+
     def worker() -> None:
-        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10) as client:
+        with httpx.Client(base_url=base_url, verify=str(ca), timeout=10, headers=headers) as client:
             send(client)  # connect (TLS handshake) before the clock starts
             while True:
                 with lock:
@@ -272,6 +282,242 @@ def bench_end_to_end(args: argparse.Namespace, workdir: Path) -> None:
         bed.stop()
 
 
+def large_application(namespace: str, name: str, target: int) -> dict[str, Any]:
+    """The parser example grown to about `target` bytes of env literals (valid: the review's whole path runs)."""
+    cr = parser_cr(namespace, name)
+    cr["spec"]["base"]["env"] = {f"K{i}": "x" * 100 for i in range(target // 110)}
+    return cr
+
+
+def many_environments(namespace: str, name: str, count: int) -> dict[str, Any]:
+    """`count` environments, named against the rules, each with a literal: the shape that was quadratic."""
+    cr = parser_cr(namespace, name)
+    for i in range(count):
+        cr["spec"]["environments"][f"E{i}"] = {"env": {"NOTE": f"literal-{i}-of-many"}}
+    return cr
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and its children (the webhook and its review workers)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for one in (pid, *map(int, children)):
+        for line in Path(f"/proc/{one}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+FLOOD = """
+import json, sys, threading, httpx
+from pathlib import Path
+url, ca, token, path, first, second, clients, out, pid = sys.argv[1:]
+bodies = [Path(first).read_bytes(), Path(second).read_bytes()]
+lock = threading.Lock()
+def rss():
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    total = 0
+    for one in (pid, *children):
+        for line in Path(f"/proc/{one}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token != "-" else {})}
+def flood(i):
+    with httpx.Client(base_url=url, verify=ca, timeout=30, headers=headers) as client, open(out, "a") as log:
+        while True:
+            if token == "-":  # straight to the webhook: an AdmissionReview
+                resp = client.post(path, content=bodies[i % 2])
+                answer = resp.json()["response"]
+                said = "admitted" if answer["allowed"] else answer["status"]["message"]
+            else:
+                resp = client.post(path, content=bodies[i % 2], params={"dryRun": "All"})
+                said = resp.json().get("message", "") if resp.status_code >= 300 else "admitted"
+            why = ("budget" if "budget" in said else "capacity" if "capacity" in said else "webhook timed out"
+                   if "deadline" in said or "timeout" in said else "refused by the rules" if "denied" in said
+                   else said[:80])
+            with lock:
+                log.write(json.dumps({"outcome": f"{resp.status_code} {why}"}) + "\\n")
+                log.write(json.dumps({"rss": rss()}) + "\\n")
+                log.flush()
+            i += 1
+for n in range(int(clients)):
+    threading.Thread(target=flood, args=(n,), daemon=True).start()
+threading.Event().wait()
+"""
+ONE_REVIEW = """
+import json, sys, time
+from admission import review
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+review.warm_up()
+body = open(sys.argv[1], "rb").read()
+before = hwm()
+t0 = time.process_time()
+outcome = review.validating(body, review.Settings())
+print(json.dumps({"cpu": time.process_time() - t0, "grown": hwm() - before, "allowed": outcome.allowed}))
+"""
+
+
+def one_review_cost(workdir: Path) -> None:
+    """CPU time and peak memory growth of one review of a 1.5 MiB Application (the largest etcd stores) and of a
+    10 000-environment one, each in a fresh process warmed up as a worker is."""
+    for what, obj in (("a 1.5 MiB Application", large_application("team-a", "large", 3 << 19)),
+                      ("10 000 environments, each refused", many_environments("team-a", "wide", 10_000))):
+        path = workdir / "review.json"
+        path.write_bytes(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+            "uid": "u", "kind": {"group": "apprafter.io", "version": "v1alpha1", "kind": "Application"},
+            "operation": "CREATE", "userInfo": {"username": "bench"}, "object": obj}}).encode())
+        out = subprocess.run([sys.executable, "-c", ONE_REVIEW, str(path)], capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+        result = json.loads(out.stdout)
+        print(f"one review of {what} ({path.stat().st_size >> 10} KiB): {result['cpu'] * 1000:.0f} ms CPU, peak "
+              f"memory +{result['grown']:.0f} MiB, allowed={result['allowed']} (the chart's budget per review: "
+              "2 s CPU, 96 MiB)")
+
+
+def as_review(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "apprafter.io", "version": "v1alpha1", "kind": "Application"},
+        "resource": {"group": "apprafter.io", "version": "v1alpha1", "resource": "applications"},
+        "name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"], "operation": "CREATE",
+        "userInfo": {"username": "hostile"}, "object": obj, "oldObject": None}}).encode()
+
+
+def flood_rounds(workdir: Path, argv: list[str], measure: Callable[[], list[float]]) -> tuple[list[float], list[float]]:
+    """(alone, during): `measure` in interleaved rounds without and with the flood process `argv` running."""
+    alone: list[float] = []
+    during: list[float] = []
+    for _ in range(ROUNDS):
+        alone += measure()
+        flooding = subprocess.Popen(argv, cwd=ROOT)  # its own interpreter: its threads take none of this one's
+        time.sleep(1.0)  # under way before the round starts
+        during += measure()
+        flooding.terminate()
+        flooding.wait(30)
+    return alone, during
+
+
+def outcomes_of(path: Path) -> tuple[dict[str, int], int]:
+    counts: dict[str, int] = {}
+    peak = 0
+    for line in path.read_text().splitlines() if path.exists() else []:
+        entry = json.loads(line)
+        if entry.get("rss"):
+            peak = max(peak, entry["rss"])
+        else:
+            counts[entry["outcome"]] = counts.get(entry["outcome"], 0) + 1
+    return counts, peak
+
+
+def bench_hostile_webhook(args: argparse.Namespace, workdir: Path) -> None:
+    """The webhook alone: the other tenant's reviews at --rate while the flood posts hostile reviews to it."""
+    cert = CA().serving_cert(workdir / "tls-alone", "webhook")
+    proc, url = start_server("uvicorn", cert, workdir)
+    try:
+        small = review_body()
+        (workdir / "w-0.json").write_bytes(as_review(large_application("hostile", "large", 2 << 20)))
+        (workdir / "w-1.json").write_bytes(as_review(many_environments("hostile", "wide", 10_000)))
+        argv = [sys.executable, "-c", FLOOD, url, str(cert.ca_path), "-", "/validate", str(workdir / "w-0.json"),
+                str(workdir / "w-1.json"), str(args.clients), str(workdir / "w-outcomes.jsonl"), str(proc.popen.pid)]
+
+        def validate(client: httpx.Client) -> httpx.Response:
+            resp = client.post("/validate", content=small, headers={"Content-Type": "application/json"})
+            assert resp.json()["response"]["allowed"] is True, resp.text
+            return resp
+
+        alone, during = flood_rounds(workdir, argv, lambda: open_loop(url, cert.ca_path, validate, args.rate,
+                                                                      args.seconds / ROUNDS))
+        counts, peak = outcomes_of(workdir / "w-outcomes.jsonl")
+        print(f"--- the webhook alone: the other tenant's reviews at {args.rate:.0f}/s, a flood of 2 MB and "
+              f"10 000-environment reviews from {args.clients} connections")
+        print(f"other tenant's reviews, alone          {summary(alone)}")
+        print(f"other tenant's reviews, during a flood {summary(during)}")
+        print(f"p50 {pct(during, .5) / pct(alone, .5):.2f}x, p99 {pct(during, .99) / pct(alone, .99):.2f}x "
+              "(during / alone, same run)")
+        print("hostile reviews: " + ", ".join(f"{n} x {k}" for k, n in sorted(counts.items())))
+        print(f"webhook resident memory, workers included: peak {peak / (1 << 20):.0f} MiB (chart limit 384 MiB)")
+    finally:
+        proc.stop()
+
+
+def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
+    bed: KubeTestBed = start_kube(workdir / "kube-hostile", install_crds=False)
+    cert = CA().serving_cert(workdir / "tls-hostile", "webhook")
+    proc: ManagedProcess | None = None
+    try:
+        crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
+                              check=True, cwd=ROOT)
+        (workdir / "crds.yaml").write_text(crds.stdout)
+        bed.install_crds([workdir / "crds.yaml"])
+        proc, url = start_server("uvicorn", cert, workdir)
+        good, hostile = f"good-{uuid.uuid4().hex[:6]}", f"hostile-{uuid.uuid4().hex[:6]}"
+        for ns in (good, hostile):
+            bed.ensure_namespace(ns)
+        hook = {"name": "applications.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                "failurePolicy": "Fail", "timeoutSeconds": 5, "matchPolicy": "Equivalent",
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                            "values": [good, hostile]}]},
+                "clientConfig": {"url": url + "/validate", "caBundle": base64.b64encode(cert.ca_pem).decode()},
+                "rules": [{"apiGroups": ["apprafter.io"], "apiVersions": ["v1alpha1"],
+                           "operations": ["CREATE", "UPDATE"], "resources": ["applications"]}]}
+        bed.apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+                   "metadata": {"name": "apprafter-bench-hostile"}, "webhooks": [hook]})
+        info = bed.resource_for("apprafter.io/v1alpha1", "Application")
+        canary = parser_cr(good, "canary")
+        canary["spec"]["base"]["env"]["bad-key"] = "x"
+        wait_for("the webhook to be honoured", lambda: "applications.apprafter.io" in bed.http.post(
+            info.path(None, good), json=canary, params={"dryRun": "All"}).text or None, 30)
+        failed: list[str] = []
+        counter = iter(range(1_000_000))
+        lock = threading.Lock()
+        template = parser_cr(good, "x")
+
+        def create(client: httpx.Client) -> httpx.Response:
+            obj = copy.deepcopy(template)
+            with lock:
+                obj["metadata"]["name"] = f"good-{next(counter):06d}"
+            resp = client.post(info.path(None, good), json=obj)
+            if resp.status_code != 201:
+                with lock:
+                    failed.append(resp.json().get("message", resp.text)[:160])
+            return httpx.Response(200)
+
+        (workdir / "heavy-0.json").write_bytes(json.dumps(large_application(hostile, "large", 2 << 20)).encode())
+        (workdir / "heavy-1.json").write_bytes(json.dumps(many_environments(hostile, "wide", 10_000)).encode())
+        argv = [sys.executable, "-c", FLOOD, bed.url, str(bed.ca_path), bed.token, info.path(None, hostile),
+                str(workdir / "heavy-0.json"), str(workdir / "heavy-1.json"), str(args.clients),
+                str(workdir / "outcomes.jsonl"), str(proc.popen.pid)]
+        print(f"--- through kube-apiserver: another tenant's creates at {args.hostile_rate:.0f}/s, a flood of 2 MB and "
+              f"10 000-environment dry-run creates from {args.clients} connections")
+        alone, during = flood_rounds(workdir, argv, lambda: open_loop(
+            bed.url, bed.ca_path, create, args.hostile_rate, args.seconds / ROUNDS, workers=2, token=bed.token))
+        outcomes, peak = outcomes_of(workdir / "outcomes.jsonl")
+        print(f"another tenant's creates, alone          {summary(alone)}")
+        print(f"another tenant's creates, during a flood {summary(during)}")
+        print(f"p50 {pct(during, .5) / pct(alone, .5):.2f}x, p99 {pct(during, .99) / pct(alone, .99):.2f}x "
+              "(during / alone, same run)")
+        print(f"another tenant's creates refused: {len(failed)} of {len(alone) + len(during)}"
+              + (f" (first: {failed[0]})" if failed else ""))
+        print("hostile writes: " + ", ".join(f"{n} x {k}" for k, n in sorted(outcomes.items())))
+        mine: list[float] = []
+        theirs: list[float] = []
+        for line in proc.log_path.read_text(errors="replace").splitlines():
+            start = line.find('{"webhook":"validate"')
+            if start >= 0:
+                entry = json.loads(line[start:])
+                (mine if f" {good}/" in entry["object"] else theirs).append(entry["ms"] / 1000)
+        print(f"in the webhook, the other tenant's reviews: {summary(mine)}")
+        print(f"in the webhook, the hostile reviews:        {summary(theirs)}")
+        print(f"webhook resident memory, workers included: peak {peak / (1 << 20):.0f} MiB (chart limit 384 MiB)")
+    finally:
+        if proc is not None:
+            proc.stop()
+        bed.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rate", type=float, default=200)
@@ -280,8 +526,16 @@ def main() -> None:
     parser.add_argument("--creates", type=int, default=200)
     parser.add_argument("--servers", action="store_true", help="also run the app under hypercorn, side by side")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--hostile", action="store_true", help="only the hostile-tenant run (3), and one review's cost")
+    parser.add_argument("--hostile-rate", type=float, default=20, help="the other tenant's creates per second")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
+        if args.hostile:
+            one_review_cost(Path(tmp))
+            bench_hostile_webhook(args, Path(tmp))
+            if not args.skip_e2e:
+                bench_hostile(args, Path(tmp))
+            return
         bench_handler(args, Path(tmp))
         if not args.skip_e2e:
             bench_end_to_end(args, Path(tmp))

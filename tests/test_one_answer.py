@@ -58,6 +58,14 @@ CASES: dict[str, Mutation] = {
     "a budget for an undeclared environment": _set(("spec", "budget", "qa"), "small"),
     "stamped for an undeclared environment": _set(("spec", "environment"), "qa"),
     "another environment broken (not this object's)": _set(("spec", "environments", "dev", "image"), ""),
+    # Hostile (issue 24): what the API server could not carry, and numbers past the schema's bounds.
+    "an env literal with U+FFFE": _set(("spec", "base", "env", "LOG_LEVEL"), "in\ufffefo"),
+    "a command argument with a C1 control": _set(("spec", "base", "command"), ["/app", "--x\x9b"]),
+    "a selector key with DEL": _set(("spec", "environments", "prod", "needs", "pg", "selector"), {"tier\x7f": "x"}),
+    "a label value with U+FFFF (the schema's pattern first)": _set(("metadata", "labels", "team"), "a\uffff"),
+    "replicas of 2147483647": _set(("spec", "base", "replicas"), 2147483647),
+    "autoscale.max past the bound": _set(("spec", "base", "autoscale", "max"), 5000),
+    "a quantity that overflows": _set(("spec", "base", "resources"), {"limits": {"memory": "99999999999999Gi"}}),
 }
 
 

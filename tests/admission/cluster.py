@@ -27,8 +27,9 @@ T = TypeVar("T")
 class Webhook:
     """`apprafter webhook` on 127.0.0.1 with a serving certificate from the test's own CA."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
+        self.args = args  # more `apprafter webhook` flags (bounds, workers)
         self.ca = CA("apprafter-admission-test-ca")
         self.cert: ServingCert = self.ca.serving_cert(workdir / "tls", "webhook")
         self.port, self.metrics_port = free_port(), free_port()
@@ -43,7 +44,8 @@ class Webhook:
     def argv(self) -> list[str | os.PathLike[str]]:
         return [sys.executable, "-m", "apprafter", "webhook", "--cert-file", self.cert.cert_path,
                 "--key-file", self.cert.key_path, "--host", "127.0.0.1", "--port", str(self.port),
-                "--metrics-port", str(self.metrics_port), "--operator-user", OPERATOR, "--cert-poll-seconds", "0.2"]
+                "--metrics-port", str(self.metrics_port), "--operator-user", OPERATOR, "--cert-poll-seconds", "0.2",
+                *self.args]
 
     def ready(self) -> bool | None:
         with self.client() as client:
@@ -65,6 +67,33 @@ class Webhook:
 
     def log(self) -> str:
         return "".join(p.read_text(errors="replace") for p in sorted(self.workdir.glob("webhook-*.log")))
+
+    def pids(self) -> list[int]:
+        """The webhook's process and its review workers."""
+        assert self.process is not None
+        main = self.process.popen.pid
+        children = Path(f"/proc/{main}/task/{main}/children").read_text().split()
+        return [main, *map(int, children)]
+
+    def workers(self) -> list[int]:
+        return self.pids()[1:]
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the webhook and its workers together (what its container's limit counts)."""
+        total = 0
+        for pid in self.pids():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        return total
+
+    def metric(self, name: str, **labels: str) -> float:
+        """Sum of the samples of `name` on the metrics port whose labels include `labels`."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).text
+        return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
 def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:

@@ -387,3 +387,15 @@ def test_with_the_webhook_down_writes_are_refused_and_cel_still_holds(admission_
         rescaled["spec"]["base"]["replicas"] = 5
         assert ok(apply(editor, bed, rescaled))["spec"]["base"]["replicas"] == 5
         webhook.honoured = True
+
+
+def test_an_unprintable_character_is_refused_naming_the_field(admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    """U+FFFE passes the API server's decoding of this write (JSON-escaped) but not the operator's apply of the
+    Deployment (raw UTF-8, read as YAML): refused here, at the door, with the field and never the value."""
+    cr = parser_cr(fresh_namespace(admission_bed))
+    cr["spec"]["base"]["env"]["LOG_LEVEL"] = "very-secret\ufffevalue"
+    with admission_bed.as_user(EDITOR) as editor:
+        text = message(apply(editor, admission_bed, cr))
+    assert APPS in text, text
+    assert "spec.base.env.LOG_LEVEL: the value holds U+FFFE (character 12), which the API server refuses" in text
+    assert "very-secret" not in text

@@ -87,7 +87,7 @@ def test_an_application_before_and_after_the_operator_reconciles_it(kube: KubeTe
 
 
 def squat(kube: KubeTestBed, namespace: str, name: str) -> None:
-    """A Deployment of the app's name made by hand with another selector: the operator's apply is refused."""
+    """A Deployment of the app's name made by hand: not the Application's, so the operator leaves it alone."""
     kube.apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
                 "spec": {"selector": {"matchLabels": {"made": "by-hand"}}, "template": {
                     "metadata": {"labels": {"made": "by-hand"}},
@@ -99,7 +99,8 @@ INTERNAL = {"image": BASE["image"], "replicas": 2, "expose": {"port": 8080, "net
 STATES = [
     ("claims", BASE, False, "Pending", "WaitingForClaims", "claims-pg", "Progressing"),
     ("invalid", {**BASE, "env": {"bad-key": "x"}}, False, "Failed", "InvalidSpec", "bad-key", "Degraded"),
-    ("refused", INTERNAL, True, "Failed", "ApplyFailed", "immutable", "Degraded"),
+    # a Deployment of that name that is someone else's: left alone (before issue 24 it was taken over, then refused)
+    ("refused", INTERNAL, True, "Failed", "ChildConflict", "not controlled by this Application", "Degraded"),
 ]
 
 

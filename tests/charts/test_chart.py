@@ -42,8 +42,8 @@ def test_crds_are_what_apprafter_crds_prints() -> None:
     assert shipped == printed.stdout, (
         "the chart's CRDs are stale: `apprafter crds > deploy/charts/apprafter-operator/crds/apprafter.io.yaml`")
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(shipped) if d]
-    assert names == ["applications.apprafter.io", "migrationplans.apprafter.io", "platformstacks.apprafter.io",
-                     "resourceclaims.apprafter.io"]
+    assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "migrationplans.apprafter.io",
+                     "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io"]
 
 
 def test_chart_image_and_package_share_one_version(objects: list[dict[str, Any]]) -> None:
@@ -132,7 +132,8 @@ def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[
             assert "caBundle" not in hook["clientConfig"]  # cert-manager's cainjector writes it
             resources |= {r for rule in hook["rules"] for r in rule["resources"]}
     assert resources == {"applications", "applications/status", "migrationplans", "migrationplans/status",
-                         "platformstacks", "platformstacks/status"}
+                         "platformstacks", "platformstacks/status", "applicationbaselines",
+                         "applicationbaselines/status", "publichostnames", "publichostnames/status"}
 
 
 def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
@@ -177,12 +178,17 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
+        # the metadata of the Secrets an Application's env names (are they granted to it?), by name only
+        ("", "secrets", ()): ["get"],
     }
-    assert not any(group == "" and resource == "secrets" for group, resource, _ in role)
     own = rules(one(objects, "Role", "apprafter:operator", NAMESPACE))
     assert own == {("coordination.k8s.io", "leases", ()): ["create"],
                    ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
-                   ("", "secrets", ()): ["get"]}
+                   # its records, in its own namespace; a baseline is never its to delete (a person forgets one)
+                   ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "create", "patch"],
+                   ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"]}
+    assert rules(one(objects, "ClusterRole", "apprafter:baseline-forgetter")) == {
+        ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
     bindings = find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
@@ -198,7 +204,7 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
         return {(r["metadata"].get("namespace"), group, resource)
                 for r in find(objs, "ClusterRole", "apprafter:operator") + find(objs, "Role", "apprafter:operator")
                 for group, resource, _ in rules(r)
-                if resource.startswith("platformstacks") or resource == "secrets" or group == "argoproj.io"}
+                if resource.startswith("platformstacks") or group == "argoproj.io"}
 
     without = render({"platformStack": {"enabled": False}})
     assert platform_grants(objects) and not platform_grants(without)

@@ -37,6 +37,12 @@ def with_base(**fields: Any) -> dict[str, Any]:
 E = BASE["env"]
 X = BASE["expose"]
 HTTP = {"readiness": {"path": "/healthz"}}  # an HTTP readiness probe on expose.port
+API = {"host": "api.example.com", "port": 443}
+DNS = {"cidr": "10.0.0.0/8", "port": 53, "protocol": "UDP"}
+
+
+def egress(*rules: dict[str, Any]) -> dict[str, Any]:
+    return {"egress": {"external": list(rules)}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,11 +209,32 @@ CASES: list[Case] = [
          "autoscale"),
     Case("budget-other-env", "AR-S011", app(budget={"prod": "small", "dev": "nano"}),
          app(budget={"prod": "small", "dev": "large"}), False),
-    Case("egress", "AR-S012", app(),
-         app(with_base(connects={"egress": {"external": [{"host": "api.example.com", "port": 443}]}})), True,
-         "connects"),
+    # A list where the whole internet was open narrows egress (soft); losing the list or adding to it widens.
+    Case("egress", "AR-S012", app(), app(with_base(connects=egress(API))), True, "connects.egress"),
+    Case("egress-narrowed", "AR-S012", app(with_base(connects=egress(API, DNS))), app(with_base(connects=egress(API))),
+         True, "connects.egress.external"),
     Case("egress-neg", "AR-S012", app(), app(), False),
+    Case("egress-to-world", "AR-SB009", app(with_base(connects=egress(API))), app(), True, "connects.egress.external"),
+    Case("egress-to-world-emptied", "AR-SB009", app(with_base(connects=egress(API))),
+         app(with_base(connects=egress())), True, "connects.egress.external"),
+    Case("egress-world-neg", "AR-SB009", app(), app(with_base(connects=egress(API))), False),
+    Case("egress-host-added", "AR-SB010", app(with_base(connects=egress(API))),
+         app(with_base(connects=egress(API, {"host": "paste.example.net", "port": 443}))), True,
+         "connects.egress.external"),
+    Case("egress-port-added", "AR-SB010", app(with_base(connects=egress(API))),
+         app(with_base(connects=egress({**API, "port": 22}))), True, "connects.egress.external"),
+    Case("egress-cidr-widened", "AR-SB010", app(with_base(connects=egress(DNS))),
+         app(with_base(connects=egress({**DNS, "cidr": "0.0.0.0/0"}))), True, "connects.egress.external"),
+    Case("egress-reordered-neg", "AR-SB010", app(with_base(connects=egress(API, DNS))),
+         app(with_base(connects=egress(DNS, {**API, "host": "API.example.com."}))), False),
+    Case("egress-narrowed-neg", "AR-SB010", app(with_base(connects=egress(API, DNS))),
+         app(with_base(connects=egress(API))), False),
+    Case("confidential-removed", "AR-SB011", app(with_base(confidential=True)), app(), True, "confidential"),
+    Case("confidential-false", "AR-SB011", app(with_base(confidential=True)), app(with_base(confidential=False)),
+         True, "confidential"),
+    Case("confidential-added-neg", "AR-SB011", app(), app(with_base(confidential=True)), False),
     Case("confidential", "AR-S013", app(), app(with_base(confidential=True)), True, "confidential"),
+    Case("confidential-removed-not-soft", "AR-S013", app(with_base(confidential=True)), app(), False),
     Case("command", "AR-S013", app(), app(with_base(command=["/bin/app", "--debug"])), True, "command"),
     Case("runtime-neg", "AR-S013", app(with_base(command=["a"])), app(with_base(command=["a"])), False),
     Case("http-to-tcp", "AR-S014", app(with_base(health=HTTP)), app(), True, "health.readiness.path"),

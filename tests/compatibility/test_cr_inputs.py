@@ -19,6 +19,7 @@ from renderer.emit import dump_stream
 from renderer.errors import UserError
 from renderer.load import load
 from renderer.render import render_loaded
+from renderer.validate import UNPRINTABLE
 from tests.renderer.helpers import run_cli
 
 VALID: dict[str, Any] = {
@@ -142,13 +143,18 @@ expose = st.fixed_dictionaries({"port": st.integers(1, 65535)}, optional={
 targets = st.integers(1, 10000).map(lambda n: n / 100) | st.integers(1, 100)
 autoscale = st.builds(lambda on, lo, extra, target: {"on": on, "min": lo, "max": lo + extra, "target": target},
                       st.sampled_from(["cpu", "memory"]), st.integers(1, 3), st.integers(0, 5), targets)
-literal_env = st.dictionaries(st.sampled_from(["LOG", "MODE", "URL"]), st.text(max_size=6) | st.just('{"x": 1}'),
+# Any text the API server can carry (validate.UNPRINTABLE refuses the rest at every door).
+def printable(size: int) -> st.SearchStrategy[str]:
+    return st.text(max_size=size).map(lambda text: UNPRINTABLE.sub("", text))
+
+
+literal_env = st.dictionaries(st.sampled_from(["LOG", "MODE", "URL"]), printable(6) | st.just('{"x": 1}'),
                               max_size=2)
 workload = st.fixed_dictionaries({}, optional={
     "replicas": st.integers(0, 5), "expose": expose, "autoscale": autoscale, "env": literal_env,
     "imagePolicy": st.fixed_dictionaries({}, optional={"resolve": st.sampled_from(["off", "digest"]),
                                                        "interval": st.sampled_from(["5m", "1h"])}),
-    "confidential": st.booleans(), "command": st.lists(st.text(max_size=4), max_size=2),
+    "confidential": st.booleans(), "command": st.lists(printable(4), max_size=2),
     "resources": st.just({"requests": {"cpu": "100m"}, "limits": {"memory": "1.5Gi"}}),
     "connects": st.just({"egress": {"external": [{"host": "api.example.com", "port": 443}, {"cidr": "10.0.0.0/8",
                                                                                               "port": 53,

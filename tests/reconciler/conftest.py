@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from compatibility.crd import ALL_CRDS
+from lifecycle.crd import OPERATOR_CRDS
 from platform_stack.resource import PLATFORM_STACK
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from renderer.manifests import KINDS
+from tests.reconciler.helpers import CREATED, forget
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.rollouts import RolloutStandIn, start_rollouts
@@ -21,7 +22,7 @@ from toolchain.tools import crd_files
 
 def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
     path = directory / "apprafter-crds.yaml"
-    path.write_text(dump_stream(crd_documents((*ALL_CRDS, PLATFORM_STACK))))
+    path.write_text(dump_stream(crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))))
     bed.install_crds([path])
     return bed
 
@@ -54,3 +55,15 @@ def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture(autouse=True)
+def forgotten(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test that used the module's operator, its deployments are retired for good (helpers.forget): a
+    public hostname it held would otherwise stay its own (it outlives the Application) and refuse the next test's."""
+    CREATED.clear()
+    yield
+    if "operator" in request.fixturenames and CREATED:
+        op: Operator = request.getfixturevalue("operator")
+        forget(op.bed, op.log, op.records_namespace, list(CREATED))
+    CREATED.clear()

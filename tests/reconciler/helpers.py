@@ -21,10 +21,53 @@ T = TypeVar("T")
 # edit away.
 
 
+# Namespaces the running test made (tests/reconciler/conftest.py forgets their deployments after each test).
+CREATED: list[str] = []
+
+
 def fresh_namespace(bed: KubeTestBed, prefix: str = "op") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     bed.ensure_namespace(name)
+    CREATED.append(name)
     return name
+
+
+def grant_secret(bed: KubeTestBed, namespace: str, name: str, apps: str) -> dict[str, Any]:
+    """A Secret `name` granted to `apps` (its apprafter.io/applications annotation), as its owner writes it."""
+    return bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": name, "namespace": namespace, "annotations": {"apprafter.io/applications": apps}},
+        "stringData": {"key": "not-a-real-key", "token": "not-a-real-token", "other": "x"}}, field_manager="team")
+
+
+def gone_lines(log: str, namespace: str, name: str) -> int:
+    """How often the operator logged that it saw Application namespace/name gone."""
+    count = 0
+    for line in log.splitlines():
+        if '"gone"' in line and namespace in line:
+            entry = json.loads(line)
+            count += entry.get("msg") == "gone" and (entry.get("namespace"), entry.get("object")) == (namespace, name)
+    return count
+
+
+def forget(bed: KubeTestBed, log: Callable[[], str], records: str, namespaces: list[str]) -> None:
+    """What a cluster administrator does to retire deployments for good: delete the Applications, and once the
+    operator has seen each gone (no pass of it can still write), forget their baselines and hostnames
+    (docs/operator.md). A hostname one test's app held is then free for the next test's."""
+    for namespace in namespaces:
+        info = bed.resource_for(API, "Application")
+        resp = bed.http.get(info.path(None, namespace))
+        for item in resp.json().get("items", []) if resp.status_code == 200 else []:
+            name = item["metadata"]["name"]
+            seen = gone_lines(log(), namespace, name)
+            bed.delete(API, "Application", name, namespace)
+            wait(f"the operator to see {namespace}/{name} gone", lambda n=name, c=seen, ns=namespace: gone_lines(
+                log(), ns, n) > c or None)
+    for kind, holder in (("ApplicationBaseline", "application"), ("PublicHostname", "holder")):
+        info = bed.resource_for(API, kind)
+        resp = bed.http.get(info.path(None, records))
+        for item in resp.json().get("items", []) if resp.status_code == 200 else []:
+            if item["spec"][holder]["namespace"] in namespaces:
+                bed.delete(API, kind, item["metadata"]["name"], records)
 
 
 def cr(namespace: str, base: dict[str, Any] | None = None, *, name: str = "demo", env: str = "prod",
@@ -42,7 +85,24 @@ def edit(base: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
 
 
 def apply(bed: KubeTestBed, obj: dict[str, Any]) -> dict[str, Any]:
+    """Apply an Application as Argo CD does, its team having granted it the Secrets its env names (lifecycle.secrets;
+    tests/reconciler/test_tenant_cluster.py writes as a tenant without that)."""
+    grant_referenced(bed, obj)
     return bed.apply(obj, field_manager=ARGO)
+
+
+def grant_referenced(bed: KubeTestBed, obj: dict[str, Any]) -> None:
+    """Every Secret the Application's env references (in base and each environment), granted to it."""
+    meta, spec = obj["metadata"], obj.get("spec") or {}
+    scopes = [spec.get("base") or {}, *(spec.get("environments") or {}).values()]
+    names = {v["secret"].partition("/")[0] for scope in scopes for v in (scope.get("env") or {}).values()
+             if isinstance(v, dict) and isinstance(v.get("secret"), str)}
+    for name in sorted(names):
+        existing = bed.get("v1", "Secret", name, meta["namespace"])
+        granted = ((existing or {}).get("metadata", {}).get("annotations") or {}).get("apprafter.io/applications", "")
+        apps = {a.strip() for a in granted.split(",") if a.strip()}
+        if meta["name"] not in apps:
+            grant_secret(bed, meta["namespace"], name, ", ".join(sorted(apps | {meta["name"]})))
 
 
 def wait(what: str, probe: Callable[[], T | None], timeout: float = 30) -> T:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,17 +18,26 @@ from tests.testbed.procs import ManagedProcess, free_port, wait_for
 FAST = ("--resync", "2", "--max-backoff", "2")
 
 
+def records_namespace_for(name: str) -> str:
+    """A namespace of its own for one operator's records (lifecycle.crd)."""
+    return f"records-{name[:20]}-{uuid.uuid4().hex[:6]}"
+
+
 class Operator:
     """One operator process; its log is in `log_path`, its ports on 127.0.0.1."""
 
     def __init__(self, bed: KubeTestBed, workdir: Path, args: Sequence[str] = (), name: str = "operator",
-                 kubeconfig: Path | None = None) -> None:
+                 kubeconfig: Path | None = None, records_namespace: str | None = None) -> None:
         self.bed = bed
         self.name = name
         self.health_port, self.metrics_port = free_port(), free_port()
+        # Its baselines and hostname records apart from every other operator's of the session: what one module
+        # leaves behind (a hostname held) never reaches the next.
+        self.records_namespace = records_namespace or records_namespace_for(name)
+        bed.ensure_namespace(self.records_namespace)
         self.argv = [sys.executable, "-m", "apprafter", "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
-                     "--metrics-port", str(self.metrics_port), *args]
+                     "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{name}.log"
         self.proc: ManagedProcess | None = None

@@ -26,6 +26,7 @@ from tests.reconciler.helpers import (
     write_status,
 )
 from tests.reconciler.operator_proc import Operator
+from tests.testbed.gitops import paused
 from tests.testbed.kube import KubeTestBed
 
 pytestmark = pytest.mark.testbed
@@ -119,7 +120,7 @@ def test_bad_input_is_reported_on_its_application_and_the_loop_goes_on(bed: Kube
     assert field in ready["message"] and "spec.base.env" in ready["message"], ready["message"]
     assert st["lastAppliedSpec"] == applied
     assert versions(children(bed, ns)) == kids
-    other = ready_app(bed)  # the next Application is reconciled
+    other = ready_app(bed, INTERNAL)  # the next Application is reconciled (not public: demo's hostname is taken)
     assert status(bed, other)["phase"] == "Ready"
     assert operator.alive() and operator.healthz() == 200
     apply(bed, cr(ns))  # fixed: Ready again, nothing to re-apply
@@ -148,33 +149,40 @@ def test_a_baseline_written_by_someone_else_is_not_trusted(bed: KubeTestBed, ope
     assert ready and ready["reason"] == "InvalidStatus" and "intruder" in ready["message"]
     assert versions(children(bed, ns)) == kids
     assert plans(bed, ns) == []
-    assert ready_app(bed) and operator.alive()
+    assert ready_app(bed, INTERNAL) and operator.alive()
 
 
 def test_an_unreadable_baseline_fails_closed(bed: KubeTestBed, operator: Operator) -> None:
     ns = ready_app(bed)
     kids = versions(children(bed, ns))
     spoofed = {**status(bed, ns)["lastAppliedSpec"], "replicas": "three"}
-    # written under the operator's own status field manager: only the content is wrong
-    write_status(bed, "Application", "demo", ns, {"lastAppliedSpec": spoofed}, manager="apprafter-operator-status",
-                 merge=False)
+    # written under the operator's own field manager: only the content of the gate's baseline is wrong
+    records = operator.records_namespace
+    record = bed.get(API, "ApplicationBaseline", f"{ns}.demo.prod", records)
+    assert record is not None
+    bed.apply({**record, "spec": {**record["spec"], "effectiveSpec": spoofed},
+               "metadata": {"name": record["metadata"]["name"], "namespace": records}},
+              field_manager="apprafter-operator")
     apply(bed, cr(ns, edit(replicas=5)))
     st = wait_phase(bed, ns, "Failed")
     ready = condition(st, "Ready")
     assert ready and ready["reason"] == "InvalidStatus"
-    assert "status.lastAppliedSpec.replicas" in ready["message"]
+    assert "the ApplicationBaseline's effectiveSpec.replicas" in ready["message"]
     assert versions(children(bed, ns)) == kids
 
 
 def test_a_child_the_api_server_refuses_is_reported_and_retried(bed: KubeTestBed, operator: Operator) -> None:
     ns = fresh_namespace(bed, "life")
-    squatter = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "demo", "namespace": ns},
-                "spec": {"selector": {"matchLabels": {"made": "by-hand"}}, "template": {
-                    "metadata": {"labels": {"made": "by-hand"}},
-                    "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
-    bed.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
     errors = operator.metric("apprafter_reconcile_errors_total", controller="application")
-    apply(bed, cr(ns, INTERNAL))
+    with paused(operator):  # the Deployment is the Application's (its controller) but with another selector
+        uid = apply(bed, cr(ns, INTERNAL))["metadata"]["uid"]
+        squatter = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+            "name": "demo", "namespace": ns, "ownerReferences": [{"apiVersion": API, "kind": "Application",
+                                                                  "name": "demo", "uid": uid, "controller": True}]},
+                    "spec": {"selector": {"matchLabels": {"made": "by-hand"}}, "template": {
+                        "metadata": {"labels": {"made": "by-hand"}},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+        bed.apply(squatter, field_manager="kubectl")  # same name, another selector: immutable
     st = wait_phase(bed, ns, "Failed")
     ready = condition(st, "Ready")
     assert ready and ready["reason"] == "ApplyFailed"

@@ -20,7 +20,7 @@ import pytest
 from tests.platform_stack.conftest import cli as stack_cli
 from tests.platform_stack.conftest import ok
 from tests.reconciler.helpers import wait
-from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.operator_proc import FAST, Operator, records_namespace_for
 from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitops import operator_kubeconfig
@@ -89,8 +89,9 @@ def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """The operator as its ServiceAccount with the operator chart's own RBAC, here and in Argo CD's namespace (what
     an install grants it, so every test also proves those permissions are enough); fast resync and backoff."""
     workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = operator_kubeconfig(bed, workdir, (NS, "argocd"))
-    op = Operator(bed, workdir, ("--no-leader-elect", *FAST), kubeconfig=kubeconfig).start()
+    records = records_namespace_for("platformstack")
+    kubeconfig = operator_kubeconfig(bed, workdir, (NS, "argocd"), records=records)
+    op = Operator(bed, workdir, ("--no-leader-elect", *FAST), kubeconfig=kubeconfig, records_namespace=records).start()
     try:
         yield op
     finally:

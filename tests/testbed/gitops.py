@@ -21,14 +21,14 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from compatibility.crd import ALL_CRDS
+from lifecycle.crd import OPERATOR_CRDS
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from renderer.manifests import KINDS
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from tests.admission.cluster import Webhook, chart_objects, configurations, unregister
 from tests.admission.reviews import OPERATOR, parser_cr
-from tests.reconciler.operator_proc import Operator
+from tests.reconciler.operator_proc import Operator, records_namespace_for
 from tests.testbed.argocd import (
     ARGOCD_API,
     ARGOCD_VERSIONS,
@@ -204,7 +204,7 @@ def paused(operator: Operator) -> Iterator[None]:
 def install_apprafter_crds(kube: KubeTestBed, workdir: Path) -> list[str]:
     """Our CRDs as `apprafter crds` prints them (Argo CD's come with the test bed); waits until served."""
     path = workdir / "apprafter-crds.yaml"
-    path.write_text(dump_stream(crd_documents(ALL_CRDS)))
+    path.write_text(dump_stream(crd_documents(OPERATOR_CRDS)))
     return kube.install_crds([path])
 
 
@@ -274,19 +274,27 @@ def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) 
     it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
     returns once it is ready."""
     watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
+    records = records_namespace_for("gitops-loop")
     # No PlatformStack controller: the loop has no PlatformStack, and its Argo CD is not in `argocd`, where the
     # chart grants that controller its Applications (tests/reconciler/test_platformstack_cluster.py proves it).
+    # Its records in a namespace of their own, where the chart's Role is bound as in the release's namespace.
     return Operator(kube, workdir, ("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5", *watched),
-                    kubeconfig=operator_kubeconfig(kube, workdir)).start()
+                    kubeconfig=operator_kubeconfig(kube, workdir, records=records),
+                    records_namespace=records).start()
 
 
-def operator_kubeconfig(kube: KubeTestBed, workdir: Path,
-                        namespaces: Sequence[str] = (OPERATOR_NAMESPACE,)) -> Path:
+def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,),
+                        records: str | None = None) -> Path:
     """A kubeconfig for the operator's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
-    operator chart's own RBAC objects, cluster-wide and in `namespaces`, and nothing else."""
+    operator chart's own RBAC objects, cluster-wide and in `namespaces`, and nothing else; with `records`, the
+    chart's Role of the release namespace is bound there too (the operator's --records-namespace)."""
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
-    for obj in chart_rbac(OPERATOR_RBAC, namespaces):
+    objects = chart_rbac(OPERATOR_RBAC, namespaces)
+    if records is not None:
+        objects += [{**o, "metadata": {**o["metadata"], "namespace": records}} for o in chart_rbac(OPERATOR_RBAC)
+                    if o["metadata"].get("namespace") == OPERATOR_NAMESPACE]
+    for obj in objects:
         kube.ensure_namespace(obj["metadata"].get("namespace") or OPERATOR_NAMESPACE)
         kube.apply(obj, field_manager=FIELD_MANAGER)
     return kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)

@@ -1,0 +1,68 @@
+"""Who holds a public hostname (and its Certificate): the first deployment that asked, recorded as a PublicHostname
+named by the hostname in the operator's namespace (the API server lets only one create it). A holder keeps it while
+its Application or its ApplicationBaseline exists (a deployment outlives its object: lifecycle.baseline); a record
+whose holder has neither is stale and goes to the next asker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, NamedTuple
+
+from lifecycle.baseline import identity
+from lifecycle.crd import PUBLIC_HOSTNAME
+
+__all__ = ["Holding", "holder", "holding", "hostnames", "record", "released"]
+
+Identity = tuple[str, str, str]  # (namespace, app, environment)
+
+
+class Holding(NamedTuple):
+    """A hostname is this deployment's (mine), free to take over (stale), or another's (taken: `by` says whose)."""
+
+    verdict: Literal["mine", "stale", "taken"]
+    by: str = ""
+
+
+def hostnames(children: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The public hostnames a render routes or certifies (HTTPRoute hostnames, Certificate dnsNames), sorted."""
+    out: set[str] = set()
+    for child in children:
+        spec = child.get("spec") or {}
+        if child["kind"] == "HTTPRoute":
+            out.update(spec.get("hostnames") or [])
+        elif child["kind"] == "Certificate":
+            out.update(spec.get("dnsNames") or [])
+    return sorted(out)
+
+
+def record(hostname: str, app: Mapping[str, Any], records_namespace: str) -> dict[str, Any]:
+    """The PublicHostname that says `app`'s deployment holds `hostname`."""
+    namespace, name, environment = identity(app)
+    return {"apiVersion": PUBLIC_HOSTNAME.api_version, "kind": PUBLIC_HOSTNAME.kind,
+            "metadata": {"name": hostname, "namespace": records_namespace},
+            "spec": {"hostname": hostname, "holder": {"namespace": namespace, "name": name,
+                                                      "environment": environment, "uid": app["metadata"]["uid"]}}}
+
+
+def holder(obj: Mapping[str, Any]) -> Identity:
+    found = (obj.get("spec") or {}).get("holder") or {}
+    return str(found.get("namespace")), str(found.get("name")), str(found.get("environment"))
+
+
+def holding(obj: Mapping[str, Any], app: Mapping[str, Any], *, holder_exists: bool, holder_remembered: bool) -> Holding:
+    """Whose a recorded hostname is for `app`: `holder_exists` says the holder's Application is in the cluster (with
+    the holder's environment), `holder_remembered` that its ApplicationBaseline is."""
+    held = holder(obj)
+    if held == identity(app):
+        return Holding("mine")
+    if holder_exists or holder_remembered:
+        namespace, name, environment = held
+        return Holding("taken", f"Application {namespace}/{name} (environment {environment})")
+    return Holding("stale")
+
+
+def released(records: Iterable[Mapping[str, Any]], app: Mapping[str, Any], wanted: Iterable[str]) -> list[str]:
+    """The hostnames this deployment holds that its applied render no longer has: given back."""
+    keep, mine = set(wanted), identity(app)
+    return sorted(str(r["metadata"]["name"]) for r in records
+                  if holder(r) == mine and r["metadata"]["name"] not in keep)

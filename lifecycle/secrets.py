@@ -1,0 +1,60 @@
+"""Which Secrets an Application may make its pods read: one whose writer granted it to the app (the annotation
+`apprafter.io/applications` lists the app's name), or one a provider gives the app (its claims' connection Secrets;
+a SourceCredential's, once that kind exists). Writing an Application does not let its author read the namespace's
+Secrets, so it must not let the author's pods read them either (a pod's env is the author's to print)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from renderer.manifests.meta import connection_secret
+
+__all__ = ["GRANT_ANNOTATION", "PROVIDERS", "Provider", "granted", "references", "refused"]
+
+GRANT_ANNOTATION = "apprafter.io/applications"
+
+# A provider says whether it gives `app` (its effective spec `spec`) the Secret `name`; the hook for more
+# providers: a SourceCredential controller adds one that answers for the Secrets its credentials name.
+Provider = Callable[[str, Mapping[str, Any], str], bool]
+
+
+def _claims(app: str, spec: Mapping[str, Any], name: str) -> bool:
+    """A claim's connection Secret, of a need this environment declares."""
+    return any(connection_secret(app, need) == name for need in spec.get("needs") or {})
+
+
+PROVIDERS: tuple[Provider, ...] = (_claims,)
+
+
+def references(spec: Mapping[str, Any]) -> list[str]:
+    """The Secrets an effective spec's env `secret:` references name (claim references are the claim's), sorted."""
+    out = set()
+    for value in (spec.get("env") or {}).values():
+        if isinstance(value, Mapping) and isinstance(value.get("secret"), str):
+            out.add(value["secret"].partition("/")[0])
+    return sorted(out)
+
+
+def granted(app: str, spec: Mapping[str, Any], name: str, metadata: Mapping[str, Any] | None,
+            providers: Sequence[Provider] = PROVIDERS) -> bool:
+    """Whether `app` may read Secret `name` (metadata: the Secret's, None when it does not exist)."""
+    if any(provider(app, spec, name) for provider in providers):
+        return True
+    if metadata is None:
+        return False
+    listed = str((metadata.get("annotations") or {}).get(GRANT_ANNOTATION) or "")
+    return app in {part.strip() for part in listed.replace(",", " ").split()}
+
+
+def refused(app: str, namespace: str, spec: Mapping[str, Any],
+            metadata: Mapping[str, Mapping[str, Any] | None]) -> str | None:
+    """The SecretNotGranted message for the references `app` may not use (metadata by Secret name), else None."""
+    names: Iterable[str] = (n for n in references(spec) if not granted(app, spec, n, metadata.get(n)))
+    missing = sorted(names)
+    if not missing:
+        return None
+    listed = ", ".join(f"{n}{'' if metadata.get(n) is not None else ' (not found)'}" for n in missing)
+    return (f"env secret references to Secrets not granted to this Application: {listed}; whoever may write such a "
+            f"Secret grants it with `kubectl annotate secret NAME -n {namespace} {GRANT_ANNOTATION}={app}` (a list: "
+            "app,app2); claim references need no grant")
