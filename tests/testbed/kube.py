@@ -238,7 +238,10 @@ class KubeTestBed:
         return result
 
     def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
-        """Delete an object if it exists."""
+        """Delete an object if it exists (a Namespace is no longer taken as made: ensure_namespace makes it again)."""
+        if kind == "Namespace":
+            with self._lock:
+                self._namespaces.discard(name)
         info = self.resource_for(api_version, kind)
         resp = self.http.delete(info.path(name, namespace if info.namespaced else None))
         if resp.status_code not in (200, 202, 404):
