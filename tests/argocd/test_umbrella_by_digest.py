@@ -26,7 +26,7 @@ from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.argocd import ARGOCD_API, ArgoCD, Settings, configmaps_of, start_argocd, with_component
 from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed.gitops import DEPLOY, operator_kubeconfig
+from tests.testbed.gitops import DEPLOY, chart_operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import tool, wait_for
 from tests.testbed.redis import RedisServer, start_redis
@@ -82,8 +82,7 @@ def operator(bed: KubeTestBed, registry: AuthRegistry, publisher: Publisher,
                "data": {"release.pub": public}})
     bed.apply(docker_config_secret(registry, CREDENTIALS, NS))
     workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = operator_kubeconfig(bed, workdir, (NS, umbrella.NAMESPACE))
-    op = Operator(bed, workdir, ("--no-leader-elect", *FAST), kubeconfig=kubeconfig).start()
+    op = chart_operator(bed, workdir, ("--no-leader-elect", *FAST), (NS, umbrella.NAMESPACE)).start()
     try:
         yield op
     finally:

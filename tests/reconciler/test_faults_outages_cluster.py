@@ -19,7 +19,7 @@ from tests.reconciler.faults import SEED, check_invariants, rng
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace, status, wait
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.reconciler.test_restarts_cluster import all_in, holder, plans_per_app
-from tests.testbed.gitops import operator_kubeconfig
+from tests.testbed.gitops import chart_operator
 from tests.testbed.kube import ApplyRejected, KubeTestBed
 from tests.testbed.procs import BedError
 
@@ -174,8 +174,8 @@ def test_the_webhook_killed_during_a_burst(own_bed: KubeTestBed, tmp_path: Path)
     webhook.start()
     register(bed, webhook.base_url, webhook.ca.pem)
     # the operator as the chart's ServiceAccount: the webhook lets only that user write status
-    op = Operator(bed, tmp_path, ("--no-leader-elect", "--no-platform-stack", "--namespace", ns, *FAST),
-                  name="hooked", kubeconfig=operator_kubeconfig(bed, tmp_path / "sa", namespaces=(ns,)))
+    op = chart_operator(bed, tmp_path, ("--no-leader-elect", "--no-platform-stack", "--namespace", ns, *FAST),
+                        (ns,), name="hooked")
     try:
         wait("the webhook answering through the API server",
              lambda: _admitted(bed, cr(ns, SIMPLE, name="probe")) or None, 60)

@@ -22,7 +22,7 @@ from tests.argocd import overrides
 from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import API, ARGO, cr, set_claims_ready, wait, write_status
 from tests.reconciler.operator_proc import FAST, Operator
-from tests.testbed.gitops import operator_kubeconfig
+from tests.testbed.gitops import chart_operator
 from tests.testbed.node import NodeTestBed, has_condition
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
@@ -35,8 +35,7 @@ def operator(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Ite
     """Our CRDs on the node and one operator for the module, as its ServiceAccount with the chart's RBAC."""
     workdir = Path(str(tmp_path_factory.mktemp("health-node")))
     install_our_crds(node, workdir)
-    op = Operator(node, workdir, ("--no-leader-elect", "--no-platform-stack", *FAST),
-                  kubeconfig=operator_kubeconfig(node, workdir)).start()
+    op = chart_operator(node, workdir, ("--no-leader-elect", "--no-platform-stack", *FAST)).start()
     try:
         yield op
     finally:

@@ -274,13 +274,19 @@ def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) 
     it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
     returns once it is ready."""
     watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
-    records = records_namespace_for("gitops-loop")
     # No PlatformStack controller: the loop has no PlatformStack, and its Argo CD is not in `argocd`, where the
     # chart grants that controller its Applications (tests/reconciler/test_platformstack_cluster.py proves it).
-    # Its records in a namespace of their own, where the chart's Role is bound as in the release's namespace.
-    return Operator(kube, workdir, ("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5", *watched),
-                    kubeconfig=operator_kubeconfig(kube, workdir, records=records),
-                    records_namespace=records).start()
+    return chart_operator(kube, workdir, ("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5",
+                                          *watched), name="gitops-loop").start()
+
+
+def chart_operator(kube: KubeTestBed, workdir: Path, args: Sequence[str],
+                   namespaces: Sequence[str] = (OPERATOR_NAMESPACE,), name: str = "operator") -> Operator:
+    """An operator (not started) as its ServiceAccount with the chart's RBAC in `namespaces`, its records in a
+    namespace of their own where the chart's Role is bound as in the release's namespace."""
+    records = records_namespace_for(name)
+    return Operator(kube, workdir, args, name=name, records_namespace=records,
+                    kubeconfig=operator_kubeconfig(kube, workdir / "sa", namespaces, records=records))
 
 
 def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,),
