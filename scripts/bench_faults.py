@@ -32,7 +32,7 @@ from tests.reconciler.faults import throttle, unthrottle  # noqa: E402
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace  # noqa: E402
 from tests.reconciler.operator_proc import Operator  # noqa: E402
 from tests.reconciler.test_restarts_cluster import phases  # noqa: E402
-from tests.testbed.gitops import operator_kubeconfig  # noqa: E402
+from tests.testbed.gitops import chart_operator  # noqa: E402
 from tests.testbed.kube import ApplyRejected, KubeTestBed, start_kube  # noqa: E402
 from tests.testbed.procs import wait_for  # noqa: E402
 from tests.testbed.proxy import SilentProxy  # noqa: E402
@@ -204,8 +204,8 @@ def webhook_down(bed: KubeTestBed, work: Path, n: int) -> None:
     webhook.start()
     register(bed, webhook.base_url, webhook.ca.pem)
     ns = fresh_namespace(bed, "hook")
-    op = Operator(bed, work / "hook", ("--no-leader-elect", "--no-platform-stack", "--namespace", ns),
-                  name="hook", kubeconfig=operator_kubeconfig(bed, work / "sa", namespaces=(ns,)))
+    op = chart_operator(bed, work / "hook", ("--no-leader-elect", "--no-platform-stack", "--namespace", ns), (ns,),
+                        name="hook")
     names = [f"a{i}" for i in range(n)]
     try:
         op.start()

@@ -38,8 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import API, ARGO, cr
-from tests.reconciler.operator_proc import Operator
-from tests.testbed.gitops import operator_kubeconfig
+from tests.testbed.gitops import chart_operator
 from tests.testbed.kube import ssl_context
 from tests.testbed.node import NodeTestBed, has_condition, start_node
 from tests.testbed.testapp import build_test_app
@@ -124,8 +123,7 @@ def main() -> int:
     try:
         image = bed.import_image(build_test_app())
         install_our_crds(bed, workdir)
-        operator = Operator(bed, workdir / "operator", ("--no-leader-elect", "--no-platform-stack"),
-                            kubeconfig=operator_kubeconfig(bed, workdir / "operator")).start()
+        operator = chart_operator(bed, workdir / "operator", ("--no-leader-elect", "--no-platform-stack")).start()
         bed.ensure_namespace(NAMESPACE)
         base: dict[str, Any] = {"image": image, "replicas": 1, "expose": {"port": 8080}, "env": {"MODE": "serve"}}
         if args.probes:
