@@ -36,6 +36,7 @@ RELEASE = "apprafter-operator"
 EDITOR, APPROVER, APPROVERS = "eve", "alice", "apprafter-approvers"
 # The namespaces this module uses on the session's node (deleted, with the release, at the end of the module).
 TEAM_A, TEAM_B, PROBE = "chart-team-a", "chart-team-b", "chart-probe"
+APP_B = "shop"  # team B's app
 WEBHOOK_CONFIGS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
 
 
@@ -238,10 +239,10 @@ def test_both_pods_meet_the_restricted_pod_security_standard(installed: Installe
         assert any("allowPrivilegeEscalation != false" in w for w in warnings(loose)), name
 
 
-def runnable(bed: NodeTestBed, namespace: str, image: str) -> dict[str, Any]:
+def runnable(bed: NodeTestBed, namespace: str, image: str, app: str = "demo") -> dict[str, Any]:
     """The operator tests' app (BASE) running the test image, with the Secrets its env references: the pg
     provider's connection Secret and the vendor's key (what the providers and the team would have made)."""
-    for name, key in (("demo-pg-conn", "url"), ("vendor", "key")):
+    for name, key in ((f"{app}-pg-conn", "url"), ("vendor", "key")):
         bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
                    "stringData": {key: "not-a-real-one"}})
     return edit(image=image)
@@ -293,15 +294,16 @@ def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approv
                            "name": "apprafter:migration-approver"},
                "subjects": [{"kind": "Group", "name": APPROVERS, "apiGroup": "rbac.authorization.k8s.io"}]})
     editor_can_write_applications(bed, namespace)
-    base = runnable(bed, namespace, test_app)
-    apply(bed, cr(namespace, base))
-    claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
-    wait_phase(bed, namespace, "Ready", timeout=120)
+    # not "demo": team A's demo holds the public hostname demo.prod.<domain> (the first deployment keeps it)
+    base = runnable(bed, namespace, test_app, app=APP_B)
+    apply(bed, cr(namespace, base, name=APP_B))
+    claims_when_created(bed, namespace, [f"{APP_B}-pg", f"{APP_B}-redis"])
+    wait_phase(bed, namespace, "Ready", name=APP_B, timeout=120)
     repository, _, tag = test_app.rpartition(":")
     other = f"{repository}-someone-else:{tag}"  # the same image under another repository name: gated
     bed.ctr("images", "tag", "--force", test_app, other, check=True)
-    apply(bed, cr(namespace, edit(base, image=other)))
-    plan = wait_phase(bed, namespace, "AwaitingMigrationApproval")["migrationPlan"]
+    apply(bed, cr(namespace, edit(base, image=other), name=APP_B))
+    plan = wait_phase(bed, namespace, "AwaitingMigrationApproval", name=APP_B)["migrationPlan"]
     wait("the plan pending", lambda: plan_phase(bed, namespace, plan) == "pending-approval" or None)
 
     def approve(user: str) -> Any:
@@ -317,9 +319,9 @@ def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approv
     assert approved.returncode == 0, approved.stderr
     stamped = bed.get(API, "MigrationPlan", plan, namespace)
     assert stamped is not None and stamped["status"]["approvedBy"] == APPROVER  # the mutating webhook, in the image
-    wait_phase(bed, namespace, "Ready", timeout=120)
+    wait_phase(bed, namespace, "Ready", name=APP_B, timeout=120)
     wait("the plan applied", lambda: plan_phase(bed, namespace, plan) == "applied" or None)
-    [deployment] = [o for (kind, _), o in children(bed, namespace).items() if kind == "Deployment"]
+    [deployment] = [o for (kind, _), o in children(bed, namespace, f"{APP_B}-prod").items() if kind == "Deployment"]
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == other
     assert deployment["status"]["availableReplicas"] == 2  # Ready came after the new pods were Available
 
@@ -362,8 +364,10 @@ def test_rbac_is_least_privilege(installed: Installed) -> None:
         for namespace in (NAMESPACE, team):
             assert 'cannot create resource "secrets"' in forbidden(create_secret(operator_sa, namespace))
         assert operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls").status_code == 200
-        forbidden(operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets"))  # by name only
-        forbidden(operator_sa.get(f"/api/v1/namespaces/{team}/secrets/anything"))
+        # An app's Secrets are read by name (is it granted to the app?), never listed, never written.
+        for namespace in (NAMESPACE, team):
+            forbidden(operator_sa.get(f"/api/v1/namespaces/{namespace}/secrets"))
+        assert operator_sa.get(f"/api/v1/namespaces/{team}/secrets/anything").status_code == 404
         # An Application's spec is Argo CD's: the operator writes its status only.
         forbidden(server_side_apply(operator_sa, bed, {**app, "spec": {"environment": "prod"}}, dry_run=True))
         # What the PlatformStack controller will do, granted (issue 13 runs it).
