@@ -126,6 +126,15 @@ def _upgrade(baseline: Baseline | None, result: Check) -> Condition:
     return Condition(UPGRADE_AVAILABLE, "False", "UpToDate", f"newest of the channel: {newest}")
 
 
+def _upstream_note(conditions: Iterable[Condition], result: Check) -> list[Note]:
+    """The UpstreamAhead event, once per upstream version, when the condition says upstream is newer."""
+    ahead = [c for c in conditions if c.type == UPSTREAM_AHEAD and c.status == "True"]
+    news = result.upstream
+    if not ahead or news is None:
+        return []
+    return [Note(UPSTREAM_AHEAD, ahead[0].message, f"upstream:{news.repository}:{news.version}")]
+
+
 def _upstream(current: str | None, result: Check) -> list[Condition]:
     """UpstreamAhead of a fork: whether its upstream offers a newer version than what runs (never applied)."""
     news = result.upstream
@@ -183,6 +192,8 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
                           "Warning"))
     elif finding.reason not in ("VerificationFailed", "TagMoved"):  # those have their events from the check
         notes.append(Note(finding.reason, finding.message, f"{_generation(obj)}:{finding.message}", "Warning"))
+    if result is not None:
+        notes += _upstream_note(conditions, result)
     retried = finding.reason in RETRIED
     outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
@@ -226,10 +237,10 @@ def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, 
     if decision.consumed:
         notes.append(Note("MigrationApplied", f"MigrationPlan {decision.consumed} was approved; {new.version} is "
                           "applied", decision.consumed))
-    return StackVerdict(new, True, _update(obj, [ready, verified, _upgrade(new, result),
-                                                 *_upstream(new.version, result), *([approval] if approval else [])],
-                                           fields),
-                        notes, Done(spec.check_interval), decision.consumed)
+    conditions = [ready, verified, _upgrade(new, result), *_upstream(new.version, result),
+                  *([approval] if approval else [])]
+    return StackVerdict(new, True, _update(obj, conditions, fields), [*notes, *_upstream_note(conditions, result)],
+                        Done(spec.check_interval), decision.consumed)
 
 
 def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Check, decision: PlatformDecision,
@@ -249,7 +260,8 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
                       f"verified with {result.target.key} of Secret {NAMESPACE}/{spec.keys}"),
                   _upgrade(baseline, result), *_upstream(baseline.version, result),
                   Condition(MIGRATION_APPROVED, "False", "AwaitingApproval", f"MigrationPlan {name} is {phase}")]
-    return StackVerdict(baseline, not moved, _update(obj, conditions, fields), [], Done(spec.check_interval))
+    return StackVerdict(baseline, not moved, _update(obj, conditions, fields), _upstream_note(conditions, result),
+                        Done(spec.check_interval))
 
 
 def plan_created_note(decision: PlatformDecision, name: str) -> str:
@@ -285,7 +297,9 @@ def rejected(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result
     conditions = [ready, *([source] if source is not None else carried(status.get("conditions"), SOURCE_VERIFIED)),
                   _upgrade(baseline, result), *_upstream(baseline.version, result),
                   Condition(MIGRATION_APPROVED, "False", "Rejected", f"MigrationPlan {name} was rejected{reverted}")]
+    notes = _upstream_note(conditions, result)
     if reverted_generation is not None:  # the spec changed: look at it again now
-        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), [], Done(0.0),
+        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes, Done(0.0),
                             remember=False)
-    return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), [], Done(spec.check_interval))
+    return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes,
+                        Done(spec.check_interval))

@@ -98,8 +98,7 @@ def components(stored: Sequence[Mapping[str, Any]], children: Iterable[Mapping[s
 
 
 def reported(result: Check, baseline: Baseline | None) -> list[Note]:
-    """Events for what a check found: each unverified version, a moved tag, a newer version, a fork's newer
-    upstream."""
+    """Events for what a check found: each unverified version, a moved tag, a newer version."""
     notes = [Note("VerificationFailed", f"{entry['version']} ({entry.get('digest', 'no digest')}) is not offered: "
                   f"{entry['reason']}", f"{entry['version']}@{entry.get('digest')}:{entry['reason']}", "Warning")
              for entry in result.unverified]
@@ -113,8 +112,4 @@ def reported(result: Check, baseline: Baseline | None) -> list[Note]:
         version, digest = result.available
         notes.append(Note("UpgradeAvailable", f"{version} ({digest}) verifies and is newer than {current}",
                           f"{version}@{digest}"))
-    news = result.upstream
-    if news is not None and news.problem is None and upgrade_available(current, news.version):
-        notes.append(Note("UpstreamAhead", f"upstream {news.repository} offers {news.version}, newer than the "
-                          f"fork's {current} (not applied: bring it into the fork)", f"upstream:{news.version}"))
     return notes

@@ -46,5 +46,8 @@ def unfreeze_component(obj: Mapping[str, Any], component: str) -> dict[str, Any]
     override = _overrides(obj).get(component)
     if component not in frozen(obj) or not isinstance(override, Mapping):
         return None
-    rest = {k: v for k, v in override.items() if k != "pin"}
-    return {"overrides": {component: {"pin": None} if rest else None}}
+    if any(k != "pin" for k in override):
+        return {"overrides": {component: {"pin": None}}}
+    if set(_overrides(obj)) == {component}:
+        return {"overrides": None}
+    return {"overrides": {component: None}}

@@ -47,7 +47,9 @@ def test_nothing_applied_yet_has_nothing_to_freeze() -> None:
 
 
 def test_an_unfreeze_removes_the_pin_and_an_override_left_empty() -> None:
-    assert unfreeze_component(stack({"keda": {"pin": "2.17.2"}}), "keda") == {"overrides": {"keda": None}}
+    assert unfreeze_component(stack({"keda": {"pin": "2.17.2"}}), "keda") == {"overrides": None}
+    assert unfreeze_component(stack({"keda": {"pin": "2.17.2"}, "backstage": {"enabled": False}}), "keda") == \
+        {"overrides": {"keda": None}}
     assert unfreeze_component(stack({"keda": {"pin": "2.17.2", "values": {"replicas": 2}}}), "keda") == \
         {"overrides": {"keda": {"pin": None}}}
     assert unfreeze_component(stack({"keda": {"values": {"replicas": 2}}}), "keda") is None

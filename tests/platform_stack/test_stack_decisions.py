@@ -8,7 +8,6 @@ from typing import Any
 from compatibility.gate import PlatformDecision
 from controller_runtime.outcomes import Done
 from lifecycle import platformstack as decisions
-from lifecycle.stack_inputs import reported
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
 from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, check, read_spec
 from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
@@ -59,15 +58,19 @@ def test_a_newer_upstream_is_reported_and_never_the_target() -> None:
     assert verdict.status.fields["upstreamVersion"] == "2.0.0"
     assert verdict.umbrella is not None and verdict.umbrella.version == "1.1.0"  # what runs stays the fork's
     assert verdict.status.fields["targetVersion"] == "1.1.0"
-    [note] = [n for n in reported(result(UpstreamNews("ghcr.io/apprafter/platform-stack", "2.0.0")), RUNS)
-              if n.reason == "UpstreamAhead"]
-    assert "offers 2.0.0, newer than the fork's 1.1.0" in note.text
+    [note] = [n for n in verdict.notes if n.reason == "UpstreamAhead"]
+    assert note.text == condition(verdict, "UpstreamAhead").message and note.type == "Normal"
+    # a first install (nothing ran before the check) compares upstream with what it applies
+    first = decisions.applied(obj(), read_spec(obj())[0], None,  # type: ignore[arg-type]
+                              result(UpstreamNews("ghcr.io/apprafter/platform-stack", "2.0.0")),
+                              PlatformDecision("apply", None), [], "2026-12-01T00:00:00Z")
+    assert [n.reason for n in first.notes] == ["UpgradeApplied", "UpstreamAhead"]
 
 
 def test_an_upstream_that_is_not_newer_or_cannot_be_read() -> None:
     same = applied(UpstreamNews("ghcr.io/apprafter/platform-stack", "1.1.0"))
     assert (condition(same, "UpstreamAhead").status, condition(same, "UpstreamAhead").reason) == ("False", "UpToDate")
-    assert not [n for n in reported(result(UpstreamNews("up", "1.1.0")), RUNS) if n.reason == "UpstreamAhead"]
+    assert not [n for n in same.notes if n.reason == "UpstreamAhead"]
     down = applied(UpstreamNews("ghcr.io/apprafter/platform-stack", None, "registry ghcr.io unreachable"),
                    upstreamVersion="2.0.0")
     unknown = condition(down, "UpstreamAhead")
