@@ -9,11 +9,17 @@ from compatibility.gate import PlatformDecision
 from controller_runtime.outcomes import Done
 from lifecycle import platformstack as decisions
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
-from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, check, read_spec
+from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, StackSpec, check, read_spec
 from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
 
 DIGEST = "sha256:" + "a" * 64
 RUNS = Baseline("1.1.0", DIGEST, "fork.example/acme/platform-stack")
+
+
+def spec_of(document: dict[str, Any]) -> StackSpec:
+    spec, problems = read_spec(document)
+    assert spec is not None, problems
+    return spec
 
 
 def obj(**status: Any) -> dict[str, Any]:
@@ -29,10 +35,8 @@ def result(news: UpstreamNews | None) -> Check:
 
 
 def applied(news: UpstreamNews | None, **status: Any) -> decisions.StackVerdict:
-    spec, problems = read_spec(obj(**status))
-    assert spec is not None, problems
-    return decisions.applied(obj(**status), spec, RUNS, result(news), PlatformDecision("apply", None), [],
-                             "2026-12-01T00:00:00Z")
+    return decisions.applied(obj(**status), spec_of(obj(**status)), RUNS, result(news),
+                             PlatformDecision("apply", None), [], "2026-12-01T00:00:00Z")
 
 
 def condition(verdict: decisions.StackVerdict, kind: str) -> Any:
@@ -40,14 +44,14 @@ def condition(verdict: decisions.StackVerdict, kind: str) -> Any:
 
 
 def test_a_fork_reads_its_upstream_only_when_upstream_is_another_repository() -> None:
-    spec, _ = read_spec(obj())
-    assert spec is not None and spec.upstream == "oci://ghcr.io/apprafter/platform-stack"
+    spec = spec_of(obj())
+    assert spec.upstream == "oci://ghcr.io/apprafter/platform-stack"
     assert spec.repository == "oci://fork.example/acme/platform-stack"
     same = obj()
     same["spec"]["source"]["upstream"] = "fork.example/acme/platform-stack/"  # one repository, spelt two ways
-    assert read_spec(same)[0].upstream is None  # type: ignore[union-attr]
+    assert spec_of(same).upstream is None
     del same["spec"]["source"]["repoURL"]
-    assert read_spec(same)[0].upstream is None  # type: ignore[union-attr]
+    assert spec_of(same).upstream is None
 
 
 def test_a_newer_upstream_is_reported_and_never_the_target() -> None:
@@ -61,7 +65,7 @@ def test_a_newer_upstream_is_reported_and_never_the_target() -> None:
     [note] = [n for n in verdict.notes if n.reason == "UpstreamAhead"]
     assert note.text == condition(verdict, "UpstreamAhead").message and note.type == "Normal"
     # a first install (nothing ran before the check) compares upstream with what it applies
-    first = decisions.applied(obj(), read_spec(obj())[0], None,  # type: ignore[arg-type]
+    first = decisions.applied(obj(), spec_of(obj()), None,
                               result(UpstreamNews("ghcr.io/apprafter/platform-stack", "2.0.0")),
                               PlatformDecision("apply", None), [], "2026-12-01T00:00:00Z")
     assert [n.reason for n in first.notes] == ["UpgradeApplied", "UpstreamAhead"]
@@ -99,8 +103,7 @@ def test_an_unmet_minimum_names_both_versions_and_stays_breaking_for_stack_class
 
 
 def test_a_refused_upgrade_keeps_what_runs_and_records_an_event() -> None:
-    spec, _ = read_spec(obj())
-    assert spec is not None
+    spec = spec_of(obj())
     finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4: "
                       "3.0.0 is not applied, 1.1.0 keeps running (upgrade the cluster, or pin a version it supports)")
     refused = Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "3.0.0", None, finding, None, DIGEST)
