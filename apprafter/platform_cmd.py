@@ -1,4 +1,4 @@
-"""`apprafter platform status | upgrade [--to] | channel NAME | freeze | unfreeze`: the cluster's PlatformStack."""
+"""`apprafter platform status | upgrade | channel | freeze [COMPONENT] | unfreeze [COMPONENT]`: the PlatformStack."""
 
 from __future__ import annotations
 
@@ -95,6 +95,7 @@ async def status(kube: Kube, obj: dict[str, Any], output: str) -> None:
 def render_status(obj: Mapping[str, Any]) -> str:
     """The text `apprafter platform status` prints."""
     from lifecycle.platformstack import CONDITIONS  # the order conditions are shown in (lazy: the check's modules)
+    from platform_stack.freeze import frozen
 
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
     conditions = {c.get("type"): c for c in st.get("conditions") or []}
@@ -109,6 +110,8 @@ def render_status(obj: Mapping[str, Any]) -> str:
         ["Pin", spec.get("pin") or "-", ""],
         ["Auto-upgrade", "true" if spec.get("autoUpgrade") else "false", ""],
         ["Source", source.get("repoURL") or source.get("upstream") or "(default)", ""],
+        *([["Upstream", st.get("upstreamVersion") or "-", (conditions.get("UpstreamAhead") or {}).get("message")
+            or ""]] if "UpstreamAhead" in conditions else []),
         ["Verified", verified.get("status") or "Unknown", verified.get("reason") or ""],
         ["Last check", st.get("lastUpstreamCheck") or "-", ""],
     ]
@@ -122,6 +125,17 @@ def render_status(obj: Mapping[str, Any]) -> str:
             c = conditions[name]
             rows.append([str(name), str(c.get("status")), str(c.get("reason")), str(c.get("message"))])
     out += "\nCONDITIONS\n" + (table(rows) if len(rows) > 1 else "(none yet)\n")
+    pins = frozen(obj)
+    components = [["COMPONENT", "VERSION", "SYNC", "HEALTH", "FROZEN"]]
+    for c in st.get("components") or []:
+        name = str(c.get("name"))
+        version = str(c.get("version") or "-") if c.get("enabled") else "(disabled)"
+        components.append([name, version, str(c.get("sync") or "-"), str(c.get("health") or "-"),
+                           f"at {pins[name]}" if name in pins else "-"])
+    components += [[name, "-", "-", "-", f"at {pin}"] for name, pin in pins.items()
+                   if name not in {c.get("name") for c in st.get("components") or []}]
+    if len(components) > 1:
+        out += "\nCOMPONENTS\n" + table(components)
     unverified = [[str(u.get("version")), str(u.get("digest") or "-"), str(u.get("reason"))]
                   for u in st.get("unverifiedVersions") or []]
     if unverified:
@@ -159,9 +173,22 @@ async def channel(kube: Kube, obj: dict[str, Any], name: str) -> None:
 
 
 @platform.command()
+@click.argument("component", required=False)
 @_one_stack
-async def freeze(kube: Kube, obj: dict[str, Any]) -> None:
-    """Pin the version that runs now (status.currentVersion)."""
+async def freeze(kube: Kube, obj: dict[str, Any], component: str | None) -> None:
+    """Pin COMPONENT at the version it runs (spec.overrides.COMPONENT.pin): a stack upgrade moves the others, not
+    it. Without COMPONENT: pin the whole stack at the version that runs now (spec.pin)."""
+    if component is not None:
+        from platform_stack.freeze import FreezeRefused, freeze_component
+
+        try:
+            patch, version = freeze_component(obj, component)
+        except FreezeRefused as e:
+            raise _fail(str(e)) from None
+        if patch is not None:
+            await _patch_spec(kube, obj, patch)
+        _said(f"{'keeps' if patch is None else 'freezes'} {component} at {version}")
+        return
     current = (obj.get("status") or {}).get("currentVersion")
     if not current:
         raise _fail("nothing is applied yet (status.currentVersion is empty): nothing to freeze")
@@ -170,9 +197,21 @@ async def freeze(kube: Kube, obj: dict[str, Any]) -> None:
 
 
 @platform.command()
+@click.argument("component", required=False)
 @_one_stack
-async def unfreeze(kube: Kube, obj: dict[str, Any]) -> None:
-    """Remove the pin: the channel (and autoUpgrade) decide again."""
+async def unfreeze(kube: Kube, obj: dict[str, Any], component: str | None) -> None:
+    """Let COMPONENT move with the stack again (drop spec.overrides.COMPONENT.pin). Without COMPONENT: remove the
+    stack's pin, so the channel (and autoUpgrade) decide again; component freezes stay."""
+    if component is not None:
+        from platform_stack.freeze import unfreeze_component
+
+        patch = unfreeze_component(obj, component)
+        if patch is None:
+            sys.stdout.write(f"{WHERE} does not freeze {component} (namespace {NAMESPACE})\n")
+            return
+        await _patch_spec(kube, obj, patch)
+        _said(f"lets {component} move with the stack")
+        return
     if (obj.get("spec") or {}).get("pin") is None:
         sys.stdout.write(f"{WHERE} has no pin (namespace {NAMESPACE})\n")
         return

@@ -19,12 +19,13 @@ from platform_stack.resource import NAMESPACE, StackSpec, push_history
 from platform_stack.upstream import Baseline, Check, Finding
 
 __all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
-           "UPGRADE_AVAILABLE", "StackVerdict", "applied", "between_checks", "found", "held", "invalid", "moved_before",
-           "pin_reverted", "plan_created_note", "rejected", "umbrella_failed"]
+           "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
+           "invalid", "moved_before", "pin_reverted", "plan_created_note", "rejected", "umbrella_failed"]
 
-READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, MIGRATION_APPROVED = (
-    "Ready", "SourceVerified", "UpgradeAvailable", "MigrationApproved")
-CONDITIONS = (READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, MIGRATION_APPROVED)  # the order status shows them in
+READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED = (
+    "Ready", "SourceVerified", "UpgradeAvailable", "UpstreamAhead", "MigrationApproved")
+# The order status shows them in (UpstreamAhead only on a fork: spec.source.upstream beside another repoURL).
+CONDITIONS = (READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED)
 # Findings retried with backoff (outside the cluster, or may change without a spec change); the others wait for
 # the spec to change (or the next check).
 RETRIED = frozenset({"RegistryUnavailable", "CheckFailed", "VerificationFailed", "TagMoved", "VersionNotFound",
@@ -33,7 +34,7 @@ RETRIED = frozenset({"RegistryUnavailable", "CheckFailed", "VerificationFailed",
 SOURCE_FINDINGS = frozenset({"VerificationFailed", "TagMoved", "NotConfigured", "KeysUnavailable"})
 # Status fields a pass that learnt nothing new about them carries over as they are.
 KEPT = ("currentVersion", "targetVersion", "availableVersion", "lastUpstreamCheck", "components", "versionHistory",
-        "lastApplied", "migrationPlan", "rejectedPlan", "unverifiedVersions")
+        "lastApplied", "migrationPlan", "rejectedPlan", "unverifiedVersions", "upstreamVersion")
 
 
 class StackVerdict(NamedTuple):
@@ -72,14 +73,15 @@ def umbrella_failed(obj: Mapping[str, Any], message: str, retryable: bool) -> St
     ready = (Condition(READY, "Unknown", "Retrying", message) if retryable
              else Condition(READY, "False", "ApplyFailed", message))
     return _update(obj, [ready, *carried(status.get("conditions"), SOURCE_VERIFIED, UPGRADE_AVAILABLE,
-                                         MIGRATION_APPROVED)], kept(status, *KEPT))
+                                         UPSTREAM_AHEAD, MIGRATION_APPROVED)], kept(status, *KEPT))
 
 
 def invalid(obj: Mapping[str, Any], reason: str, message: str) -> StatusUpdate:
     """Nothing can be checked or applied: Ready=False (InvalidSpec, InvalidStatus); the rest carried."""
     status = _status(obj)
     return _update(obj, [Condition(READY, "False", reason, message),
-                         *carried(status.get("conditions"), SOURCE_VERIFIED, UPGRADE_AVAILABLE, MIGRATION_APPROVED)],
+                         *carried(status.get("conditions"), SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD,
+                                  MIGRATION_APPROVED)],
                    kept(status, *KEPT))
 
 
@@ -124,11 +126,39 @@ def _upgrade(baseline: Baseline | None, result: Check) -> Condition:
     return Condition(UPGRADE_AVAILABLE, "False", "UpToDate", f"newest of the channel: {newest}")
 
 
-def _checked(result: Check, checked: str) -> dict[str, Any]:
-    """The status fields every completed check sets."""
+def _upstream_note(conditions: Iterable[Condition], result: Check) -> list[Note]:
+    """The UpstreamAhead event, once per upstream version, when the condition says upstream is newer."""
+    ahead = [c for c in conditions if c.type == UPSTREAM_AHEAD and c.status == "True"]
+    news = result.upstream
+    if not ahead or news is None:
+        return []
+    return [Note(UPSTREAM_AHEAD, ahead[0].message, f"upstream:{news.repository}:{news.version}")]
+
+
+def _upstream(current: str | None, result: Check) -> list[Condition]:
+    """UpstreamAhead of a fork: whether its upstream offers a newer version than what runs (never applied)."""
+    news = result.upstream
+    if news is None:
+        return []
+    where = f"upstream {news.repository}"
+    if news.problem is not None:
+        return [Condition(UPSTREAM_AHEAD, "Unknown", "UpstreamUnavailable", f"{where} could not be read: "
+                          f"{news.problem}")]
+    if upgrade_available(current, news.version):
+        return [Condition(UPSTREAM_AHEAD, "True", "NewerUpstream", f"{where} offers {news.version}, the fork runs "
+                          f"{current}: bring it into the fork to run it (nothing of upstream is applied)")]
+    return [Condition(UPSTREAM_AHEAD, "False", "UpToDate", f"newest of {where}: {news.version or 'none'}")]
+
+
+def _checked(status: Mapping[str, Any], result: Check, checked: str) -> dict[str, Any]:
+    """The status fields every completed check sets (a fork's upstream that could not be read keeps its last
+    version; not a fork: none)."""
+    news, upstream = result.upstream, None
+    if news is not None:
+        upstream = status.get("upstreamVersion") if news.problem is not None else news.version
     return {"availableVersion": result.available[0] if result.available else None,
             "targetVersion": result.target_version, "lastUpstreamCheck": checked,
-            "unverifiedVersions": list(result.unverified) or None}
+            "unverifiedVersions": list(result.unverified) or None, "upstreamVersion": upstream}
 
 
 def _short(digest: str) -> str:
@@ -143,7 +173,7 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
     moved = _moved(status, result, baseline) or finding.reason == "TagMoved"
     fields = kept(status, *KEPT)
     if result is not None:
-        fields.update(_checked(result, checked))
+        fields.update(_checked(status, result, checked))
     conditions = [Condition(READY, "False", finding.reason, finding.message)]
     if finding.reason in SOURCE_FINDINGS:
         conditions.append(Condition(SOURCE_VERIFIED, "False", finding.reason, finding.message))
@@ -153,6 +183,8 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
         conditions += carried(status.get("conditions"), SOURCE_VERIFIED)
     conditions += [_upgrade(baseline, result)] if result is not None else carried(status.get("conditions"),
                                                                                   UPGRADE_AVAILABLE)
+    conditions += _upstream(baseline.version if baseline else None, result) if result is not None \
+        else carried(status.get("conditions"), UPSTREAM_AHEAD)
     conditions += carried(status.get("conditions"), MIGRATION_APPROVED)
     notes = []
     if finding.reason == "RegistryUnavailable":
@@ -160,6 +192,8 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
                           "Warning"))
     elif finding.reason not in ("VerificationFailed", "TagMoved"):  # those have their events from the check
         notes.append(Note(finding.reason, finding.message, f"{_generation(obj)}:{finding.message}", "Warning"))
+    if result is not None:
+        notes += _upstream_note(conditions, result)
     retried = finding.reason in RETRIED
     outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
@@ -187,7 +221,7 @@ def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, 
     if not unchanged:
         entry = {"version": new.version, "digest": new.digest, "appliedAt": checked}
         history = push_history(history, {**entry, **({"plan": decision.consumed} if decision.consumed else {})})
-    fields = {**kept(status, "rejectedPlan"), **_checked(result, checked), "currentVersion": new.version,
+    fields = {**kept(status, "rejectedPlan"), **_checked(status, result, checked), "currentVersion": new.version,
               "targetVersion": new.version, "components": components(list(target.components), children),
               "versionHistory": history, "lastApplied": new.document()}
     verified = Condition(SOURCE_VERIFIED, "True", "Verified", f"{new.version} ({new.digest}) verified with "
@@ -203,9 +237,10 @@ def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, 
     if decision.consumed:
         notes.append(Note("MigrationApplied", f"MigrationPlan {decision.consumed} was approved; {new.version} is "
                           "applied", decision.consumed))
-    return StackVerdict(new, True, _update(obj, [ready, verified, _upgrade(new, result),
-                                                 *([approval] if approval else [])], fields),
-                        notes, Done(spec.check_interval), decision.consumed)
+    conditions = [ready, verified, _upgrade(new, result), *_upstream(new.version, result),
+                  *([approval] if approval else [])]
+    return StackVerdict(new, True, _update(obj, conditions, fields), [*notes, *_upstream_note(conditions, result)],
+                        Done(spec.check_interval), decision.consumed)
 
 
 def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Check, decision: PlatformDecision,
@@ -217,15 +252,16 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
     assert decision.plan is not None and result.target is not None
     note = (f"{result.target.version} waits for MigrationPlan {name} ({decision.plan.primary}; classes: "
             f"{', '.join(decision.plan.classifications)}): apprafter migration approve {name} (or reject it)")
-    fields = {**kept(status, *KEPT), **_checked(result, checked), "migrationPlan": name}
+    fields = {**kept(status, *KEPT), **_checked(status, result, checked), "migrationPlan": name}
     phase = ((plans.get(name) or {}).get("status") or {}).get("phase") or PENDING
     conditions = [Condition(READY, "False", "AwaitingMigrationApproval", note),
                   _moved_condition(baseline) if moved else Condition(
                       SOURCE_VERIFIED, "True", "Verified", f"{result.target.version} ({result.target.digest}) "
                       f"verified with {result.target.key} of Secret {NAMESPACE}/{spec.keys}"),
-                  _upgrade(baseline, result),
+                  _upgrade(baseline, result), *_upstream(baseline.version, result),
                   Condition(MIGRATION_APPROVED, "False", "AwaitingApproval", f"MigrationPlan {name} is {phase}")]
-    return StackVerdict(baseline, not moved, _update(obj, conditions, fields), [], Done(spec.check_interval))
+    return StackVerdict(baseline, not moved, _update(obj, conditions, fields), _upstream_note(conditions, result),
+                        Done(spec.check_interval))
 
 
 def plan_created_note(decision: PlatformDecision, name: str) -> str:
@@ -249,7 +285,7 @@ def rejected(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result
     name = decision.rejected or ""
     moved = _moved(status, result, baseline)
     generation = reverted_generation if reverted_generation is not None else _generation(obj)
-    fields = {**kept(status, *KEPT), **_checked(result, checked),
+    fields = {**kept(status, *KEPT), **_checked(status, result, checked),
               "targetVersion": baseline.version, "rejectedPlan": {"name": name, "generation": generation}}
     fields.pop("migrationPlan", None)
     target = result.target.version if result.target else result.target_version
@@ -259,9 +295,11 @@ def rejected(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result
                             f"{target} was rejected (MigrationPlan {name})"))
     reverted = f": spec.pin reverted to {decision.revert_pin or 'unset'}" if reverted_generation is not None else ""
     conditions = [ready, *([source] if source is not None else carried(status.get("conditions"), SOURCE_VERIFIED)),
-                  _upgrade(baseline, result),
+                  _upgrade(baseline, result), *_upstream(baseline.version, result),
                   Condition(MIGRATION_APPROVED, "False", "Rejected", f"MigrationPlan {name} was rejected{reverted}")]
+    notes = _upstream_note(conditions, result)
     if reverted_generation is not None:  # the spec changed: look at it again now
-        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), [], Done(0.0),
+        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes, Done(0.0),
                             remember=False)
-    return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), [], Done(spec.check_interval))
+    return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes,
+                        Done(spec.check_interval))

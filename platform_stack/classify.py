@@ -9,7 +9,8 @@ from compatibility.classes import BREAKING, REQUIRES_RESTART, SAFE, rank, ranked
 from compatibility.diff import leaf_diff
 from compatibility.versions import kubernetes_version, stack_version
 
-__all__ = ["ComponentChange", "StackClassification", "StackSnapshot", "classify_component", "classify_stack"]
+__all__ = ["ComponentChange", "StackClassification", "StackSnapshot", "classify_component", "classify_stack",
+           "kubernetes_unmet"]
 
 
 def highest(classes: list[str]) -> str:
@@ -102,6 +103,14 @@ def classify_component(name: str, before: StackSnapshot, after: StackSnapshot) -
     return ComponentChange(name, "changed", cls, fields, reasons)
 
 
+def kubernetes_unmet(after: StackSnapshot, kube_version: str) -> str | None:
+    """Why a cluster on `kube_version` cannot run `after` (its minimumKubernetesVersion is above), else None."""
+    if kubernetes_version(after.minimum_kubernetes_version) > kubernetes_version(kube_version):
+        return (f"stack {after.version} needs Kubernetes >= {after.minimum_kubernetes_version}, cluster runs "
+                f"{kube_version}")
+    return None
+
+
 def classify_stack(before: StackSnapshot, after: StackSnapshot,
                    kube_version: str | None = None) -> StackClassification:
     """Classify moving from `before` to `after`; a Kubernetes minimum above `kube_version` is breaking."""
@@ -109,11 +118,10 @@ def classify_stack(before: StackSnapshot, after: StackSnapshot,
     components = [classify_component(name, before, after) for name in names]
     reasons: list[str] = []
     stack_classes: list[str] = []
-    if kube_version is not None and \
-            kubernetes_version(after.minimum_kubernetes_version) > kubernetes_version(kube_version):
+    unmet = kubernetes_unmet(after, kube_version) if kube_version is not None else None
+    if unmet is not None:
         stack_classes.append(BREAKING)
-        reasons.append(f"stack {after.version} needs Kubernetes >= {after.minimum_kubernetes_version}, "
-                       f"cluster runs {kube_version}")
+        reasons.append(unmet)
     classes = [c.classification for c in components] + stack_classes
     return StackClassification(before.version, after.version, highest(classes), ranked(classes, "platform"),
                                components, reasons)

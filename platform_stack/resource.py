@@ -4,6 +4,7 @@ the spec as the controller reads it (defaults filled in, nothing unreadable take
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,6 +20,10 @@ CHANNELS = ("stable", "beta", "edge")
 DEFAULT_REPOSITORY = "oci://ghcr.io/apprafter/platform-stack"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 MIN_CHECK_INTERVAL = 10.0  # a shorter interval is read as this: the registry is not polled in a tight loop
+# spec.overrides.<component>.values is open (any Helm values): bounded here, in the webhook and the controller (a
+# structural schema cannot bound what it does not type). The object carries them twice (spec, status.lastApplied).
+MAX_VALUES_BYTES = 64 * 1024
+MAX_OVERRIDES = 64  # components named in spec.overrides (the stack has 14)
 SINGLETON = (f"a cluster has one PlatformStack, named {NAME!r} in namespace {NAMESPACE!r} "
              "(edit that one: apprafter platform ...)")
 
@@ -28,6 +33,8 @@ PLATFORM_STACK = CrdSource(
     patches=(
         # CEL sees metadata.name (not the namespace, which only the webhook checks).
         cel((), f"self.metadata.name == '{NAME}'", f"metadata.name: {SINGLETON}", "FieldValueInvalid"),
+        SchemaPatch(("spec", "overrides"), {"maxProperties": MAX_OVERRIDES}),
+        SchemaPatch(("status", "lastApplied", "overrides"), {"maxProperties": MAX_OVERRIDES}),
         SchemaPatch(("status", "versionHistory"), {"maxItems": VERSION_HISTORY_LIMIT}),
         SchemaPatch(("status", "conditions"), CONDITIONS_LIST_MAP),
         SchemaPatch(("status", "components"), {"x-kubernetes-list-type": "map",
@@ -36,6 +43,7 @@ PLATFORM_STACK = CrdSource(
     columns=(Column("Channel", ".spec.channel"), Column("Pin", ".spec.pin"),
              Column("Current", ".status.currentVersion"), Column("Target", ".status.targetVersion", priority=1),
              Column("Available", ".status.availableVersion"),
+             Column("Upstream", ".status.upstreamVersion", priority=1),
              condition_column("Ready"), Column("Verified", '.status.conditions[?(@.type=="SourceVerified")].status',
                                                priority=1), Column("Plan", ".status.migrationPlan", priority=1), AGE),
 )
@@ -48,13 +56,30 @@ def check(document: Mapping[str, Any]) -> list[tuple[str, str]]:
     for field, want in (("name", NAME), ("namespace", NAMESPACE)):
         if meta.get(field) != want:
             problems.append((f"metadata.{field}", f"{meta.get(field)!r}: {SINGLETON}"))
-    pin = (document.get("spec") or {}).get("pin")
+    spec = document.get("spec") or {}
+    pin = spec.get("pin") if isinstance(spec, Mapping) else None
     if pin is not None:
         try:
             stack_version(str(pin))  # the one parser of stack versions (channels, plans, tags)
         except InvalidVersion as e:
             problems.append(("spec.pin", str(e)))
+    overrides = spec.get("overrides") if isinstance(spec, Mapping) else None
+    for name, override in sorted(overrides.items()) if isinstance(overrides, Mapping) else ():
+        values = override.get("values") if isinstance(override, Mapping) else None
+        if values is not None:
+            size = _json_size(values)
+            if size > MAX_VALUES_BYTES:
+                problems.append((f"spec.overrides.{name}.values", f"{size} bytes as JSON, at most "
+                                 f"{MAX_VALUES_BYTES} (set large values in a fork of the stack instead)"))
     return problems
+
+
+def _json_size(value: Any) -> int:
+    """Bytes of `value` as compact JSON (what the API server stores); past the bound when it cannot be encoded."""
+    try:
+        return len(json.dumps(value, separators=(",", ":")).encode())
+    except (TypeError, ValueError, RecursionError):
+        return MAX_VALUES_BYTES + 1
 
 
 _DURATION = re.compile(r"([0-9]+)([smh])")
@@ -85,6 +110,8 @@ class StackSpec:
     keys: str | None  # verify.secretRef.name: cosign public keys (*.pub); None when verify is not set
     values: dict[str, Any]
     overrides: dict[str, Any]
+    # A fork's source.upstream (set, and another repository than `repository`): read for availability only.
+    upstream: str | None = None
 
 
 def _ref(spec: Mapping[str, Any], *path: str) -> str | None:
@@ -119,9 +146,16 @@ def read_spec(document: Mapping[str, Any]) -> tuple[StackSpec | None, list[tuple
     if problems:
         return None, problems
     repository = _ref(spec, "source", "repoURL") or _ref(spec, "source", "upstream") or DEFAULT_REPOSITORY
+    upstream = _ref(spec, "source", "upstream")
+    fork_of = upstream if upstream is not None and _repository(upstream) != _repository(repository) else None
     return StackSpec(str(channel), _ref(spec, "pin"), spec.get("autoUpgrade") is True, repository,
                      source.get("insecure") is True, interval, _ref(spec, "source", "secretRef", "name"),
-                     _ref(spec, "verify", "secretRef", "name"), dict(values), dict(overrides)), []
+                     _ref(spec, "verify", "secretRef", "name"), dict(values), dict(overrides), fork_of), []
+
+
+def _repository(reference: str) -> str:
+    """A chart repository reference as one spelling (`oci://` and a trailing `/` are the same repository)."""
+    return reference.removeprefix("oci://").rstrip("/")
 
 
 def push_history(history: Sequence[Mapping[str, Any]], entry: Mapping[str, Any],

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 from compatibility.plan import Plan
 from compatibility.versions import stack_version
 from platform_stack.channels import Offered, offered, select_target
-from platform_stack.classify import StackSnapshot, classify_stack
+from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
 from platform_stack.credentials import DockerConfig, parse_docker_config
 from platform_stack.errors import StackError
 from platform_stack.migration import stack_plan
@@ -32,7 +32,7 @@ from platform_stack.tarball import MAX_ARCHIVE_BYTES
 from toolchain.errors import AppRafterError, ToolFailure
 
 __all__ = ["DOCKER_CONFIG_KEY", "Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "Upstream",
-           "Verified", "check", "docker_config_from_secret", "keys_from_secret"]
+           "UpstreamNews", "Verified", "check", "docker_config_from_secret", "keys_from_secret", "upstream_news"]
 
 CHECK_DEADLINE = 120.0  # every registry request of one check
 PROVENANCE_MEDIA_TYPE = "application/vnd.cncf.helm.chart.provenance.v1.prov"
@@ -127,6 +127,16 @@ class Target:
 
 
 @dataclasses.dataclass(frozen=True)
+class UpstreamNews:
+    """What a fork's spec.source.upstream offers on the channel: its newest version (None: none), or why it could not
+    be read. Read for availability only: nothing of it is verified, pulled or applied."""
+
+    repository: str  # host/path of the upstream chart repository
+    version: str | None
+    problem: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Check:
     """One look at the repository: what the channel offers, what did not verify, the target and the plan."""
 
@@ -138,6 +148,7 @@ class Check:
     finding: Finding | None
     plan: Plan | None  # running chart -> target chart; None on a first install or when nothing differs
     current_digest: str | None  # what the running version's tag names now (None: the tag is gone)
+    upstream: UpstreamNews | None = None  # a fork's upstream (None: not a fork)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -351,6 +362,18 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
                        baseline, kube_version)
 
 
+def upstream_news(upstream: Upstream, repository: str, insecure: bool, configs: Sequence[DockerConfig],
+                  channel: str) -> UpstreamNews:
+    """The newest version `channel` offers in a fork's upstream repository, from its tags alone (one request). A
+    reference or a registry that fails is the news' problem, never the fork's check's."""
+    try:
+        session = upstream.open(repository, insecure, configs)
+        newest = offered(session.tags(), channel)
+    except (RegistryFailure, StackError) as e:
+        return UpstreamNews(repository.removeprefix("oci://"), None, "; ".join(str(e).splitlines())[:500])
+    return UpstreamNews(session.repository, newest[0].version if newest else None)
+
+
 def _look(session: Session, keys: PublicKeys, item: Offered) -> tuple[str | None, Verified]:
     digest = session.resolve(item.tag)
     if digest is None:
@@ -380,10 +403,13 @@ def _classified(session: Session, running: Session, partial: Check, version: str
             return found(Finding("InvalidChart", "; ".join(chart_error.lines())))
         return found(Finding("InvalidSpec", "; ".join(e.lines())))
     target = Target(version, digest, key, _components(after))
+    # Refused before anything is compared, planned or applied (spec §3.11): no plan could make it run.
+    unmet = kubernetes_unmet(after, kube_version)
+    if unmet is not None:
+        kept = f"{baseline.version} keeps running" if baseline is not None else "nothing is installed"
+        return found(Finding("UnsupportedKubernetes", f"{unmet}: {version} is not applied, {kept} (upgrade "
+                             "the cluster, or pin a version it supports)"))
     if baseline is None:
-        verdict = classify_stack(after, after, kube_version)  # first install: only the cluster's version counts
-        if verdict.reasons:
-            return found(Finding("UnsupportedKubernetes", "; ".join(verdict.reasons)))
         return dataclasses.replace(partial, target=target)
     same = (baseline.version, baseline.digest, (baseline.values or {}).get("tier"), dict(baseline.overrides or {})) \
         == (version, digest, tier, dict(overrides))

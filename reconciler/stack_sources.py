@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from platform_stack.upstream import (
     check,
     docker_config_from_secret,
     keys_from_secret,
+    upstream_news,
 )
 from toolchain.errors import AppRafterError
 
@@ -59,14 +61,19 @@ async def in_thread(call: Callable[[], T]) -> T:
 
 def look(upstream: Upstream, spec: StackSpec, baseline: Baseline | None, keys: PublicKeys,
          configs: Sequence[DockerConfig], kube_version: str) -> Check:
-    """The blocking part (run in a thread): the repository, the running version's repository if it moved."""
+    """The blocking part (run in a thread): the repository, the running version's repository if it moved, and a
+    fork's upstream (its tags only: what it offers is reported, never applied)."""
     session = upstream.open(spec.repository, spec.insecure, configs)
     running = None
     if baseline is not None and baseline.repository != session.repository:
         running = upstream.open(baseline.repository, spec.insecure, configs)
-    return check(session, keys, channel=spec.channel, pin=spec.pin, auto_upgrade=spec.auto_upgrade,
-                 tier=spec.values.get("tier"), overrides=spec.overrides, baseline=baseline,
-                 kube_version=kube_version, running=running)
+    result = check(session, keys, channel=spec.channel, pin=spec.pin, auto_upgrade=spec.auto_upgrade,
+                   tier=spec.values.get("tier"), overrides=spec.overrides, baseline=baseline,
+                   kube_version=kube_version, running=running)
+    if spec.upstream is None:
+        return result
+    return dataclasses.replace(result, upstream=upstream_news(upstream, spec.upstream, spec.insecure, configs,
+                                                              spec.channel))
 
 
 async def _secret(kube: Kube, name: str, field: str, reason: str) -> dict[str, Any] | Finding:

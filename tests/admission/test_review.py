@@ -265,6 +265,13 @@ def test_platformstack_is_a_singleton_with_a_semver_pin() -> None:
     assert validate(review(status, platform_stack(), operation="UPDATE", subresource="status", user=OPERATOR)).allowed
 
 
+def test_platformstack_override_values_are_bounded() -> None:
+    assert validate(review(platform_stack(overrides={"keda": {"values": {"operator": {"replicaCount": 2}}}}))).allowed
+    big = platform_stack(overrides={"keda": {"values": {"blob": "x" * 70_000}}})
+    message = refused(validate(review(big)), 422)
+    assert "spec.overrides.keda.values: 70011 bytes as JSON, at most 65536" in message
+
+
 # --- fail closed ---------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("raw", "says"), [

@@ -42,7 +42,12 @@ def test_apprafter_crds_lists_platformstack_with_issue_13s_shape() -> None:
     assert set(spec) == {"channel", "pin", "autoUpgrade", "source", "values", "overrides", "verify"}
     assert set(spec["source"]["properties"]) == {"upstream", "repoURL", "checkInterval", "insecure", "secretRef"}
     assert set(spec["values"]["properties"]) == {"tier", "domain", "multitenancy"}
-    assert set(spec["overrides"]["additionalProperties"]["properties"]) == {"pin", "enabled"}
+    override = spec["overrides"]["additionalProperties"]["properties"]
+    assert set(override) == {"pin", "enabled", "values"}
+    # any Helm values are kept (the one open field of the spec), the number of components is bounded
+    assert override["values"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                  "description": override["values"]["description"]}
+    assert spec["overrides"]["maxProperties"] == 64
     assert spec["verify"]["properties"]["provider"]["enum"] == ["cosign"]
     status = schema()["properties"]["status"]["properties"]
     assert {"currentVersion", "targetVersion", "availableVersion", "lastUpstreamCheck", "components",
@@ -72,9 +77,13 @@ def test_the_api_server_defaults_and_validates_a_platformstack(bed: KubeTestBed)
     [stored] = bed.dry_run_apply([stack(source={"checkInterval": "6h", "insecure": True,
                                                 "secretRef": {"name": "registry"}},
                                         verify={"provider": "cosign", "secretRef": {"name": "keys"}},
-                                        overrides={"cilium": {"pin": "1.16.5"}, "backstage": {"enabled": False}},
+                                        overrides={"cilium": {"pin": "1.16.5"}, "backstage": {"enabled": False},
+                                                   "keda": {"values": {"operator": {"replicaCount": 2},
+                                                                       "resources": [{"cpu": "1"}]}}},
                                         values={"tier": "solo", "multitenancy": False})])
     assert stored["spec"]["channel"] == "stable" and stored["spec"]["autoUpgrade"] is False
+    assert stored["spec"]["overrides"]["keda"] == {"values": {"operator": {"replicaCount": 2},
+                                                              "resources": [{"cpu": "1"}]}}  # not pruned
     with pytest.raises(ApplyRejected, match=r'spec\.channel: Unsupported value: "nightly"'):
         bed.dry_run_apply([stack(channel="nightly")])
     with pytest.raises(ApplyRejected, match=r"spec\.source\.checkInterval"):

@@ -127,6 +127,13 @@ def test_what_a_check_reports_instead_of_a_target(oci_registry: Any, versions: d
     upgrade = look(pin="0.2.0", baseline=Baseline("0.1.0", digests["0.1.0"], repository.removeprefix("oci://")))
     assert upgrade.finding is None and upgrade.plan is not None and not upgrade.plan.gated
     assert upgrade.current_digest == digests["0.1.0"]
+    # 0.2.0 needs Kubernetes 1.31: on 1.30 the upgrade is refused before it is compared or planned
+    refused = look(pin="0.2.0", baseline=Baseline("0.1.0", digests["0.1.0"], repository.removeprefix("oci://")),
+                   kube_version="v1.30.5")
+    assert refused.finding.reason == "UnsupportedKubernetes" and refused.plan is None and refused.target is None
+    assert refused.finding.message == ("stack 0.2.0 needs Kubernetes >= 1.31.0, cluster runs v1.30.5: 0.2.0 is not "
+                                       "applied, 0.1.0 keeps running (upgrade the cluster, or pin a version it "
+                                       "supports)")
 
 
 @pytest.mark.testbed

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.platform_stack.conftest import applications, helm_template, ok
 from tests.platform_stack.conftest import cli as stack_cli
-from tests.platform_stack.conftest import ok
 from tests.reconciler.helpers import wait
 from tests.reconciler.operator_proc import FAST, Operator, records_namespace_for
 from tests.renderer.helpers import run_cli
@@ -43,7 +43,9 @@ RELEASES: list[tuple[str, tuple[str, str, str] | None, dict[str, str]]] = [
     ("2.0.0", ("cloudnative-pg", '"0.25.0"', '"0.26.0"'), {"cloudnative-pg": "data-migration"}),  # gated
     ("2.1.0-rc.1", ("cilium", '"1.17.6"', '"1.18.0"'), {"cilium": "requires-restart"}),  # gated
     ("2.2.0-alpha.1", None, {}),
+    ("3.0.0", None, {}),  # needs a Kubernetes no cluster runs (MINIMUMS)
 ]
+MINIMUMS = {"3.0.0": "1.99.0"}
 
 
 # --- charts, keys, the registry ---------------------------------------------------------------------------------
@@ -51,7 +53,7 @@ RELEASES: list[tuple[str, tuple[str, str, str] | None, dict[str, str]]] = [
 @pytest.fixture(scope="module")
 def charts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """version -> chart .tgz of every release above."""
-    return build_releases(tmp_path_factory.mktemp("charts"), RELEASES)
+    return build_releases(tmp_path_factory.mktemp("charts"), RELEASES, MINIMUMS)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,8 @@ def publisher(registry: AuthRegistry, charts: dict[str, Path], keys: dict[str, t
 @pytest.fixture(scope="module")
 def pub(publisher: Publisher) -> str:
     """One repository with the releases from 1.1.0 on, each signed with the release key."""
-    return publisher.publish("pub", [(v, "release") for v, _, _ in RELEASES if v not in ("1.0.0", "1.2.0", "1.3.0")])
+    return publisher.publish("pub", [(v, "release") for v, _, _ in RELEASES
+                                     if v not in ("1.0.0", "1.2.0", "1.3.0", "3.0.0")])
 
 
 # --- the cluster ---------------------------------------------------------------------------------------------
@@ -154,11 +157,13 @@ def fresh(cluster: KubeTestBed, operator: Operator) -> Iterator[KubeTestBed]:
 _intervals = itertools.count(11)
 
 
-def create(bed: KubeTestBed, registry: str, repo: str, **spec: Any) -> None:
-    """The PlatformStack, applied by its owner (a platform operator or `apprafter cluster-bootstrap`)."""
+def create(bed: KubeTestBed, registry: str, repo: str, upstream: str | None = None, **spec: Any) -> None:
+    """The PlatformStack, applied by its owner (a platform operator or `apprafter cluster-bootstrap`); `upstream`:
+    a fork's spec.source.upstream (a repository name in the same registry)."""
     body = {"channel": "stable",
             "source": {"repoURL": f"oci://{registry}/{repo}/platform-stack", "insecure": True,
-                       "checkInterval": "10m", "secretRef": {"name": CREDENTIALS}},
+                       "checkInterval": "10m", "secretRef": {"name": CREDENTIALS},
+                       **({"upstream": f"oci://{registry}/{upstream}/platform-stack"} if upstream else {})},
             "verify": {"provider": "cosign", "secretRef": {"name": KEYS}}, **spec}
     bed.apply({"apiVersion": API, "kind": "PlatformStack", "metadata": {"name": NAME, "namespace": NS},
                "spec": {k: v for k, v in body.items() if v is not None}}, field_manager="platform-admin")
@@ -493,3 +498,158 @@ def test_platform_commands_fail_clearly(fresh: KubeTestBed) -> None:
     assert bad.stderr.startswith("platformstack/default: --to: 'two' is not SemVer 2")
     frozen = platform(fresh, "freeze")
     assert frozen.returncode == 1 and "nothing is applied yet" in frozen.stderr
+
+
+# --- issue 22: values, component freezes, a fork's upstream, the Kubernetes minimum ---------------------------------
+
+def plan_fields(plan: dict[str, Any]) -> set[str]:
+    return {c["field"] for c in plan["spec"]["changes"]}
+
+
+def test_override_values_reach_the_component_application_through_the_gate(
+        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher, pub: str, charts: dict[str, Path],
+        tmp_path: Path) -> None:
+    bed = fresh
+    create(bed, registry.url, pub, pin="1.1.0")
+    settled(bed, "Applied")
+    installed = umbrella_version(bed)
+    tweak = {"crds": {"enabled": False}, "replicaCount": 2}
+    patch_spec(bed, {"overrides": {"cert-manager": {"values": tweak}}})
+    # the CRD keeps the values (no pruning), and a values change is a component change: gated like any other
+    assert stack(bed)["spec"]["overrides"] == {"cert-manager": {"values": tweak}}
+    st = settled(bed, "AwaitingMigrationApproval")
+    [plan] = platform_plans(bed)
+    assert plan_fields(plan) == {"components.cert-manager.values.crds.enabled",
+                                 "components.cert-manager.values.replicaCount"}
+    assert plan["spec"]["risks"]["classification"] == "requires-restart"  # a config change within one version
+    assert umbrella_version(bed) == installed  # nothing applied before the approval
+    done(migration(bed, "approve", st["migrationPlan"]))
+    st = settled(bed, "Applied", lambda st: st.get("lastApplied", {}).get("overrides"))
+    assert st["lastApplied"]["overrides"] == {"cert-manager": {"values": tweak}}  # the baseline keeps them too
+    app = umbrella(bed)
+    assert app is not None
+    values_object = app["spec"]["source"]["helm"]["valuesObject"]
+    assert values_object["overrides"] == {"cert-manager": {"values": tweak}}
+    # what Argo CD renders from the umbrella: the component's Application has the stack's values, ours over them
+    values = tmp_path / "umbrella-values.json"
+    values.write_text(json.dumps(values_object))
+    rendered = applications(helm_template(charts["1.1.0"], "-f", str(values)))
+    assert rendered["cert-manager"]["spec"]["source"]["helm"]["valuesObject"] == {
+        "crds": {"enabled": False}, "clusterIssuer": {"name": "apprafter-public"}, "replicaCount": 2}
+    # a second check with nothing new: the kept values are the baseline, so nothing is gated again
+    recheck(bed)
+    settled(bed, "Applied")
+    assert [p["status"]["phase"] for p in platform_plans(bed)] == ["applied"]
+
+
+def test_a_frozen_component_keeps_its_version_through_a_stack_upgrade(
+        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
+    bed = fresh
+    repo = publisher.publish("frozen", [("1.0.0", "release"), ("2.0.0", "release")])
+    create(bed, registry.url, repo, pin="1.0.0")
+    st = settled(bed, "Applied")
+    versions = {c["name"]: c.get("version") for c in st["components"]}
+    assert (versions["keda"], versions["cloudnative-pg"]) == ("2.17.2", "0.25.0")
+    assert done(platform(bed, "freeze", "keda")) == f"platformstack/default freezes keda at 2.17.2 (namespace {NS})\n"
+    assert stack(bed)["spec"]["overrides"] == {"keda": {"pin": "2.17.2"}}
+    st = settled(bed, "Applied", lambda st: st.get("lastApplied", {}).get("overrides"))  # what runs: no plan
+    assert platform_plans(bed) == []
+    assert done(platform(bed, "freeze", "keda")) == f"platformstack/default keeps keda at 2.17.2 (namespace {NS})\n"
+
+    # 1.0.0 -> 2.0.0 moves keda (2.18.0) and cloudnative-pg (0.26.0, data-migration): keda stays, the others move
+    done(platform(bed, "upgrade", "--to", "2.0.0"))
+    st = settled(bed, "AwaitingMigrationApproval")
+    [plan] = platform_plans(bed)
+    assert "components.cloudnative-pg.source.targetRevision" in plan_fields(plan)
+    assert not [f for f in plan_fields(plan) if f.startswith("components.keda")]
+    done(migration(bed, "approve", st["migrationPlan"]))
+    st = settled(bed, "Applied", lambda st: st.get("currentVersion") == "2.0.0")
+    versions = {c["name"]: c.get("version") for c in st["components"]}
+    assert (versions["keda"], versions["cloudnative-pg"]) == ("2.17.2", "0.26.0")
+    app = umbrella(bed)
+    assert app is not None and app["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {
+        "keda": {"pin": "2.17.2"}}
+    text = done(platform(bed, "status"))
+    assert "COMPONENTS" in text
+    [keda] = [line for line in text.splitlines() if line.startswith("keda ")]
+    assert keda.split()[1] == "2.17.2" and keda.endswith("at 2.17.2")
+    [cnpg] = [line for line in text.splitlines() if line.startswith("cloudnative-pg ")]
+    assert cnpg.split()[1] == "0.26.0" and cnpg.endswith(" -")
+
+    # unfreeze: keda follows the stack again (2.18.0 within 2.0.0: a config change, gated as any other)
+    assert done(platform(bed, "unfreeze", "keda")) == \
+        f"platformstack/default lets keda move with the stack (namespace {NS})\n"
+    assert "overrides" not in stack(bed)["spec"]
+    settled(bed, "AwaitingMigrationApproval")
+    [moved] = [p for p in platform_plans(bed) if p["status"]["phase"] == "pending-approval"]
+    [change] = moved["spec"]["changes"]
+    assert (change["field"], change["from"], change["to"]) == ("components.keda.source.targetRevision", "2.17.2",
+                                                               "2.18.0")
+    assert done(platform(bed, "unfreeze", "keda")) == f"platformstack/default does not freeze keda (namespace {NS})\n"
+    refused = platform(bed, "freeze", "nope")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.startswith("platformstack/default: nope: no such component in the running stack")
+
+
+def test_a_fork_reports_a_newer_upstream_and_never_applies_it(
+        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
+    bed = fresh
+    # upstream releases 2.0.0 under its own key (not in the fork's Secret); the fork runs its 1.1.0
+    upstream = publisher.publish("upstream", [("1.1.0", "other"), ("2.0.0", "other")])
+    fork = publisher.publish("fork", [("1.1.0", "release")])
+    create(bed, registry.url, fork, upstream=upstream, autoUpgrade=True)
+    st = settled(bed, "Applied", lambda st: "upstreamVersion" in st)
+    ahead = condition(st, "UpstreamAhead")
+    assert (ahead["status"], ahead["reason"]) == ("True", "NewerUpstream")
+    assert f"upstream {registry.url}/{upstream}/platform-stack offers 2.0.0, the fork runs 1.1.0" in ahead["message"]
+    assert (st["upstreamVersion"], st["currentVersion"], st["availableVersion"]) == ("2.0.0", "1.1.0", "1.1.0")
+    app = umbrella(bed)
+    assert app is not None and app["spec"]["source"]["repoURL"] == f"oci://{registry.url}/{fork}/platform-stack"
+    assert app["spec"]["source"]["targetRevision"] == publisher.digest(fork, "1.1.0")  # autoUpgrade: still the fork's
+    assert platform_plans(bed) == []
+    [event] = events(bed, "UpstreamAhead")
+    assert event["note"] == ahead["message"]
+    text = done(platform(bed, "status"))
+    assert "  Upstream:     2.0.0  upstream " in text and "UpstreamAhead" in text
+
+    # the fork catches up (its own signed 2.0.0): upstream is no longer ahead
+    publisher.publish(fork, [("2.0.0", "release")])
+    patch_spec(bed, {"pin": "2.0.0"})
+    st = settled(bed, "AwaitingMigrationApproval")
+    done(migration(bed, "approve", st["migrationPlan"]))
+    st = settled(bed, "Applied", lambda st: st.get("currentVersion") == "2.0.0")
+    assert (condition(st, "UpstreamAhead")["status"], condition(st, "UpstreamAhead")["reason"]) == ("False",
+                                                                                                   "UpToDate")
+
+    # an upstream that cannot be read says so, and the fork's own check goes on
+    patch_spec(bed, {"source": {"upstream": f"oci://{registry.url}/gone/platform-stack"}})
+    st = settled(bed, "Applied", lambda st: condition(st, "UpstreamAhead").get("status") == "Unknown")
+    assert condition(st, "UpstreamAhead")["reason"] == "UpstreamUnavailable"
+    assert st["upstreamVersion"] == "2.0.0" and st["currentVersion"] == "2.0.0"
+
+
+def test_an_upgrade_past_the_clusters_kubernetes_is_refused_before_anything_is_planned_or_applied(
+        fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
+    bed = fresh
+    repo = publisher.publish("kube", [("1.1.0", "release"), ("3.0.0", "release")])
+    create(bed, registry.url, repo, pin="1.1.0")
+    settled(bed, "Applied")
+    installed = umbrella_version(bed)
+    cluster_version = bed.http.get("/version").json()["gitVersion"]
+    done(platform(bed, "upgrade", "--to", "3.0.0"))
+    st = settled(bed, "UnsupportedKubernetes")
+    ready = condition(st, "Ready")
+    assert ready["status"] == "False"
+    assert ready["message"] == (f"stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs {cluster_version}: 3.0.0 is "
+                                "not applied, 1.1.0 keeps running (upgrade the cluster, or pin a version it supports)")
+    assert platform_plans(bed) == [] and "migrationPlan" not in st  # no approvable plan
+    assert umbrella_version(bed) == installed  # nothing patched
+    assert (st["currentVersion"], st["targetVersion"]) == ("1.1.0", "3.0.0")
+    assert [h["version"] for h in st["versionHistory"]] == ["1.1.0"]
+    [event] = events(bed, "UnsupportedKubernetes")
+    assert "needs Kubernetes >= 1.99.0" in event["note"] and cluster_version in event["note"]
+    assert event["type"] == "Warning"
+    # back to a version the cluster runs: Ready again, still no plan
+    done(platform(bed, "upgrade", "--to", "1.1.0"))
+    settled(bed, "Applied")
+    assert platform_plans(bed) == [] and umbrella_version(bed) == installed

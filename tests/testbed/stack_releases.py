@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from platform_stack.credentials import Credential
@@ -34,16 +34,18 @@ Release = tuple[str, tuple[str, str, str] | None, dict[str, str]]
 KeyPair = tuple[Path, Path, str]  # private key, public key, password
 
 
-def build_releases(root: Path, releases: Sequence[Release]) -> dict[str, Path]:
+def build_releases(root: Path, releases: Sequence[Release],
+                   minimums: Mapping[str, str] | None = None) -> dict[str, Path]:
     """version -> chart .tgz, each built from one source copy moved release by release (a compatibility entry per
-    version, written before the first build)."""
+    version, written before the first build; its minimumKubernetesVersion from `minimums`, else 1.30.0)."""
     source = root / "source"
     shutil.copytree(SOURCE_DIR, source, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     names = sorted(evaluate(SOURCE_DIR, "all")["values"]["components"])
     entries = []
     for version, _, classes in releases:
         components = ", ".join(f'"{n}": "{classes.get(n, "safe")}"' for n in names)
-        entries.append(f'compatibilityTable: "{version}": {{minimumKubernetesVersion: "1.30.0", '
+        minimum = (minimums or {}).get(version, "1.30.0")
+        entries.append(f'compatibilityTable: "{version}": {{minimumKubernetesVersion: "{minimum}", '
                        f"components: {{{components}}}}}")
     compat = source / "compatibility.cue"
     compat.write_text(compat.read_text() + "\n" + "\n".join(entries) + "\n")

@@ -1,0 +1,128 @@
+"""The PlatformStack pass's pure decisions on what issue 22 added: a fork's upstream (UpstreamAhead, never applied),
+an upgrade the cluster's Kubernetes cannot run (refused, no plan), value overrides bounded and kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compatibility.gate import PlatformDecision
+from controller_runtime.outcomes import Done
+from lifecycle import platformstack as decisions
+from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
+from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, StackSpec, check, read_spec
+from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
+
+DIGEST = "sha256:" + "a" * 64
+RUNS = Baseline("1.1.0", DIGEST, "fork.example/acme/platform-stack")
+
+
+def spec_of(document: dict[str, Any]) -> StackSpec:
+    spec, problems = read_spec(document)
+    assert spec is not None, problems
+    return spec
+
+
+def obj(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": NAME, "namespace": NAMESPACE, "generation": 3, "uid": "u"},
+            "spec": {"source": {"repoURL": "oci://fork.example/acme/platform-stack",
+                                "upstream": "oci://ghcr.io/apprafter/platform-stack"}},
+            "status": status}
+
+
+def result(news: UpstreamNews | None) -> Check:
+    return Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "1.1.0",
+                 Target("1.1.0", DIGEST, "acme.pub", ()), None, None, DIGEST, upstream=news)
+
+
+def applied(news: UpstreamNews | None, **status: Any) -> decisions.StackVerdict:
+    return decisions.applied(obj(**status), spec_of(obj(**status)), RUNS, result(news),
+                             PlatformDecision("apply", None), [], "2026-12-01T00:00:00Z")
+
+
+def condition(verdict: decisions.StackVerdict, kind: str) -> Any:
+    return next((c for c in verdict.status.conditions if c.type == kind), None)
+
+
+def test_a_fork_reads_its_upstream_only_when_upstream_is_another_repository() -> None:
+    spec = spec_of(obj())
+    assert spec.upstream == "oci://ghcr.io/apprafter/platform-stack"
+    assert spec.repository == "oci://fork.example/acme/platform-stack"
+    same = obj()
+    same["spec"]["source"]["upstream"] = "fork.example/acme/platform-stack/"  # one repository, spelt two ways
+    assert spec_of(same).upstream is None
+    del same["spec"]["source"]["repoURL"]
+    assert spec_of(same).upstream is None
+
+
+def test_a_newer_upstream_is_reported_and_never_the_target() -> None:
+    verdict = applied(UpstreamNews("ghcr.io/apprafter/platform-stack", "2.0.0"))
+    ahead = condition(verdict, "UpstreamAhead")
+    assert (ahead.status, ahead.reason) == ("True", "NewerUpstream")
+    assert "offers 2.0.0, the fork runs 1.1.0" in ahead.message and "nothing of upstream is applied" in ahead.message
+    assert verdict.status.fields["upstreamVersion"] == "2.0.0"
+    assert verdict.umbrella is not None and verdict.umbrella.version == "1.1.0"  # what runs stays the fork's
+    assert verdict.status.fields["targetVersion"] == "1.1.0"
+    [note] = [n for n in verdict.notes if n.reason == "UpstreamAhead"]
+    assert note.text == condition(verdict, "UpstreamAhead").message and note.type == "Normal"
+    # a first install (nothing ran before the check) compares upstream with what it applies
+    first = decisions.applied(obj(), spec_of(obj()), None,
+                              result(UpstreamNews("ghcr.io/apprafter/platform-stack", "2.0.0")),
+                              PlatformDecision("apply", None), [], "2026-12-01T00:00:00Z")
+    assert [n.reason for n in first.notes] == ["UpgradeApplied", "UpstreamAhead"]
+
+
+def test_an_upstream_that_is_not_newer_or_cannot_be_read() -> None:
+    same = applied(UpstreamNews("ghcr.io/apprafter/platform-stack", "1.1.0"))
+    assert (condition(same, "UpstreamAhead").status, condition(same, "UpstreamAhead").reason) == ("False", "UpToDate")
+    assert not [n for n in same.notes if n.reason == "UpstreamAhead"]
+    down = applied(UpstreamNews("ghcr.io/apprafter/platform-stack", None, "registry ghcr.io unreachable"),
+                   upstreamVersion="2.0.0")
+    unknown = condition(down, "UpstreamAhead")
+    assert (unknown.status, unknown.reason) == ("Unknown", "UpstreamUnavailable")
+    assert "registry ghcr.io unreachable" in unknown.message
+    assert down.status.fields["upstreamVersion"] == "2.0.0"  # the last version read stays
+    assert condition(down, "Ready").reason == "Applied"  # the fork's own check is not upstream's to fail
+
+
+def test_not_a_fork_has_no_upstream_condition_or_field() -> None:
+    verdict = applied(None, upstreamVersion="2.0.0")
+    assert condition(verdict, "UpstreamAhead") is None and verdict.status.fields["upstreamVersion"] is None
+
+
+def snapshot(version: str, minimum: str) -> StackSnapshot:
+    return StackSnapshot(version, minimum, {version: {"minimumKubernetesVersion": minimum, "components": {}}}, {})
+
+
+def test_an_unmet_minimum_names_both_versions_and_stays_breaking_for_stack_classify() -> None:
+    assert kubernetes_unmet(snapshot("3.0.0", "1.99.0"), "v1.34.4") == \
+        "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4"
+    assert kubernetes_unmet(snapshot("3.0.0", "1.34.0"), "v1.34.4") is None
+    verdict = classify_stack(snapshot("1.0.0", "1.30.0"), snapshot("3.0.0", "1.99.0"), "v1.34.4")
+    assert verdict.classification == "breaking" and verdict.reasons == [
+        "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4"]
+
+
+def test_a_refused_upgrade_keeps_what_runs_and_records_an_event() -> None:
+    spec = spec_of(obj())
+    finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4: "
+                      "3.0.0 is not applied, 1.1.0 keeps running (upgrade the cluster, or pin a version it supports)")
+    refused = Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "3.0.0", None, finding, None, DIGEST)
+    verdict = decisions.found(obj(), spec, RUNS, finding, refused, "2026-12-01T00:00:00Z")
+    assert verdict.umbrella == RUNS and verdict.automated
+    ready = condition(verdict, "Ready")
+    assert (ready.status, ready.reason, ready.message) == ("False", "UnsupportedKubernetes", finding.message)
+    assert [(n.reason, n.type) for n in verdict.notes] == [("UnsupportedKubernetes", "Warning")]
+    assert isinstance(verdict.outcome, Done) and "migrationPlan" not in verdict.status.fields
+
+
+def overrides(values: Any) -> dict[str, Any]:
+    return {"metadata": {"name": NAME, "namespace": NAMESPACE}, "spec": {"overrides": {"keda": {"values": values}}}}
+
+
+def test_override_values_are_bounded_in_size() -> None:
+    assert check(overrides({"operator": {"replicaCount": 2}})) == []
+    big = {"blob": "x" * MAX_VALUES_BYTES}
+    [(field, message)] = check(overrides(big))
+    assert field == "spec.overrides.keda.values" and f"at most {MAX_VALUES_BYTES}" in message
+    spec, problems = read_spec(overrides(big))
+    assert spec is None and problems[0][0] == "spec.overrides.keda.values"  # the controller acts on none of it
