@@ -1,10 +1,10 @@
-"""Health earned from real pods on the node tier (tests/testbed/node.py): the operator, as its ServiceAccount with
-the chart's RBAC, takes each Application through the state its workload is in — Ready only once every replica is
-available, Failed on a crash loop, an image that cannot be pulled, a missing Secret behind a `secret:` env
-reference and an OOM kill, each naming the container and the reason and never a value — and Argo CD's own Lua
-runner reads each live object as docs/argocd.md says. A child changed by hand is put back with one DriftCorrected
-Event; deleting an Application takes its children, claims, plans, ReplicaSets and pods with it through the
-garbage collector."""
+"""Health earned from real pods on the node tier (tests/testbed/node.py): the operator, as its ServiceAccount with the
+chart's RBAC, takes each Application through the state its workload is in — Ready only once every replica is
+available, Failed on a crash loop, an image that cannot be pulled, a key missing from the (granted) Secret behind a
+`secret:` env reference and an OOM kill, each naming the container and the reason and never a value — and Argo CD's
+own Lua runner reads each live object as docs/argocd.md says. A child changed by hand is put back with one
+DriftCorrected Event; deleting an Application takes its children, claims, plans, ReplicaSets and pods with it
+through the garbage collector."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 
+from lifecycle.secrets import GRANT_ANNOTATION
 from renderer.manifests import KINDS
 from tests.argocd import overrides
 from tests.reconciler.conftest import install_our_crds
-from tests.reconciler.helpers import API, ARGO, cr, set_claims_ready, wait, write_status
+from tests.reconciler.helpers import API, ARGO, cr, grant_referenced, set_claims_ready, wait, write_status
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.gitops import chart_operator
 from tests.testbed.node import NodeTestBed, has_condition
@@ -52,7 +53,9 @@ def deploy(node: NodeTestBed, base: dict[str, Any], name: str = "web", namespace
     """Apply the Application as Argo CD would, in a fresh namespace (or `namespace`); returns the namespace."""
     namespace = namespace or f"health-{uuid.uuid4().hex[:8]}"
     node.ensure_namespace(namespace)
-    node.apply(cr(namespace, base, name=name), field_manager=ARGO)
+    obj = cr(namespace, base, name=name)
+    grant_referenced(node, obj)  # the team grants the app the Secrets its env names
+    node.apply(obj, field_manager=ARGO)
     return namespace
 
 
@@ -161,9 +164,11 @@ FAILING: dict[str, tuple[Callable[[str], dict[str, Any]], tuple[str, ...], str]]
                    ("CrashLoopBackOff",), "exit code 3"),
     "image that does not exist": (lambda image: workload("localhost/apprafter-no-such-image:1.0"),
                                   ("ErrImagePull", "ImagePullBackOff"), "image localhost/apprafter-no-such-image:1.0"),
-    "missing Secret": (lambda image: workload(image, env={"MODE": "serve", "MESSAGE": NOT_FOR_MESSAGES,
-                                                          "API_KEY": {"secret": "third-party/key"}}),
-                       ("CreateContainerConfigError",), 'secret "third-party" not found'),
+    # The Secret is granted to the app (deploy() grants what the env names, as its team would), without the key:
+    # a Secret that is not granted, or not there, is refused by the operator before any pod (lifecycle.secrets).
+    "missing Secret key": (lambda image: workload(image, env={"MODE": "serve", "MESSAGE": NOT_FOR_MESSAGES,
+                                                              "API_KEY": {"secret": "third-party/apikey"}}),
+                           ("CreateContainerConfigError",), "key apikey in Secret"),
     "OOM kill": (lambda image: workload(image, env={"MODE": "oom", "MESSAGE": NOT_FOR_MESSAGES},
                                         resources=limits("64Mi")), ("OOMKilled",), "memory limit"),
 }
@@ -190,11 +195,12 @@ def test_a_workload_that_cannot_run_is_failed_with_the_container_and_the_reason(
     assert overrides.health(obj) == overrides.Health("Degraded", ready["message"])
 
 
-def test_a_missing_secret_created_later_heals(node: NodeTestBed, failing: dict[str, str]) -> None:
-    namespace = failing["missing Secret"]
+def test_a_missing_secret_key_added_later_heals(node: NodeTestBed, failing: dict[str, str]) -> None:
+    namespace = failing["missing Secret key"]
     wait_app(node, namespace, "Failed", "CreateContainerConfigError")
-    node.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "third-party", "namespace": namespace},
-                "stringData": {"key": "s3cr3t"}})
+    node.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "third-party", "namespace": namespace, "annotations": {GRANT_ANNOTATION: "web"}},
+        "stringData": {"apikey": "s3cr3t"}}, field_manager="team")
     obj = wait_app(node, namespace, "Ready")
     assert "s3cr3t" not in json.dumps(obj["status"])
 
