@@ -233,14 +233,19 @@ def _unscheduled(pods: Iterable[Mapping[str, Any]]) -> str | None:
 
 def image_digest(pods: Iterable[Mapping[str, Any]], image: str | None) -> str | None:
     """The digest the ready pods run `image` from (the kubelet's imageID), once they report one; None when they
-    disagree (a tag that moved between two pulls) or none reports it."""
+    disagree (a tag that moved between two pulls) or none reports it. A container is matched by the image its pod
+    declares, not by the name the kubelet reports: containerd reports one of the image's tags, whichever, when
+    several name the same image."""
     seen = set()
     for pod in pods:
+        declared = {c.get("name"): c.get("image") for c in (pod.get("spec") or {}).get("containers") or []}
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
-            if status.get("ready") and status.get("image") and (image is None or _same_image(status["image"], image)):
-                found = _DIGEST.search(str(status.get("imageID") or ""))
-                if found:
-                    seen.add(found.group(0))
+            running = declared.get(status.get("name")) or status.get("image")
+            if not status.get("ready") or not running or (image is not None and not _same_image(running, image)):
+                continue
+            found = _DIGEST.search(str(status.get("imageID") or ""))
+            if found:
+                seen.add(found.group(0))
     return seen.pop() if len(seen) == 1 else None
 
 

@@ -11,7 +11,16 @@ import pytest
 
 from lifecycle.application import Desired, earned
 from lifecycle.drift import drift, drift_note, field_path, owns
-from lifecycle.health import CURRENT, FAILED, IN_PROGRESS, child_state, deployment_state, pod_failures, workload
+from lifecycle.health import (
+    CURRENT,
+    FAILED,
+    IN_PROGRESS,
+    child_state,
+    deployment_state,
+    image_digest,
+    pod_failures,
+    workload,
+)
 
 OPERATOR = "apprafter-operator"
 
@@ -116,6 +125,18 @@ def live_of(deployed: dict[str, Any], **others: dict[str, Any]) -> dict[tuple[st
     template = CHILDREN[1]["spec"]["template"]
     out[("Deployment", "web")] = {**deployed, "spec": {**deployed["spec"], "template": template}}
     return out
+
+
+def test_the_digest_is_read_from_the_pods_that_declare_the_image() -> None:
+    ready = container(ready=True)
+    # containerd names the image by any of its tags: the pod's own spec says which image it runs
+    retagged = {**pod("web-a", {**ready, "image": "ghcr.io/acme/web-copy:1"}),
+                "spec": {"containers": [{"name": "app", "image": "ghcr.io/acme/web:1"}]}}
+    assert image_digest([retagged], "ghcr.io/acme/web:1") == "sha256:" + "a" * 64
+    old = {**retagged, "spec": {"containers": [{"name": "app", "image": "ghcr.io/acme/web:0"}]}}
+    assert image_digest([old], "ghcr.io/acme/web:1") is None  # a pod of the previous release
+    moved = {**retagged, "status": {"containerStatuses": [{**ready, "imageID": "sha256:" + "b" * 64}]}}
+    assert image_digest([retagged, moved], "ghcr.io/acme/web:1") is None  # a tag that moved: not one answer
 
 
 def test_the_workload_adds_up_failures_first_then_progress() -> None:
