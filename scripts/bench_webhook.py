@@ -229,15 +229,25 @@ def bench_handler(args: argparse.Namespace, workdir: Path) -> None:
             proc.stop()
 
 
-def bench_end_to_end(args: argparse.Namespace, workdir: Path) -> None:
-    bed: KubeTestBed = start_kube(workdir / "kube", install_crds=False)
-    cert = CA().serving_cert(workdir / "tls-e2e", "webhook")
-    proc: ManagedProcess | None = None
+def bed_with_our_crds(workdir: Path, name: str) -> KubeTestBed:
+    """A bare API server with the CRDs `apprafter crds` prints."""
+    bed: KubeTestBed = start_kube(workdir / name, install_crds=False)
     try:
         crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
                               check=True, cwd=ROOT)
-        (workdir / "crds.yaml").write_text(crds.stdout)
-        bed.install_crds([workdir / "crds.yaml"])
+        (workdir / f"{name}-crds.yaml").write_text(crds.stdout)
+        bed.install_crds([workdir / f"{name}-crds.yaml"])
+    except BaseException:
+        bed.stop()
+        raise
+    return bed
+
+
+def bench_end_to_end(args: argparse.Namespace, workdir: Path) -> None:
+    bed = bed_with_our_crds(workdir, "kube")
+    cert = CA().serving_cert(workdir / "tls-e2e", "webhook")
+    proc: ManagedProcess | None = None
+    try:
         proc, url = start_server("uvicorn", cert, workdir)
         with_ns, without_ns = f"bench-on-{uuid.uuid4().hex[:6]}", f"bench-off-{uuid.uuid4().hex[:6]}"
         for ns in (with_ns, without_ns):
@@ -444,14 +454,10 @@ def bench_hostile_webhook(args: argparse.Namespace, workdir: Path) -> None:
 
 
 def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
-    bed: KubeTestBed = start_kube(workdir / "kube-hostile", install_crds=False)
+    bed = bed_with_our_crds(workdir, "kube-hostile")
     cert = CA().serving_cert(workdir / "tls-hostile", "webhook")
     proc: ManagedProcess | None = None
     try:
-        crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
-                              check=True, cwd=ROOT)
-        (workdir / "crds.yaml").write_text(crds.stdout)
-        bed.install_crds([workdir / "crds.yaml"])
         proc, url = start_server("uvicorn", cert, workdir)
         good, hostile = f"good-{uuid.uuid4().hex[:6]}", f"hostile-{uuid.uuid4().hex[:6]}"
         for ns in (good, hostile):
