@@ -194,11 +194,11 @@ class PlatformStackPass:
         """The umbrella, the status, the plan the apply carried out, the events; the check remembered."""
         if verdict.umbrella is not None:
             await self.apply_umbrella(verdict.umbrella, verdict.automated)
+        for note in verdict.notes:  # before the status, as for Applications: a status one sees has its events
+            await self.record(note)
         await self.write(verdict.status)
         if verdict.consumed and verdict.consumed in live:
             await self.ensure_phase(live[verdict.consumed], PlanPhase(verdict.consumed, APPLIED, "applied"))
-        for note in verdict.notes:
-            await self.record(note)
         if verdict.remember:
             self.controller.memo = inputs.memo_of(self.obj, live.values() if live else self.plans,
                                                      time.monotonic())
