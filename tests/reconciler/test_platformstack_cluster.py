@@ -641,7 +641,7 @@ def test_a_fork_reports_a_newer_upstream_and_never_applies_it(
 def test_an_upgrade_past_the_clusters_kubernetes_is_refused_before_anything_is_planned_or_applied(
         fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
     bed = fresh
-    repo = publisher.publish("kube", [("1.1.0", "release"), ("3.0.0", "release")])
+    repo = publisher.publish("kube", [("1.1.0", "release"), ("2.0.0", "release"), ("3.0.0", "release")])
     create(bed, registry.url, repo, pin="1.1.0")
     settled(bed, "Applied")
     installed = umbrella_version(bed)
@@ -663,3 +663,13 @@ def test_an_upgrade_past_the_clusters_kubernetes_is_refused_before_anything_is_p
     done(platform(bed, "upgrade", "--to", "1.1.0"))
     settled(bed, "Applied")
     assert platform_plans(bed) == [] and umbrella_version(bed) == installed
+    # a plan waiting for another target (2.0.0) is over once the stack asks for one the cluster cannot run
+    done(platform(bed, "upgrade", "--to", "2.0.0"))
+    waiting = settled(bed, "AwaitingMigrationApproval")["migrationPlan"]
+    done(platform(bed, "upgrade", "--to", "3.0.0"))
+    st = settled(bed, "UnsupportedKubernetes")
+    assert "migrationPlan" not in st and condition(st, "MigrationApproved") == {}
+    [plan] = platform_plans(bed)
+    assert (plan["metadata"]["name"], plan["status"]["phase"]) == (waiting, "superseded")
+    assert "asks for 3.0.0, which this cluster's Kubernetes cannot run" in plan["status"]["message"]
+    assert umbrella_version(bed) == installed
