@@ -272,3 +272,13 @@ def test_network_policy_chart_lint_and_gateway_chart_lint_are_clean() -> None:
     for chart, args in (("apprafter-gateway", ["--set", f"domain={DOMAIN}"]), ("apprafter-network-policies", [])):
         out = ok(helm("lint", "--strict", str(CHARTS / chart), "--kube-version", KUBE_VERSION, *args))
         assert "1 chart(s) linted, 0 chart(s) failed" in out
+
+
+@pytest.mark.parametrize("chart", ["apprafter-gateway", "apprafter-network-policies"])
+def test_every_value_of_our_stack_charts_is_documented_and_checked(chart: str) -> None:
+    values = yaml.safe_load((CHARTS / chart / "values.yaml").read_text())
+    schema = json.loads((CHARTS / chart / "values.schema.json").read_text())
+    readme = (CHARTS / chart / "README.md").read_text()
+    assert set(values) == set(schema["properties"]) and set(schema["required"]) <= set(values)
+    for key in values:
+        assert f"`{key}" in readme, f"{chart}: README.md does not describe {key}"
