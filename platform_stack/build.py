@@ -31,7 +31,7 @@ def build_chart(source: Path = SOURCE_DIR, tier: str = ALL, version: str | None 
     evaluated = evaluate(source, tier)
     gaps = resource_gaps(evaluated)
     if gaps:  # spec §4.5: no platform pod runs BestEffort
-        raise StackError(*(f"{source / 'components'}:1:1: {gap}" for gap in gaps))
+        raise StackError(*(f"{source / 'components' / (name + '.cue')}:1:1: {gap}" for name, gap in gaps))
     chosen = version or latest_version(evaluated["compatibility"], source)
     chart = render_chart(evaluated, chosen, tier, source=source)
     return chart, source_date_epoch(source)

@@ -23,9 +23,10 @@ def _at(values: Any, path: Sequence[str | int]) -> Any:
     return values
 
 
-def resource_gaps(evaluated: dict[str, Any]) -> list[str]:
-    """`components.<name>.tiers.<tier>: <path>: no <field>` for each declared container short of REQUIRED."""
-    gaps: list[str] = []
+def resource_gaps(evaluated: dict[str, Any]) -> list[tuple[str, str]]:
+    """(component, `components.<name>.tiers.<tier>: values.<path>: no <field>`) for each declared container short
+    of REQUIRED."""
+    gaps: list[tuple[str, str]] = []
     for name, component in sorted(evaluated["values"]["components"].items()):
         for tier, entry in sorted(component["tiers"].items()):
             if entry["availability"] == "unavailable":
@@ -35,5 +36,5 @@ def resource_gaps(evaluated: dict[str, Any]) -> list[str]:
                 resources = _at(values, path)
                 where = ".".join(str(key) for key in path)
                 missing = [".".join(field) for field in REQUIRED if not isinstance(_at(resources, field), str | int)]
-                gaps += [f"components.{name}.tiers.{tier}: values.{where}: no {field}" for field in missing]
+                gaps += [(name, f"components.{name}.tiers.{tier}: values.{where}: no {field}") for field in missing]
     return gaps

@@ -106,7 +106,7 @@ def test_a_component_without_requests_is_refused_by_stack_build(source_copy: Pat
     proc = cli("stack", "build", "--source", str(source_copy), "--out", str(tmp_path))
     assert proc.returncode == 1 and proc.stdout == ""
     lines = proc.stderr.splitlines()
-    assert lines and all(": components.sealed-secrets.tiers." in line for line in lines), proc.stderr
+    assert lines and all(line.startswith(f"{cue}:1:1: components.sealed-secrets.tiers.") for line in lines), lines
     assert {line.rsplit(": ", 1)[1] for line in lines} == {"no limits.memory"}
     assert len(lines) == len(ALL_TIERS)  # one line per tier it runs on
 
