@@ -196,9 +196,17 @@ def check_gateway(objects: list[dict[str, Any]], namespace: str) -> None:
         [hostname] = route["spec"]["hostnames"]
         assert hostname == default_hostname("web", "prod", DOMAIN)
         assert any(fnmatch.fnmatchcase(hostname, name) and name.count(".") == hostname.count(".") for name in public)
-    crds = {o["metadata"]["name"] for o in objects if o["kind"] == "CustomResourceDefinition"}
-    assert {"gateways.gateway.networking.k8s.io", "httproutes.gateway.networking.k8s.io",
-            "referencegrants.gateway.networking.k8s.io"} <= crds
+    assert not [o for o in objects if o["kind"] == "CustomResourceDefinition"]  # the gateway-api component's
+
+
+def check_gateway_api(objects: list[dict[str, Any]], wave: int) -> None:
+    """The Gateway API CRDs alone, in a sync wave before Cilium's (its operator looks for them when it starts)."""
+    kinds = {o["kind"] for o in objects}
+    assert kinds == {"CustomResourceDefinition"}
+    names = {o["metadata"]["name"] for o in objects}
+    assert {"gatewayclasses.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io",
+            "httproutes.gateway.networking.k8s.io", "referencegrants.gateway.networking.k8s.io"} <= names
+    assert wave < evaluate()["values"]["components"]["cilium"]["syncWave"]
 
 
 def check_network_policies(objects: list[dict[str, Any]]) -> None:
@@ -234,13 +242,15 @@ def test_each_chart_of_ours_resolves_in_the_registry_and_renders_what_the_stack_
     where = published(oci_registry, tmp_path)
     apps = {name: app for name, app in umbrella(stack_all, tier).items() if app["spec"]["source"]["repoURL"] == OURS}
     assert {app["spec"]["source"]["chart"] for app in apps.values()} == set(owned())
-    assert set(apps) == {"apprafter-operator", "apprafter-admission", "gateway", "network-policies"}
+    assert set(apps) == {"apprafter-operator", "apprafter-admission", "gateway-api", "gateway", "network-policies"}
     rendered = {name: resolve_and_render(app, where, tmp_path) for name, app in apps.items()}
     for name, objects in rendered.items():
         check_pods_have_resources(name, objects)
         if not evaluate()["resourcePaths"][name]:
             assert not pod_specs(objects), f"{name} declares no containers but runs pods"
     check_gateway(rendered["gateway"], apps["gateway"]["spec"]["destination"]["namespace"])
+    check_gateway_api(rendered["gateway-api"],
+                      int(apps["gateway-api"]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]))
     check_network_policies(rendered["network-policies"])
     # The API server (the pinned Gateway API, cert-manager and Cilium CRDs) takes them as Argo CD would apply them.
     for name in ("gateway", "network-policies"):
