@@ -258,3 +258,13 @@ def test_a_kind_the_manifests_own_crd_defines_is_placed_by_the_crds_scope() -> N
     placed = namespaced_in([project], "argocd", {**scopes, ("apiextensions.k8s.io/v1", "CustomResourceDefinition"):
                                                  False})
     assert placed[0]["metadata"] == {"name": "default", "namespace": "argocd"}
+
+
+def test_every_flag_is_in_the_install_guide() -> None:
+    from apprafter.bootstrap_cmd import cluster_bootstrap
+    from tests.renderer.helpers import REPO
+
+    guide = (REPO / "docs" / "install.md").read_text()
+    section = guide[guide.index("## The cluster from zero"):guide.index("## The cluster\n")]
+    flags = {o for p in cluster_bootstrap.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")}
+    assert sorted(f for f in flags - {"--help", "--output", "--kubeconfig", "--context"} if f not in section) == []
