@@ -31,6 +31,9 @@ _SIDECAR_CANDIDATES = (Path(__file__).resolve().parent / "argocd",
                        Path(__file__).resolve().parent.parent / "deploy" / "argocd")
 MAX_MANIFEST_BYTES = 16 << 20  # Argo CD's install.yaml is ~1.5 MB
 MAX_MANIFEST_OBJECTS = 1000
+# Nodes of the manifest as data, an alias counted each time it is used: YAML aliases cannot make it grow past this
+# when it is printed or sent (install.yaml: ≈ 60,000).
+MAX_MANIFEST_NODES = 2_000_000
 ESTABLISHED_SECONDS = 60.0
 _DATA_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
@@ -81,7 +84,7 @@ def _manifest(path: Path) -> list[dict[str, Any]]:
     objects = []
     for index, doc in enumerate(d for d in documents if d is not None):
         meta = doc.get("metadata") if isinstance(doc, dict) else None
-        if doc.get("kind") == "List" if isinstance(doc, dict) else False:
+        if isinstance(doc, dict) and doc.get("kind") == "List":
             raise _fail(str(path), f"document {index + 1}: a List: give the objects one per document")
         if not isinstance(meta, dict) or not all(isinstance(x, str) and x for x in
                                                  (doc.get("apiVersion"), doc.get("kind"), meta.get("name"))):
@@ -89,9 +92,27 @@ def _manifest(path: Path) -> list[dict[str, Any]]:
         objects.append(doc)
     if not objects:
         raise _fail(str(path), "--argocd-manifest: no objects in it")
+    if not _within(objects, MAX_MANIFEST_NODES):
+        raise _fail(str(path), f"--argocd-manifest: more than {MAX_MANIFEST_NODES} values (YAML aliases count each "
+                    "time they are used): refused")
     if len(objects) > MAX_MANIFEST_OBJECTS:
         raise _fail(str(path), f"--argocd-manifest: more than {MAX_MANIFEST_OBJECTS} objects: refused")
     return objects
+
+
+def _within(data: Any, limit: int) -> bool:
+    """Whether `data` holds at most `limit` values, each alias counted where it is used (walked without recursion)."""
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            return False
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
 
 
 def _public_key(path: Path) -> tuple[str, str]:
@@ -112,6 +133,7 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool) -> Stack:
     from lifecycle.bootstrap import Stack
     from platform_stack.oci import is_loopback, parse_reference
     from platform_stack.signing import verify
+    from platform_stack.upstream import version_tag
 
     try:
         stack_version(version)
@@ -121,8 +143,7 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool) -> Stack:
     if ref.tag or ref.digest:
         raise _fail(reference[:200], "name the repository only (oci://HOST/REPO/platform-stack): the version is "
                     "--version")
-    tag = version.replace("+", "_")  # helm's tag for a version with build metadata
-    verified, _ = verify(f"{ref.host}/{ref.repository}:{tag}", key, plain_http)
+    verified, _ = verify(f"{ref.host}/{ref.repository}:{version_tag(version)}", key, plain_http)
     assert verified.digest is not None
     return Stack(f"{ref.host}/{ref.repository}", version, verified.digest, plain_http or is_loopback(ref.host))
 
@@ -211,7 +232,8 @@ async def _apply(kube: Kube, plan: Plan) -> list[str]:
                 await kube.apply(step.obj, force=step.force, field_manager=step.manager)
                 break
             except KubeError as e:
-                # A kind whose CRD was just Established: discovery looks it up again within seconds.
+                # A kind whose CRD was just Established: discovery looks it up again within seconds (its 404 says
+                # "does not serve"; namespaces were created first, so no other 404 is waited out).
                 if e.code == 404 and "does not serve" in str(e) and time.monotonic() < deadline:
                     await asyncio.sleep(0.5)
                     continue

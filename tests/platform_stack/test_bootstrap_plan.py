@@ -268,3 +268,17 @@ def test_every_flag_is_in_the_install_guide() -> None:
     section = guide[guide.index("## The cluster from zero"):guide.index("## The cluster\n")]
     flags = {o for p in cluster_bootstrap.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")}
     assert sorted(f for f in flags - {"--help", "--output", "--kubeconfig", "--context"} if f not in section) == []
+
+
+def test_a_manifest_that_aliases_itself_large_is_refused(tmp_path: Path) -> None:
+    """A few lines of YAML aliases that would be billions of values once printed or sent."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, "
+              f"*a{i - 1}, *a{i - 1}]" for i in range(1, 9)]
+    manifest = tmp_path / "install.yaml"
+    manifest.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: boom}\ndata:\n"
+                        + "".join(f"  {line}\n" for line in lines))
+    code, out, err = bootstrap(tmp_path, "--argocd-manifest", str(manifest))
+    assert (code, out) == (1, "")
+    assert err == (f"{manifest}: --argocd-manifest: more than 2000000 values (YAML aliases count each time they "
+                   "are used): refused\n")
