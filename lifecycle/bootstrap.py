@@ -206,17 +206,24 @@ def reads(request: Request) -> list[Key]:
     return list(dict.fromkeys([*_argocd_probes(), *(key_of(o) for o in objects)]))
 
 
-def argocd_found(live: Mapping[Key, Mapping[str, Any]]) -> tuple[list[str], list[str]]:
-    """(found, missing) of what makes an Argo CD: its Application CRD and its two workloads."""
-    found, missing = [], []
-    if (CRD_API, "CustomResourceDefinition", "", ARGOCD_CRD) in live:
-        found.append(f"crd/{ARGOCD_CRD}")
-    else:
-        missing.append(f"crd/{ARGOCD_CRD}")
+def argocd_found(live: Mapping[Key, Mapping[str, Any]]) -> tuple[list[str], list[str], bool]:
+    """(found, missing) of what makes an Argo CD: its Application CRD and its two workloads; and whether what was
+    found is of an install this loader began (a run that stopped half-way), not someone else's."""
+    found: list[str] = []
+    missing: list[str] = []
+    crd = live.get((CRD_API, "CustomResourceDefinition", "", ARGOCD_CRD))
+    (found if crd is not None else missing).append(f"crd/{ARGOCD_CRD}")
+    present = [crd]
     for name, kinds in ARGOCD_WORKLOADS:
         kind = next((k for k in kinds if ("apps/v1", k, ARGOCD_NAMESPACE, name) in live), None)
         (found if kind else missing).append(f"{(kind or kinds[0]).lower()}/{name}")
-    return found, missing
+        present.append(live[("apps/v1", kind, ARGOCD_NAMESPACE, name)] if kind else None)
+    return found, missing, any(_written_by(obj, FIELD_MANAGER) for obj in present)
+
+
+def _written_by(obj: Mapping[str, Any] | None, manager: str) -> bool:
+    return obj is not None and any(e.get("manager") == manager for e in obj.get("metadata", {}).get("managedFields")
+                                   or [])
 
 
 def _owned(obj: Mapping[str, Any], live: Mapping[Key, Mapping[str, Any]], manager: str, force: bool,
@@ -243,16 +250,24 @@ def plan(request: Request, live: Mapping[Key, Mapping[str, Any]]) -> Plan:
     steps = [Step(ns, "unchanged" if key_of(ns) in live else "create", FIELD_MANAGER, False, "namespace")
              for ns in namespaces]
     notes = []
-    found, missing = argocd_found(live)
+    found, missing, ours = argocd_found(live)
     if not missing:
         notes.append(f"Argo CD found in namespace {ARGOCD_NAMESPACE} ({', '.join(found)}): not installed again")
+    elif found and not ours:
+        # Someone else's Argo CD, under other names or elsewhere (a Helm release not named argocd): a second
+        # install beside it would fight it for the CRDs.
+        raise UserError([Problem(found[0], 0, 0, "", f"Argo CD is partly there ({', '.join(found)}; missing "
+                                 f"{', '.join(missing)} in namespace {ARGOCD_NAMESPACE}), not installed by "
+                                 "cluster-bootstrap: the loader needs Argo CD in namespace argocd under its own names "
+                                 "(install.yaml, or the Helm chart as release argocd); it does not install a second "
+                                 "one")])
     elif request.argocd_manifest is None:
         raise UserError([Problem("--argocd-manifest", 0, 0, "", f"Argo CD is not installed in namespace "
                                  f"{ARGOCD_NAMESPACE} (missing {', '.join(missing)}): pass --argocd-manifest FILE, "
                                  "the install.yaml of the Argo CD release (v3.1 or later) to install")])
     else:
         notes.append(f"Argo CD is not installed in namespace {ARGOCD_NAMESPACE} (missing {', '.join(missing)}): "
-                     f"installing it from {request.manifest_name}")
+                     f"installing it from {request.manifest_name}" + (" (a run before began it)" if found else ""))
         # CRDs first: the manifest's other objects may be of their kinds (kubectl applies them in file order too).
         ordered = sorted(request.argocd_manifest, key=lambda o: o.get("kind") != "CustomResourceDefinition")
         steps += [_owned(o, live, FIELD_MANAGER, True, "Argo CD") for o in ordered]

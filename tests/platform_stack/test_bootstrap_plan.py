@@ -282,3 +282,24 @@ def test_a_manifest_that_aliases_itself_large_is_refused(tmp_path: Path) -> None
     assert (code, out) == (1, "")
     assert err == (f"{manifest}: --argocd-manifest: more than 2000000 values (YAML aliases count each time they "
                    "are used): refused\n")
+
+
+def test_someone_elses_argo_cd_under_other_names_is_not_installed_beside() -> None:
+    """The CRD is there (a Helm release `cd` has cd-argocd-repo-server), the standard workloads are not: refused."""
+    crd = {k: v for k, v in argocd_there().items() if k[1] == "CustomResourceDefinition"}
+    manifest = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "argocd"}}]
+    with pytest.raises(UserError) as error:
+        plan(request(argocd_manifest=manifest), {k: as_applied(v, "helm") for k, v in crd.items()})
+    (line,) = error.value.lines()
+    assert line == ("crd/applications.argoproj.io: Argo CD is partly there (crd/applications.argoproj.io; missing "
+                    "deployment/argocd-repo-server, statefulset/argocd-application-controller in namespace argocd), "
+                    "not installed by cluster-bootstrap: the loader needs Argo CD in namespace argocd under its own "
+                    "names (install.yaml, or the Helm chart as release argocd); it does not install a second one")
+
+
+def test_an_install_a_run_before_began_is_finished() -> None:
+    crd = {k: as_applied(v, FIELD_MANAGER) for k, v in argocd_there().items() if k[1] == "CustomResourceDefinition"}
+    manifest = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "argocd-cm", "namespace": "argocd"}}]
+    decided = plan(request(argocd_manifest=manifest), crd)
+    assert decided.notes[0].endswith("installing it from --argocd-manifest (a run before began it)")
+    assert [key_of(s.obj) for s in decided.steps if s.why == "Argo CD"] == [key_of(manifest[0])]
