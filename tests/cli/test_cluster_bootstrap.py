@@ -158,6 +158,21 @@ def test_a_missing_manifest_file_is_refused(bed: KubeTestBed, publisher: Publish
     untouched(bed)
 
 
+def test_an_api_server_that_cannot_be_reached_is_a_tool_failure(bed: KubeTestBed, publisher: Publisher,
+                                                                 tmp_path: Path) -> None:
+    config = yaml.safe_load(bed.kubeconfig.read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    unreachable = tmp_path / "kubeconfig"
+    unreachable.write_text(yaml.safe_dump(config))
+    proc = bootstrap(bed, publisher, "--kubeconfig", str(unreachable))
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.startswith("apprafter: cannot reach the API server (")
+    assert proc.stderr.endswith("(server https://127.0.0.1:1: check --kubeconfig and --context)\n"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+    untouched(bed)
+
+
 # --- the run from empty ------------------------------------------------------------------------------------------
 
 class Run:
