@@ -23,6 +23,7 @@ from toolchain.errors import Problem, UserError
 if TYPE_CHECKING:  # imported when the command runs: `--help` never pays for them
     from controller_runtime.client import Kube
     from lifecycle.bootstrap import Key, Plan, Stack
+    from platform_stack.classify import StackSnapshot
 
 __all__ = ["cluster_bootstrap", "sidecar_directory"]
 
@@ -126,14 +127,16 @@ def _public_key(path: Path) -> tuple[str, str]:
     return name, base64.b64encode(pem).decode()
 
 
-def _verify(reference: str, version: str, key: Path, plain_http: bool) -> Stack:
+def _verify(reference: str, version: str, key: Path, plain_http: bool, tier: str) -> tuple[Stack, StackSnapshot]:
     """Resolve `version`'s tag to a digest and verify its cosign signature by that digest (platform_stack.signing,
-    as `apprafter stack verify` and the PlatformStack controller verify)."""
+    as `apprafter stack verify` and the PlatformStack controller verify); then read that digest's chart as the
+    controller reads it (a Helm chart of that version: its minimumKubernetesVersion)."""
     from compatibility.versions import InvalidVersion, stack_version
     from lifecycle.bootstrap import Stack
-    from platform_stack.oci import is_loopback, parse_reference
+    from platform_stack.oci import Reference, is_loopback, parse_reference
+    from platform_stack.registry import connect
     from platform_stack.signing import verify
-    from platform_stack.upstream import version_tag
+    from platform_stack.upstream import Session, Upstream, version_tag
 
     try:
         stack_version(version)
@@ -143,9 +146,12 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool) -> Stack:
     if ref.tag or ref.digest:
         raise _fail(reference[:200], "name the repository only (oci://HOST/REPO/platform-stack): the version is "
                     "--version")
+    plain_http = plain_http or is_loopback(ref.host)
     verified, _ = verify(f"{ref.host}/{ref.repository}:{version_tag(version)}", key, plain_http)
     assert verified.digest is not None
-    return Stack(f"{ref.host}/{ref.repository}", version, verified.digest, plain_http or is_loopback(ref.host))
+    session = Session(Upstream(), Reference(ref.host, ref.repository), connect(ref.host, plain_http), plain_http)
+    snapshot = session.snapshot(version, verified.digest, tier, None)
+    return Stack(f"{ref.host}/{ref.repository}", version, verified.digest, plain_http), snapshot
 
 
 async def _scopes(kube: Kube, objects: Sequence[Mapping[str, Any]], manifest: str) -> dict[tuple[str, str], bool]:
@@ -313,10 +319,15 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
     manifest = _manifest(argocd_manifest) if argocd_manifest is not None else None
     sidecar = _sidecar(sidecar_image)
     crds = _crds()
-    stack = _verify(reference, version, key, plain_http)
+    stack, snapshot = _verify(reference, version, key, plain_http, tier)
 
     async def run(kube: Kube, _: str) -> Plan | list[str]:
         from lifecycle.bootstrap import ARGOCD_NAMESPACE
+        from platform_stack.classify import kubernetes_unmet
+
+        unmet = kubernetes_unmet(snapshot, await kube.version())
+        if unmet is not None:  # the controller would refuse it (UnsupportedKubernetes): nothing is applied
+            raise _fail("--version", f"{unmet}: pick a version this cluster can run, or upgrade Kubernetes first")
 
         placed = None
         if manifest is not None:

@@ -32,6 +32,7 @@ from tests.testbed.gitops import chart_operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import wait_for
 from tests.testbed.stack_releases import KeyPair, Publisher, build_releases, key_pairs
+from toolchain.pins import pins
 from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
@@ -39,7 +40,8 @@ pytestmark = pytest.mark.testbed
 API, NS = "apprafter.io/v1alpha1", "apprafter-system"
 ARGOCD = ARGOCD_VERSIONS[0]  # the pin
 REPO = "releases"
-RELEASES = [("1.1.0", None, {}), ("1.2.0", ("keda", '"2.17.2"', '"2.18.0"'), {})]
+RELEASES = [("1.1.0", None, {}), ("1.2.0", ("keda", '"2.17.2"', '"2.18.0"'), {}), ("1.3.0", None, {})]
+MINIMUMS = {"1.3.0": "9.0.0"}  # a Kubernetes no cluster runs
 OUR_CRDS = {"applications.apprafter.io", "applicationbaselines.apprafter.io", "migrationplans.apprafter.io",
             "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io"}
 
@@ -55,11 +57,12 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]
 
 @pytest.fixture(scope="module")
 def publisher(registry: AuthRegistry, tmp_path_factory: pytest.TempPathFactory) -> Publisher:
-    """1.1.0 signed with the release key, 1.2.0 pushed but not signed; a second key that signed nothing."""
-    charts = build_releases(tmp_path_factory.mktemp("charts"), RELEASES)
+    """1.1.0 signed with the release key, 1.2.0 pushed but not signed, 1.3.0 signed but for Kubernetes 9; a second
+    key that signed nothing."""
+    charts = build_releases(tmp_path_factory.mktemp("charts"), RELEASES, MINIMUMS)
     keys: dict[str, KeyPair] = key_pairs(tmp_path_factory.mktemp("keys"), ("release", "other"))
     published = Publisher(registry, charts, keys, tmp_path_factory.mktemp("publisher"))
-    published.publish(REPO, [("1.1.0", "release"), ("1.2.0", None)])
+    published.publish(REPO, [("1.1.0", "release"), ("1.2.0", None), ("1.3.0", "release")])
     return published
 
 
@@ -148,6 +151,13 @@ def test_an_unsigned_version_is_refused(bed: KubeTestBed, publisher: Publisher) 
 def test_a_version_without_a_tag_is_refused(bed: KubeTestBed, publisher: Publisher) -> None:
     line = one_line_failure(bootstrap(bed, publisher, version="9.9.9"))
     assert "tag 9.9.9 not found" in line, line
+    untouched(bed)
+
+
+def test_a_version_the_clusters_kubernetes_cannot_run_is_refused(bed: KubeTestBed, publisher: Publisher) -> None:
+    line = one_line_failure(bootstrap(bed, publisher, version="1.3.0"))
+    assert line == (f"--version: stack 1.3.0 needs Kubernetes >= 9.0.0, cluster runs {pins()['KUBERNETES_VERSION']}: "
+                    "pick a version this cluster can run, or upgrade Kubernetes first")
     untouched(bed)
 
 
