@@ -542,8 +542,13 @@ def test_override_values_reach_the_component_application_through_the_gate(
     values = tmp_path / "umbrella-values.json"
     values.write_text(json.dumps(values_object))
     rendered = applications(helm_template(charts["1.1.0"], "-f", str(values)))
-    assert rendered["cert-manager"]["spec"]["source"]["helm"]["valuesObject"] == {
-        "crds": {"enabled": False}, "clusterIssuer": {"name": "apprafter-public"}, "replicaCount": 2}
+    plain = {**values_object, "overrides": {}}
+    values.write_text(json.dumps(plain))
+    stacks = applications(helm_template(charts["1.1.0"], "-f", str(values)))["cert-manager"]["spec"]["source"]
+    expected = {**stacks["helm"]["valuesObject"], "crds": {**stacks["helm"]["valuesObject"]["crds"], "enabled": False},
+                "replicaCount": 2}
+    assert stacks["helm"]["valuesObject"]["crds"]["enabled"] is True  # the override changes what the stack sets
+    assert rendered["cert-manager"]["spec"]["source"]["helm"]["valuesObject"] == expected
     # a second check with nothing new: the kept values are the baseline, so nothing is gated again
     recheck(bed)
     settled(bed, "Applied")
