@@ -28,6 +28,7 @@ PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
 IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis")  # what `make images` builds, in its order
+RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
 
 
 def tag(name: str) -> str:

@@ -94,7 +94,7 @@ def test_every_argocd_component_runs_from_the_images_built_here(installed: Insta
     assert all(ref.startswith("localhost/") for ref in ours), ours
     # The repo-server pod runs our plugin as its sidecar (deploy/argocd), from its own image.
     [repo] = [p for p in pods if p["metadata"]["labels"]["app.kubernetes.io/name"] == "argocd-repo-server"]
-    assert [c["name"] for c in repo["spec"]["containers"]] == ["argocd-repo-server", "apprafter-cue"]
+    assert {c["name"] for c in repo["spec"]["containers"]} == {"argocd-repo-server", "apprafter-cue"}
     assert all(s["ready"] for s in repo["status"]["containerStatuses"])
     # Argo CD's own API says which version runs: the pinned one.
     assert argocd.api("GET", "/api/version")["Version"].startswith(ARGOCD_VERSIONS[0] + "+")
