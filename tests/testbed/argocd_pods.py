@@ -157,11 +157,23 @@ class PodArgoCD:
 def install_argocd(node: NodeTestBed, images: Mapping[str, str], namespace: str = "argocd",
                    timeout: float = 300) -> PodArgoCD:
     """Import `images` (our name -> podman ref) into the node, apply Argo CD's install there and wait until every
-    component is Ready; returns the running install."""
+    component is Ready; returns the running install (on a failure, what was applied is deleted again: the node is
+    shared)."""
     refs = {name: node.import_image(ref) for name, ref in images.items()}
-    objects = install_objects_for_node(refs, namespace)
+    install = PodArgoCD(node, namespace, install_objects_for_node(refs, namespace), {})
+    try:
+        _apply_and_wait(install, timeout)
+    except BaseException:
+        install.uninstall()
+        raise
+    return install
+
+
+def _apply_and_wait(install: PodArgoCD, timeout: float) -> None:
+    node, namespace = install.node, install.namespace
     rank = {kind: i for i, kind in enumerate(_ORDER)}
-    first = sorted((o for o in objects if o["kind"] not in WORKLOADS), key=lambda o: rank.get(o["kind"], len(rank)))
+    first = sorted((o for o in install.objects if o["kind"] not in WORKLOADS),
+                   key=lambda o: rank.get(o["kind"], len(rank)))
     node.ensure_namespace(namespace)
     for obj in first:
         node.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
@@ -172,14 +184,13 @@ def install_argocd(node: NodeTestBed, images: Mapping[str, str], namespace: str 
                 if o["kind"] == "Service"]
     aliases = host_aliases(services)
     started: dict[str, float] = {}
-    workloads = [o for o in objects if o["kind"] in WORKLOADS]
+    workloads = [o for o in install.objects if o["kind"] in WORKLOADS]
     for obj in workloads:
         spec = pod_templates(obj)
         assert spec is not None
         spec["hostAliases"] = aliases
         node.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
         started[obj["metadata"]["name"]] = time.time()
-    install = PodArgoCD(node, namespace, objects, {})
     deadline = time.monotonic() + timeout
     try:
         for obj in workloads:
@@ -191,7 +202,6 @@ def install_argocd(node: NodeTestBed, images: Mapping[str, str], namespace: str 
     install.ready_seconds = ready_seconds(node, namespace, started)
     # Ready is the kubelet's view; the server's API answering is what a user logs in to.
     wait_for("argocd-server's API", lambda: _answers(node, install.server), 60)
-    return install
 
 
 def ready_seconds(node: NodeTestBed, namespace: str, applied: Mapping[str, float]) -> dict[str, float]:
