@@ -6,7 +6,7 @@
 # Build with `make images` (tools/images.sh): BASE is the local Debian base with the packages upstream's image
 # installs (tools/base-image.sh --with git,tini,gpg,gpg-agent,openssh-client,redis-server); the context holds
 # bin/ (argocd, helm and kustomize from the tools cache, gpg-wrapper.sh and git-verify-wrapper.sh from the Argo CD
-# module) and entrypoint.sh. Not shipped: git-lfs (no Debian package at the pinned version), tzdata, connect-proxy.
+# module) and entrypoint.sh. Not shipped: git-lfs, tzdata, connect-proxy (upstream has them; nothing here uses them).
 ARG BASE
 FROM ${BASE}
 ARG BASE
