@@ -6,7 +6,8 @@ with the image imports and the load average.
 
 Each run starts a node (a fresh bed, the image store kept between runs as the `node` fixture keeps it), imports
 the images `make images` built under the test prefix, installs Argo CD and waits until every component is Ready,
-then stops the node. Run it under `flock /tmp/apprafter-heavy.lock`, or read the load beside each figure.
+uninstalls it (until its namespace is gone), then stops the node. Run it under `flock /tmp/apprafter-heavy.lock`,
+or read the load beside each figure.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def one_run(images: dict[str, str]) -> dict[str, float]:
         argocd = install_argocd(bed, images)
         phases["install: apply to every component Ready and the API answering"] = time.monotonic() - mark
         phases.update({f"  {name}": seconds for name, seconds in sorted(argocd.ready_seconds.items())})
+        mark = time.monotonic()
+        argocd.uninstall()
+        phases["uninstall: its namespace gone"] = time.monotonic() - mark
     finally:
         bed.stop()
     return phases
