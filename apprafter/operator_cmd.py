@@ -15,6 +15,7 @@ from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option
 from renderer import settings as settings_
 from renderer.context import TIERS
+from renderer.names import OPERATOR_FIELD_MANAGER
 
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
     from lightkube import KubeConfig
@@ -64,7 +65,7 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
               help="Where the operator keeps its ApplicationBaselines and PublicHostnames (default: the pod's "
                    "namespace, else the kubeconfig context's); only the operator may write there.")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
-@click.option("--field-manager", default="apprafter-operator", show_default=True,
+@click.option("--field-manager", default=OPERATOR_FIELD_MANAGER, show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
 @click.option("--platform-stack/--no-platform-stack", default=True, show_default=True,
               help="Run the PlatformStack controller (apprafter-system/default -> the umbrella Argo CD Application); "

@@ -194,8 +194,9 @@ def condition(st: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def settled(bed: KubeTestBed, reason: str, check: Callable[[dict[str, Any]], bool] = lambda st: True,
-            timeout: float = 60) -> dict[str, Any]:
-    """The status once the controller has acted on the current generation and Ready has `reason` (and `check`)."""
+            timeout: float = 120) -> dict[str, Any]:
+    """The status once the controller has acted on the current generation and Ready has `reason` (and `check`);
+    a check verifies with cosign and reads the registry, slow on a loaded machine: the wait is generous."""
     def probe() -> dict[str, Any] | None:
         obj = stack(bed)
         st = obj.get("status") or {}
@@ -237,7 +238,7 @@ def recorded(bed: KubeTestBed, reason: str,
     def probe() -> list[dict[str, Any]] | None:
         found = events(bed, reason)
         return found if found and check(found) else None
-    return wait(f"PlatformStack event {reason}", probe)
+    return wait(f"PlatformStack event {reason}", probe, 60)
 
 
 def platform(bed: KubeTestBed, *args: str) -> subprocess.CompletedProcess[str]:
