@@ -8,6 +8,10 @@
 #   tools/base-image.sh            ensure the image exists; print its name (localhost/apprafter-base:...)
 #   tools/base-image.sh --name     print the name only (build nothing)
 #   tools/base-image.sh --rebuild  rebuild from the mirror now (e.g. to pick up Debian security updates)
+#   tools/base-image.sh --with PKG,PKG [--name|--rebuild]
+#                                  the same base with more Debian packages (its own name and cache entry: the
+#                                  list is part of the recipe); tools/images.sh asks for it per image (the Argo CD
+#                                  and Redis images: git, tini, gpg, openssh-client, redis-server)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,6 +24,11 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$here/containers.conf}
 # rest of this script does not.
 SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:?/etc/os-release has no VERSION_CODENAME}")
 PACKAGES=python3,python3-venv,ca-certificates
+if [[ "${1:-}" == --with ]]; then
+  [[ "${2:-}" =~ ^[a-z0-9][a-z0-9+.,-]*$ ]] || { echo "usage: tools/base-image.sh --with PKG,PKG [--name|--rebuild]" >&2; exit 2; }
+  PACKAGES+=",$2"
+  shift 2
+fi
 # Mtimes in the tarball and the image's creation time (not the package versions: those are the mirror's).
 EPOCH=1747699200 # 2025-05-20T00:00:00Z
 SLIM=(

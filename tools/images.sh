@@ -3,15 +3,17 @@
 # buildah builds into podman's storage, skopeo copies, `apprafter stack push` pushes the chart, cosign signs
 # (through `apprafter stack sign|verify`, the platform chart's signing code).
 #
-#   tools/images.sh build [NAME...]            build $IMAGE_PREFIX/<name>:<version> (default: every image);
-#                                              an image whose inputs did not change is kept, not rebuilt
-#   tools/images.sh publish REPO [TARGET...]   push each image to REPO/<name>:<version> and the charts (target
+#   tools/images.sh build [NAME...]            build $IMAGE_PREFIX/<name>:<version> (default: every image;
+#                                              `argocd` is tagged with ARGOCD_VERSION); an image whose inputs
+#                                              did not change is kept, not rebuilt
+#   tools/images.sh publish REPO [TARGET...]   push each image (default: the release's, argocd-cue-cmp and
+#                                              apprafter-operator) to REPO/<name>:<version> and the charts (target
 #                                              `chart`: every chart of deploy/charts/) to
 #                                              REPO/charts/<chart>:<version>, sign each by digest, verify; prints
 #                                              REPO/...:<version>@sha256:<digest> per image and chart
 #
 # Environment: PYTHON (default .venv/bin/python), IMAGE_PREFIX (default localhost), BASE (default: the
-# local base from tools/base-image.sh), CA_BUNDLE (the build secret pip trusts, default the system bundle),
+# local base from tools/base-image.sh; the images with more Debian packages always use theirs), CA_BUNDLE (the build secret pip trusts, default the system bundle),
 # SOURCE_DATE_EPOCH (default: the last commit's time). publish: COSIGN_KEY (private key), COSIGN_PASSWORD,
 # COSIGN_PUBLIC_KEY (default: COSIGN_KEY with .pub), PLAIN_HTTP=1 for a registry without TLS. Registry
 # credentials: `skopeo login --authfile ~/.docker/config.json HOST` (cosign and the chart push read it too).
@@ -20,6 +22,8 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
+# shellcheck source=versions.env
+source tools/versions.env
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/tools/containers.conf}
 PYTHON=${PYTHON:-$root/.venv/bin/python}
 PREFIX=${IMAGE_PREFIX:-localhost}
@@ -27,10 +31,18 @@ CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 
 # name -> Dockerfile; the pinned tools its venv ships (into /opt/apprafter/bin); files of the repository it
 # COPYs. Each image gets a build context of its own (see stage()), so its inputs hash covers only what it uses.
-declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile)
-declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign")
-declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="")
-ALL=(argocd-cue-cmp apprafter-operator)
+declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile
+                       [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile)
+declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]="")
+declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="")
+# The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
+declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
+# Argo CD's image and its Redis (docs/development.md "Argo CD and cert-manager as pods"): the packages upstream's
+# images install, on top of the local base (tools/base-image.sh --with; one base for both, built once).
+GITOPS_PACKAGES=git,tini,gpg,gpg-agent,openssh-client,redis-server
+declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES)
+ALL=(argocd-cue-cmp apprafter-operator argocd redis)
+RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
 # `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.
 CHARTS=()
@@ -57,13 +69,18 @@ wheel() {
     || die 2 "building the package wheel failed (see above)"
 }
 
-# stage NAME DIR WHEELS: the build context of one image: the wheel, the pinned dependencies, the venv script,
-# the pinned tools it ships (bin/) and the files its Dockerfile copies.
+# tag NAME: the image's tag (Argo CD's image carries the Argo CD version it is built from).
+tag() { if [[ "$1" == argocd ]]; then echo "$ARGOCD_VERSION"; else echo "$VERSION"; fi; }
+
+# stage NAME DIR WHEELS: the build context of one image: the wheel, the pinned dependencies, the venv script
+# (venv images), the pinned tools it ships (bin/) and the files its Dockerfile copies.
 stage() {
   local name=$1 ctx=$2 wheels=$3
   rm -rf "$ctx"; mkdir -p "$ctx/bin"
-  cp -r "$wheels" "$ctx/wheels"
-  cp deploy/images/requirements.txt deploy/images/install-venv.sh "$ctx/"
+  if [[ -n "${VENV[$name]:-}" ]]; then
+    cp -r "$wheels" "$ctx/wheels"
+    cp deploy/images/requirements.txt deploy/images/install-venv.sh "$ctx/"
+  fi
   local tool path file
   for tool in ${SHIPS[$name]}; do
     path=$("$PYTHON" -c 'import sys; from toolchain.tools import check; print(check(sys.argv[1]))' "$tool") \
@@ -71,25 +88,47 @@ stage() {
     cp "$path" "$ctx/bin/$tool"
   done
   for file in ${COPIES[$name]}; do cp "$file" "$ctx/"; done
+  if [[ "$name" == argocd ]]; then
+    # The scripts upstream's image has beside the binary, from the Argo CD module (tools/setup-gitops.sh).
+    local scripts; scripts=$("$PYTHON" -c 'from toolchain.tools import tools_dir; print(tools_dir())')/argocd-install/$ARGOCD_VERSION/bin
+    for file in gpg-wrapper.sh git-verify-wrapper.sh entrypoint.sh; do
+      [[ -x "$scripts/$file" ]] || die 2 "$scripts/$file is missing: run \`make setup\` (tools/setup-gitops.sh)"
+      cp "$scripts/$file" "$ctx/bin/"
+    done
+  fi
+}
+
+# base_for NAME: the base image NAME builds on (built by tools/base-image.sh when missing).
+base_for() {
+  local with=${BASE_WITH[$1]:-}
+  if [[ -z "$with" && -n "${BASE:-}" ]]; then echo "$BASE"; return; fi
+  tools/base-image.sh ${with:+--with "$with"} || die 2 "the base image could not be built (see above)"
 }
 
 build() {
   "$PYTHON" scripts/lock_image_requirements.py --check || exit 1
   [[ -r "$CA_BUNDLE" ]] || die 2 "CA bundle $CA_BUNDLE not readable: set CA_BUNDLE to the bundle pip should trust"
-  local base=${BASE:-}
-  [[ -n "$base" ]] || base=$(tools/base-image.sh) || die 2 "the base image could not be built (see above)"
-  podman image exists "$base" || die 2 "base image $base not in podman's storage: run tools/base-image.sh or set BASE"
   SDE=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
   local revision; revision=$(git rev-parse HEAD)
   [[ -z "$(git status --porcelain)" ]] || revision="$revision-dirty"
-  local base_id; base_id=$(podman image inspect --format '{{.Id}}' "$base")
-  wheel build/images/wheels
-  local name
+  local wheeled="" name
   for name in $(names "$@"); do
-    local tag="$PREFIX/$name:$VERSION" dockerfile=${DOCKERFILE[$name]} ctx=build/images/$name
+    local tag="$PREFIX/$name:$(tag "$name")" dockerfile=${DOCKERFILE[$name]} ctx=build/images/$name
+    local base; base=$(base_for "$name") || exit 2
+    podman image exists "$base" || die 2 "base image $base not in podman's storage: run tools/base-image.sh or set BASE"
+    local base_id; base_id=$(podman image inspect --format '{{.Id}}' "$base")
+    if [[ -n "${VENV[$name]:-}" && -z "$wheeled" ]]; then wheel build/images/wheels; wheeled=1; fi
     stage "$name" "$ctx" build/images/wheels
+    # An image without our package is stamped with the last commit of its own recipe, not the checkout's, so a
+    # commit elsewhere does not rebuild it (its inputs hash still covers every file it is made of).
+    local sde=$SDE rev=$revision
+    if [[ -z "${VENV[$name]:-}" ]]; then
+      sde=$(git log -1 --format=%ct -- "$dockerfile" tools/images.sh); sde=${sde:-$SDE}
+      rev=$(git log -1 --format=%H -- "$dockerfile" tools/images.sh); rev=${rev:-$revision}
+      [[ -z "$(git status --porcelain -- "$dockerfile" tools/images.sh)" ]] || rev="${rev%-dirty}-dirty"
+    fi
     # Everything the image is made of; an image carrying the same hash is up to date.
-    local inputs; inputs=$( { echo "$name $VERSION $revision $SDE $base_id"; cat "$dockerfile";
+    local inputs; inputs=$( { echo "$name $VERSION $rev $sde $base_id"; cat "$dockerfile";
                               (cd "$ctx" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-64)
     local old; old=$(podman image inspect --format '{{.Id}} {{index .Labels "dev.apprafter.inputs"}}' "$tag" 2>/dev/null || true)
     if [[ "${old#* }" == "$inputs" ]]; then
@@ -97,9 +136,9 @@ build() {
       continue
     fi
     local start=$SECONDS
-    buildah bud --quiet --isolation chroot --timestamp "$SDE" --secret "id=ca,src=$CA_BUNDLE" \
-      --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$revision" \
-      --build-arg "SOURCE_DATE_EPOCH=$SDE" --label "dev.apprafter.inputs=$inputs" \
+    buildah bud --quiet --isolation chroot --timestamp "$sde" --secret "id=ca,src=$CA_BUNDLE" \
+      --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$rev" \
+      --build-arg "SOURCE_DATE_EPOCH=$sde" --build-arg "ARGOCD_VERSION=$ARGOCD_VERSION" --label "dev.apprafter.inputs=$inputs" \
       -f "$dockerfile" -t "$tag" "$ctx" >/dev/null || die 2 "buildah failed building $tag (see above)"
     local id size base_size; id=$(podman image inspect --format '{{.Id}}' "$tag")
     size=$(podman image inspect --format '{{.Size}}' "$tag"); base_size=$(podman image inspect --format '{{.Size}}' "$base")
@@ -139,7 +178,7 @@ sign_once() {
 
 publish_image() {
   local repo=$1 name=$2
-  local src="$PREFIX/$name:$VERSION" dest="$repo/$name:$VERSION" digest
+  local src="$PREFIX/$name:$(tag "$name")" dest="$repo/$name:$(tag "$name")" digest
   podman image exists "$src" || die 2 "$src not built: run \`make images\`"
   local id; id=sha256:$(podman image inspect --format '{{.Id}}' "$src")
   if remote_manifest "$dest" "$work/$name.manifest"; then
@@ -155,7 +194,7 @@ publish_image() {
     digest=$(cat "$work/$name.digest")
     log "pushed $dest@$digest"
   fi
-  sign_once "$repo/$name" "$VERSION" "$digest"
+  sign_once "$repo/$name" "$(tag "$name")" "$digest"
   echo "$dest@$digest"
 }
 
@@ -187,7 +226,7 @@ publish() {
   trap 'rm -rf "$work"' EXIT
   APPRAFTER=("$PYTHON" -m apprafter)
   local name targets=("$@")
-  ((${#targets[@]})) || targets=("${ALL[@]}" chart)
+  ((${#targets[@]})) || targets=("${RELEASE[@]}" chart)
   for name in "${targets[@]}"; do
     [[ "$name" == chart || -n "${DOCKERFILE[$name]:-}" ]] || die 1 "unknown target $name (known: ${ALL[*]} chart)"
     if [[ "$name" == chart ]]; then

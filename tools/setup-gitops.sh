@@ -4,7 +4,8 @@
 #   - Argo CD's own install manifest at the pin and at the oldest supported version (manifests/install.yaml of the
 #     Go module download), copied to $TOOLS_DIR/argocd-install/<version>/: the loop starts from its ConfigMaps
 #     and RBAC, as a real install, and deploy/argocd is applied onto it in the tests; beside it in bin/, the
-#     scripts Argo CD's image ships next to the binary (git-verify-wrapper.sh, gpg-wrapper.sh).
+#     scripts Argo CD's image ships next to the binary (git-verify-wrapper.sh, gpg-wrapper.sh, entrypoint.sh;
+#     tools/images.sh puts them into our Argo CD image).
 # Idempotent; called by tools/setup.sh as `setup-gitops.sh $TOOLS_DIR`. Prints one line per part.
 set -euo pipefail
 
@@ -28,7 +29,7 @@ fi
 source "$here/argocd/lib.sh"
 for version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
   dest="$TOOLS_DIR/argocd-install/$version"
-  if [[ -f "$dest/install.yaml" && -x "$dest/bin/git-verify-wrapper.sh" ]]; then
+  if [[ -f "$dest/install.yaml" && -x "$dest/bin/git-verify-wrapper.sh" && -x "$dest/bin/entrypoint.sh" ]]; then
     log "argocd install.yaml" "$version cached"
     continue
   fi
@@ -42,8 +43,8 @@ for version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
   # git-verify-wrapper.sh on every revision from v3.6 on, GnuPG enabled or not.
   tmp="$dest.tmp.$$"; rm -rf "$tmp"; mkdir -p "$tmp/bin"
   cp "$dir/manifests/install.yaml" "$tmp/install.yaml"
-  for script in gpg-wrapper.sh git-verify-wrapper.sh; do
-    install -m 0755 "$dir/hack/$script" "$tmp/bin/$script"
+  for script in hack/gpg-wrapper.sh hack/git-verify-wrapper.sh entrypoint.sh; do
+    install -m 0755 "$dir/$script" "$tmp/bin/${script#hack/}"
   done
   rm -rf "$dest"; mv "$tmp" "$dest"
   log "argocd install.yaml" "$version from the Go module (and its image's scripts)"

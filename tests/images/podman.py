@@ -27,7 +27,13 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
-IMAGES = ("argocd-cue-cmp", "apprafter-operator")  # what `make images` builds, in its order
+IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis")  # what `make images` builds, in its order
+RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
+
+
+def tag(name: str) -> str:
+    """The tag `make images` gives image `name` (Argo CD's carries the Argo CD version it is built from)."""
+    return ARGOCD_VERSIONS[0] if name == "argocd" else VERSION
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -71,7 +77,7 @@ def make_images(prefix: str = PREFIX) -> dict[str, Image]:
     run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200, extra_env={"IMAGE_PREFIX": prefix})
     images = {}
     for name in IMAGES:
-        ref = f"{prefix}/{name}:{VERSION}"
+        ref = f"{prefix}/{name}:{tag(name)}"
         images[name] = Image(ref, inspect(ref)["Id"])
     return images
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.charts.chart import KUBE_VERSION
-from tests.images.podman import PREFIX, VERSION, Image, inspect, podman, run
+from tests.images.podman import PREFIX, RELEASE, VERSION, Image, inspect, podman, run
 from tests.platform_stack.conftest import helm, ok
 from tests.renderer.helpers import REPO
 from tests.testbed.registry import OciRegistry
@@ -56,11 +56,11 @@ def test_publish_prints_each_image_and_each_chart_by_tag_and_digest(published: l
     assert [chart.name for chart in CHARTS] == ["apprafter-gateway", "apprafter-network-policies",
                                                 "apprafter-operator"]
     assert [line.split("@")[0] for line in published] == [
-        *(f"{repo}/{name}:{VERSION}" for name in images), *(f"{repo}/charts/{c.name}:{VERSION}" for c in CHARTS)]
+        *(f"{repo}/{name}:{VERSION}" for name in RELEASE), *(f"{repo}/charts/{c.name}:{VERSION}" for c in CHARTS)]
 
 
 def test_published_images_pull_back_with_the_same_digest(published: list[str], images: dict[str, Image]) -> None:
-    for line, image in zip(published[:-len(CHARTS)], images.values(), strict=True):
+    for line, image in zip(published[:-len(CHARTS)], (images[name] for name in RELEASE), strict=True):
         tag, digest = line.split("@")
         podman("pull", "--quiet", "--tls-verify=false", tag)
         try:

@@ -98,18 +98,20 @@ def kustomize_build(directory: Path, workdir: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.load_all(proc.stdout, Loader=_Loader) if isinstance(d, dict)]
 
 
-def with_component(component: Path | None, version: str, namespace: str = "argocd") -> list[dict[str, Any]]:
+def with_component(component: Path | None, version: str, namespace: str = "argocd",
+                   images: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """What a user's kustomization makes of Argo CD `version`'s install.yaml with `component` (deploy/argocd; None:
-    the same kustomization without it): `resources: [install.yaml]`, `components: [<component>]`, `namespace`,
-    built by the pinned kustomize (once per session for each component's content, version and namespace)."""
+    the same kustomization without it): `resources: [install.yaml]`, `components: [<component>]`, `namespace`, and
+    `images:` naming `images` (image name in the manifests -> the NAME:TAG to run instead), built by the pinned
+    kustomize (once per session for each component's content, version, namespace and images)."""
     files = None if component is None else tuple(sorted(
         (p.relative_to(component).as_posix(), p.read_bytes()) for p in component.rglob("*") if p.is_file()))
-    return copy.deepcopy(_with_component(files, version, namespace))
+    return copy.deepcopy(_with_component(files, version, namespace, tuple(sorted((images or {}).items()))))
 
 
 @functools.cache
 def _with_component(files: tuple[tuple[str, bytes], ...] | None, version: str, namespace: str,
-                    ) -> list[dict[str, Any]]:
+                    images: tuple[tuple[str, str], ...] = ()) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="apprafter-kustomize-") as tmp:
         root = Path(tmp) / "kustomization"
         root.mkdir()
@@ -117,9 +119,12 @@ def _with_component(files: tuple[tuple[str, bytes], ...] | None, version: str, n
             (root / "component" / name).parent.mkdir(parents=True, exist_ok=True)
             (root / "component" / name).write_bytes(content)
         shutil.copy(install_manifest(version), root / "install.yaml")
+        overrides = [{"name": name, "newName": ref.rpartition(":")[0], "newTag": ref.rpartition(":")[2]}
+                     for name, ref in images]
         (root / "kustomization.yaml").write_text(yaml.safe_dump(
             {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
-             "resources": ["install.yaml"], **({"components": ["component"]} if files is not None else {})},
+             "resources": ["install.yaml"], **({"components": ["component"]} if files is not None else {}),
+             **({"images": overrides} if overrides else {})},
             sort_keys=False))
         return kustomize_build(root, Path(tmp))
 

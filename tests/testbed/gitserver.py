@@ -1,11 +1,12 @@
-"""`git daemon` on a free loopback port serving work repositories read-only (git:// URLs Argo CD clones)."""
+"""`git daemon` serving work repositories read-only (git:// URLs Argo CD clones): on a free loopback port, or on a
+node bed's address inside its network namespace, where pods reach it."""
 
 from __future__ import annotations
 
 import os
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tests.testbed.procs import ManagedProcess, free_port, system_tool, wait_for
@@ -15,16 +16,17 @@ _GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "AppRafter Test", "GI
 
 
 class GitServer:
-    """Repositories under `base`, each served as git://127.0.0.1:PORT/<name>; commits go straight into them."""
+    """Repositories under `base`, each served as git://HOST:PORT/<name>; commits go straight into them."""
 
-    def __init__(self, base: Path, port: int, process: ManagedProcess, home: Path) -> None:
+    def __init__(self, base: Path, port: int, process: ManagedProcess, home: Path, host: str = "127.0.0.1") -> None:
         self.base = base
         self.port = port
+        self.host = host
         self.process = process
         self._env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **_GIT_ENV}
 
     def url(self, name: str) -> str:
-        return f"git://127.0.0.1:{self.port}/{name}"
+        return f"git://{self.host}:{self.port}/{name}"
 
     def git(self, name: str, *args: str) -> str:
         """Run git in repository `name`; returns stdout."""
@@ -58,19 +60,25 @@ def _git() -> str:
     return system_tool("git", "install it (apt-get install git)")
 
 
-def start_git_server(workdir: Path, timeout: float = 20.0) -> GitServer:
-    """Start `git daemon --export-all` on 127.0.0.1 over workdir/repos and wait until it accepts connections."""
+def start_git_server(workdir: Path, timeout: float = 20.0, *, host: str = "127.0.0.1",
+                     wrap: Callable[..., Sequence[str]] | None = None) -> GitServer:
+    """Start `git daemon --export-all` on `host` over workdir/repos and wait until it accepts connections. With
+    `wrap` (e.g. NodeTestBed.nsenter) it runs as wrap(*argv), in a network namespace; it is ready when it says so."""
     base, home = workdir / "repos", workdir / "home"
     base.mkdir(parents=True, exist_ok=True)
     home.mkdir(exist_ok=True)
     port = free_port()
-    argv = [_git(), "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", f"--base-path={base}",
+    argv = [_git(), "daemon", "--reuseaddr", f"--listen={host}", f"--port={port}", f"--base-path={base}",
             "--export-all", "--informative-errors", "--verbose", str(base)]
-    proc = ManagedProcess("git daemon", argv, workdir / "git-daemon.log",
+    proc = ManagedProcess("git daemon", list(wrap(*argv)) if wrap else argv, workdir / "git-daemon.log",
                           env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **_GIT_ENV})
     try:
-        wait_for("git daemon to accept connections", lambda: _accepts(port), timeout, proc)
-        return GitServer(base, port, proc, home)
+        if wrap is None:
+            wait_for("git daemon to accept connections", lambda: _accepts(port), timeout, proc)
+        else:  # not reachable from here: its own log line (--verbose) says it listens
+            wait_for("git daemon to listen", lambda: True if "Ready to rumble" in proc.log_text() else None,
+                     timeout, proc)
+        return GitServer(base, port, proc, home, host)
     except BaseException:
         proc.stop()
         raise
