@@ -63,6 +63,8 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
 @click.option("--records-namespace", metavar="NS",
               help="Where the operator keeps its ApplicationBaselines and PublicHostnames (default: the pod's "
                    "namespace, else the kubeconfig context's); only the operator may write there.")
+@click.option("--argocd-namespace", default="argocd", show_default=True, metavar="NS",
+              help="Argo CD's namespace: where the repo-creds Secrets derived from SourceCredentials are written.")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
 @click.option("--field-manager", default="apprafter-operator", show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
@@ -82,7 +84,8 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              health_port: int, metrics_port: int, bind_address: str,
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
-             leader_elect_resource_name: str, records_namespace: str | None, identity: str | None,
+             leader_elect_resource_name: str, records_namespace: str | None, argocd_namespace: str,
+             identity: str | None,
              field_manager: str, platform_stack: bool,
              platform_file: Path | None, domain: str | None, tier: str | None, log_level: str,
              log_format: str) -> None:
@@ -118,13 +121,15 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
     records = records_namespace or default_namespace(config)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
-                              bind_address, health_port, metrics_port, platform_stack, watch_timeout, records))
+                              bind_address, health_port, metrics_port, platform_stack, watch_timeout, records,
+                              argocd_namespace))
     sys.exit(code)
 
 
 async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
                  lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
-                 platform_stack: bool, watch_timeout: int, records_namespace: str) -> int:
+                 platform_stack: bool, watch_timeout: int, records_namespace: str,
+                 argocd_namespace: str) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     import asyncio
     import signal
@@ -136,6 +141,7 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     from controller_runtime.probes import Health, Servers
     from reconciler.application import ApplicationController
     from reconciler.platformstack import PlatformStackController
+    from reconciler.sourcecredential import SourceCredentialController
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -151,7 +157,9 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     try:
         runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
-        controllers: list[Controller] = [ApplicationController(context, records_namespace)]
+        controllers: list[Controller] = [ApplicationController(context, records_namespace),
+                                         SourceCredentialController(records_namespace, argocd_namespace,
+                                                                    f"{field_manager}-credentials")]
         if platform_stack:
             controllers.append(PlatformStackController())
         return await Manager(runtime, controllers, health, elector).run(stop)

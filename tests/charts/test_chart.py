@@ -43,7 +43,8 @@ def test_crds_are_what_apprafter_crds_prints() -> None:
         "the chart's CRDs are stale: `apprafter crds > deploy/charts/apprafter-operator/crds/apprafter.io.yaml`")
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(shipped) if d]
     assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "migrationplans.apprafter.io",
-                     "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io"]
+                     "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io",
+                     "sourcecredentials.apprafter.io"]
 
 
 def test_chart_image_and_package_share_one_version(objects: list[dict[str, Any]]) -> None:
@@ -133,7 +134,8 @@ def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[
             resources |= {r for rule in hook["rules"] for r in rule["resources"]}
     assert resources == {"applications", "applications/status", "migrationplans", "migrationplans/status",
                          "platformstacks", "platformstacks/status", "applicationbaselines",
-                         "applicationbaselines/status", "publichostnames", "publichostnames/status"}
+                         "applicationbaselines/status", "publichostnames", "publichostnames/status",
+                         "sourcecredentials", "sourcecredentials/status"}
 
 
 def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
@@ -178,15 +180,19 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
-        # the metadata of the Secrets an Application's env names (are they granted to it?), by name only
-        ("", "secrets", ()): ["get"],
+        # the metadata of the Secrets an Application's env names (are they granted to it?), by name; the Secrets
+        # derived from SourceCredentials, written, watched by label and pruned
+        ("", "secrets", ()): ["get", "list", "watch", "create", "patch", "delete"],
     }
     own = rules(one(objects, "Role", "apprafter:operator", NAMESPACE))
     assert own == {("coordination.k8s.io", "leases", ()): ["create"],
                    ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
                    # its records, in its own namespace; a baseline is never its to delete (a person forgets one)
                    ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "create", "patch"],
-                   ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"]}
+                   ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"],
+                   # SourceCredentials: read, a finalizer patched on and off, their status
+                   ("apprafter.io", "sourcecredentials", ()): ["get", "list", "watch", "patch"],
+                   ("apprafter.io", "sourcecredentials/status", ()): ["patch"]}
     assert rules(one(objects, "ClusterRole", "apprafter:baseline-forgetter")) == {
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {

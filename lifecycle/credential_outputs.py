@@ -1,0 +1,189 @@
+"""What a SourceCredential derives (spec §3.12), decided without a cluster: the material read from its unsealed
+Secret, the Argo CD repo-creds Secrets (one per repository prefix), the dockerconfigjson pull secret of each workload
+namespace whose rendered image it covers, which pull secrets a Deployment's pods reference, and the status of each
+half. Messages name keys and objects, never a value of the material."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from compatibility.images import split_image
+from lifecycle.conditions import Condition, render
+from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
+
+__all__ = ["CREDENTIAL_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material", "attachment", "covered_deployments",
+           "covers", "half_conditions", "material", "pull_secret", "pull_secret_name", "pull_secrets_for",
+           "repo_creds", "status", "status_fields"]
+
+CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
+FINALIZER = "apprafter.io/derived-secrets"  # the derived Secrets are removed before the credential goes
+ARGOCD_SECRET_TYPE = "argocd.argoproj.io/secret-type"  # Argo CD lists credential templates by this label
+MATERIAL_KEYS = ("username", "password")  # kubernetes.io/basic-auth's keys, in the Secret the backend yields
+APP_CONTAINER = "app"  # the renderer's container name in every Deployment (renderer/manifests/workload.py)
+
+
+class Material(NamedTuple):
+    """A half's login. Never logged, never in a message or an Event: only the objects derived from it carry it."""
+
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # a traceback or a debug print never shows the password
+        return "Material(<redacted>)"
+
+
+def material(secret: Mapping[str, Any] | None, name: str) -> Material | str:
+    """The login in the unsealed Secret `name`, or why there is none (which keys are missing or unreadable)."""
+    if secret is None:
+        return (f"Secret {name} not found (the SealedSecrets controller makes it from the SealedSecret of that name; "
+                "on a cluster without it, nothing unseals the material)")
+    data = secret.get("data") or {}
+    values: dict[str, str] = {}
+    wrong = []
+    for key in MATERIAL_KEYS:
+        try:
+            values[key] = base64.b64decode(str(data.get(key) or ""), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            wrong.append(key)
+            continue
+        if not values[key] or "\n" in values[key] or "\r" in values[key]:
+            wrong.append(key)
+    if wrong:
+        return (f"Secret {name} lacks a usable {' and '.join(wrong)} (keys {', '.join(MATERIAL_KEYS)}: one line of "
+                "UTF-8 each)")
+    return Material(values["username"], values["password"])
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def _labels(credential: str) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, CREDENTIAL_LABEL: credential}
+
+
+def _short(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def repo_creds(credential: Credential, login: Material, namespace: str) -> list[dict[str, Any]]:
+    """One Argo CD credential template per repository prefix (label secret-type repo-creds; `type`, `url`,
+    `username`, `password`), in Argo CD's namespace. Argo CD picks the longest matching `url` for a clone; a
+    repository Secret of the repository itself overrides any template."""
+    assert credential.git is not None
+    out = []
+    for prefix in credential.git.covers:
+        url = argocd_url(prefix)
+        name = f"apprafter-{credential.name}-repo-{_short(url.lower())}"[:253]
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": name, "namespace": namespace,
+                                 "labels": {**_labels(credential.name), ARGOCD_SECRET_TYPE: "repo-creds"}},
+                    "data": {"type": _b64("git"), "url": _b64(url), "username": _b64(login.username),
+                             "password": _b64(login.password)}})
+    return sorted(out, key=lambda s: s["metadata"]["name"])
+
+
+def pull_secret_name(credential: str) -> str:
+    return f"apprafter-pull-{credential}"[:253]
+
+
+def pull_secret(credential: Credential, login: Material, namespace: str) -> dict[str, Any]:
+    """The kubernetes.io/dockerconfigjson Secret of one workload namespace: one `auths` entry per covered host."""
+    assert credential.registry is not None
+    auth = _b64(f"{login.username}:{login.password}")
+    auths = {pull_key(host): {"username": login.username, "password": login.password, "auth": auth}
+             for host in credential.registry.covers}
+    config = json.dumps({"auths": auths}, sort_keys=True, separators=(",", ":"))
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": {"name": pull_secret_name(credential.name), "namespace": namespace,
+                         "labels": _labels(credential.name)},
+            "data": {".dockerconfigjson": _b64(config)}}
+
+
+def covers(half: Half | None, image: str) -> bool:
+    """Whether a registry half covers an image: its repository (Docker Hub names normalised) is a host entry or lies
+    below one, path component by component (ghcr.io/my does not cover ghcr.io/myorg/app)."""
+    if half is None:
+        return False
+    repository, _, _ = split_image(image)
+    return any(repository == key or repository.startswith(key + "/") for key in map(pull_key, half.covers))
+
+
+def deployment_image(deployment: Mapping[str, Any]) -> str | None:
+    """The image the renderer's app container runs (the rendered image)."""
+    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+    return next((str(c.get("image")) for c in containers if c.get("name") == APP_CONTAINER and c.get("image")), None)
+
+
+def pull_secrets_for(image: str | None, credentials: Iterable[Credential]) -> list[str]:
+    """The pull secrets a Deployment's pods reference: every credential whose registry half covers the image."""
+    if image is None:
+        return []
+    return sorted(pull_secret_name(c.name) for c in credentials if covers(c.registry, image))
+
+
+def covered_deployments(credential: Credential, deployments: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The Deployments (ours) whose rendered image the credential's registry half covers."""
+    return [d for d in deployments if (image := deployment_image(d)) and covers(credential.registry, image)]
+
+
+def attachment(deployment: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """What the credential controller applies to a Deployment under its own field manager: only the pod template's
+    imagePullSecrets (a list keyed by name, so the Application controller's fields are untouched). A change rolls
+    the pods, so a pod that failed to pull for want of the secret is replaced; a rotation keeps the name and rolls
+    nothing."""
+    meta = deployment["metadata"]
+    body: dict[str, Any] = {"apiVersion": "apps/v1", "kind": "Deployment",
+                            "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+    if names:
+        body["spec"] = {"template": {"spec": {"imagePullSecrets": [{"name": n} for n in names]}}}
+    return body
+
+
+def half_conditions(found: Material | str | None, backend_note: str | None = None) -> list[Condition]:
+    """Present and Valid of one half. Valid stays Unknown (Unverified) until the operator checks the material
+    against the repository or registry (docs/private-sources.md: planned)."""
+    if backend_note is not None:
+        present = Condition("Present", "Unknown", "BackendUnavailable", backend_note)
+    elif isinstance(found, Material):
+        present = Condition("Present", "True", "MaterialFound", "the material was found with its keys")
+    else:
+        present = Condition("Present", "False", "MaterialMissing", str(found))
+    valid = Condition("Valid", "Unknown", "Unverified", "not checked against the repository or registry: this "
+                      "operator does not validate credentials yet")
+    return [present, valid]
+
+
+def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Sequence[str]) -> dict[str, Any]:
+    """What the status says each half covers (as derived: Argo CD's urls, the pull secret's keys) and the derived
+    Secrets by name."""
+    fields: dict[str, Any] = {"repoCredsSecrets": sorted(repo_secrets) or None, "pullSecrets": sorted(pulls) or None}
+    if credential.git is not None:
+        fields["git"] = {"repoPrefixes": sorted(argocd_url(p) for p in credential.git.covers)}
+    if credential.registry is not None:
+        fields["registry"] = {"hosts": sorted(pull_key(h) for h in credential.registry.covers)}
+    return fields
+
+
+def status(credential: Credential, found: Mapping[str, Material | str | None], previous: Mapping[str, Any],
+           repo_secrets: Sequence[str], pulls: Sequence[str], generation: int, timestamp: str) -> dict[str, Any]:
+    """The whole status a pass writes: per half its conditions (times kept while a status holds) and coverage, and
+    the derived Secrets. `found` holds each half's material, or why there is none; an OpenBao backend is not read
+    by this operator yet (Present Unknown)."""
+    out: dict[str, Any] = {"observedGeneration": generation}
+    fields = status_fields(credential, repo_secrets, pulls)
+    for name, half in (("git", credential.git), ("registry", credential.registry)):
+        if half is None:
+            continue
+        note = None if half.backend.sealed_secret else "the openBaoPath backend is not read by this operator yet"
+        before = (previous.get(name) or {}).get("conditions") or []
+        out[name] = {"conditions": render(half_conditions(found.get(name), note), before, generation, timestamp),
+                     **fields[name]}
+    out.update({k: v for k, v in fields.items() if k not in ("git", "registry") and v is not None})
+    return out

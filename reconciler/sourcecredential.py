@@ -1,0 +1,196 @@
+"""The SourceCredential controller (spec §3.12), the edge: reads a credential, its unsealed Secrets and our
+Deployments; asks lifecycle.credential_outputs what to derive; applies the repo-creds and pull Secrets and the
+Deployments' imagePullSecrets under its own field manager, puts back a hand edit (DriftCorrected), prunes what is no
+longer derived, and removes it all before the credential goes (a finalizer). Never logs material."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from controller_runtime.compare import status_up_to_date, up_to_date
+from controller_runtime.informer import Informer
+from controller_runtime.kinds import GroupVersionKind, KindLike
+from controller_runtime.manager import Runtime, Watch
+from controller_runtime.objects import Key, itself
+from controller_runtime.outcomes import Done, Outcome
+from lifecycle import credential_outputs as outputs
+from lifecycle.drift import drift, drift_note
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, read
+from reconciler.status import record
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
+from toolchain.timestamps import time_now
+
+__all__ = ["SourceCredentialController"]
+
+log = logging.getLogger("apprafter.sourcecredential")
+
+SECRET = GroupVersionKind("v1", "Secret")
+DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
+
+
+class SourceCredentialController:
+    """Derives and keeps the Secrets of the SourceCredentials in the operator's namespace (docs/operator.md)."""
+
+    name = "sourcecredential"
+    primary: KindLike = SOURCE_CREDENTIAL
+
+    def __init__(self, records_namespace: str = "apprafter-system", argocd_namespace: str = "argocd",
+                 field_manager: str = "apprafter-operator-credentials") -> None:
+        self.records_namespace = records_namespace
+        self.namespaces: tuple[str, ...] = (records_namespace,)
+        self.argocd_namespace = argocd_namespace
+        self.field_manager = field_manager
+        self.runtime: Runtime | None = None
+
+    def watches(self) -> Sequence[Watch]:
+        records = (self.records_namespace,)
+        return [Watch(SOURCE_CREDENTIAL, {}, itself, records), Watch(SECRET, {}, self._material_of, records),
+                Watch(SECRET, MANAGED, self._derived_from), Watch(DEPLOYMENT, MANAGED, self._deployment_of)]
+
+    def bind(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _informer(self, kind: KindLike, labels: Mapping[str, str], namespaces: tuple[str, ...] = ()) -> Informer:
+        assert self.runtime is not None
+        return self.runtime.informer(kind, labels, namespaces)
+
+    def _credentials(self) -> list[Credential]:
+        return [read(o) for o in self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).items(self.records_namespace)
+                if not o["metadata"].get("deletionTimestamp")]
+
+    def _keys(self, names: Iterable[str]) -> list[Key]:
+        return [(self.records_namespace, n) for n in sorted(set(names))]
+
+    def _material_of(self, secret: Mapping[str, Any]) -> Iterable[Key]:
+        name = secret["metadata"]["name"]
+        return self._keys(c.name for c in self._credentials()
+                          if any(h is not None and h.backend.sealed_secret == name for h in (c.git, c.registry)))
+
+    def _derived_from(self, secret: Mapping[str, Any]) -> Iterable[Key]:
+        label = (secret["metadata"].get("labels") or {}).get(outputs.CREDENTIAL_LABEL)
+        return self._keys([label] if label else [])
+
+    def _deployment_of(self, deployment: Mapping[str, Any]) -> Iterable[Key]:
+        image = outputs.deployment_image(deployment)
+        attached = set(_attached(deployment))
+        return self._keys(c.name for c in self._credentials()
+                          if (image and outputs.covers(c.registry, image))
+                          or outputs.pull_secret_name(c.name) in attached)
+
+    async def reconcile(self, namespace: str, name: str) -> Outcome:
+        assert self.runtime is not None
+        kube = self.runtime.kube
+        cache = self._informer(SOURCE_CREDENTIAL, {}, self.namespaces)
+        obj = await kube.get(SOURCE_CREDENTIAL, name, namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            if obj is not None:
+                cache.update(obj)
+            await self._prune(name, keep=())
+            await self._attach(name)
+            if obj is not None and outputs.FINALIZER in (obj["metadata"].get("finalizers") or []):
+                rest = [f for f in obj["metadata"]["finalizers"] if f != outputs.FINALIZER]
+                await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": rest}},
+                                 resource_version=obj["metadata"]["resourceVersion"])
+            cache.forget(namespace, name)
+            log.info("gone", extra={"controller": self.name, "namespace": namespace, "object": name})
+            return Done()
+        if outputs.FINALIZER not in (obj["metadata"].get("finalizers") or []):
+            obj = await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": [
+                *(obj["metadata"].get("finalizers") or []), outputs.FINALIZER]}},
+                resource_version=obj["metadata"]["resourceVersion"])
+        cache.update(obj)
+        credential = read(obj)
+        materials = self._informer(SECRET, {}, self.namespaces)
+        found: dict[str, outputs.Material | str | None] = {}
+        for half_name, half in (("git", credential.git), ("registry", credential.registry)):
+            if half is not None and half.backend.sealed_secret:
+                secret = materials.get(namespace, half.backend.sealed_secret)
+                found[half_name] = outputs.material(secret, half.backend.sealed_secret)
+        desired: list[dict[str, Any]] = []
+        git, registry = found.get("git"), found.get("registry")
+        if isinstance(git, outputs.Material):
+            desired += outputs.repo_creds(credential, git, self.argocd_namespace)
+        repo_names = [s["metadata"]["name"] for s in desired]
+        pulls: list[str] = []
+        if isinstance(registry, outputs.Material):
+            deployments = self._informer(DEPLOYMENT, MANAGED).items()
+            covered = outputs.covered_deployments(credential, deployments)
+            for ns in sorted({d["metadata"]["namespace"] for d in covered}):
+                desired.append(outputs.pull_secret(credential, registry, ns))
+                pulls.append(f"{ns}/{outputs.pull_secret_name(credential.name)}")
+        for secret in desired:
+            await self._ensure(obj, secret)
+        await self._prune(name, keep=[(s["metadata"]["namespace"], s["metadata"]["name"]) for s in desired])
+        await self._attach(name)
+        await self._write_status(obj, outputs.status(credential, found, obj.get("status") or {}, repo_names, pulls,
+                                                     int(obj["metadata"].get("generation") or 0), time_now()))
+        return Done()
+
+    async def _ensure(self, owner: Mapping[str, Any], secret: dict[str, Any]) -> None:
+        """Apply a derived Secret unless it is as derived; a field someone else changed is put back and named."""
+        assert self.runtime is not None
+        cache = self._informer(SECRET, MANAGED)
+        meta = secret["metadata"]
+        live = cache.get(meta["namespace"], meta["name"])
+        if live is not None and up_to_date(live, secret, self.field_manager):
+            return
+        drifted = drift(live, secret, self.field_manager)
+        cache.update(await self.runtime.kube.apply(secret, field_manager=self.field_manager))
+        if drifted is not None:
+            # paths and managers only: a derived Secret's drift is in its data, whose values are never named
+            log.warning("drift corrected", extra={"controller": self.name, "object": owner["metadata"]["name"],
+                                                  "kind": "Secret", "child": meta["name"],
+                                                  "fields": [f.path for f in drifted.fields]})
+            await record(self.runtime.recorder, owner, drift_note(drifted))
+
+    async def _prune(self, credential: str, keep: Sequence[tuple[str, str]]) -> None:
+        """Delete the Secrets derived from `credential` that this pass does not derive (exactly those seen)."""
+        assert self.runtime is not None
+        cache = self._informer(SECRET, MANAGED)
+        for secret in cache.items():
+            meta = secret["metadata"]
+            if (meta.get("labels") or {}).get(outputs.CREDENTIAL_LABEL) != credential:
+                continue
+            if (meta["namespace"], meta["name"]) in keep:
+                continue
+            await self.runtime.kube.delete_exactly(SECRET, meta["name"], meta["namespace"], str(meta["uid"]))
+            cache.forget(meta["namespace"], meta["name"])
+            log.info("pruned", extra={"controller": self.name, "object": credential, "kind": "Secret",
+                                      "child": f"{meta['namespace']}/{meta['name']}"})
+
+    async def _attach(self, credential: str) -> None:
+        """Give each Deployment this credential covers, or once covered, the pull secrets every credential now
+        gives its image (one field manager holds the whole list, so it is computed from all credentials)."""
+        assert self.runtime is not None
+        credentials = self._credentials()
+        mine = outputs.pull_secret_name(credential)
+        cache = self._informer(DEPLOYMENT, MANAGED)
+        for deployment in cache.items():
+            image = outputs.deployment_image(deployment)
+            attached = _attached(deployment)
+            wanted = outputs.pull_secrets_for(image, credentials)
+            if mine not in wanted and mine not in attached:
+                continue
+            body = outputs.attachment(deployment, wanted)
+            if up_to_date(deployment, body, self.field_manager) and attached == wanted:
+                continue
+            cache.update(await self.runtime.kube.apply(body, field_manager=self.field_manager))
+
+    async def _write_status(self, obj: Mapping[str, Any], document: dict[str, Any]) -> None:
+        assert self.runtime is not None
+        kube = self.runtime.kube
+        if status_up_to_date(obj, document, kube.status_field_manager):
+            return
+        body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "status": document,
+                "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}
+        self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).update(await kube.apply(body, status=True))
+
+
+
+def _attached(deployment: Mapping[str, Any]) -> list[str]:
+    """The pull secrets a Deployment's pod template references, sorted."""
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return sorted(str(s["name"]) for s in spec.get("imagePullSecrets") or [] if s.get("name"))
