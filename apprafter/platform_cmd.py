@@ -184,7 +184,7 @@ async def freeze(kube: Kube, obj: dict[str, Any], component: str | None) -> None
         try:
             patch, version = freeze_component(obj, component)
         except FreezeRefused as e:
-            raise _fail(str(e)) from None
+            raise _fail(e.reason) from None
         if patch is not None:
             await _patch_spec(kube, obj, patch)
         _said(f"{'keeps' if patch is None else 'freezes'} {component} at {version}")

@@ -6,11 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from platform_stack.resource import NAME
+from toolchain.errors import Problem, UserError
+
 __all__ = ["FreezeRefused", "freeze_component", "frozen", "unfreeze_component"]
 
 
-class FreezeRefused(Exception):
-    """Why the freeze or unfreeze cannot be made, one line."""
+class FreezeRefused(UserError):
+    """Why the freeze or unfreeze cannot be made (`reason`: one line, about the PlatformStack singleton)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__([Problem(f"platformstack/{NAME}", 0, 0, "", reason)])
 
 
 def _overrides(obj: Mapping[str, Any]) -> Mapping[str, Any]:

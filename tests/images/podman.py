@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, plugin_socket_name
 from tests.testbed.procs import ManagedProcess, tool, wait_for
 
@@ -79,7 +80,7 @@ class Sidecar(CmpServer):
     """The sidecar image run the way argocd-repo-server runs it, serving its plugin on a host directory."""
 
     def __init__(self, name: str, socket_dir: Path, process: ManagedProcess) -> None:
-        super().__init__(REPO, socket_dir, plugin_socket_name(REPO), process)
+        super().__init__(REPO, socket_dir, plugin_socket_name(REPO), process, ARGOCD_VERSIONS[0])  # tool("argocd")
         self.name = name
 
     def stop(self) -> None:
