@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
@@ -25,6 +25,14 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
+
+
+class SourceCredentialSettings(NamedTuple):
+    """The SourceCredential controller's flags: Argo CD's namespace, the coverage gate, the check interval."""
+
+    argocd_namespace: str
+    gate: str
+    check_interval: float
 
 
 @click.command()
@@ -65,6 +73,12 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
                    "namespace, else the kubeconfig context's); only the operator may write there.")
 @click.option("--argocd-namespace", default="argocd", show_default=True, metavar="NS",
               help="Argo CD's namespace: where the repo-creds Secrets derived from SourceCredentials are written.")
+@click.option("--credential-gate", type=click.Choice(["present", "confirmed"]), default="present",
+              show_default=True, help="When a SourceCredential half derives its Secrets: once its material is "
+                                      "present, or once it was also checked Valid (until then what it derived stays).")
+@click.option("--credential-check-interval", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              metavar="SECONDS", help="Seconds between two checks of a SourceCredential half that gave a verdict "
+                                      "(one that could not tell is checked again with backoff up to --max-backoff).")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
 @click.option("--field-manager", default="apprafter-operator", show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
@@ -85,7 +99,7 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
              leader_elect_resource_name: str, records_namespace: str | None, argocd_namespace: str,
-             identity: str | None,
+             credential_gate: str, credential_check_interval: float, identity: str | None,
              field_manager: str, platform_stack: bool,
              platform_file: Path | None, domain: str | None, tier: str | None, log_level: str,
              log_format: str) -> None:
@@ -122,14 +136,14 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     records = records_namespace or default_namespace(config)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
                               bind_address, health_port, metrics_port, platform_stack, watch_timeout, records,
-                              argocd_namespace))
+                              SourceCredentialSettings(argocd_namespace, credential_gate, credential_check_interval)))
     sys.exit(code)
 
 
 async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
                  lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
                  platform_stack: bool, watch_timeout: int, records_namespace: str,
-                 argocd_namespace: str) -> int:
+                 credentials: SourceCredentialSettings) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     import asyncio
     import signal
@@ -158,8 +172,10 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
         runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
         controllers: list[Controller] = [ApplicationController(context, records_namespace),
-                                         SourceCredentialController(records_namespace, argocd_namespace,
-                                                                    f"{field_manager}-credentials")]
+                                         SourceCredentialController(
+                                             records_namespace, credentials.argocd_namespace,
+                                             f"{field_manager}-credentials", credentials.gate,
+                                             credentials.check_interval, settings.max_backoff)]
         if platform_stack:
             controllers.append(PlatformStackController())
         return await Manager(runtime, controllers, health, elector).run(stop)

@@ -14,14 +14,17 @@ from typing import Any, NamedTuple
 
 from compatibility.images import split_image
 from lifecycle.conditions import Condition, render
+from lifecycle.credential_checks import Checked, valid_condition
 from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = ["CREDENTIAL_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material", "attachment", "covered_deployments",
-           "covers", "half_conditions", "material", "pull_secret", "pull_secret_name", "pull_secrets_for",
-           "repo_creds", "status", "status_fields"]
+__all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material",
+           "attachment", "covered_deployments", "covers", "derived_from", "half_conditions", "material",
+           "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status", "status_fields"]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
+# ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
+CREDENTIAL_NAMESPACE_LABEL = "apprafter.io/source-credential-namespace"
 FINALIZER = "apprafter.io/derived-secrets"  # the derived Secrets are removed before the credential goes
 ARGOCD_SECRET_TYPE = "argocd.argoproj.io/secret-type"  # Argo CD lists credential templates by this label
 MATERIAL_KEYS = ("username", "password")  # kubernetes.io/basic-auth's keys, in the Secret the backend yields
@@ -64,8 +67,16 @@ def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
 
-def _labels(credential: str) -> dict[str, str]:
-    return {MANAGED_BY_LABEL: MANAGED_BY, CREDENTIAL_LABEL: credential}
+def _labels(credential: Credential) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, CREDENTIAL_LABEL: credential.name,
+            CREDENTIAL_NAMESPACE_LABEL: credential.namespace}
+
+
+def derived_from(secret: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(namespace, name) of the credential a derived Secret came from, None for any other Secret."""
+    labels = secret["metadata"].get("labels") or {}
+    name, namespace = labels.get(CREDENTIAL_LABEL), labels.get(CREDENTIAL_NAMESPACE_LABEL)
+    return (str(namespace), str(name)) if name and namespace else None
 
 
 def _short(text: str) -> str:
@@ -83,7 +94,7 @@ def repo_creds(credential: Credential, login: Material, namespace: str) -> list[
         name = f"apprafter-{credential.name}-repo-{_short(url.lower())}"[:253]
         out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": name, "namespace": namespace,
-                                 "labels": {**_labels(credential.name), ARGOCD_SECRET_TYPE: "repo-creds"}},
+                                 "labels": {**_labels(credential), ARGOCD_SECRET_TYPE: "repo-creds"}},
                     "data": {"type": _b64("git"), "url": _b64(url), "username": _b64(login.username),
                              "password": _b64(login.password)}})
     return sorted(out, key=lambda s: s["metadata"]["name"])
@@ -102,7 +113,7 @@ def pull_secret(credential: Credential, login: Material, namespace: str) -> dict
     config = json.dumps({"auths": auths}, sort_keys=True, separators=(",", ":"))
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
             "metadata": {"name": pull_secret_name(credential.name), "namespace": namespace,
-                         "labels": _labels(credential.name)},
+                         "labels": _labels(credential)},
             "data": {".dockerconfigjson": _b64(config)}}
 
 
@@ -146,18 +157,18 @@ def attachment(deployment: Mapping[str, Any], names: Sequence[str]) -> dict[str,
     return body
 
 
-def half_conditions(found: Material | str | None, backend_note: str | None = None) -> list[Condition]:
-    """Present and Valid of one half. Valid stays Unknown (Unverified) until the operator checks the material
-    against the repository or registry (docs/private-sources.md: planned)."""
+def half_conditions(found: Material | str | None, backend_note: str | None = None,
+                    checked: Checked | None = None) -> list[Condition]:
+    """Present and Valid of one half: Valid is the last check's verdict (lifecycle.credential_checks), Unknown
+    (Unverified) while there is no material to check."""
     if backend_note is not None:
         present = Condition("Present", "Unknown", "BackendUnavailable", backend_note)
     elif isinstance(found, Material):
         present = Condition("Present", "True", "MaterialFound", "the material was found with its keys")
     else:
         present = Condition("Present", "False", "MaterialMissing", str(found))
-    valid = Condition("Valid", "Unknown", "Unverified", "not checked against the repository or registry: this "
-                      "operator does not validate credentials yet")
-    return [present, valid]
+    unchecked = None if isinstance(found, Material) else "no material to check"
+    return [present, valid_condition(checked if isinstance(found, Material) else None, unchecked)]
 
 
 def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Sequence[str]) -> dict[str, Any]:
@@ -172,10 +183,11 @@ def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Se
 
 
 def status(credential: Credential, found: Mapping[str, Material | str | None], previous: Mapping[str, Any],
-           repo_secrets: Sequence[str], pulls: Sequence[str], generation: int, timestamp: str) -> dict[str, Any]:
-    """The whole status a pass writes: per half its conditions (times kept while a status holds) and coverage, and
-    the derived Secrets. `found` holds each half's material, or why there is none; an OpenBao backend is not read
-    by this operator yet (Present Unknown)."""
+           repo_secrets: Sequence[str], pulls: Sequence[str], generation: int, timestamp: str,
+           checks: Mapping[str, Checked | None] | None = None) -> dict[str, Any]:
+    """The whole status a pass writes: per half its conditions (times kept while a status holds), coverage and
+    lastValidated, and the derived Secrets. `found` holds each half's material, or why there is none; `checks`
+    each half's last check; an OpenBao backend is not read by this operator yet (Present Unknown)."""
     out: dict[str, Any] = {"observedGeneration": generation}
     fields = status_fields(credential, repo_secrets, pulls)
     for name, half in (("git", credential.git), ("registry", credential.registry)):
@@ -183,7 +195,10 @@ def status(credential: Credential, found: Mapping[str, Material | str | None], p
             continue
         note = None if half.backend.sealed_secret else "the openBaoPath backend is not read by this operator yet"
         before = (previous.get(name) or {}).get("conditions") or []
-        out[name] = {"conditions": render(half_conditions(found.get(name), note), before, generation, timestamp),
-                     **fields[name]}
+        checked = (checks or {}).get(name)
+        out[name] = {"conditions": render(half_conditions(found.get(name), note, checked), before, generation,
+                                          timestamp), **fields[name]}
+        if checked is not None and isinstance(found.get(name), Material):
+            out[name]["lastValidated"] = checked.timestamp
     out.update({k: v for k, v in fields.items() if k not in ("git", "registry") and v is not None})
     return out

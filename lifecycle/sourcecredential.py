@@ -75,11 +75,12 @@ class Half(NamedTuple):
 
 
 class Credential(NamedTuple):
-    """A SourceCredential's spec read: its name and halves (None when absent)."""
+    """A SourceCredential's spec read: its name, halves (None when absent) and namespace (the operator's)."""
 
     name: str
     git: Half | None
     registry: Half | None
+    namespace: str = ""
 
 
 def _entries(value: Any) -> list[Any]:
@@ -146,7 +147,7 @@ def read(document: Mapping[str, Any]) -> Credential:
     given = document.get("spec")
     spec: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     return Credential(str(document["metadata"]["name"]), _half(spec.get("git"), "repoPrefixes"),
-                      _half(spec.get("registry"), "hosts"))
+                      _half(spec.get("registry"), "hosts"), str(document["metadata"].get("namespace") or ""))
 
 
 def argocd_url(prefix: str) -> str:

@@ -5,7 +5,9 @@ longer derived, and removes it all before the credential goes (a finalizer). Nev
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,9 +17,12 @@ from controller_runtime.kinds import GroupVersionKind, KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome
+from lifecycle import credential_checks as checks
 from lifecycle import credential_outputs as outputs
 from lifecycle.drift import drift, drift_note
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, read
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, Half, read
+from reconciler.credential_probes import probe_git, probe_registry
+from reconciler.stack_sources import in_thread
 from reconciler.status import record
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from toolchain.timestamps import time_now
@@ -29,6 +34,8 @@ log = logging.getLogger("apprafter.sourcecredential")
 SECRET = GroupVersionKind("v1", "Secret")
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
+CHECK_INTERVAL = 600.0  # seconds between two checks of a half whose last check gave a verdict
+HalfKey = tuple[str, str]  # (credential, "git" | "registry")
 
 
 class SourceCredentialController:
@@ -38,8 +45,13 @@ class SourceCredentialController:
     primary: KindLike = SOURCE_CREDENTIAL
 
     def __init__(self, records_namespace: str = "apprafter-system", argocd_namespace: str = "argocd",
-                 field_manager: str = "apprafter-operator-credentials") -> None:
+                 field_manager: str = "apprafter-operator-credentials", gate: str = "present",
+                 check_interval: float = CHECK_INTERVAL, max_backoff: float = 300.0) -> None:
         self.records_namespace = records_namespace
+        self.gate = gate
+        self.check_interval = check_interval
+        self.max_backoff = max_backoff
+        self.checked: dict[HalfKey, checks.Checked] = {}  # the last check of each half (memory only)
         self.namespaces: tuple[str, ...] = (records_namespace,)
         self.argocd_namespace = argocd_namespace
         self.field_manager = field_manager
@@ -70,8 +82,8 @@ class SourceCredentialController:
                           if any(h is not None and h.backend.sealed_secret == name for h in (c.git, c.registry)))
 
     def _derived_from(self, secret: Mapping[str, Any]) -> Iterable[Key]:
-        label = (secret["metadata"].get("labels") or {}).get(outputs.CREDENTIAL_LABEL)
-        return self._keys([label] if label else [])
+        source = outputs.derived_from(secret)
+        return self._keys([source[1]] if source and source[0] == self.records_namespace else [])
 
     def _deployment_of(self, deployment: Mapping[str, Any]) -> Iterable[Key]:
         image = outputs.deployment_image(deployment)
@@ -95,6 +107,8 @@ class SourceCredentialController:
                 await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": rest}},
                                  resource_version=obj["metadata"]["resourceVersion"])
             cache.forget(namespace, name)
+            for half_name in ("git", "registry"):
+                self.checked.pop((name, half_name), None)
             log.info("gone", extra={"controller": self.name, "namespace": namespace, "object": name})
             return Done()
         if outputs.FINALIZER not in (obj["metadata"].get("finalizers") or []):
@@ -109,25 +123,62 @@ class SourceCredentialController:
             if half is not None and half.backend.sealed_secret:
                 secret = materials.get(namespace, half.backend.sealed_secret)
                 found[half_name] = outputs.material(secret, half.backend.sealed_secret)
+        latest, waits, derives = await self._check(credential, found)
         desired: list[dict[str, Any]] = []
         git, registry = found.get("git"), found.get("registry")
-        if isinstance(git, outputs.Material):
+        if isinstance(git, outputs.Material) and derives["git"]:
             desired += outputs.repo_creds(credential, git, self.argocd_namespace)
-        repo_names = [s["metadata"]["name"] for s in desired]
-        pulls: list[str] = []
-        if isinstance(registry, outputs.Material):
+        if isinstance(registry, outputs.Material) and derives["registry"]:
             deployments = self._informer(DEPLOYMENT, MANAGED).items()
             covered = outputs.covered_deployments(credential, deployments)
             for ns in sorted({d["metadata"]["namespace"] for d in covered}):
                 desired.append(outputs.pull_secret(credential, registry, ns))
-                pulls.append(f"{ns}/{outputs.pull_secret_name(credential.name)}")
         for secret in desired:
             await self._ensure(obj, secret)
-        await self._prune(name, keep=[(s["metadata"]["namespace"], s["metadata"]["name"]) for s in desired])
+        # a half held by the `confirmed` gate keeps what it derived before, as it was
+        held = [s for s in self._derived(name) if _half_of(s) in
+                {h for h in ("git", "registry") if isinstance(found.get(h), outputs.Material) and not derives[h]}]
+        kept = [*desired, *held]
+        await self._prune(name, keep=[(s["metadata"]["namespace"], s["metadata"]["name"]) for s in kept])
         await self._attach(name)
+        repo_names = [s["metadata"]["name"] for s in kept if _half_of(s) == "git"]
+        pulls = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in kept if _half_of(s) == "registry"]
         await self._write_status(obj, outputs.status(credential, found, obj.get("status") or {}, repo_names, pulls,
-                                                     int(obj["metadata"].get("generation") or 0), time_now()))
-        return Done()
+                                                     int(obj["metadata"].get("generation") or 0), time_now(),
+                                                     latest))
+        return Done(min(waits)) if waits else Done()
+
+    async def _check(self, credential: Credential, found: Mapping[str, outputs.Material | str | None]) -> tuple[
+            dict[str, checks.Checked | None], list[float], dict[str, bool]]:
+        """Check each half whose material is there and that is due (changed, or its interval or backoff passed)
+        against its servers, in a thread, bounded; its last check, the seconds until the next, whether it derives."""
+        latest: dict[str, checks.Checked | None] = {}
+        waits: list[float] = []
+        derives: dict[str, bool] = {}
+        for half_name, half in (("git", credential.git), ("registry", credential.registry)):
+            login = found.get(half_name)
+            key = (credential.name, half_name)
+            if half is None or not isinstance(login, outputs.Material):
+                self.checked.pop(key, None)
+                derives[half_name] = False
+                continue
+            current = checks.fingerprint(half, login.username, login.password)
+            last = self.checked.get(key)
+            if checks.wait_before_check(last, current, time.monotonic(), self.check_interval, self.max_backoff) == 0:
+                verdict = await in_thread(functools.partial(_probe, half_name, half, login))
+                last = self.checked[key] = checks.after_check(last, current, verdict, time.monotonic(), time_now())
+                log.info("checked", extra={"controller": self.name, "object": credential.name, "half": half_name,
+                                           "state": verdict.state, "detail": verdict.message})
+            latest[half_name] = last
+            waits.append(checks.wait_before_check(last, current, time.monotonic(), self.check_interval,
+                                                  self.max_backoff))
+            derives[half_name] = checks.derives(self.gate, True, last, current)
+        return latest, waits, derives
+
+    def _derived(self, credential: str) -> list[dict[str, Any]]:
+        """The Secrets derived from `credential` that the cache holds."""
+        return [s for s in self._informer(SECRET, MANAGED).items()
+                if outputs.derived_from(s) == (self.records_namespace, credential)]
 
     async def _ensure(self, owner: Mapping[str, Any], secret: dict[str, Any]) -> None:
         """Apply a derived Secret unless it is as derived; a field someone else changed is put back and named."""
@@ -150,10 +201,8 @@ class SourceCredentialController:
         """Delete the Secrets derived from `credential` that this pass does not derive (exactly those seen)."""
         assert self.runtime is not None
         cache = self._informer(SECRET, MANAGED)
-        for secret in cache.items():
+        for secret in self._derived(credential):
             meta = secret["metadata"]
-            if (meta.get("labels") or {}).get(outputs.CREDENTIAL_LABEL) != credential:
-                continue
             if (meta["namespace"], meta["name"]) in keep:
                 continue
             await self.runtime.kube.delete_exactly(SECRET, meta["name"], meta["namespace"], str(meta["uid"]))
@@ -189,8 +238,19 @@ class SourceCredentialController:
         self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).update(await kube.apply(body, status=True))
 
 
-
 def _attached(deployment: Mapping[str, Any]) -> list[str]:
     """The pull secrets a Deployment's pod template references, sorted."""
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     return sorted(str(s["name"]) for s in spec.get("imagePullSecrets") or [] if s.get("name"))
+
+
+def _half_of(secret: Mapping[str, Any]) -> str:
+    """Which half a derived Secret comes from: a repo-creds template is git's, a pull secret the registry's."""
+    return "registry" if secret.get("type") == "kubernetes.io/dockerconfigjson" else "git"
+
+
+def _probe(half_name: str, half: Half, login: outputs.Material) -> checks.Verdict:
+    """One half checked against each of its registries or repository prefixes (blocking)."""
+    if half_name == "registry":
+        return checks.combined(probe_registry(host, login) for host in checks.registry_hosts(half))
+    return checks.combined(probe_git(url, login) for url in checks.git_urls(half))

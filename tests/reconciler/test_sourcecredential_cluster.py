@@ -1,15 +1,20 @@
 """SourceCredential on the bare API server, from the user's side: the CRD refuses material and nonsense by itself, the
 webhook's twin refuses the same, and the operator derives the Argo CD repo-creds and the workloads' pull secrets from
-the unsealed material, re-derives on rotation, puts back a hand edit, and removes it all with the credential. No
-password in the operator's log."""
+the unsealed material, re-derives on rotation, puts back a hand edit, and removes it all with the credential. It
+checks each half for real (the token registry's `GET /v2/`, `git ls-remote` against a Basic-auth git server):
+Valid, Invalid in the server's words, Unverified with no route or a failing server; the `confirmed` gate derives
+only what was checked Valid. No password in any log the bed wrote, in an Event or in the status."""
 
 from __future__ import annotations
 
 import base64
 import copy
+import http.server
 import json
+import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +23,10 @@ from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secre
 from lifecycle.sourcecredential import check
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, wait
 from tests.reconciler.operator_proc import FAST, Operator
+from tests.testbed.distribution import AuthRegistry, start_distribution
+from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
 from tests.testbed.kube import ApplyRejected, KubeTestBed
+from tests.testbed.procs import free_port
 
 pytestmark = pytest.mark.testbed
 
@@ -221,3 +229,158 @@ def test_material_missing_says_so_without_deriving(bed: KubeTestBed, operator: O
     assert not [s for s in _repo_creds(bed, argocd_namespace) if s["metadata"]["labels"][CREDENTIAL_LABEL] == "nobody"]
     bed.delete(API, "SourceCredential", "nobody", records)
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "nobody", records) is None or None)
+
+
+class Servers:
+    """What the checks talk to: the token registry, a Basic-auth git server with its login, a registry that fails."""
+
+    def __init__(self, registry: AuthRegistry, git: GitServer, private: GitHttpServer,
+                 failing: http.server.ThreadingHTTPServer, workdir: Path) -> None:
+        self.registry, self.git, self.private, self.failing, self.workdir = registry, git, private, failing, workdir
+        self.user, self.password = registry.user, registry.password  # one login, both halves (a classic PAT)
+
+    @property
+    def registry_host(self) -> str:
+        return f"127.0.0.1:{self.registry.port}"
+
+
+class _Failing(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(503)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    workdir = tmp_path_factory.mktemp("servers")
+    registry = start_distribution(workdir / "registry", "token")
+    git = start_git_server(workdir / "git")
+    git.create("myorg/app", {"README": "private\n"})
+    private = start_git_http_server(git.base, workdir, registry.user, registry.password)
+    failing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
+    threading.Thread(target=failing.serve_forever, daemon=True).start()
+    try:
+        yield Servers(registry, git, private, failing, workdir)
+    finally:
+        failing.shutdown()
+        failing.server_close()
+        private.stop()
+        git.stop()
+        registry.stop()
+
+
+def _valid(bed: KubeTestBed, records: str, name: str, generation_of: int | None = None) -> dict[str, Any] | None:
+    """Each half's Valid condition (status, reason, message) and lastValidated, once both halves were checked for
+    the current generation and material."""
+    obj = bed.get(API, "SourceCredential", name, records) or {}
+    found = obj.get("status") or {}
+    out = {}
+    for half in ("git", "registry"):
+        conditions = {c["type"]: c for c in (found.get(half) or {}).get("conditions") or []}
+        if "Valid" not in conditions or found.get("observedGeneration") != obj["metadata"]["generation"]:
+            return None
+        valid = conditions["Valid"]
+        out[half] = (valid["status"], valid["reason"], valid["message"], found[half].get("lastValidated"))
+    return out
+
+
+def _bed_logs(bed: KubeTestBed, *directories: Path) -> list[Path]:
+    roots = {p.log_path.parent for p in bed.processes} | set(directories)
+    return sorted({log for root in roots for log in root.rglob("*.log")})
+
+
+def test_validation_for_real_each_state_in_the_servers_words(bed: KubeTestBed, operator: Operator,
+                                                             servers: Servers) -> None:
+    records = operator.records_namespace
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+               "metadata": {"name": "checked-login", "namespace": records},
+               "stringData": {"username": servers.user, "password": servers.password}},
+              field_manager="sealed-secrets-controller")
+    backend = {"sealedSecretRef": {"name": "checked-login"}}
+    spec = {"git": {"backend": backend, "repoPrefixes": [servers.private.url("myorg/")]},
+            "registry": {"backend": backend, "hosts": [f"{servers.registry_host}/myorg/"]}}
+    bed.apply(credential(records, spec, name="checked"))
+
+    states = wait("both halves checked", lambda: _valid(bed, records, "checked"))
+    assert states["git"][:2] == ("True", "Valid") and states["registry"][:2] == ("True", "Valid"), states
+    assert "accepted the login" in states["registry"][2] and states["git"][3] and states["registry"][3]
+
+    # the wrong password (a rotation to a bad token): Invalid, in the registry's and git's own words
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+               "metadata": {"name": "checked-login", "namespace": records},
+               "stringData": {"username": servers.user, "password": wrong}}, field_manager="sealed-secrets-controller")
+    states = wait("both halves refused", lambda: ((s := _valid(bed, records, "checked")) and s["git"][1] == "Invalid"
+                  and s["registry"][1] == "Invalid" and s) or None)
+    assert states["registry"][:3] == ("False", "Invalid", f"registry {servers.registry_host} refused the login: "
+                                      "GET /v2/: HTTP 401 Unauthorized: authentication required")
+    assert states["git"][0] == "False" and "fatal: Authentication failed for" in states["git"][2]
+
+    # no route to the git server, a registry answering 503: Unverified (not a verdict on the login), not Invalid
+    closed = free_port()
+    unreachable = {"git": {"backend": backend, "repoPrefixes": [f"http://127.0.0.1:{closed}/myorg/"]},
+                   "registry": {"backend": backend, "hosts": [f"127.0.0.1:{servers.failing.server_address[1]}/x/"]}}
+    bed.apply(credential(records, unreachable, name="checked"))
+    states = wait("both halves unverified", lambda: ((s := _valid(bed, records, "checked")) and
+                  s["git"][1] == "Unverified" and s["registry"][1] == "Unverified" and s) or None)
+    assert states["git"][0] == "Unknown" and "Failed to connect" in states["git"][2]
+    assert states["registry"][0] == "Unknown" and "HTTP 503 Service Unavailable" in states["registry"][2]
+
+    bed.delete(API, "SourceCredential", "checked", records)
+    wait("the credential gone", lambda: bed.get(API, "SourceCredential", "checked", records) is None or None)
+    said = json.dumps(events(bed, records))
+    assert servers.password not in said and wrong not in said
+    logs = _bed_logs(bed, operator.log_path.parent, servers.workdir)
+    assert any("git-http" in log.name for log in logs) and any("operator" in log.name for log in logs)
+    for log in logs:
+        text = log.read_text(errors="replace")
+        assert servers.password not in text and wrong not in text, f"material in {log}"
+
+
+def test_the_confirmed_gate_derives_only_what_was_checked_valid(bed: KubeTestBed, servers: Servers,
+                                                                tmp_path_factory: pytest.TempPathFactory) -> None:
+    argocd = fresh_namespace(bed, "argocd")
+    quiet = fresh_namespace(bed, "none")  # its Application controller has nothing to do: the other operator's
+    op = Operator(bed, tmp_path_factory.mktemp("confirmed"), ("--no-leader-elect", "--no-platform-stack",
+                                                              "--namespace", quiet, "--argocd-namespace", argocd,
+                                                              "--credential-gate", "confirmed", *FAST),
+                  name="confirmed").start()
+    try:
+        records = op.records_namespace
+
+        def login(password: str) -> None:
+            bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+                       "metadata": {"name": "gated-login", "namespace": records},
+                       "stringData": {"username": servers.user, "password": password}},
+                      field_manager="sealed-secrets-controller")
+
+        def git_valid() -> tuple[str, str] | None:
+            found = (bed.get(API, "SourceCredential", "gated", records) or {}).get("status") or {}
+            conditions = {c["type"]: c for c in (found.get("git") or {}).get("conditions") or []}
+            return (conditions["Valid"]["reason"], found["git"].get("lastValidated")) if "Valid" in conditions \
+                else None
+
+        wrong = f"wrong-{uuid.uuid4().hex}"
+        login(wrong)
+        bed.apply(credential(records, {"git": {"backend": {"sealedSecretRef": {"name": "gated-login"}},
+                                               "repoPrefixes": [servers.private.url("myorg/")]}}, name="gated"))
+        assert wait("the refused check", git_valid)[0] == "Invalid"
+        assert _repo_creds(bed, argocd) == []  # refused: nothing derived
+        login(servers.password)
+        wait("the valid check", lambda: ((v := git_valid()) and v[0] == "Valid") or None)
+        repo = wait("the repo-creds Secret", lambda: _repo_creds(bed, argocd) or None)[0]
+        assert _decoded(repo)["password"] == servers.password
+        login(wrong)  # a rotation to a bad token: the working Secret stays as it was
+        wait("the refused rotation", lambda: ((v := git_valid()) and v[0] == "Invalid") or None)
+        assert [_decoded(s)["password"] for s in _repo_creds(bed, argocd)] == [servers.password]
+        bed.delete(API, "SourceCredential", "gated", records)
+        wait("the credential gone", lambda: bed.get(API, "SourceCredential", "gated", records) is None or None)
+        assert _repo_creds(bed, argocd) == []
+    finally:
+        op.stop()
+    for log in _bed_logs(bed, op.log_path.parent):
+        assert servers.password not in log.read_text(errors="replace"), f"material in {log}"

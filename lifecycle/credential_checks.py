@@ -1,0 +1,148 @@
+"""Whether a SourceCredential's half works (spec §3.12), decided without I/O: what a half is checked against, a
+check's observation read as Valid / Invalid / Unverified, the Valid condition, when to check again (at once on a
+change, periodically, with capped backoff while unverified) and whether a half derives under the coverage gate.
+Messages carry the registry's or git's own words and never the material."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from lifecycle.conditions import Condition, condition_status
+from lifecycle.sourcecredential import Half, argocd_url, pull_key
+
+__all__ = ["GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check", "combined", "derives",
+           "fingerprint", "git_urls", "git_verdict", "registry_hosts", "registry_verdict", "valid_condition",
+           "wait_before_check"]
+
+VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
+GATES = ("present", "confirmed")  # a half derives once its material is present, or once it is also Valid
+BACKOFF_BASE = 5.0  # seconds before the first re-check of an unverified half; doubled each time up to the cap
+WORDS = 300  # characters of the server's words kept in a message
+# git's words when the server refused the login it was given (the credential helper answered, then 401/403)
+_REFUSED = re.compile(r"Authentication failed|returned error: 40[13]\b|Invalid username or (password|token)",
+                      re.IGNORECASE)
+_NOT_FOUND = re.compile(r"repository '[^']*' not found|returned error: 404\b", re.IGNORECASE)
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+
+class Verdict(NamedTuple):
+    """One check's outcome: VALID, INVALID or UNVERIFIED, and the server's words."""
+
+    state: str
+    message: str
+
+
+class Checked(NamedTuple):
+    """The last check of one half (kept in the operator's memory only): what it checked, its verdict, when
+    (monotonic seconds and RFC 3339), and how many checks in a row could not tell."""
+
+    fingerprint: str
+    verdict: Verdict
+    at: float
+    timestamp: str
+    unverified_runs: int
+
+
+def _words(text: str) -> str:
+    return _UNPRINTABLE.sub("?", " ".join(text.split()))[:WORDS]
+
+
+def registry_hosts(half: Half) -> list[str]:
+    """The registries a half is checked against: each entry's host[:port], once."""
+    return sorted({pull_key(entry).split("/", 1)[0] for entry in half.covers})
+
+
+def git_urls(half: Half) -> list[str]:
+    """The URLs a half is checked against: each prefix as Argo CD matches it."""
+    return sorted({argocd_url(prefix) for prefix in half.covers})
+
+
+def registry_verdict(host: str, status: int | None, words: str) -> Verdict:
+    """`GET /v2/` with the login (the token exchange answered): 2xx Valid; 401/403 Invalid in the registry's
+    words; anything else (no answer, 5xx, 429, nonsense) Unverified: it says nothing about the login."""
+    if status is None:
+        return Verdict(UNVERIFIED, f"{_words(words)} (not a verdict on the login: checked again later)")
+    if 200 <= status < 300:
+        return Verdict(VALID, f"registry {host} accepted the login (GET /v2/: HTTP {status})")
+    if status in (401, 403):
+        return Verdict(INVALID, f"registry {host} refused the login: GET /v2/: {_words(words)}")
+    return Verdict(UNVERIFIED, f"registry {host}: GET /v2/: {_words(words)} (not a verdict on the login: checked "
+                               "again later)")
+
+
+def git_verdict(url: str, exit_code: int | None, stderr: str, timeout_s: float) -> Verdict:
+    """`git ls-remote URL` with the login: exit 0 Valid; a refused login Invalid in git's words; a repository not
+    found after the login was taken Valid (a prefix need not be a repository); no answer in time, no route or a
+    server failure Unverified."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    said = next((line for line in reversed(lines) if line.startswith(("fatal:", "error:"))), lines[-1] if lines
+                else "")
+    if exit_code is None:
+        return Verdict(UNVERIFIED, f"git ls-remote {url}: no answer within {timeout_s:g}s (checked again later)")
+    if exit_code == 0:
+        return Verdict(VALID, f"git ls-remote {url}: the login was accepted")
+    if _REFUSED.search(stderr):
+        return Verdict(INVALID, f"git ls-remote {url} refused the login: {_words(said)}")
+    if _NOT_FOUND.search(stderr):
+        return Verdict(VALID, f"git ls-remote {url}: the login was accepted (no repository at the prefix itself: "
+                              f"{_words(said)})")
+    return Verdict(UNVERIFIED, f"git ls-remote {url}: {_words(said) or f'exit {exit_code}'} (not a verdict on the "
+                               "login: checked again later)")
+
+
+def combined(verdicts: Iterable[Verdict]) -> Verdict:
+    """A half's verdict over its hosts or URLs: Invalid if any refused, else Unverified if any could not tell."""
+    found = list(verdicts)
+    for state in (INVALID, UNVERIFIED):
+        worst = [v.message for v in found if v.state == state]
+        if worst:
+            return Verdict(state, "; ".join(worst))
+    return Verdict(VALID, "; ".join(v.message for v in found))
+
+
+def fingerprint(half: Half, username: str, password: str) -> str:
+    """What a check depends on, hashed (a change means check again at once); kept in memory, never written."""
+    secret = hashlib.sha256(password.encode()).hexdigest()
+    return hashlib.sha256(json.dumps([sorted(half.covers), username, secret]).encode()).hexdigest()
+
+
+def wait_before_check(last: Checked | None, current: str, now: float, interval_s: float, cap_s: float) -> float:
+    """Seconds until the half is due for a check: 0 when never checked or changed since; else `interval_s` after
+    a verdict, or a backoff doubling from BACKOFF_BASE up to `cap_s` after each check that could not tell."""
+    if last is None or last.fingerprint != current:
+        return 0.0
+    if last.verdict.state == UNVERIFIED:
+        wait = min(cap_s, BACKOFF_BASE * 2.0 ** max(0, last.unverified_runs - 1))
+    else:
+        wait = interval_s
+    return max(0.0, last.at + wait - now)
+
+
+def after_check(last: Checked | None, current: str, verdict: Verdict, now: float, timestamp: str) -> Checked:
+    """The memory of a check just made (the count of checks in a row that could not tell)."""
+    runs = 0
+    if verdict.state == UNVERIFIED:
+        runs = (last.unverified_runs if last is not None and last.fingerprint == current else 0) + 1
+    return Checked(current, verdict, now, timestamp, runs)
+
+
+def valid_condition(last: Checked | None, why_unchecked: str | None) -> Condition:
+    """The half's Valid condition: True (Valid), False (Invalid: the server's words), Unknown (Unverified)."""
+    if last is None:
+        return Condition("Valid", "Unknown", UNVERIFIED, why_unchecked or "not checked yet")
+    state = condition_status({VALID: "True", INVALID: "False"}.get(last.verdict.state))
+    return Condition("Valid", state, last.verdict.state, last.verdict.message)
+
+
+def derives(gate: str, present: bool, last: Checked | None, current: str | None) -> bool:
+    """Whether a half's Secrets are written now: `present` as soon as the material is there; `confirmed` only
+    once the current material was checked Valid (until then what it derived before stays as it was)."""
+    if not present:
+        return False
+    if gate == "present":
+        return True
+    return last is not None and last.fingerprint == current and last.verdict.state == VALID
