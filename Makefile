@@ -39,15 +39,15 @@ lint: venv
 	$(VENV)/bin/mypy
 
 # OCI images (tools/images.sh): buildah into podman's storage as localhost/<name>:<version> (argocd-cue-cmp,
-# apprafter-operator), on the local Debian base the set-up builds. `make chart` packages the operator's Helm
-# chart reproducibly into build/charts/. `make publish REGISTRY=ghcr.io/apprafter COSIGN_KEY=cosign.key` pushes
-# both images and the chart (REGISTRY/charts/), signs and verifies each (COSIGN_PASSWORD in the environment;
-# PLAIN_HTTP=1 for a registry without TLS).
+# apprafter-operator), on the local Debian base the set-up builds. `make chart` packages every Helm chart of
+# deploy/charts/ reproducibly into build/charts/. `make publish REGISTRY=ghcr.io/apprafter COSIGN_KEY=cosign.key`
+# pushes both images and the charts (REGISTRY/charts/), signs and verifies each (COSIGN_PASSWORD in the
+# environment; PLAIN_HTTP=1 for a registry without TLS).
 images: venv
 	@PYTHON=$(PY) tools/images.sh build
 
 chart: venv
-	@$(PY) scripts/package_chart.py deploy/charts/apprafter-operator build/charts
+	@for chart in deploy/charts/*/; do $(PY) scripts/package_chart.py $$chart build/charts || exit 2; done
 
 publish: venv
 	@test -n "$(REGISTRY)" || { echo "make publish: set REGISTRY, e.g. REGISTRY=ghcr.io/apprafter" >&2; exit 1; }

@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "validate": "apprafter.render_cmd:validate",
     "envs": "apprafter.render_cmd:envs",
     "crds": "apprafter.render_cmd:crds",
+    "cluster-bootstrap": "apprafter.bootstrap_cmd:cluster_bootstrap",
     "cmp": "apprafter.cmp_cmd:cmp",
     "stack": "apprafter.stack_cmd:stack",
     "plan": "apprafter.plan_cmd:plan",

@@ -3,6 +3,7 @@ to completion, and the API server's refusals a user can act on turned into their
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,9 +31,18 @@ def with_cluster(kubeconfig: Path | None, context: str | None,
     config = load_config(kubeconfig, context)
 
     async def run() -> T:
+        from controller_runtime.errors import KubeError
+
         kube = Kube(config, FIELD_MANAGER, http2=False)
         try:
             return await command(kube, default_namespace(config))
+        except KubeError as e:
+            if e.code != 0:
+                raise
+            single = config.get()
+            server = single.cluster.server if single is not None else "?"
+            server = re.sub(r"//[^/@]*@", "//***@", server)  # a login written into the URL is never printed
+            raise KubeError(f"{e} (server {server}: check --kubeconfig and --context)", 0) from None
         finally:
             await kube.close()
 

@@ -28,12 +28,13 @@ NO_COLOR = Spelling("--no-color", None, "No ANSI colour (also off when NO_COLOR 
 SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR)
 
 # What each command that prints data can print (`-o`), by its path; the first is the default. `yaml` is always the
-# `json` document in YAML, except for `render` and `crds`, whose YAML is the Kubernetes stream.
+# `json` document in YAML, except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream.
 OUTPUTS: dict[str, tuple[str, ...]] = {
     "render": ("yaml", "json"),
     "validate": ("text", "json", "yaml"),
     "envs": ("text", "json", "yaml"),
     "crds": ("yaml", "json"),
+    "cluster-bootstrap": ("yaml", "json"),
     "plan": ("text", "json", "yaml", "markdown"),
     "doctor": ("text", "json", "yaml"),
     "version": ("text", "json", "yaml"),

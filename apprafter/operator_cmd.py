@@ -15,6 +15,7 @@ from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option
 from renderer import settings as settings_
 from renderer.context import TIERS
+from renderer.names import OPERATOR_FIELD_MANAGER
 
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
     from lightkube import KubeConfig
@@ -80,7 +81,7 @@ class SourceCredentialSettings(NamedTuple):
               metavar="SECONDS", help="Seconds between two checks of a SourceCredential half that gave a verdict "
                                       "(one that could not tell is checked again with backoff up to --max-backoff).")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
-@click.option("--field-manager", default="apprafter-operator", show_default=True,
+@click.option("--field-manager", default=OPERATOR_FIELD_MANAGER, show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
 @click.option("--platform-stack/--no-platform-stack", default=True, show_default=True,
               help="Run the PlatformStack controller (apprafter-system/default -> the umbrella Argo CD Application); "

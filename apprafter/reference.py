@@ -60,7 +60,7 @@ def reference() -> str:
         flags = ", ".join(f"`{f}`" for f in (spelling.short, spelling.long) if f)
         lines.append(f"| {flags} | {spelling.help} |")
     lines += ["", "What `-o` offers, per command (the first is the default; `yaml` is the `json` document in YAML, "
-              "except for `render` and `crds`, whose YAML is the Kubernetes stream):", "",
+              "except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream):", "",
               "| command | `-o` | old spellings (hidden, one deprecation line on stderr) |", "|---|---|---|"]
     for path, formats in OUTPUTS.items():
         old = [f"`{flag}`" for flag in ALIASES.get(path, ())]

@@ -20,7 +20,8 @@ from compatibility.shape import check_spec
 from controller_runtime.objects import controller_uid
 
 __all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
-           "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_platform"]
+           "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_platform",
+           "refused_platform"]
 
 # Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
 # CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
@@ -241,3 +242,10 @@ def decide_platform(result: Plan | None, plans: Iterable[PlatformPlan], *, owner
     document = platform_migration_plan(result, owner_uid=owner_uid, from_digest=from_digest, to_digest=to_digest,
                                        previous_pin=previous_pin)
     return PlatformDecision("hold", result, document, phases=tuple(phases))
+
+
+def refused_platform(plans: Iterable[PlatformPlan], *, applied_plan: str | None, target: str) -> tuple[PlanPhase, ...]:
+    """The PlatformStack asks for `target`, which no plan could make run (its minimumKubernetesVersion is unmet):
+    a plan still in play was made for another target and would wait for an approval that can never apply."""
+    return tuple(_others(plans, None, applied_plan, None, f"superseded: the PlatformStack asks for {target}, which "
+                         "this cluster's Kubernetes cannot run"))

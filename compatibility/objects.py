@@ -28,7 +28,8 @@ class ObjectCheck:
 
 def check_application(document: Mapping[str, Any], context: PlatformContext, display: str = "") -> ObjectCheck:
     """Every problem of this object for the environment it is stamped for (spec.environment, which it must carry);
-    the renderer's warnings when valid. `status` is ignored (the operator's)."""
+    the renderer's warnings when valid (an env literal that looks like an interpolation, as `render` prints it, then
+    the environment's). `status` is ignored (the operator's)."""
     try:
         app = load_document(document, display)
     except UserError as e:
@@ -39,4 +40,5 @@ def check_application(document: Mapping[str, Any], context: PlatformContext, dis
     environment = app.document["spec"]["environment"]
     namespace = app.document["metadata"].get("namespace")
     _, warnings = manifests(app, environment, namespace, context)
-    return ObjectCheck([], [f"{environment}: {w}" for w in warnings])
+    looks_interpolated = [str(w) for w in validate.interpolation_warnings(app)]
+    return ObjectCheck([], [*looks_interpolated, *(f"{environment}: {w}" for w in warnings)])

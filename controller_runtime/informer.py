@@ -15,7 +15,7 @@ from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
 from controller_runtime.metrics import WATCH_RESTARTS
 from controller_runtime.objects import Key, controller_uid, key_of
 
-__all__ = ["Handler", "Informer"]
+__all__ = ["Handler", "IndexKey", "Informer"]
 
 
 def _decode(cached: _Cached) -> dict[str, Any]:
@@ -25,6 +25,7 @@ def _decode(cached: _Cached) -> dict[str, Any]:
 log = logging.getLogger("apprafter.informer")
 
 Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, object)
+IndexKey = Callable[[Mapping[str, Any]], str | None]  # an object's value in an index (None: not in it)
 
 
 def _version(obj: Mapping[str, Any]) -> int | None:
@@ -58,6 +59,10 @@ class Informer:
         self.max_delay = max_delay
         self._store: dict[Key, _Cached] = {}
         self._owned: dict[str, set[Key]] = {}  # controller owner uid -> keys: a pass finds its children directly
+        # name -> (how an object's value is made, value -> keys): a pass reads the few objects it needs, not a
+        # namespace's every object (decoding each is the cost; thousands per namespace are common)
+        self._indexes: dict[str, tuple[IndexKey, dict[str, set[Key]]]] = {}
+        self._values: dict[Key, tuple[tuple[str, str], ...]] = {}  # key -> its (index, value) pairs
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
@@ -84,6 +89,29 @@ class Informer:
         """Objects whose controlling owner has this uid."""
         return [_decode(self._store[k]) for k in self._owned.get(uid, ()) if k in self._store]
 
+    def add_index(self, name: str, value_of: IndexKey) -> None:
+        """Keep the objects findable by `value_of(object)` (`indexed`); adding an index of that name again is a
+        no-op."""
+        if name in self._indexes:
+            return
+        self._indexes[name] = (value_of, {})
+        for key, cached in self._store.items():
+            self._index(key, _decode(cached), (name,))
+
+    def indexed(self, name: str, value: str) -> list[dict[str, Any]]:
+        """The cached objects whose value in index `name` is `value` (add_index first)."""
+        return [_decode(self._store[k]) for k in sorted(self._indexes[name][1].get(value, ())) if k in self._store]
+
+    def _index(self, key: Key, obj: Mapping[str, Any], names: Sequence[str]) -> None:
+        pairs = list(self._values.get(key, ()))
+        for name in names:
+            value = self._indexes[name][0](obj)
+            if value is not None:
+                self._indexes[name][1].setdefault(value, set()).add(key)
+                pairs.append((name, value))
+        if pairs:
+            self._values[key] = tuple(pairs)
+
     def _put(self, key: Key, obj: Mapping[str, Any]) -> None:
         self._drop(key)
         uid = controller_uid(obj)
@@ -91,6 +119,8 @@ class Informer:
                                    str(obj.get("metadata", {}).get("resourceVersion") or ""), uid)
         if uid:
             self._owned.setdefault(uid, set()).add(key)
+        if self._indexes:
+            self._index(key, obj, tuple(self._indexes))
 
     def _drop(self, key: Key) -> _Cached | None:
         old = self._store.pop(key, None)
@@ -99,6 +129,11 @@ class Informer:
             self._owned[uid].discard(key)
             if not self._owned[uid]:
                 del self._owned[uid]
+        for name, value in self._values.pop(key, ()):
+            keys = self._indexes[name][1]
+            keys[value].discard(key)
+            if not keys[value]:
+                del keys[value]
         return old
 
     def update(self, obj: Mapping[str, Any]) -> None:

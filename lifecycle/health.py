@@ -9,9 +9,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "POD_FAILURES", "ChildState", "PodFailure", "Workload",
-           "child_state", "deployment_state", "image_digest", "pod_failures", "replicas", "url", "workload"]
+from renderer.names import INSTANCE_LABEL, NAME_LABEL
 
+__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "POD_FAILURES", "POD_INDEX", "ChildState", "PodFailure", "Workload",
+           "child_state", "deployment_state", "image_digest", "pod_failures", "pod_key", "pods_key", "replicas", "url",
+           "workload"]
+
+POD_INDEX = "application"  # the pods' cache index of pod_key: an Application's pods found directly
 State = Literal["Current", "InProgress", "Failed"]
 CURRENT: State = "Current"
 IN_PROGRESS: State = "InProgress"
@@ -269,6 +273,21 @@ def url(children: Iterable[Mapping[str, Any]]) -> str | None:
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(obj.get("kind")), str(obj.get("metadata", {}).get("name"))
+
+
+def pod_key(pod: Mapping[str, Any]) -> str | None:
+    """`namespace/app/instance` of a pod the renderer's labels tie to an Application (None: no such labels)."""
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if NAME_LABEL not in labels or INSTANCE_LABEL not in labels:
+        return None
+    return f"{meta.get('namespace')}/{labels[NAME_LABEL]}/{labels[INSTANCE_LABEL]}"
+
+
+def pods_key(app: Mapping[str, Any]) -> str:
+    """The pod_key of this Application's pods (its instance label is `<app>-<environment>`)."""
+    meta = app["metadata"]
+    return f"{meta['namespace']}/{meta['name']}/{meta['name']}-{(app.get('spec') or {}).get('environment')}"
 
 
 def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]],

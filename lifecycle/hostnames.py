@@ -11,9 +11,11 @@ from typing import Any, Literal, NamedTuple
 from lifecycle.baseline import identity
 from lifecycle.crd import PUBLIC_HOSTNAME
 
-__all__ = ["Holding", "holder", "holding", "hostnames", "record", "released"]
+__all__ = ["HOLDER_INDEX", "Holding", "holder", "holder_key", "holding", "hostnames", "record", "records_key",
+           "released"]
 
 Identity = tuple[str, str, str]  # (namespace, app, environment)
+HOLDER_INDEX = "holder"  # the records' cache index of holder_key
 
 
 class Holding(NamedTuple):
@@ -47,6 +49,16 @@ def record(hostname: str, app: Mapping[str, Any], records_namespace: str) -> dic
 def holder(obj: Mapping[str, Any]) -> Identity:
     found = (obj.get("spec") or {}).get("holder") or {}
     return str(found.get("namespace")), str(found.get("name")), str(found.get("environment"))
+
+
+def holder_key(record: Mapping[str, Any]) -> str:
+    """The record's holder as one string (the cache's index: a deployment finds its own records directly)."""
+    return "/".join(holder(record))
+
+
+def records_key(app: Mapping[str, Any]) -> str:
+    """The holder_key of the records this Application's deployment holds."""
+    return "/".join(identity(app))
 
 
 def holding(obj: Mapping[str, Any], app: Mapping[str, Any], *, holder_exists: bool, holder_remembered: bool) -> Holding:

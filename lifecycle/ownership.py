@@ -9,11 +9,13 @@ from typing import Any, Literal, NamedTuple
 
 from controller_runtime.objects import controller_uid
 
-__all__ = ["ADOPT_ANNOTATION", "Control", "conflicts", "control", "instance_holder", "owner_of"]
+__all__ = ["ADOPT_ANNOTATION", "INSTANCE_INDEX", "Control", "conflicts", "control", "instance_holder", "instance_of",
+           "owner_of"]
 
 # Written on an existing object by someone who may write it, naming the Application (of its namespace) that may
 # take it over: the one act that hands an object to the operator (Helm's and Flux's adoption work the same way).
 ADOPT_ANNOTATION = "apprafter.io/adopt"
+INSTANCE_INDEX = "instance"  # the Applications' cache index of instance_of
 
 Verdict = Literal["ours", "absent", "adopt", "conflict"]
 
@@ -63,19 +65,25 @@ def conflicts(children: Iterable[Mapping[str, Any]], live: Mapping[tuple[str, st
     return out
 
 
-def _age(app: Mapping[str, Any]) -> tuple[str, str]:
+def _claim(app: Mapping[str, Any]) -> tuple[bool, str, str]:
+    """Who keeps a contested instance name first: one already deployed (its baseline in status), then the oldest
+    (creation time, then uid). creationTimestamp has whole seconds: two made in one second would be a coin toss."""
     meta = app.get("metadata") or {}
-    return str(meta.get("creationTimestamp") or ""), str(meta.get("uid") or "")
+    deployed = bool((app.get("status") or {}).get("lastAppliedSpec"))
+    return not deployed, str(meta.get("creationTimestamp") or ""), str(meta.get("uid") or "")
+
+
+def instance_of(app: Mapping[str, Any]) -> str:
+    """`namespace/name-environment`: the instance name an Application's children carry, within its namespace."""
+    meta = app.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}-{(app.get('spec') or {}).get('environment')}"
 
 
 def instance_holder(app: Mapping[str, Any], others: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The other Application of this namespace that holds this one's instance name, if any: names and environments
-    can concatenate alike (`a-b` in `c`, `a` in `b-c`), and the oldest (creation time, then uid) keeps it."""
-    meta = app["metadata"]
-    mine = f"{meta['name']}-{(app.get('spec') or {}).get('environment')}"
-    rivals = [o for o in others if (o.get("metadata") or {}).get("namespace") == meta["namespace"]
-              and (o.get("metadata") or {}).get("name") != meta["name"]
-              and f"{o['metadata']['name']}-{(o.get('spec') or {}).get('environment')}" == mine
+    can concatenate alike (`a-b` in `c`, `a` in `b-c`); the one already deployed keeps it, else the oldest."""
+    meta, mine = app["metadata"], instance_of(app)
+    rivals = [o for o in others if instance_of(o) == mine and (o.get("metadata") or {}).get("name") != meta["name"]
               and not o["metadata"].get("deletionTimestamp")]
-    older = [o for o in rivals if _age(o) < _age(app)]
-    return min(older, key=_age) if older else None
+    before = [o for o in rivals if _claim(o) < _claim(app)]
+    return min(before, key=_claim) if before else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from compatibility.gate import PENDING, PlatformDecision
+from compatibility.gate import PENDING, PlanPhase, PlatformDecision, PlatformPlan, refused_platform
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.notes import Note
@@ -20,7 +20,8 @@ from platform_stack.upstream import Baseline, Check, Finding
 
 __all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
            "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
-           "invalid", "moved_before", "pin_reverted", "plan_created_note", "rejected", "umbrella_failed"]
+           "invalid", "moved_before", "pin_reverted", "plan_created_note", "refused_plans", "rejected",
+           "umbrella_failed"]
 
 READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED = (
     "Ready", "SourceVerified", "UpgradeAvailable", "UpstreamAhead", "MigrationApproved")
@@ -32,6 +33,8 @@ RETRIED = frozenset({"RegistryUnavailable", "CheckFailed", "VerificationFailed",
                      "NoVersionAvailable", "KeysUnavailable", "CredentialsUnavailable"})
 # Findings about the signature or its keys: SourceVerified=False with the same reason.
 SOURCE_FINDINGS = frozenset({"VerificationFailed", "TagMoved", "NotConfigured", "KeysUnavailable"})
+# Findings about a verified target that no plan could make run (spec §3.11): a plan for another target is over.
+REFUSED = frozenset({"UnsupportedKubernetes"})
 # Status fields a pass that learnt nothing new about them carries over as they are.
 KEPT = ("currentVersion", "targetVersion", "availableVersion", "lastUpstreamCheck", "components", "versionHistory",
         "lastApplied", "migrationPlan", "rejectedPlan", "unverifiedVersions", "upstreamVersion")
@@ -185,7 +188,12 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
                                                                                   UPGRADE_AVAILABLE)
     conditions += _upstream(baseline.version if baseline else None, result) if result is not None \
         else carried(status.get("conditions"), UPSTREAM_AHEAD)
-    conditions += carried(status.get("conditions"), MIGRATION_APPROVED)
+    if finding.reason in REFUSED:  # the wait for a plan is over (refused_plans supersedes it); verdicts stay
+        fields.pop("migrationPlan", None)
+        conditions += [c for c in carried(status.get("conditions"), MIGRATION_APPROVED)
+                       if c.reason in ("Approved", "Rejected")]
+    else:
+        conditions += carried(status.get("conditions"), MIGRATION_APPROVED)
     notes = []
     if finding.reason == "RegistryUnavailable":
         notes.append(Note(finding.reason, finding.message, f"{finding.message}\0{status.get('lastUpstreamCheck')}",
@@ -197,6 +205,13 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
     retried = finding.reason in RETRIED
     outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
+
+
+def refused_plans(result: Check, plans: Iterable[PlatformPlan], baseline: Baseline | None) -> tuple[PlanPhase, ...]:
+    """The plans a check that ended in a finding supersedes: every plan in play when the target is refused."""
+    if result.finding is None or result.finding.reason not in REFUSED or result.target_version is None:
+        return ()
+    return refused_platform(plans, applied_plan=baseline.plan if baseline else None, target=result.target_version)
 
 
 def _approved(status: Mapping[str, Any], decision: PlatformDecision) -> Condition | None:

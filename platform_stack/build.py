@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from platform_stack.chart import Chart, latest_version, render_chart
+from platform_stack.errors import StackError
+from platform_stack.governance import resource_gaps
 from platform_stack.source import ALL, SOURCE_DIR, evaluate
 from platform_stack.tarball import source_date_epoch, tar_bytes, write_atomic
 
@@ -27,6 +29,9 @@ class BuildResult:
 def build_chart(source: Path = SOURCE_DIR, tier: str = ALL, version: str | None = None) -> tuple[Chart, int]:
     """Evaluate the source and render the chart in memory (no files written)."""
     evaluated = evaluate(source, tier)
+    gaps = resource_gaps(evaluated)
+    if gaps:  # spec §4.5: no platform pod runs BestEffort
+        raise StackError(*(f"{source / 'components' / (name + '.cue')}:1:1: {gap}" for name, gap in gaps))
     chosen = version or latest_version(evaluated["compatibility"], source)
     chart = render_chart(evaluated, chosen, tier, source=source)
     return chart, source_date_epoch(source)

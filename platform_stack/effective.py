@@ -39,6 +39,7 @@ def check_values(values: Any) -> None:
     """Every field effective_components reads has the type it expects (fail closed on anything else)."""
     _need(values, (), dict)
     _need(values.get("tier"), ("tier",), str)
+    _need(values.get("domain"), ("domain",), str, optional=True)
     _need(values.get("components"), ("components",), dict)
     for name, component in values["components"].items():
         at = ("components", name)
@@ -46,6 +47,7 @@ def check_values(values: Any) -> None:
         for key, kind in _COMPONENT.items():
             _need(component.get(key), (*at, key), kind)
         _need(component.get("values"), (*at, "values"), dict, optional=True)
+        _need(component.get("passDomain"), (*at, "passDomain"), bool, optional=True)
         for key in ("repoURL", "chart", "targetRevision"):
             _need(component["source"].get(key), (*at, "source", key), str)
         for tier, entry in component["tiers"].items():
@@ -107,6 +109,8 @@ def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
         if not enabled(name, component, tier, override):
             continue
         merged = deep_merge(component.get("values") or {}, component["tiers"][tier].get("values") or {})
+        if component.get("passDomain") and values.get("domain"):
+            merged["domain"] = values["domain"]
         merged = deep_merge(merged, override.get("values") or {})
         source = dict(component["source"])
         if override.get("pin"):

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from platform_stack.errors import StackError, StackToolError
-from renderer.context import CLUSTER_ISSUER, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER, TIERS
+from renderer.context import CLUSTER_ISSUER, DEFAULTS, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER, TIERS
 from renderer.cue import CueResult, run_cue
 from renderer.cue_errors import parse_errors
 from toolchain.tools import remedy
@@ -47,9 +47,13 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
 
 
 def platform_tags() -> list[str]:
-    """What the stack takes from the renderer, so both name the same Gateways and ClusterIssuer."""
+    """What the stack takes from the renderer, so both name the same Gateways, ClusterIssuer, DNS resolver and
+    provider namespaces (the last two as JSON: the network-policies component's default-deny leaves them alone)."""
+    dns = {"namespace": DEFAULTS.dns_namespace, "podLabels": dict(DEFAULTS.dns_selector)}
+    providers = sorted({namespace for _, namespace in DEFAULTS.provider_namespaces})
     tags = {"gatewayNamespace": GATEWAY_NAMESPACE, "httpsListener": HTTPS_LISTENER, "httpListener": HTTP_LISTENER,
-            "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()}}
+            "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()},
+            "dns": json.dumps(dns, sort_keys=True), "providerNamespaces": json.dumps(providers)}
     return [arg for key, value in sorted(tags.items()) for arg in ("-t", f"{key}={value}")]
 
 

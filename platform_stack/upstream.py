@@ -32,7 +32,8 @@ from platform_stack.tarball import MAX_ARCHIVE_BYTES
 from toolchain.errors import AppRafterError, ToolFailure
 
 __all__ = ["DOCKER_CONFIG_KEY", "Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "Upstream",
-           "UpstreamNews", "Verified", "check", "docker_config_from_secret", "keys_from_secret", "upstream_news"]
+           "UpstreamNews", "Verified", "check", "docker_config_from_secret", "keys_from_secret", "upstream_news",
+           "version_tag"]
 
 CHECK_DEADLINE = 120.0  # every registry request of one check
 PROVENANCE_MEDIA_TYPE = "application/vnd.cncf.helm.chart.provenance.v1.prov"
@@ -304,8 +305,9 @@ def _components(snapshot: StackSnapshot) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def _tag(version: str) -> str:
-    return version.replace("+", "_")  # helm's tag for a version with build metadata
+def version_tag(version: str) -> str:
+    """The registry tag of a stack version: helm's, which writes build metadata's `+` as `_`."""
+    return version.replace("+", "_")
 
 
 def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, auto_upgrade: bool,
@@ -328,7 +330,7 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
             break
         unverified.append(_unverified(item.version, digest, result))
     current = baseline.version if baseline is not None else None
-    current_digest = running.resolve(_tag(current)) if current is not None else None
+    current_digest = running.resolve(version_tag(current)) if current is not None else None
     target_version = select_target(pin, current, available[0] if available else None, auto_upgrade)
 
     def found(finding: Finding) -> Check:
@@ -342,17 +344,17 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
     if baseline is not None and target_version == current and running is session \
             and current_digest != baseline.digest:
         now = f"names {current_digest}" if current_digest else "is gone"
-        return found(Finding("TagMoved", f"tag {_tag(current or '')} of the running version {now}; it was "
+        return found(Finding("TagMoved", f"tag {version_tag(current or '')} of the running version {now}; it was "
                              f"{baseline.digest} when verified and applied: nothing is applied until a verified "
                              "version is (pin another version)"))
     if target_version in seen:
         digest, result = seen[target_version]
     else:
-        digest, result = _look(session, keys, Offered(target_version, _tag(target_version)))
+        digest, result = _look(session, keys, Offered(target_version, version_tag(target_version)))
         if digest is not None and not result.ok:
             unverified.append(_unverified(target_version, digest, result))
     if digest is None:
-        return found(Finding("VersionNotFound", f"no tag {_tag(target_version)} in {session.repository}"))
+        return found(Finding("VersionNotFound", f"no tag {version_tag(target_version)} in {session.repository}"))
     if not result.ok:
         return found(Finding("VerificationFailed", f"{target_version} ({digest}) does not verify with the keys of "
                              f"Secret {keys.secret}: {result.reason}"))

@@ -16,7 +16,7 @@ from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
 from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
-from controller_runtime.informer import Informer
+from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself
@@ -36,9 +36,10 @@ from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
 from lifecycle.drift import Drift, drift, drift_note
-from lifecycle.health import Workload, workload
-from lifecycle.hostnames import holder
+from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
+from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
 from lifecycle.notes import Note
+from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
@@ -48,7 +49,7 @@ from reconciler.tenancy import Tenancy
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
 from renderer.manifests import KINDS
-from renderer.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["ApplicationController"]
 
@@ -115,14 +116,14 @@ class ApplicationController:
     def cache(self, kind: KindLike) -> Informer:
         assert self.runtime is not None
         if (kind.api_version, kind.kind) == (APPLICATION.api_version, APPLICATION.kind):
-            return self.runtime.informer(kind)
+            return _indexed(self.runtime.informer(kind), kind)
         labels = APPLICATION_PLAN_LABELS if kind.kind == MIGRATION_PLAN.kind else MANAGED
-        return self.runtime.informer(kind, labels)
+        return _indexed(self.runtime.informer(kind, labels), kind)
 
     def records(self, kind: KindLike) -> Informer:
         """The cache of a kind the operator keeps in its own namespace (lifecycle.crd)."""
         assert self.runtime is not None
-        return self.runtime.informer(kind, {}, (self.records_namespace,))
+        return _indexed(self.runtime.informer(kind, {}, (self.records_namespace,)), kind)
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None
@@ -249,10 +250,7 @@ class ApplicationPass:
     def workload(self, desired: Desired) -> Workload:
         """The live children and the pods of this Application, as lifecycle.health reads them."""
         live = {(o["kind"], o["metadata"]["name"]): found for o in desired.children if (found := self.cached(o))}
-        instance = f"{self.name}-{self.app['spec']['environment']}"
-        pods = [p for p in self.controller.cache(POD).items(self.namespace)
-                if (p["metadata"].get("labels") or {}).get(INSTANCE_LABEL) == instance
-                and (p["metadata"].get("labels") or {}).get(NAME_LABEL) == self.name]
+        pods = self.controller.cache(POD).indexed(POD_INDEX, pods_key(self.app))
         return workload(desired.children, live, pods)
 
     async def prune(self, desired: Desired) -> None:
@@ -280,6 +278,21 @@ class ApplicationPass:
             log.info("status", extra={**self.log, "phase": (self.app.get("status") or {}).get("phase"),
                                       "generation": update.generation,
                                       "reason": update.conditions[0].reason if update.conditions else ""})
+
+
+# The cache indexes a pass reads by (each kind's objects found by one value, not by decoding a namespace's all).
+INDEXES: dict[tuple[str, str], tuple[str, IndexKey]] = {
+    (APPLICATION.api_version, APPLICATION.kind): (INSTANCE_INDEX, instance_of),
+    (POD.api_version, POD.kind): (POD_INDEX, pod_key),
+    (PUBLIC_HOSTNAME.api_version, PUBLIC_HOSTNAME.kind): (HOLDER_INDEX, holder_key),
+}
+
+
+def _indexed(informer: Informer, kind: KindLike) -> Informer:
+    index = INDEXES.get((kind.api_version, kind.kind))
+    if index is not None:
+        informer.add_index(*index)
+    return informer
 
 
 async def _all(calls: Iterable[Awaitable[Any]]) -> None:

@@ -157,8 +157,10 @@ class PlatformStackPass:
             await self.record(note)
         if result.target is None:
             assert result.finding is not None
+            phases = decisions.refused_plans(result, inputs.existing_plans(self.plans), baseline)
+            live = await self.move_plans(phases) if phases else {}
             return await self.carry_out(decisions.found(self.obj, spec, baseline, result.finding, result, checked),
-                                        {})
+                                        live)
         status = self.obj.get("status") or {}
         decision = decide_platform(
             result.plan, inputs.existing_plans(self.plans), owner_uid=self.obj["metadata"]["uid"],
@@ -194,11 +196,11 @@ class PlatformStackPass:
         """The umbrella, the status, the plan the apply carried out, the events; the check remembered."""
         if verdict.umbrella is not None:
             await self.apply_umbrella(verdict.umbrella, verdict.automated)
+        for note in verdict.notes:  # before the status, as for Applications: a status one sees has its events
+            await self.record(note)
         await self.write(verdict.status)
         if verdict.consumed and verdict.consumed in live:
             await self.ensure_phase(live[verdict.consumed], PlanPhase(verdict.consumed, APPLIED, "applied"))
-        for note in verdict.notes:
-            await self.record(note)
         if verdict.remember:
             self.controller.memo = inputs.memo_of(self.obj, live.values() if live else self.plans,
                                                      time.monotonic())
@@ -215,6 +217,12 @@ class PlatformStackPass:
                             {p["metadata"]["name"]: p for p in self.plans}, decision.migration_plan,
                             decision.phases, namespace=NAMESPACE, apply=self.ensure_plan,
                             created=lambda name: decisions.plan_created_note(decision, name), log_fields=self.log)
+
+    async def move_plans(self, phases: tuple[PlanPhase, ...]) -> dict[str, dict[str, Any]]:
+        """Move plans to the phases decided when no target is held (nothing to create)."""
+        return await ensure_plans(self.kube, self.plan_cache(), self.recorder, self.obj,
+                                  {p["metadata"]["name"]: p for p in self.plans}, None, phases, namespace=NAMESPACE,
+                                  apply=self.ensure_plan, created=str, log_fields=self.log)  # none is created
 
     async def ensure_plan(self, obj: dict[str, Any]) -> dict[str, Any]:
         live = self.plan_cache().get(NAMESPACE, obj["metadata"]["name"])

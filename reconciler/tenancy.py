@@ -16,7 +16,7 @@ from lifecycle import hostnames, secrets, tenancy
 from lifecycle.application import Desired, Refusal
 from lifecycle.baseline import identity, record_name
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
-from lifecycle.ownership import Verdict, conflicts, control, instance_holder
+from lifecycle.ownership import INSTANCE_INDEX, Verdict, conflicts, control, instance_holder, instance_of
 from renderer.crds import APPLICATION
 
 __all__ = ["Tenancy"]
@@ -46,7 +46,8 @@ class Tenancy:
 
     async def refusal(self, desired: Desired) -> Refusal | None:
         """Why this pass may apply nothing, or None (then every child's verdict is known)."""
-        holder = instance_holder(self.app, self.controller.cache(APPLICATION).items(self.namespace))
+        holder = instance_holder(self.app, self.controller.cache(APPLICATION).indexed(INSTANCE_INDEX,
+                                                                                     instance_of(self.app)))
         if holder is not None:
             return tenancy.name_conflict(self.app, holder)
         target = desired.decision.target
@@ -128,7 +129,8 @@ class Tenancy:
         """Give back the hostnames this deployment holds that its applied render no longer has."""
         records = self.controller.records(PUBLIC_HOSTNAME)
         ns = self.controller.records_namespace
-        for host in hostnames.released(records.items(ns), self.app, hostnames.hostnames(desired.children)):
+        mine = records.indexed(hostnames.HOLDER_INDEX, hostnames.records_key(self.app))
+        for host in hostnames.released(mine, self.app, hostnames.hostnames(desired.children)):
             current = records.get(ns, host)
             if current is not None and await self.kube.delete_exactly(PUBLIC_HOSTNAME, host, ns,
                                                                       str(current["metadata"]["uid"])):

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds and publishes the project's OCI images and the operator's Helm chart (docs/development.md "Images"):
+# Builds and publishes the project's OCI images and its Helm charts (docs/development.md "Images"):
 # buildah builds into podman's storage, skopeo copies, `apprafter stack push` pushes the chart, cosign signs
 # (through `apprafter stack sign|verify`, the platform chart's signing code).
 #
 #   tools/images.sh build [NAME...]            build $IMAGE_PREFIX/<name>:<version> (default: every image);
 #                                              an image whose inputs did not change is kept, not rebuilt
-#   tools/images.sh publish REPO [TARGET...]   push each image to REPO/<name>:<version> and the chart (target
-#                                              `chart`) to REPO/charts/apprafter-operator:<version>, sign each by
-#                                              digest, verify; prints REPO/...:<version>@sha256:<digest> per target
+#   tools/images.sh publish REPO [TARGET...]   push each image to REPO/<name>:<version> and the charts (target
+#                                              `chart`: every chart of deploy/charts/) to
+#                                              REPO/charts/<chart>:<version>, sign each by digest, verify; prints
+#                                              REPO/...:<version>@sha256:<digest> per image and chart
 #
 # Environment: PYTHON (default .venv/bin/python), IMAGE_PREFIX (default localhost), BASE (default: the
 # local base from tools/base-image.sh), CA_BUNDLE (the build secret pip trusts, default the system bundle),
@@ -30,8 +31,10 @@ declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/i
 declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign")
 declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="")
 ALL=(argocd-cue-cmp apprafter-operator)
-# The operator's Helm chart: `publish` pushes and signs it after the images (target name `chart`).
-CHART=deploy/charts/apprafter-operator
+# The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
+# `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.
+CHARTS=()
+for chart_dir in deploy/charts/*/; do chart_dir=${chart_dir%/}; CHARTS+=("${chart_dir##*/}"); done
 
 log() { printf 'images: %s\n' "$*" >&2; }
 die() { local code=$1; shift; printf 'images: %s\n' "$*" >&2; exit "$code"; }
@@ -156,11 +159,11 @@ publish_image() {
   echo "$dest@$digest"
 }
 
-# The operator's Helm chart, packaged byte-reproducibly, to REPO/charts/<name>:<version> with Helm's OCI media
+# One chart of deploy/charts, packaged byte-reproducibly, to REPO/charts/<name>:<version> with Helm's OCI media
 # types (`apprafter stack push`: the same content again is a no-op, other content under the tag is refused).
 publish_chart() {
-  local repo=$1 tgz ref code
-  tgz=$("$PYTHON" scripts/package_chart.py "$CHART" build/charts) || die 2 "packaging $CHART failed (see above)"
+  local repo=$1 chart=deploy/charts/$2 tgz ref code
+  tgz=$("$PYTHON" scripts/package_chart.py "$chart" build/charts) || die 2 "packaging $chart failed (see above)"
   ref=$("${APPRAFTER[@]}" stack push "$tgz" --to "oci://$repo/charts" "${PLAIN[@]}") \
     || { code=$?; die "$code" "pushing $tgz failed (see above)"; }
   ref=${ref#oci://}
@@ -187,7 +190,11 @@ publish() {
   ((${#targets[@]})) || targets=("${ALL[@]}" chart)
   for name in "${targets[@]}"; do
     [[ "$name" == chart || -n "${DOCKERFILE[$name]:-}" ]] || die 1 "unknown target $name (known: ${ALL[*]} chart)"
-    if [[ "$name" == chart ]]; then publish_chart "$repo"; else publish_image "$repo" "$name"; fi
+    if [[ "$name" == chart ]]; then
+      local chart; for chart in "${CHARTS[@]}"; do publish_chart "$repo" "$chart"; done
+    else
+      publish_image "$repo" "$name"
+    fi
   done
 }
 

@@ -55,6 +55,17 @@ def test_a_good_application_is_admitted_with_the_renderers_tier_warnings() -> No
                    .get("warnings", []))
 
 
+def test_an_env_literal_that_looks_like_an_interpolation_is_admitted_with_renders_warning() -> None:
+    cr = parser_cr()
+    cr["spec"]["base"]["env"]["DB_URL"] = "${claim.pg.url}"
+    outcome = validate(review(cr))
+    assert outcome.allowed
+    [warning] = [w for w in outcome.review["response"]["warnings"] if "interpolation" in w]
+    assert "spec.base.env.DB_URL: this literal looks like an interpolation of a claim" in warning
+    assert warning.endswith("reference the claim instead, DB_URL: claim.pg.url")
+    assert not [w for w in validate(review(parser_cr())).review["response"]["warnings"] if "interpolation" in w]
+
+
 def test_every_problem_is_listed_one_field_per_line_under_a_header_naming_object_and_user() -> None:
     cr = parser_cr(environment="staging")
     del cr["spec"]["base"]["image"]

@@ -102,6 +102,19 @@ def test_a_good_application_is_admitted_with_the_tier_warnings(admission_bed: Ku
     assert stored["spec"]["environment"] == "prod"
     warnings = resp.headers.get_list("warning")
     assert any("prod: confidential: tier 'solo' has no confidential runtime" in w for w in warnings), warnings
+    assert not any("interpolation" in w for w in warnings), warnings
+
+
+def test_an_env_literal_that_looks_like_an_interpolation_reaches_the_client_as_a_warning(
+        admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    cr = parser_cr(fresh_namespace(admission_bed))
+    cr["spec"]["base"]["env"]["DB_URL"] = "${claim.pg.url}"  # a literal: nothing substitutes it
+    with admission_bed.as_user(EDITOR) as editor:
+        resp = apply(editor, admission_bed, cr)
+    assert ok(resp)["spec"]["base"]["env"]["DB_URL"] == "${claim.pg.url}"  # a warning, not a refusal
+    [warning] = [w for w in resp.headers.get_list("warning") if "interpolation" in w]
+    assert "spec.base.env.DB_URL: this literal looks like an interpolation of a claim" in warning, warning
+    assert "DB_URL: claim.pg.url" in warning, warning
 
 
 # The webhook's line is word for word `render`'s for the environment the object deploys (renderer.validate's

@@ -95,3 +95,16 @@ def test_a_cue_outside_the_range_names_both_remedies_and_no_make(venv: Path, tmp
     assert missing.returncode == 2 and missing.stderr == (
         f"apprafter: cue not found (supported: {TOOLS['cue'].supported}): {remedy}\n")
     assert os.environ.get("PYTHONPATH") is None or str(REPO) not in os.environ["PYTHONPATH"]
+
+
+def test_the_wheel_carries_the_sidecar_settings_cluster_bootstrap_applies(venv: Path) -> None:
+    """`cluster-bootstrap` applies deploy/argocd's files themselves: the wheel holds them byte for byte."""
+    found = subprocess.run([str(venv / "bin" / "python"), "-c", "from apprafter.bootstrap_cmd import "
+                            "sidecar_directory; print(sidecar_directory())"], capture_output=True, text=True,
+                           check=True, timeout=60, cwd=venv)
+    directory = Path(found.stdout.strip())
+    assert directory.is_relative_to(venv)
+    checkout = REPO / "deploy" / "argocd"
+    assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in checkout.iterdir())
+    for path in checkout.iterdir():
+        assert (directory / path.name).read_bytes() == path.read_bytes(), path.name

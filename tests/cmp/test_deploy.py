@@ -61,5 +61,5 @@ def test_the_sidecar_image_is_the_one_the_spec_names() -> None:
     assert f"[{name}]=Dockerfile" in (REPO / "tools" / "images.sh").read_text()  # what `make images` tags
     from platform_stack.source import evaluate
 
-    component = evaluate()["values"]["components"]["cue-cmp"]
-    assert component["values"]["image"]["repository"] == spec_image
+    argocd = evaluate()["values"]["components"]["argocd"]  # the stack installs the sidecar with Argo CD
+    assert argocd["values"]["repoServer"]["extraContainers"] == [sidecar()]

@@ -1,5 +1,5 @@
-"""`make publish`: the images and the operator's chart pushed to an OCI registry, signed with cosign, pulled back
-unchanged."""
+"""`make publish`: the images and every chart of deploy/charts pushed to an OCI registry, signed with cosign, pulled
+back unchanged."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.charts.chart import CHART, KUBE_VERSION
+from tests.charts.chart import KUBE_VERSION
 from tests.images.podman import PREFIX, VERSION, Image, inspect, podman, run
 from tests.platform_stack.conftest import helm, ok
+from tests.renderer.helpers import REPO
 from tests.testbed.registry import OciRegistry
 
 pytestmark = pytest.mark.images
 KeyPair = Callable[[str], tuple[Path, Path, str]]
+# What `make publish` pushes after the images, in this order (tools/images.sh CHARTS).
+CHARTS = sorted(path.parent for path in (REPO / "deploy" / "charts").glob("*/Chart.yaml"))
 
 
 def publish(registry: OciRegistry, key: Path, password: str, prefix: str = PREFIX, *,
@@ -39,23 +42,25 @@ def verify(reference: str, public_key: Path) -> subprocess.CompletedProcess[str]
 
 @pytest.fixture(scope="module")
 def published(images: dict[str, Image], oci_registry: OciRegistry, key_pair: KeyPair) -> list[str]:
-    """`make publish` once: its stdout lines, `REPO/<name>:<version>@sha256:<digest>`, one per image, then the
-    chart's."""
+    """`make publish` once: its stdout lines, `REPO/<name>:<version>@sha256:<digest>`, one per image, then one per
+    chart."""
     key, _, password = key_pair("release")
     proc = publish(oci_registry, key, password)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
 
-def test_publish_prints_each_image_and_the_chart_by_tag_and_digest(published: list[str], images: dict[str, Image],
-                                                                   oci_registry: OciRegistry) -> None:
+def test_publish_prints_each_image_and_each_chart_by_tag_and_digest(published: list[str], images: dict[str, Image],
+                                                                    oci_registry: OciRegistry) -> None:
     repo = f"{oci_registry.url}/apprafter"
+    assert [chart.name for chart in CHARTS] == ["apprafter-gateway", "apprafter-network-policies",
+                                                "apprafter-operator"]
     assert [line.split("@")[0] for line in published] == [
-        *(f"{repo}/{name}:{VERSION}" for name in images), f"{repo}/charts/apprafter-operator:{VERSION}"]
+        *(f"{repo}/{name}:{VERSION}" for name in images), *(f"{repo}/charts/{c.name}:{VERSION}" for c in CHARTS)]
 
 
 def test_published_images_pull_back_with_the_same_digest(published: list[str], images: dict[str, Image]) -> None:
-    for line, image in zip(published[:-1], images.values(), strict=True):
+    for line, image in zip(published[:-len(CHARTS)], images.values(), strict=True):
         tag, digest = line.split("@")
         podman("pull", "--quiet", "--tls-verify=false", tag)
         try:
@@ -66,16 +71,26 @@ def test_published_images_pull_back_with_the_same_digest(published: list[str], i
             podman("rmi", tag)  # only the tag: the image stays as the local build
 
 
-def test_the_published_chart_pulls_back_byte_identical_and_installs(published: list[str], tmp_path: Path) -> None:
-    tagged, digest = published[-1].split("@")
-    repository, version = tagged.rsplit(":", 1)
-    pulled = helm("pull", f"oci://{repository}", "--version", version, "--plain-http", "-d", str(tmp_path))
-    ok(pulled)
-    assert f"Digest: {digest}" in pulled.stderr  # helm reports the manifest it pulled
-    [tgz] = tmp_path.glob("*.tgz")
-    local = run([sys.executable, "scripts/package_chart.py", str(CHART), str(tmp_path / "local")]).stdout.strip()
-    assert tgz.read_bytes() == Path(local).read_bytes()  # the same bytes as packaging the chart here again
-    assert "kind: Deployment" in ok(helm("template", "x", str(tgz), "--kube-version", KUBE_VERSION))
+# What each chart renders with its defaults (the gateway chart needs the platform's domain).
+RENDERS = {"apprafter-operator": ("kind: Deployment", []),
+           "apprafter-gateway": ("kind: Gateway", ["--set", "domain=apps.example.com"]),
+           "apprafter-network-policies": ("kind: CiliumClusterwideNetworkPolicy", [])}
+
+
+def test_the_published_charts_pull_back_byte_identical_and_install(published: list[str], tmp_path: Path) -> None:
+    for line, chart in zip(published[-len(CHARTS):], CHARTS, strict=True):
+        tagged, digest = line.split("@")
+        repository, version = tagged.rsplit(":", 1)
+        into = tmp_path / chart.name
+        into.mkdir()
+        pulled = helm("pull", f"oci://{repository}", "--version", version, "--plain-http", "-d", str(into))
+        ok(pulled)
+        assert f"Digest: {digest}" in pulled.stderr  # helm reports the manifest it pulled
+        [tgz] = into.glob("*.tgz")
+        local = run([sys.executable, "scripts/package_chart.py", str(chart), str(into / "local")]).stdout.strip()
+        assert tgz.read_bytes() == Path(local).read_bytes()  # the same bytes as packaging the chart here again
+        kind, args = RENDERS[chart.name]
+        assert kind in ok(helm("template", "x", str(tgz), "--kube-version", KUBE_VERSION, *args))
 
 
 def test_signature_verifies_with_the_right_key_only(published: list[str], key_pair: KeyPair) -> None:

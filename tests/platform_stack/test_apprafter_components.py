@@ -1,6 +1,6 @@
 """The platform stack's AppRafter components point at this repository's operator chart and images, by name and
 version: the apprafter-operator and apprafter-admission components install deploy/charts/apprafter-operator
-(each one half of it), the cue-cmp component names the sidecar image `make images` builds."""
+(each one half of it), the argocd component carries the sidecar image `make images` builds."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from platform_stack.resource import PLATFORM_STACK
 from tests.charts.chart import CHART, VERSION, container, find, one, render
 from tests.images.podman import IMAGES
 from tests.platform_stack.conftest import ALL_TIERS, applications, helm_template
+from tests.renderer.helpers import REPO
 
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 
@@ -59,8 +60,17 @@ def test_operator_and_admission_components_install_the_two_halves_of_the_operato
     assert one(halves[0], "ServiceAccount", "apprafter-operator")
 
 
-def test_cue_cmp_component_names_the_sidecar_image_of_this_version(stack_all: Path) -> None:
-    app = applications(helm_template(stack_all, "--set", "tier=solo"))["cue-cmp"]
-    image = app["spec"]["source"]["helm"]["valuesObject"]["image"]
-    assert image == {"repository": "ghcr.io/apprafter/argocd-cue-cmp", "tag": VERSION}
-    assert image["repository"].rsplit("/", 1)[1] in IMAGES
+def test_argocd_component_carries_the_plugin_as_deploy_argocd_helm_values_do(stack_all: Path) -> None:
+    """The stack installs the CUE plugin with Argo CD (no chart of its own): the argocd Application's values hold
+    deploy/argocd/helm-values.yaml whole, the sidecar being the image of this version."""
+    values = applications(helm_template(stack_all, "--set", "tier=solo"))["argocd"]["spec"]["source"]["helm"][
+        "valuesObject"]
+    plugin = yaml.safe_load((REPO / "deploy" / "argocd" / "helm-values.yaml").read_text())
+    assert values["repoServer"]["extraContainers"] == plugin["repoServer"]["extraContainers"]
+    assert values["repoServer"]["volumes"] == plugin["repoServer"]["volumes"]
+    for key, entries in plugin["configs"].items():
+        assert values["configs"][key].items() >= entries.items(), key
+    [sidecar] = values["repoServer"]["extraContainers"]
+    repository, tag = sidecar["image"].rsplit(":", 1)
+    assert (repository, tag) == ("ghcr.io/apprafter/argocd-cue-cmp", VERSION)
+    assert repository.rsplit("/", 1)[1] in IMAGES

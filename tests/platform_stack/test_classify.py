@@ -102,7 +102,7 @@ def _next_release(source: Path) -> None:
     cnpg = source / "components" / "cloudnative-pg.cue"
     cnpg.write_text(cnpg.read_text().replace('"0.25.0"', '"0.26.0"'))
     argocd = source / "components" / "argocd.cue"
-    argocd.write_text(argocd.read_text().replace('"8.0.17"', '"8.1.0"'))
+    argocd.write_text(argocd.read_text().replace('"10.1.1"', '"10.1.2"'))
     compat = source / "compatibility.cue"
     text = compat.read_text()
     entry = text[text.index('\t"0.2.0": {') : text.rindex("}")]

@@ -94,9 +94,9 @@ def test_sync_waves_and_sources_follow_the_values(stack_all: Path) -> None:
 
 @pytest.mark.parametrize("tier", ALL_TIERS)
 def test_python_rule_matches_the_template(tier: str, stack_all: Path) -> None:
-    values = with_overrides(chart_values(stack_all), tier, None)
+    values = {**with_overrides(chart_values(stack_all), tier, None), "domain": "apps.example.com"}
     effective = effective_components(values)
-    apps = applications(helm_template(stack_all, "--set", f"tier={tier}"))
+    apps = applications(helm_template(stack_all, "--set", f"tier={tier}", "--set", "domain=apps.example.com"))
     assert set(apps) == set(effective)
     for name, app in apps.items():
         assert app["spec"]["source"]["targetRevision"] == effective[name]["source"]["targetRevision"]

@@ -1,11 +1,12 @@
 """The PlatformStack pass's pure decisions on what issue 22 added: a fork's upstream (UpstreamAhead, never applied),
-an upgrade the cluster's Kubernetes cannot run (refused, no plan), value overrides bounded and kept."""
+an upgrade the cluster's Kubernetes cannot run (refused, no plan, a plan made for another target superseded), value
+overrides bounded and kept."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from compatibility.gate import PlatformDecision
+from compatibility.gate import APPLIED, PENDING, SUPERSEDED, PlatformDecision, PlatformPlan
 from controller_runtime.outcomes import Done
 from lifecycle import platformstack as decisions
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
@@ -113,6 +114,28 @@ def test_a_refused_upgrade_keeps_what_runs_and_records_an_event() -> None:
     assert (ready.status, ready.reason, ready.message) == ("False", "UnsupportedKubernetes", finding.message)
     assert [(n.reason, n.type) for n in verdict.notes] == [("UnsupportedKubernetes", "Warning")]
     assert isinstance(verdict.outcome, Done) and "migrationPlan" not in verdict.status.fields
+
+
+def test_a_refused_target_ends_the_wait_for_a_plan_made_for_another_target() -> None:
+    waiting = obj(migrationPlan="platform-2-0-0", conditions=[
+        {"type": "MigrationApproved", "status": "False", "reason": "AwaitingApproval",
+         "message": "MigrationPlan platform-2-0-0 is pending-approval", "lastTransitionTime": "2026-12-01T00:00:00Z"}])
+    plans = [PlatformPlan("platform-2-0-0", "hash", PENDING, "u", DIGEST, "sha256:" + "b" * 64, (True, None)),
+             PlatformPlan("platform-1-9-0", "hash", APPLIED, "u", DIGEST, DIGEST, (True, None))]
+    finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4")
+    refused = Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "3.0.0", None, finding, None, DIGEST)
+    [phase] = decisions.refused_plans(refused, plans, RUNS)
+    assert (phase.name, phase.phase) == ("platform-2-0-0", SUPERSEDED)
+    assert "asks for 3.0.0, which this cluster's Kubernetes cannot run" in phase.message
+    verdict = decisions.found(waiting, spec_of(waiting), RUNS, finding, refused, "2026-12-01T00:00:00Z")
+    assert "migrationPlan" not in verdict.status.fields and condition(verdict, "MigrationApproved") is None
+    # a finding that says nothing about the target (the registry is down) leaves the plan waiting
+    down = Finding("RegistryUnavailable", "registry fork.example unreachable")
+    unread = Check("fork.example/acme/platform-stack", (), (), None, None, down, None, DIGEST)
+    assert decisions.refused_plans(unread, plans, RUNS) == ()
+    kept = decisions.found(waiting, spec_of(waiting), RUNS, down, unread, "2026-12-01T00:00:00Z")
+    assert kept.status.fields["migrationPlan"] == "platform-2-0-0"
+    assert condition(kept, "MigrationApproved").reason == "AwaitingApproval"
 
 
 def overrides(values: Any) -> dict[str, Any]:

@@ -194,8 +194,9 @@ def condition(st: dict[str, Any], type_: str) -> dict[str, Any]:
 
 
 def settled(bed: KubeTestBed, reason: str, check: Callable[[dict[str, Any]], bool] = lambda st: True,
-            timeout: float = 60) -> dict[str, Any]:
-    """The status once the controller has acted on the current generation and Ready has `reason` (and `check`)."""
+            timeout: float = 120) -> dict[str, Any]:
+    """The status once the controller has acted on the current generation and Ready has `reason` (and `check`);
+    a check verifies with cosign and reads the registry, slow on a loaded machine: the wait is generous."""
     def probe() -> dict[str, Any] | None:
         obj = stack(bed)
         st = obj.get("status") or {}
@@ -231,6 +232,15 @@ def events(bed: KubeTestBed, reason: str) -> list[dict[str, Any]]:
     return [e for e in resp.json()["items"] if e.get("reason") == reason and e["regarding"]["kind"] == "PlatformStack"]
 
 
+def recorded(bed: KubeTestBed, reason: str,
+             check: Callable[[list[dict[str, Any]]], bool] = bool) -> list[dict[str, Any]]:
+    """The PlatformStack's events of `reason` once `check` holds (the controller records them before the status)."""
+    def probe() -> list[dict[str, Any]] | None:
+        found = events(bed, reason)
+        return found if found and check(found) else None
+    return wait(f"PlatformStack event {reason}", probe, 60)
+
+
 def platform(bed: KubeTestBed, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("platform", *args, "--kubeconfig", str(bed.kubeconfig))
 
@@ -259,7 +269,7 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     # autoUpgrade, no pin: the newest release of the channel that verifies; 1.0.0 -> 1.1.0 is safe, so no plan
     patch_spec(bed, {"pin": None, "autoUpgrade": True})
     st = settled(bed, "Applied", lambda st: st.get("currentVersion") == "1.1.0")
-    assert platform_plans(bed) == [] and events(bed, "UpgradeApplied")
+    assert platform_plans(bed) == [] and recorded(bed, "UpgradeApplied")
     patch_spec(bed, {"autoUpgrade": False})
     st = settled(bed, "Applied")
     digest = publisher.digest(repo, "1.1.0")
@@ -273,7 +283,8 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     assert "release.pub: no matching signatures" in unverified["1.3.0"]["reason"]
     assert "retired.pub: no matching signatures" in unverified["1.3.0"]["reason"]
     assert "no signatures found" in unverified["1.2.0"]["reason"]
-    assert {e["note"].split(" ")[0] for e in events(bed, "VerificationFailed")} >= {"1.2.0", "1.3.0"}
+    assert recorded(bed, "VerificationFailed",
+                    lambda found: {e["note"].split(" ")[0] for e in found} >= {"1.2.0", "1.3.0"})
     verified = condition(st, "SourceVerified")
     assert verified["status"] == "True" and f"1.1.0 ({digest}) verified with release.pub" in verified["message"]
     assert condition(st, "UpgradeAvailable")["status"] == "False"
@@ -329,7 +340,7 @@ def test_stable_offers_the_newest_verified_release_and_a_gated_pin_waits_for_app
     assert plan["status"]["phase"] == "pending-approval"
     assert umbrella_version(bed) == installed
     assert condition(st, "MigrationApproved")["reason"] == "AwaitingApproval"
-    assert events(bed, "MigrationPlanCreated")
+    assert recorded(bed, "MigrationPlanCreated")
 
     # approve: the umbrella moves to 2.0.0, the plan is applied, the history records it
     done(migration(bed, "approve", name))
@@ -389,7 +400,7 @@ def test_beta_and_edge_see_pre_releases_the_pin_wins_and_reject_reverts_the_pin(
     assert (st["currentVersion"], st["targetVersion"]) == ("2.0.0", "2.0.0")
     assert umbrella_version(bed) == installed
     assert platform_plans(bed)[0]["status"]["phase"] == "rejected"
-    assert events(bed, "PinReverted")
+    assert recorded(bed, "PinReverted")
     text = done(platform(bed, "status"))
     assert "  Pin:          2.0.0\n" in text and "Rejected" in text
 
@@ -426,7 +437,7 @@ def test_a_moved_tag_is_caught_and_nothing_is_re_applied(fresh: KubeTestBed, reg
     assert app is not None and app["spec"]["source"]["targetRevision"] == verified  # the digest, not the tag
     assert "automated" not in (app["spec"].get("syncPolicy") or {})  # Argo CD no longer syncs the moved tag by itself
     assert app["metadata"]["annotations"]["apprafter.io/stack-digest"] == verified
-    [event] = events(bed, "TagMoved")
+    [event] = recorded(bed, "TagMoved")
     assert moved in event["note"] and verified in event["note"]
     assert [h["digest"] for h in st["versionHistory"]] == [verified]
 
@@ -469,7 +480,7 @@ def test_a_registry_that_is_down_leaves_everything_as_it_was(fresh: KubeTestBed,
         assert [condition(st, "SourceVerified")[k] for k in unchanged] == \
             [condition(before, "SourceVerified")[k] for k in unchanged]
         assert umbrella_version(bed) == app["metadata"]["resourceVersion"]
-        assert events(bed, "RegistryUnavailable")
+        assert recorded(bed, "RegistryUnavailable")
     finally:
         registry.up()
     st = settled(bed, "Applied", lambda st: st["lastUpstreamCheck"] >= before["lastUpstreamCheck"])
@@ -607,7 +618,7 @@ def test_a_fork_reports_a_newer_upstream_and_never_applies_it(
     assert app is not None and app["spec"]["source"]["repoURL"] == f"oci://{registry.url}/{fork}/platform-stack"
     assert app["spec"]["source"]["targetRevision"] == publisher.digest(fork, "1.1.0")  # autoUpgrade: still the fork's
     assert platform_plans(bed) == []
-    [event] = events(bed, "UpstreamAhead")
+    [event] = recorded(bed, "UpstreamAhead")
     assert event["note"] == ahead["message"]
     text = done(platform(bed, "status"))
     assert "  Upstream:     2.0.0  upstream " in text and "UpstreamAhead" in text
@@ -631,7 +642,7 @@ def test_a_fork_reports_a_newer_upstream_and_never_applies_it(
 def test_an_upgrade_past_the_clusters_kubernetes_is_refused_before_anything_is_planned_or_applied(
         fresh: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
     bed = fresh
-    repo = publisher.publish("kube", [("1.1.0", "release"), ("3.0.0", "release")])
+    repo = publisher.publish("kube", [("1.1.0", "release"), ("2.0.0", "release"), ("3.0.0", "release")])
     create(bed, registry.url, repo, pin="1.1.0")
     settled(bed, "Applied")
     installed = umbrella_version(bed)
@@ -646,10 +657,20 @@ def test_an_upgrade_past_the_clusters_kubernetes_is_refused_before_anything_is_p
     assert umbrella_version(bed) == installed  # nothing patched
     assert (st["currentVersion"], st["targetVersion"]) == ("1.1.0", "3.0.0")
     assert [h["version"] for h in st["versionHistory"]] == ["1.1.0"]
-    [event] = events(bed, "UnsupportedKubernetes")
+    [event] = recorded(bed, "UnsupportedKubernetes")
     assert "needs Kubernetes >= 1.99.0" in event["note"] and cluster_version in event["note"]
     assert event["type"] == "Warning"
     # back to a version the cluster runs: Ready again, still no plan
     done(platform(bed, "upgrade", "--to", "1.1.0"))
     settled(bed, "Applied")
     assert platform_plans(bed) == [] and umbrella_version(bed) == installed
+    # a plan waiting for another target (2.0.0) is over once the stack asks for one the cluster cannot run
+    done(platform(bed, "upgrade", "--to", "2.0.0"))
+    waiting = settled(bed, "AwaitingMigrationApproval")["migrationPlan"]
+    done(platform(bed, "upgrade", "--to", "3.0.0"))
+    st = settled(bed, "UnsupportedKubernetes")
+    assert "migrationPlan" not in st and condition(st, "MigrationApproved") == {}
+    [plan] = platform_plans(bed)
+    assert (plan["metadata"]["name"], plan["status"]["phase"]) == (waiting, "superseded")
+    assert "asks for 3.0.0, which this cluster's Kubernetes cannot run" in plan["status"]["message"]
+    assert umbrella_version(bed) == installed
