@@ -51,8 +51,8 @@ def person_may_set(phase: str | None, target: str, scope: str | None) -> str | N
     if target not in HUMAN_PHASES:
         return f"a person may set {' or '.join(sorted(HUMAN_PHASES))} only; {target!r} is the operator's"
     if target in PLATFORM_ONLY and scope != "platform":
-        return ("an application-scope plan has no reject: revert the change in git; the operator then supersedes "
-                "the plan and the application is Ready again")
+        return (f"a {scope or 'application'}-scope plan has no reject: revert the change (in git); the operator then "
+                "supersedes the plan")
     if phase == target or phase in REACHABLE_FROM[target]:
         return None
     sources = " or ".join(sorted(p for p in REACHABLE_FROM[target] if p and p != target))

@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from compatibility.images import split_image
 from lifecycle.conditions import Condition, render
 from lifecycle.credential_checks import Checked, valid_condition
+from lifecycle.credential_gate import covers_image
 from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
@@ -120,10 +120,7 @@ def pull_secret(credential: Credential, login: Material, namespace: str) -> dict
 def covers(half: Half | None, image: str) -> bool:
     """Whether a registry half covers an image: its repository (Docker Hub names normalised) is a host entry or lies
     below one, path component by component (ghcr.io/my does not cover ghcr.io/myorg/app)."""
-    if half is None:
-        return False
-    repository, _, _ = split_image(image)
-    return any(repository == key or repository.startswith(key + "/") for key in map(pull_key, half.covers))
+    return half is not None and covers_image(map(pull_key, half.covers), image)
 
 
 def deployment_image(deployment: Mapping[str, Any]) -> str | None:

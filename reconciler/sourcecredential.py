@@ -1,7 +1,9 @@
 """The SourceCredential controller (spec §3.12), the edge: reads a credential, its unsealed Secrets and our
 Deployments; asks lifecycle.credential_outputs what to derive; applies the repo-creds and pull Secrets and the
 Deployments' imagePullSecrets under its own field manager, puts back a hand edit (DriftCorrected), prunes what is no
-longer derived, and removes it all before the credential goes (a finalizer). Never logs material."""
+longer derived, and removes it all before the credential goes (a finalizer). A coverage change that takes something
+from an Application (lifecycle.credential_gate, compatibility.gate) waits for its MigrationPlan: until it is approved
+nothing derived changes, a deletion included (the finalizer holds the credential). Never logs material."""
 
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from compatibility.crd import MIGRATION_PLAN
+from compatibility.gate import APPLIED, CredentialDecision, ExistingPlan, PlanPhase, decide_credential
+from compatibility.migrationplan import CREDENTIAL_LABEL as PLAN_CREDENTIAL_LABEL
 from controller_runtime.compare import status_up_to_date, up_to_date
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
@@ -18,13 +23,17 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome
 from lifecycle import credential_checks as checks
+from lifecycle import credential_gate as gate
 from lifecycle import credential_outputs as outputs
 from lifecycle.drift import drift, drift_note
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, Half, read
+from lifecycle.plans import CREDENTIAL_PLAN_LABELS
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Backend, Credential, Half, read
 from reconciler.credential_probes import probe_git, probe_registry
+from reconciler.plans import ensure as ensure_plans
+from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread
 from reconciler.status import record
-from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 from toolchain.timestamps import time_now
 
 __all__ = ["SourceCredentialController"]
@@ -33,6 +42,7 @@ log = logging.getLogger("apprafter.sourcecredential")
 
 SECRET = GroupVersionKind("v1", "Secret")
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+ARGO_APPLICATION = GroupVersionKind("argoproj.io/v1alpha1", "Application")
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 CHECK_INTERVAL = 600.0  # seconds between two checks of a half whose last check gave a verdict
 HalfKey = tuple[str, str]  # (credential, "git" | "registry")
@@ -56,11 +66,14 @@ class SourceCredentialController:
         self.argocd_namespace = argocd_namespace
         self.field_manager = field_manager
         self.runtime: Runtime | None = None
+        self._live_plans: dict[str, dict[str, Any]] = {}  # this pass's plans of the credential, as last written
 
     def watches(self) -> Sequence[Watch]:
         records = (self.records_namespace,)
         return [Watch(SOURCE_CREDENTIAL, {}, itself, records), Watch(SECRET, {}, self._material_of, records),
-                Watch(SECRET, MANAGED, self._derived_from), Watch(DEPLOYMENT, MANAGED, self._deployment_of)]
+                Watch(SECRET, MANAGED, self._derived_from), Watch(DEPLOYMENT, MANAGED, self._deployment_of),
+                Watch(MIGRATION_PLAN, CREDENTIAL_PLAN_LABELS, self._plan_of, records),
+                Watch(ARGO_APPLICATION, {}, self._argo_application_of, (self.argocd_namespace,))]
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -69,9 +82,38 @@ class SourceCredentialController:
         assert self.runtime is not None
         return self.runtime.informer(kind, labels, namespaces)
 
+    def _objects(self) -> list[dict[str, Any]]:
+        return self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).items(self.records_namespace)
+
     def _credentials(self) -> list[Credential]:
-        return [read(o) for o in self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).items(self.records_namespace)
-                if not o["metadata"].get("deletionTimestamp")]
+        """What each credential covers now: a held one (its change waits for a plan) what it last applied, a deleted
+        one nothing."""
+        out = []
+        for obj in self._objects():
+            held = (obj.get("status") or {}).get("migrationPlan")
+            if held:
+                out.append(_as_applied(read(obj), gate.applied_coverage(obj.get("status"))))
+            elif not obj["metadata"].get("deletionTimestamp"):
+                out.append(read(obj))
+        return out
+
+    def _covering(self, half: str, target: str) -> list[Key]:
+        """The credentials whose spec or last-applied coverage covers a repository URL or an image."""
+        names = []
+        for obj in self._objects():
+            for coverage in (gate.coverage_of(read(obj)), gate.applied_coverage(obj.get("status"))):
+                entries = getattr(coverage, half) if coverage is not None else None
+                if entries and (gate.covers_repository(entries, target) if half == "git"
+                                else gate.covers_image(entries, target)):
+                    names.append(obj["metadata"]["name"])
+        return self._keys(names)
+
+    def _plan_of(self, plan: Mapping[str, Any]) -> Iterable[Key]:
+        name = (plan["metadata"].get("labels") or {}).get(PLAN_CREDENTIAL_LABEL)
+        return self._keys([name] if name else [])
+
+    def _argo_application_of(self, application: Mapping[str, Any]) -> Iterable[Key]:
+        return [key for user in gate.repository_users([application]) for key in self._covering("git", user.target)]
 
     def _keys(self, names: Iterable[str]) -> list[Key]:
         return [(self.records_namespace, n) for n in sorted(set(names))]
@@ -88,20 +130,24 @@ class SourceCredentialController:
     def _deployment_of(self, deployment: Mapping[str, Any]) -> Iterable[Key]:
         image = outputs.deployment_image(deployment)
         attached = set(_attached(deployment))
-        return self._keys(c.name for c in self._credentials()
-                          if (image and outputs.covers(c.registry, image))
-                          or outputs.pull_secret_name(c.name) in attached)
+        holders = self._keys(c.name for c in self._credentials() if outputs.pull_secret_name(c.name) in attached)
+        return sorted({*(self._covering("registry", image) if image else []), *holders})
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None
         kube = self.runtime.kube
         cache = self._informer(SOURCE_CREDENTIAL, {}, self.namespaces)
         obj = await kube.get(SOURCE_CREDENTIAL, name, namespace)
+        decision = None
+        if obj is not None:
+            cache.update(obj)
+            decision = await self._gate(obj)
+            if not decision.allowed:
+                return await self._hold(obj, decision)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            if obj is not None:
-                cache.update(obj)
             await self._prune(name, keep=())
             await self._attach(name)
+            await self._consumed(decision)
             if obj is not None and outputs.FINALIZER in (obj["metadata"].get("finalizers") or []):
                 rest = [f for f in obj["metadata"]["finalizers"] if f != outputs.FINALIZER]
                 await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": rest}},
@@ -146,7 +192,79 @@ class SourceCredentialController:
         await self._write_status(obj, outputs.status(credential, found, obj.get("status") or {}, repo_names, pulls,
                                                      int(obj["metadata"].get("generation") or 0), time_now(),
                                                      latest))
+        await self._consumed(decision)
         return Done(min(waits)) if waits else Done()
+
+    # --- the gate (spec §3.8) ------------------------------------------------------------------------------
+
+    def _plans(self) -> Informer:
+        return self._informer(MIGRATION_PLAN, CREDENTIAL_PLAN_LABELS, self.namespaces)
+
+    def _users(self) -> list[gate.User]:
+        """What the coverage serves: the repositories Argo CD's Applications sync, the images our Deployments run."""
+        argo = self._informer(ARGO_APPLICATION, {}, (self.argocd_namespace,)).items(self.argocd_namespace)
+        images = []
+        for deployment in self._informer(DEPLOYMENT, MANAGED).items():
+            meta = deployment["metadata"]
+            image = outputs.deployment_image(deployment)
+            if image:
+                app = (meta.get("labels") or {}).get(NAME_LABEL) or meta["name"]
+                images.append((f"Application {meta['namespace']}/{app}", image))
+        return [*gate.repository_users(argo), *gate.image_users(images)]
+
+    async def _gate(self, obj: dict[str, Any]) -> CredentialDecision:
+        """The credential's plan (its last-applied coverage -> the spec's, or deletion), decided and its
+        MigrationPlans ensured and moved to their phases."""
+        assert self.runtime is not None
+        meta = obj["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        deleting = bool(meta.get("deletionTimestamp"))
+        result = gate.credential_plan(name, namespace, gate.applied_coverage(obj.get("status")),
+                                      None if deleting else gate.coverage_of(read(obj)), self._users())
+        cache = self._plans()
+        mine = [p for p in cache.items(namespace)
+                if (p["metadata"].get("labels") or {}).get(PLAN_CREDENTIAL_LABEL) == name]
+        decision = decide_credential(result, [ExistingPlan.of(p) for p in mine], owner_uid=str(meta["uid"]))
+        fields = {"controller": self.name, "namespace": namespace, "object": name}
+        if decision.migration_plan is not None or decision.phases:
+            self._live_plans = await ensure_plans(
+                self.runtime.kube, cache, self.runtime.recorder, obj, {p["metadata"]["name"]: p for p in mine},
+                decision.migration_plan, decision.phases, namespace=namespace, apply=self._ensure_plan,
+                created=lambda plan: f"MigrationPlan {plan} created: the change takes coverage from an Application; "
+                f"approve it with `apprafter migration approve {plan} -n {namespace}`", log_fields=fields)
+        else:
+            self._live_plans = {p["metadata"]["name"]: p for p in mine}
+        if decision.outcome != "apply":
+            log.info("gate", extra={**fields, "outcome": decision.outcome,
+                                    "plan": decision.waiting_for or decision.consumed})
+        return decision
+
+    async def _ensure_plan(self, plan: dict[str, Any]) -> dict[str, Any]:
+        assert self.runtime is not None
+        meta = plan["metadata"]
+        live = self._plans().get(meta["namespace"], meta["name"])
+        if live is not None and up_to_date(live, plan, self.runtime.kube.field_manager):
+            return live
+        result = await self.runtime.kube.apply(plan)
+        self._plans().update(result)
+        return result
+
+    async def _hold(self, obj: dict[str, Any], decision: CredentialDecision) -> Outcome:
+        """Nothing derived changes while the plan waits; the status says which plan (its coverage stays the
+        last-applied one). The plan's approval is a watch event."""
+        previous = {k: v for k, v in (obj.get("status") or {}).items() if k != "migrationPlan"}
+        await self._write_status(obj, {**previous, "migrationPlan": decision.waiting_for})
+        return Done()
+
+    async def _consumed(self, decision: CredentialDecision | None) -> None:
+        """The approved plan this pass carried out is marked applied."""
+        if decision is None or decision.consumed is None or decision.consumed not in self._live_plans:
+            return
+        assert self.runtime is not None
+        self._live_plans[decision.consumed] = await set_phase(
+            self.runtime.kube, self._plans(), self._live_plans[decision.consumed],
+            PlanPhase(decision.consumed, APPLIED, "applied: the credential's coverage change is carried out"),
+            {"controller": self.name, "object": decision.consumed})
 
     async def _check(self, credential: Credential, found: Mapping[str, outputs.Material | str | None]) -> tuple[
             dict[str, checks.Checked | None], list[float], dict[str, bool]]:
@@ -254,3 +372,15 @@ def _probe(half_name: str, half: Half, login: outputs.Material) -> checks.Verdic
     if half_name == "registry":
         return checks.combined(probe_registry(host, login) for host in checks.registry_hosts(half))
     return checks.combined(probe_git(url, login) for url in checks.git_urls(half))
+
+
+def _as_applied(credential: Credential, applied: gate.Coverage | None) -> Credential:
+    """A held credential as it was last applied: its coverage from the status, the backends of its spec."""
+    if applied is None:
+        return credential
+
+    def half(spec: Half | None, entries: tuple[str, ...] | None) -> Half | None:
+        return None if entries is None else Half(spec.backend if spec else Backend(None, None), entries)
+
+    return credential._replace(git=half(credential.git, applied.git),
+                               registry=half(credential.registry, applied.registry))

@@ -21,8 +21,10 @@ import pytest
 
 from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
 from lifecycle.sourcecredential import check
-from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, wait
+from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, plan_phase, plans, wait
 from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.test_sourcecredential_gate import documented_hash
+from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
 from tests.testbed.kube import ApplyRejected, KubeTestBed
@@ -136,6 +138,40 @@ def _pull_secrets(bed: KubeTestBed, namespace: str) -> list[str]:
                   .get("imagePullSecrets") or [])
 
 
+def _credential_plans(bed: KubeTestBed, records: str, name: str) -> list[dict[str, Any]]:
+    return [p for p in plans(bed, records) if (p["metadata"].get("labels") or {}).get(CREDENTIAL_LABEL) == name]
+
+
+def _pending(bed: KubeTestBed, records: str, name: str) -> dict[str, Any] | None:
+    found = [p for p in _credential_plans(bed, records, name) if plan_phase(bed, records, p["metadata"]["name"])
+             == "pending-approval"]
+    return found[0] if found else None
+
+
+def _approve(bed: KubeTestBed, records: str, plan: dict[str, Any]) -> None:
+    result = run_cli("migration", "approve", plan["metadata"]["name"], "-n", records, "--kubeconfig",
+                     str(bed.kubeconfig))
+    assert result.returncode == 0, result.stderr
+
+
+def _derived_versions(bed: KubeTestBed, argocd_namespace: str, covered: str) -> dict[str, Any]:
+    """What the gate keeps while a plan waits: each derived Secret's resourceVersion and the pods' references."""
+    pull = _secret(bed, covered, pull_secret_name("myorg"))
+    return {"repo-creds": sorted(s["metadata"]["resourceVersion"] for s in _repo_creds(bed, argocd_namespace)),
+            "pull": pull and pull["metadata"]["resourceVersion"], "references": _pull_secrets(bed, covered)}
+
+
+def _checked_plan(plan: dict[str, Any], name: str, rules: set[str]) -> None:
+    """A credential-scope plan of `name` with these gated rules and the documented approvedSpecHash."""
+    spec = plan["spec"]
+    assert spec["scope"]["type"] == "credential" and spec["scope"]["credential"]["ref"]["name"] == name
+    gated = [c for c in spec["changes"] if c["classification"] != "safe"]
+    assert {c["rule"] for c in gated} == rules and spec["risks"]["classification"] == "breaking"
+    assert spec["trigger"]["approvedSpecHash"] == documented_hash(gated, name)
+    assert plan["metadata"]["name"] == f"{name}-credential-{spec['trigger']['approvedSpecHash'][7:17]}"
+    assert plan["metadata"]["ownerReferences"][0]["kind"] == "SourceCredential"
+
+
 def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, operator: Operator,
                                                           argocd_namespace: str) -> None:
     records = operator.records_namespace
@@ -168,12 +204,13 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     assert status["pullSecrets"] == [f"{covered}/{pull_secret_name('myorg')}"]
     assert FINALIZER in bed.get(API, "SourceCredential", "myorg", records)["metadata"]["finalizers"]  # type: ignore[index]
 
-    # rotation: the new material reaches both halves, under the same names
+    # rotation: the new material reaches both halves, under the same names, and needs no plan
     material(bed, records, ROTATED)
     wait("the rotated repo-creds", lambda: _decoded(_repo_creds(bed, argocd_namespace)[0])["password"] == ROTATED
          or None)
     wait("the rotated pull secret", lambda: ROTATED in _decoded(_secret(bed, covered, pull_secret_name("myorg"))
                                                                 or {})[".dockerconfigjson"] or None)
+    assert _credential_plans(bed, records, "myorg") == []
 
     # a hand edit is put back, and said so on the credential
     name = repo["metadata"]["name"]
@@ -187,23 +224,61 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     drift = wait("DriftCorrected", lambda: events(bed, records, "DriftCorrected") or None)
     assert "data.password by kubectl-edit" in drift[0]["note"] and "typed-by-hand" not in drift[0]["note"]
 
-    # the credential stops covering the image (an image repository change would be gated: §3.8): its pull secret
-    # and the reference go; covering it again brings both back
+    # an Argo CD Application syncs a repository under the prefix
+    bed.apply({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "shop", "namespace": argocd_namespace},
+               "spec": {"project": "default",
+                        "source": {"repoURL": "http://127.0.0.1:3000/myorg/shop.git", "path": "."},
+                        "destination": {"server": "https://kubernetes.default.svc", "namespace": covered}}})
+
+    # narrowing both halves away from what matches them is destructive (§3.8): a MigrationPlan with the documented
+    # hash, and until it is approved nothing derived changes
+    before = _derived_versions(bed, argocd_namespace, covered)
     narrowed = copy.deepcopy(GOOD)
+    narrowed["git"]["repoPrefixes"] = ["http://127.0.0.1:3000/myorg/other/"]
     narrowed["registry"]["hosts"] = ["registry.test.example/someone-else/"]
     bed.apply(credential(records, narrowed))
+    plan = wait("the narrowing's plan", lambda: _pending(bed, records, "myorg"))
+    _checked_plan(plan, "myorg", {"AR-SC001", "AR-SC002"})
+    said = json.dumps(plan["spec"]["changes"])
+    assert f"Application {covered}/demo" in said and f"Argo CD Application {argocd_namespace}/shop" in said
+    held = wait("the status naming the plan", lambda: (bed.get(API, "SourceCredential", "myorg", records) or {})
+                .get("status", {}).get("migrationPlan") == plan["metadata"]["name"] or None)
+    assert held
+    status = bed.get(API, "SourceCredential", "myorg", records)["status"]  # type: ignore[index]
+    assert status["registry"]["hosts"] == ["registry.test.example/myorg"]  # the last-applied coverage
+    assert events(bed, records, "MigrationPlanCreated")
+    assert _derived_versions(bed, argocd_namespace, covered) == before
+    _approve(bed, records, plan)
     wait("the reference removed", lambda: _pull_secrets(bed, covered) == [] or None)
     wait("the pull secret removed", lambda: _secret(bed, covered, pull_secret_name("myorg")) is None or None)
+    wait("the repo-creds narrowed", lambda: [_decoded(s)["url"] for s in _repo_creds(bed, argocd_namespace)]
+         == ["http://127.0.0.1:3000/myorg/other/"] or None)
+    wait("the plan applied", lambda: plan_phase(bed, records, plan["metadata"]["name"]) == "applied" or None)
+    wait("the status without a plan", lambda: "migrationPlan" not in (bed.get(API, "SourceCredential", "myorg",
+                                                                              records) or {}).get("status", {}) or None)
+
+    # widening back is soft: no plan, the pull secret and the reference come back
     bed.apply(credential(records, GOOD))
     wait("the pull secret again", lambda: _pull_secrets(bed, covered) == [pull_secret_name("myorg")] or None)
     wait("its Secret again", lambda: _secret(bed, covered, pull_secret_name("myorg")))
+    assert [p["metadata"]["name"] for p in _credential_plans(bed, records, "myorg")] == [plan["metadata"]["name"]]
 
-    # deleting the credential removes what it derived, then the credential itself
+    # deleting it while Applications match it: held by our finalizer for a plan; approval removes it all
+    before = _derived_versions(bed, argocd_namespace, covered)
     bed.delete(API, "SourceCredential", "myorg", records)
+    deletion = wait("the deletion's plan", lambda: _pending(bed, records, "myorg"))
+    _checked_plan(deletion, "myorg", {"AR-SC001", "AR-SC002", "AR-SC003"})
+    wait("the status naming it", lambda: (bed.get(API, "SourceCredential", "myorg", records) or {})
+         .get("status", {}).get("migrationPlan") == deletion["metadata"]["name"] or None)
+    still = bed.get(API, "SourceCredential", "myorg", records)
+    assert still and still["metadata"].get("deletionTimestamp") and FINALIZER in still["metadata"]["finalizers"]
+    assert _derived_versions(bed, argocd_namespace, covered) == before
+    _approve(bed, records, deletion)
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "myorg", records) is None or None)
     assert _repo_creds(bed, argocd_namespace) == []
     assert _secret(bed, covered, pull_secret_name("myorg")) is None
-    assert _pull_secrets(bed, covered) == []
+    wait("the reference gone", lambda: _pull_secrets(bed, covered) == [] or None)
     for log in operator.log_path.parent.glob("*.log"):
         text = log.read_text()
         assert PASSWORD not in text and ROTATED not in text, f"material in {log}"
