@@ -206,15 +206,19 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
 
 def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_permissions(
         objects: list[dict[str, Any]]) -> None:
-    def platform_grants(objs: list[dict[str, Any]]) -> set[tuple[str | None, str, str]]:
-        return {(r["metadata"].get("namespace"), group, resource)
+    def grants(objs: list[dict[str, Any]], group_: str) -> dict[tuple[str | None, str], list[str]]:
+        return {(r["metadata"].get("namespace"), resource): verbs
                 for r in find(objs, "ClusterRole", "apprafter:operator") + find(objs, "Role", "apprafter:operator")
-                for group, resource, _ in rules(r)
-                if resource.startswith("platformstacks") or group == "argoproj.io"}
+                for (group, resource, _), verbs in rules(r).items()
+                if group == group_ and (group_ != "apprafter.io" or resource.startswith("platformstacks"))}
 
     without = render({"platformStack": {"enabled": False}})
-    assert platform_grants(objects) and not platform_grants(without)
-    assert not find(without, "RoleBinding", namespace=UMBRELLA_NAMESPACE)
+    assert grants(objects, "apprafter.io") and not grants(without, "apprafter.io")
+    # the SourceCredential controller's gate still reads Argo CD's Applications (their repoURLs); it writes none
+    assert sorted(grants(objects, "argoproj.io")[(UMBRELLA_NAMESPACE, "applications")]) == [
+        "create", "get", "list", "patch", "watch"]
+    assert grants(without, "argoproj.io") == {(UMBRELLA_NAMESPACE, "applications"): ["get", "list", "watch"]}
+    assert find(without, "RoleBinding", namespace=UMBRELLA_NAMESPACE)
     args = {name: container(one(objs, "Deployment", OPERATOR_SA["name"]))["args"]
             for name, objs in (("with", objects), ("without", without))}
     assert "--no-platform-stack" in args["without"] and "--no-platform-stack" not in args["with"]
