@@ -8,17 +8,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, condition_status
-from lifecycle.sourcecredential import Half, argocd_url, pull_key
+from lifecycle.credential_gate import coverage_of, covers_image
+from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
 
-__all__ = ["GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check", "combined", "derives",
-           "fingerprint", "git_urls", "git_verdict", "registry_hosts", "registry_verdict", "valid_condition",
-           "wait_before_check"]
+__all__ = ["CREDENTIAL_CONDITION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check",
+           "combined", "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "registry_hosts",
+           "registry_verdict", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
+CREDENTIAL_CONDITION = "SourceCredentialValid"  # on an Application whose image only Invalid credentials cover
 GATES = ("present", "confirmed")  # a half derives once its material is present, or once it is also Valid
 BACKOFF_BASE = 5.0  # seconds before the first re-check of an unverified half; doubled each time up to the cap
 WORDS = 300  # characters of the server's words kept in a message
@@ -146,3 +148,27 @@ def derives(gate: str, present: bool, last: Checked | None, current: str | None)
     if gate == "present":
         return True
     return last is not None and last.fingerprint == current and last.verdict.state == VALID
+
+
+def _registry_invalid(obj: Mapping[str, Any]) -> bool:
+    """Whether a SourceCredential's status says its registry half was refused (Valid False, reason Invalid)."""
+    registry = (obj.get("status") or {}).get("registry") or {}
+    return any(c.get("type") == "Valid" and c.get("status") == "False" and c.get("reason") == INVALID
+               for c in registry.get("conditions") or [] if isinstance(c, Mapping))
+
+
+def image_credentials(image: str | None, credentials: Iterable[Mapping[str, Any]]) -> Condition | None:
+    """An Application's condition when every SourceCredential whose registry half covers its image was refused by
+    the registry (None when none covers it or one is not Invalid): it names the credentials, never their material
+    nor the registry's words (the credential's own status has those)."""
+    if not image:
+        return None
+    covering = [obj for obj in credentials if not obj["metadata"].get("deletionTimestamp")
+                and (hosts := coverage_of(read(obj)).registry) and covers_image(hosts, image)]
+    if not covering or not all(_registry_invalid(obj) for obj in covering):
+        return None
+    named = ", ".join(sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in covering))
+    return Condition(CREDENTIAL_CONDITION, "False", "CredentialInvalid",
+                     f"image {image} is covered only by SourceCredential {named}, whose registry login is Invalid "
+                     "(the registry refused it): pulls fail until its material is re-sealed (`kubectl describe "
+                     "sourcecredential` shows the registry's words)")

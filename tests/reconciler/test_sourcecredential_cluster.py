@@ -22,6 +22,7 @@ import pytest
 from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
 from lifecycle.sourcecredential import check
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, plan_phase, plans, wait
+from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.reconciler.test_sourcecredential_gate import documented_hash
 from tests.renderer.helpers import run_cli
@@ -459,3 +460,43 @@ def test_the_confirmed_gate_derives_only_what_was_checked_valid(bed: KubeTestBed
         op.stop()
     for log in _bed_logs(bed, op.log_path.parent):
         assert servers.password not in log.read_text(errors="replace"), f"material in {log}"
+
+
+def test_an_application_names_the_invalid_credential_covering_its_image(bed: KubeTestBed, operator: Operator,
+                                                                        servers: Servers) -> None:
+    records = operator.records_namespace
+    wrong = f"wrong-{uuid.uuid4().hex}"
+
+    def login(password: str) -> None:
+        bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+                   "metadata": {"name": "pull-login", "namespace": records},
+                   "stringData": {"username": servers.user, "password": password}},
+                  field_manager="sealed-secrets-controller")
+
+    login(wrong)
+    bed.apply(credential(records, {"registry": {"backend": {"sealedSecretRef": {"name": "pull-login"}},
+                                                "hosts": [f"{servers.registry_host}/team/"]}}, name="pull"))
+    namespace = fresh_namespace(bed, "cred")
+    apply(bed, cr(namespace, edit(edit(needs=None, env={"LOG_LEVEL": "info"}, expose={"port": 8080}),
+                                  image=f"{servers.registry_host}/team/demo:1")))
+
+    def credential_condition() -> dict[str, Any] | None:
+        found = [c for c in (app_status(bed, namespace).get("conditions") or [])
+                 if c["type"] == "SourceCredentialValid"]
+        return found[0] if found else None
+
+    named = wait("the Application naming the refused credential", credential_condition)
+    assert (named["status"], named["reason"]) == ("False", "CredentialInvalid")
+    assert f"SourceCredential {records}/pull" in named["message"] and wrong not in named["message"]
+    login(servers.password)  # re-sealed: the condition goes
+    wait("the condition gone", lambda: credential_condition() is None or None)
+
+    # deleting it while the Application's image is covered waits for a plan; approving lets it go
+    bed.delete(API, "SourceCredential", "pull", records)
+    plan = wait("the deletion's plan", lambda: _pending(bed, records, "pull"))
+    _checked_plan(plan, "pull", {"AR-SC002", "AR-SC003"})
+    _approve(bed, records, plan)
+    wait("the credential gone", lambda: bed.get(API, "SourceCredential", "pull", records) is None or None)
+    for log in _bed_logs(bed, operator.log_path.parent):
+        assert wrong not in log.read_text(errors="replace") and servers.password not in log.read_text(
+            errors="replace"), f"material in {log}"

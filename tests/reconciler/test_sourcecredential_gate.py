@@ -157,3 +157,29 @@ def test_undoing_the_change_supersedes_the_plan() -> None:
     undone = decide_credential(credential_plan("myorg", "ns", BASE, BASE, USERS), [existing(plan, PENDING)],
                                owner_uid="uid-1")
     assert undone.outcome == "apply" and [p.phase for p in undone.phases] == [SUPERSEDED]
+
+
+def credential_object(name: str, hosts: list[str], valid: tuple[str, str] | None) -> dict[str, Any]:
+    conditions = [{"type": "Valid", "status": valid[0], "reason": valid[1], "message": "refused: HTTP 401"}] \
+        if valid else []
+    return {"metadata": {"name": name, "namespace": "apprafter-system"},
+            "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "x"}}, "hosts": hosts}},
+            "status": {"registry": {"conditions": conditions, "hosts": hosts}}}
+
+
+def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
+    from lifecycle.credential_checks import CREDENTIAL_CONDITION, image_credentials
+
+    refused = credential_object("myorg", ["ghcr.io/myorg/"], ("False", "Invalid"))
+    condition = image_credentials("ghcr.io/myorg/shop:1", [refused])
+    assert condition is not None and (condition.type, condition.status, condition.reason) == (
+        CREDENTIAL_CONDITION, "False", "CredentialInvalid")
+    assert "apprafter-system/myorg" in condition.message and "HTTP 401" not in condition.message
+    working = credential_object("other", ["ghcr.io/"], ("True", "Valid"))
+    unverified = credential_object("other", ["ghcr.io/"], ("Unknown", "Unverified"))
+    assert image_credentials("ghcr.io/myorg/shop:1", [refused, working]) is None  # another one may work
+    assert image_credentials("ghcr.io/myorg/shop:1", [refused, unverified]) is None
+    assert image_credentials("ghcr.io/elsewhere/shop:1", [refused]) is None  # not covered
+    assert image_credentials(None, [refused]) is None
+    deleting = {**refused, "metadata": {**refused["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert image_credentials("ghcr.io/myorg/shop:1", [deleting]) is None
