@@ -192,7 +192,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
                    ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"],
                    # SourceCredentials: read, a finalizer patched on and off, their status
                    ("apprafter.io", "sourcecredentials", ()): ["get", "list", "watch", "patch"],
-                   ("apprafter.io", "sourcecredentials/status", ()): ["patch"]}
+                   ("apprafter.io", "sourcecredentials/status", ()): ["patch"],
+                   # a credential-scope MigrationPlan's owner reference blocks its owner's deletion
+                   ("apprafter.io", "sourcecredentials/finalizers", ()): ["update"]}
     assert rules(one(objects, "ClusterRole", "apprafter:baseline-forgetter")) == {
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
