@@ -66,7 +66,6 @@ class SourceCredentialController:
         self.argocd_namespace = argocd_namespace
         self.field_manager = field_manager
         self.runtime: Runtime | None = None
-        self._live_plans: dict[str, dict[str, Any]] = {}  # this pass's plans of the credential, as last written
 
     def watches(self) -> Sequence[Watch]:
         records = (self.records_namespace,)
@@ -85,11 +84,14 @@ class SourceCredentialController:
     def _objects(self) -> list[dict[str, Any]]:
         return self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).items(self.records_namespace)
 
-    def _credentials(self) -> list[Credential]:
+    def _credentials(self, carried: tuple[str, Credential | None] | None = None) -> list[Credential]:
         """What each credential covers now: a held one (its change waits for a plan) what it last applied, a deleted
-        one nothing."""
+        one nothing; `carried` is the one this pass carries out (None: being deleted), as it is now."""
         out = []
         for obj in self._objects():
+            if carried is not None and obj["metadata"]["name"] == carried[0]:
+                out += [carried[1]] if carried[1] is not None else []
+                continue
             held = (obj.get("status") or {}).get("migrationPlan")
             if held:
                 out.append(_as_applied(read(obj), gate.applied_coverage(obj.get("status"))))
@@ -138,16 +140,17 @@ class SourceCredentialController:
         kube = self.runtime.kube
         cache = self._informer(SOURCE_CREDENTIAL, {}, self.namespaces)
         obj = await kube.get(SOURCE_CREDENTIAL, name, namespace)
-        decision = None
+        decision: CredentialDecision | None = None
+        live: dict[str, dict[str, Any]] = {}
         if obj is not None:
             cache.update(obj)
-            decision = await self._gate(obj)
+            decision, live = await self._gate(obj)
             if not decision.allowed:
                 return await self._hold(obj, decision)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             await self._prune(name, keep=())
-            await self._attach(name)
-            await self._consumed(decision)
+            await self._attach(name, (name, None))
+            await self._consumed(decision, live)
             if obj is not None and outputs.FINALIZER in (obj["metadata"].get("finalizers") or []):
                 rest = [f for f in obj["metadata"]["finalizers"] if f != outputs.FINALIZER]
                 await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": rest}},
@@ -186,13 +189,13 @@ class SourceCredentialController:
                 {h for h in ("git", "registry") if isinstance(found.get(h), outputs.Material) and not derives[h]}]
         kept = [*desired, *held]
         await self._prune(name, keep=[(s["metadata"]["namespace"], s["metadata"]["name"]) for s in kept])
-        await self._attach(name)
+        await self._attach(name, (name, credential))
         repo_names = [s["metadata"]["name"] for s in kept if _half_of(s) == "git"]
         pulls = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in kept if _half_of(s) == "registry"]
         await self._write_status(obj, outputs.status(credential, found, obj.get("status") or {}, repo_names, pulls,
                                                      int(obj["metadata"].get("generation") or 0), time_now(),
                                                      latest))
-        await self._consumed(decision)
+        await self._consumed(decision, live)
         return Done(min(waits)) if waits else Done()
 
     # --- the gate (spec §3.8) ------------------------------------------------------------------------------
@@ -212,9 +215,9 @@ class SourceCredentialController:
                 images.append((f"Application {meta['namespace']}/{app}", image))
         return [*gate.repository_users(argo), *gate.image_users(images)]
 
-    async def _gate(self, obj: dict[str, Any]) -> CredentialDecision:
-        """The credential's plan (its last-applied coverage -> the spec's, or deletion), decided and its
-        MigrationPlans ensured and moved to their phases."""
+    async def _gate(self, obj: dict[str, Any]) -> tuple[CredentialDecision, dict[str, dict[str, Any]]]:
+        """The credential's plan (its last-applied coverage -> the spec's, or deletion), decided, and its
+        MigrationPlans (name -> plan) once ensured and moved to their phases."""
         assert self.runtime is not None
         meta = obj["metadata"]
         name, namespace = meta["name"], meta["namespace"]
@@ -227,17 +230,17 @@ class SourceCredentialController:
         decision = decide_credential(result, [ExistingPlan.of(p) for p in mine], owner_uid=str(meta["uid"]))
         fields = {"controller": self.name, "namespace": namespace, "object": name}
         if decision.migration_plan is not None or decision.phases:
-            self._live_plans = await ensure_plans(
+            live = await ensure_plans(
                 self.runtime.kube, cache, self.runtime.recorder, obj, {p["metadata"]["name"]: p for p in mine},
                 decision.migration_plan, decision.phases, namespace=namespace, apply=self._ensure_plan,
                 created=lambda plan: f"MigrationPlan {plan} created: the change takes coverage from an Application; "
                 f"approve it with `apprafter migration approve {plan} -n {namespace}`", log_fields=fields)
         else:
-            self._live_plans = {p["metadata"]["name"]: p for p in mine}
+            live = {p["metadata"]["name"]: p for p in mine}
         if decision.outcome != "apply":
             log.info("gate", extra={**fields, "outcome": decision.outcome,
                                     "plan": decision.waiting_for or decision.consumed})
-        return decision
+        return decision, live
 
     async def _ensure_plan(self, plan: dict[str, Any]) -> dict[str, Any]:
         assert self.runtime is not None
@@ -256,13 +259,13 @@ class SourceCredentialController:
         await self._write_status(obj, {**previous, "migrationPlan": decision.waiting_for})
         return Done()
 
-    async def _consumed(self, decision: CredentialDecision | None) -> None:
+    async def _consumed(self, decision: CredentialDecision | None, live: Mapping[str, dict[str, Any]]) -> None:
         """The approved plan this pass carried out is marked applied."""
-        if decision is None or decision.consumed is None or decision.consumed not in self._live_plans:
+        if decision is None or decision.consumed is None or decision.consumed not in live:
             return
         assert self.runtime is not None
-        self._live_plans[decision.consumed] = await set_phase(
-            self.runtime.kube, self._plans(), self._live_plans[decision.consumed],
+        await set_phase(
+            self.runtime.kube, self._plans(), live[decision.consumed],
             PlanPhase(decision.consumed, APPLIED, "applied: the credential's coverage change is carried out"),
             {"controller": self.name, "object": decision.consumed})
 
@@ -328,11 +331,12 @@ class SourceCredentialController:
             log.info("pruned", extra={"controller": self.name, "object": credential, "kind": "Secret",
                                       "child": f"{meta['namespace']}/{meta['name']}"})
 
-    async def _attach(self, credential: str) -> None:
+    async def _attach(self, credential: str, carried: tuple[str, Credential | None]) -> None:
         """Give each Deployment this credential covers, or once covered, the pull secrets every credential now
-        gives its image (one field manager holds the whole list, so it is computed from all credentials)."""
+        gives its image (one field manager holds the whole list, so it is computed from all credentials, `carried`
+        as this pass carries it out)."""
         assert self.runtime is not None
-        credentials = self._credentials()
+        credentials = self._credentials(carried)
         mine = outputs.pull_secret_name(credential)
         cache = self._informer(DEPLOYMENT, MANAGED)
         for deployment in cache.items():
