@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "argocd"
 APPRAFTER_API = "apprafter.io/v1alpha1"
 ARGOCD_NAMESPACE = "argocd-loop"  # not `argocd`: other test-bed tests may use that namespace for their own ends
+CHART_ARGOCD_NAMESPACE = "argocd"  # where the operator chart's Role for Argo CD's Applications is
 APPROVER = LocalUser("approver", "role:apprafter-approver")
 VIEWER = LocalUser("viewer", "role:readonly")
 FIELD_MANAGER = "apprafter-gitops-loop"
@@ -292,11 +293,12 @@ def chart_operator(kube: KubeTestBed, workdir: Path, args: Sequence[str],
 def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,),
                         records: str | None = None) -> Path:
     """A kubeconfig for the operator's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
-    operator chart's own RBAC objects, cluster-wide and in `namespaces`, and nothing else; with `records`, the
-    chart's Role of the release namespace is bound there too (the operator's --records-namespace)."""
+    operator chart's own RBAC objects, cluster-wide, in `namespaces` and in `argocd` (the SourceCredential
+    controller watches Argo CD's Applications there), and nothing else; with `records`, the chart's Role of the
+    release namespace is bound there too (the operator's --records-namespace)."""
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
-    objects = chart_rbac(OPERATOR_RBAC, namespaces)
+    objects = chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((*namespaces, CHART_ARGOCD_NAMESPACE))))
     if records is not None:
         objects += [{**o, "metadata": {**o["metadata"], "namespace": records}} for o in chart_rbac(OPERATOR_RBAC)
                     if o["metadata"].get("namespace") == OPERATOR_NAMESPACE]
@@ -309,7 +311,8 @@ def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[s
 def forget_access(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
     """Delete the operator's ServiceAccount and the chart's RBAC objects the loop applied (operator_kubeconfig,
     person_kubeconfig): on a shared bed the chart's own `helm install` would refuse to adopt them."""
-    granted = [*chart_rbac(OPERATOR_RBAC, (OPERATOR_NAMESPACE, *namespaces)),
+    granted = [*chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((OPERATOR_NAMESPACE, *namespaces,
+                                                                CHART_ARGOCD_NAMESPACE)))),
                *[o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"]]
     for obj in granted:
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
