@@ -25,7 +25,7 @@ from platform_stack import umbrella
 from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.argocd import ARGOCD_API, ArgoCD, Settings, configmaps_of, start_argocd, with_component
-from tests.testbed.distribution import AuthRegistry, start_distribution
+from tests.testbed.distribution import AuthRegistry, distribution
 from tests.testbed.gitops import DEPLOY, chart_operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import tool, wait_for
@@ -57,11 +57,8 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]:
-    reg = start_distribution(tmp_path_factory.mktemp("registry"), "token")
-    try:
+    with distribution(tmp_path_factory.mktemp("registry"), "token") as reg:
         yield reg
-    finally:
-        reg.stop()
 
 
 @pytest.fixture(scope="module")
@@ -80,21 +77,13 @@ def operator(bed: KubeTestBed, registry: AuthRegistry, publisher: Publisher,
     public = base64.b64encode(publisher.keys["release"][1].read_bytes()).decode()
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KEYS, "namespace": NS},
                "data": {"release.pub": public}})
-    bed.apply(docker_config_secret(registry, CREDENTIALS, NS))
+    bed.apply(registry.pull_secret(CREDENTIALS, NS))
     workdir = tmp_path_factory.mktemp("operator")
     op = chart_operator(bed, workdir, ("--no-leader-elect", *FAST), (NS, umbrella.NAMESPACE)).start()
     try:
         yield op
     finally:
         op.stop()
-
-
-def docker_config_secret(registry: AuthRegistry, name: str, namespace: str) -> dict[str, Any]:
-    login = base64.b64encode(f"{registry.reader}:{registry.reader_password}".encode()).decode()
-    config = json.dumps({"auths": {registry.url: {"auth": login}}}).encode()
-    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": {"name": name, "namespace": namespace},
-            "data": {".dockerconfigjson": base64.b64encode(config).decode()}}
 
 
 class Deployed:

@@ -23,11 +23,10 @@ from lifecycle.bootstrap import KEYS_SECRET, SIDECAR_MANAGER
 from platform_stack import umbrella
 from renderer.manifests import KINDS
 from renderer.names import OPERATOR_FIELD_MANAGER
-from tests.argocd.test_umbrella_by_digest import docker_config_secret
 from tests.platform_stack.conftest import cli
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.argocd import ARGOCD_VERSIONS, install_manifest, install_objects
-from tests.testbed.distribution import AuthRegistry, start_distribution
+from tests.testbed.distribution import AuthRegistry, distribution
 from tests.testbed.gitops import chart_operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import wait_for
@@ -48,11 +47,8 @@ OUR_CRDS = {"applications.apprafter.io", "applicationbaselines.apprafter.io", "m
 
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]:
-    reg = start_distribution(tmp_path_factory.mktemp("registry"), "htpasswd")
-    try:
+    with distribution(tmp_path_factory.mktemp("registry"), "htpasswd") as reg:
         yield reg
-    finally:
-        reg.stop()
 
 
 @pytest.fixture(scope="module")
@@ -326,7 +322,7 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
         root = kube.get(umbrella.API_VERSION, umbrella.KIND, umbrella.NAME, umbrella.NAMESPACE)
         assert root is not None
         kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])  # the children's kinds
-        kube.apply(docker_config_secret(publisher.registry, "registry-credentials", NS))
+        kube.apply(publisher.registry.pull_secret("registry-credentials", NS))
         operator = chart_operator(kube, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", *FAST),
                                   (NS, umbrella.NAMESPACE)).start()
         digest = publisher.digest(REPO, "1.1.0")

@@ -22,7 +22,7 @@ from tests.platform_stack.conftest import cli as stack_cli
 from tests.reconciler.helpers import wait
 from tests.reconciler.operator_proc import FAST, Operator, records_namespace_for
 from tests.renderer.helpers import run_cli
-from tests.testbed.distribution import AuthRegistry, start_distribution
+from tests.testbed.distribution import AuthRegistry, distribution
 from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.kube import KubeTestBed, _rejected
 from tests.testbed.stack_releases import Publisher, build_releases, key_pairs
@@ -65,11 +65,8 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AuthRegistry]:
     """A registry of this module's own (it is stopped and started again by a test), speaking the token protocol."""
-    reg = start_distribution(tmp_path_factory.mktemp("registry"), "token")
-    try:
+    with distribution(tmp_path_factory.mktemp("registry"), "token") as reg:
         yield reg
-    finally:
-        reg.stop()
 
 
 @pytest.fixture(scope="module")
@@ -545,8 +542,13 @@ def test_override_values_reach_the_component_application_through_the_gate(
     values = tmp_path / "umbrella-values.json"
     values.write_text(json.dumps(values_object))
     rendered = applications(helm_template(charts["1.1.0"], "-f", str(values)))
-    assert rendered["cert-manager"]["spec"]["source"]["helm"]["valuesObject"] == {
-        "crds": {"enabled": False}, "clusterIssuer": {"name": "apprafter-public"}, "replicaCount": 2}
+    plain = {**values_object, "overrides": {}}
+    values.write_text(json.dumps(plain))
+    stacks = applications(helm_template(charts["1.1.0"], "-f", str(values)))["cert-manager"]["spec"]["source"]
+    expected = {**stacks["helm"]["valuesObject"], "crds": {**stacks["helm"]["valuesObject"]["crds"], "enabled": False},
+                "replicaCount": 2}
+    assert stacks["helm"]["valuesObject"]["crds"]["enabled"] is True  # the override changes what the stack sets
+    assert rendered["cert-manager"]["spec"]["source"]["helm"]["valuesObject"] == expected
     # a second check with nothing new: the kept values are the baseline, so nothing is gated again
     recheck(bed)
     settled(bed, "Applied")

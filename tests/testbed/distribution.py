@@ -9,6 +9,7 @@ small one of ours that signs tokens with a certificate the registry trusts (dist
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime
 import http.server
@@ -17,6 +18,7 @@ import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,14 @@ class AuthRegistry:
         auth = base64.b64encode(f"{user or self.user}:{password or self.password}".encode()).decode()
         (directory / "config.json").write_text(json.dumps({"auths": {self.url: {"auth": auth}}}))
         return directory
+
+    def pull_secret(self, name: str, namespace: str) -> dict[str, Any]:
+        """A kubernetes.io/dockerconfigjson Secret holding the pull-only login (what a cluster's consumers get)."""
+        login = base64.b64encode(f"{self.reader}:{self.reader_password}".encode()).decode()
+        config = json.dumps({"auths": {self.url: {"auth": login}}}).encode()
+        return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": {".dockerconfigjson": base64.b64encode(config).decode()}}
 
     def down(self) -> None:
         """Stop the registry process (the token service and the stored data stay)."""
@@ -140,6 +150,16 @@ def _token_handler(signer: _Signer, users: dict[str, tuple[str, tuple[str, ...]]
             return
 
     return Handler
+
+
+@contextlib.contextmanager
+def distribution(workdir: Path, flavour: str) -> Iterator[AuthRegistry]:
+    """A registry for the length of the block (a module fixture's): started, then stopped."""
+    registry = start_distribution(workdir, flavour)
+    try:
+        yield registry
+    finally:
+        registry.stop()
 
 
 def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> AuthRegistry:
