@@ -15,11 +15,14 @@ from lifecycle.conditions import Condition, condition_status
 from lifecycle.credential_gate import coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
 
-__all__ = ["CREDENTIAL_CONDITION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check",
-           "combined", "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "registry_hosts",
-           "registry_verdict", "valid_condition", "wait_before_check"]
+__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked",
+           "Verdict", "after_check", "check_request", "combined", "derives", "fingerprint", "git_urls", "git_verdict",
+           "image_credentials", "registry_hosts", "registry_verdict", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
+# Set to a new value (`apprafter repo creds check`): every half is due at once; status.checkRequest echoes it back
+CHECK_REQUEST_ANNOTATION = "apprafter.io/check-requested"
+MAX_REQUEST = 128  # characters of a request kept (the status field's maxLength)
 CREDENTIAL_CONDITION = "SourceCredentialValid"  # on an Application whose image only Invalid credentials cover
 GATES = ("present", "confirmed")  # a half derives once its material is present, or once it is also Valid
 BACKOFF_BASE = 5.0  # seconds before the first re-check of an unverified half; doubled each time up to the cap
@@ -40,13 +43,14 @@ class Verdict(NamedTuple):
 
 class Checked(NamedTuple):
     """The last check of one half (kept in the operator's memory only): what it checked, its verdict, when
-    (monotonic seconds and RFC 3339), and how many checks in a row could not tell."""
+    (monotonic seconds and RFC 3339), how many checks in a row could not tell, and the check request it answered."""
 
     fingerprint: str
     verdict: Verdict
     at: float
     timestamp: str
     unverified_runs: int
+    requested: str = ""
 
 
 def _words(text: str) -> str:
@@ -112,10 +116,18 @@ def fingerprint(half: Half, username: str, password: str) -> str:
     return hashlib.sha256(json.dumps([sorted(half.covers), username, secret]).encode()).hexdigest()
 
 
-def wait_before_check(last: Checked | None, current: str, now: float, interval_s: float, cap_s: float) -> float:
-    """Seconds until the half is due for a check: 0 when never checked or changed since; else `interval_s` after
-    a verdict, or a backoff doubling from BACKOFF_BASE up to `cap_s` after each check that could not tell."""
-    if last is None or last.fingerprint != current:
+def check_request(annotations: Mapping[str, Any] | None) -> str:
+    """The credential's check request ("" when none): the annotation's value, bounded and printable."""
+    value = (annotations or {}).get(CHECK_REQUEST_ANNOTATION)
+    return _UNPRINTABLE.sub("?", value)[:MAX_REQUEST] if isinstance(value, str) else ""
+
+
+def wait_before_check(last: Checked | None, current: str, now: float, interval_s: float, cap_s: float,
+                      requested: str = "") -> float:
+    """Seconds until the half is due for a check: 0 when never checked, changed since, or a check was requested
+    since (a new request value); else `interval_s` after a verdict, or a backoff doubling from BACKOFF_BASE up to
+    `cap_s` after each check that could not tell."""
+    if last is None or last.fingerprint != current or last.requested != requested:
         return 0.0
     if last.verdict.state == UNVERIFIED:
         wait = min(cap_s, BACKOFF_BASE * 2.0 ** max(0, last.unverified_runs - 1))
@@ -124,12 +136,13 @@ def wait_before_check(last: Checked | None, current: str, now: float, interval_s
     return max(0.0, last.at + wait - now)
 
 
-def after_check(last: Checked | None, current: str, verdict: Verdict, now: float, timestamp: str) -> Checked:
-    """The memory of a check just made (the count of checks in a row that could not tell)."""
+def after_check(last: Checked | None, current: str, verdict: Verdict, now: float, timestamp: str,
+                requested: str = "") -> Checked:
+    """The memory of a check just made (the count of checks in a row that could not tell, the request answered)."""
     runs = 0
     if verdict.state == UNVERIFIED:
         runs = (last.unverified_runs if last is not None and last.fingerprint == current else 0) + 1
-    return Checked(current, verdict, now, timestamp, runs)
+    return Checked(current, verdict, now, timestamp, runs, requested)
 
 
 def valid_condition(last: Checked | None, why_unchecked: str | None) -> Condition:

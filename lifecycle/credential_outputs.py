@@ -14,13 +14,13 @@ from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, render
 from lifecycle.credential_checks import Checked, valid_condition
-from lifecycle.credential_gate import covers_image
+from lifecycle.credential_gate import User, covers_image, image_users, repository_users
 from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
-from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material",
            "attachment", "covered_deployments", "covers", "derived_from", "half_conditions", "material",
-           "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status", "status_fields"]
+           "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status", "status_fields", "users"]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
 # ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
@@ -129,6 +129,19 @@ def deployment_image(deployment: Mapping[str, Any]) -> str | None:
     return next((str(c.get("image")) for c in containers if c.get("name") == APP_CONTAINER and c.get("image")), None)
 
 
+def users(argo_applications: Iterable[Mapping[str, Any]], deployments: Iterable[Mapping[str, Any]]) -> list[User]:
+    """What a credential's coverage serves, for the gate (the operator's and `repo creds remove`'s prediction): the
+    repositories Argo CD's Applications sync and the images our Deployments run, named by their Application."""
+    images = []
+    for deployment in deployments:
+        meta = deployment["metadata"]
+        image = deployment_image(deployment)
+        if image:
+            app = (meta.get("labels") or {}).get(NAME_LABEL) or meta["name"]
+            images.append((f"Application {meta['namespace']}/{app}", image))
+    return [*repository_users(argo_applications), *image_users(images)]
+
+
 def pull_secrets_for(image: str | None, credentials: Iterable[Credential]) -> list[str]:
     """The pull secrets a Deployment's pods reference: every credential whose registry half covers the image."""
     if image is None:
@@ -181,11 +194,14 @@ def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Se
 
 def status(credential: Credential, found: Mapping[str, Material | str | None], previous: Mapping[str, Any],
            repo_secrets: Sequence[str], pulls: Sequence[str], generation: int, timestamp: str,
-           checks: Mapping[str, Checked | None] | None = None) -> dict[str, Any]:
+           checks: Mapping[str, Checked | None] | None = None, check_request: str = "") -> dict[str, Any]:
     """The whole status a pass writes: per half its conditions (times kept while a status holds), coverage and
-    lastValidated, and the derived Secrets. `found` holds each half's material, or why there is none; `checks`
-    each half's last check; an OpenBao backend is not read by this operator yet (Present Unknown)."""
+    lastValidated, the derived Secrets, and the check request this pass answered. `found` holds each half's
+    material, or why there is none; `checks` each half's last check; an OpenBao backend is not read by this
+    operator yet (Present Unknown)."""
     out: dict[str, Any] = {"observedGeneration": generation}
+    if check_request:
+        out["checkRequest"] = check_request
     fields = status_fields(credential, repo_secrets, pulls)
     for name, half in (("git", credential.git), ("registry", credential.registry)):
         if half is None:

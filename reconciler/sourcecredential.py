@@ -33,7 +33,7 @@ from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread
 from reconciler.status import record
-from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from toolchain.timestamps import time_now
 
 __all__ = ["SourceCredentialController"]
@@ -172,7 +172,8 @@ class SourceCredentialController:
             if half is not None and half.backend.sealed_secret:
                 secret = materials.get(namespace, half.backend.sealed_secret)
                 found[half_name] = outputs.material(secret, half.backend.sealed_secret)
-        latest, waits, derives = await self._check(credential, found)
+        requested = checks.check_request(obj["metadata"].get("annotations"))
+        latest, waits, derives = await self._check(credential, found, requested)
         desired: list[dict[str, Any]] = []
         git, registry = found.get("git"), found.get("registry")
         if isinstance(git, outputs.Material) and derives["git"]:
@@ -194,7 +195,7 @@ class SourceCredentialController:
         pulls = [f"{s['metadata']['namespace']}/{s['metadata']['name']}" for s in kept if _half_of(s) == "registry"]
         await self._write_status(obj, outputs.status(credential, found, obj.get("status") or {}, repo_names, pulls,
                                                      int(obj["metadata"].get("generation") or 0), time_now(),
-                                                     latest))
+                                                     latest, requested))
         await self._consumed(decision, live)
         return Done(min(waits)) if waits else Done()
 
@@ -206,14 +207,7 @@ class SourceCredentialController:
     def _users(self) -> list[gate.User]:
         """What the coverage serves: the repositories Argo CD's Applications sync, the images our Deployments run."""
         argo = self._informer(ARGO_APPLICATION, {}, (self.argocd_namespace,)).items(self.argocd_namespace)
-        images = []
-        for deployment in self._informer(DEPLOYMENT, MANAGED).items():
-            meta = deployment["metadata"]
-            image = outputs.deployment_image(deployment)
-            if image:
-                app = (meta.get("labels") or {}).get(NAME_LABEL) or meta["name"]
-                images.append((f"Application {meta['namespace']}/{app}", image))
-        return [*gate.repository_users(argo), *gate.image_users(images)]
+        return outputs.users(argo, self._informer(DEPLOYMENT, MANAGED).items())
 
     async def _gate(self, obj: dict[str, Any]) -> tuple[CredentialDecision, dict[str, dict[str, Any]]]:
         """The credential's plan (its last-applied coverage -> the spec's, or deletion), decided, and its
@@ -269,10 +263,11 @@ class SourceCredentialController:
             PlanPhase(decision.consumed, APPLIED, "applied: the credential's coverage change is carried out"),
             {"controller": self.name, "object": decision.consumed})
 
-    async def _check(self, credential: Credential, found: Mapping[str, outputs.Material | str | None]) -> tuple[
-            dict[str, checks.Checked | None], list[float], dict[str, bool]]:
-        """Check each half whose material is there and that is due (changed, or its interval or backoff passed)
-        against its servers, in a thread, bounded; its last check, the seconds until the next, whether it derives."""
+    async def _check(self, credential: Credential, found: Mapping[str, outputs.Material | str | None],
+                     requested: str) -> tuple[dict[str, checks.Checked | None], list[float], dict[str, bool]]:
+        """Check each half whose material is there and that is due (changed, requested, or its interval or backoff
+        passed) against its servers, in a thread, bounded; its last check, the seconds until the next, whether it
+        derives."""
         latest: dict[str, checks.Checked | None] = {}
         waits: list[float] = []
         derives: dict[str, bool] = {}
@@ -285,14 +280,16 @@ class SourceCredentialController:
                 continue
             current = checks.fingerprint(half, login.username, login.password)
             last = self.checked.get(key)
-            if checks.wait_before_check(last, current, time.monotonic(), self.check_interval, self.max_backoff) == 0:
+            if checks.wait_before_check(last, current, time.monotonic(), self.check_interval, self.max_backoff,
+                                        requested) == 0:
                 verdict = await in_thread(functools.partial(_probe, half_name, half, login))
-                last = self.checked[key] = checks.after_check(last, current, verdict, time.monotonic(), time_now())
+                last = self.checked[key] = checks.after_check(last, current, verdict, time.monotonic(), time_now(),
+                                                              requested)
                 log.info("checked", extra={"controller": self.name, "object": credential.name, "half": half_name,
                                            "state": verdict.state, "detail": verdict.message})
             latest[half_name] = last
             waits.append(checks.wait_before_check(last, current, time.monotonic(), self.check_interval,
-                                                  self.max_backoff))
+                                                  self.max_backoff, requested))
             derives[half_name] = checks.derives(self.gate, True, last, current)
         return latest, waits, derives
 
