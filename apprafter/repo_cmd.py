@@ -387,8 +387,19 @@ async def _watch_until(kube: Kube, name: str, namespace: str, resource_version: 
     return None
 
 
-def _half_lines(obj: Mapping[str, Any]) -> tuple[list[str], int]:
-    """Each half's result, one line each, and the exit code they add up to."""
+def _unseal_failure(sealed: Mapping[str, Any] | None) -> str:
+    """What the SealedSecrets controller says of a SealedSecret it could not unseal ("" when it did or is silent)."""
+    if sealed is None:
+        return " (no SealedSecret of that name either)"
+    for condition in (sealed.get("status") or {}).get("conditions") or []:
+        if isinstance(condition, Mapping) and condition.get("type") == "Synced" and condition.get("status") == "False":
+            return f" (the SealedSecrets controller: {str(condition.get('message', ''))[:300]})"
+    return ""
+
+
+def _half_lines(obj: Mapping[str, Any], unsealing: str = "") -> tuple[list[str], int]:
+    """Each half's result, one line each, and the exit code they add up to; `unsealing` is what the SealedSecrets
+    controller said of a material not Present."""
     lines, code = [], 0
     status = obj.get("status") or {}
     for half in ("git", "registry"):
@@ -397,7 +408,8 @@ def _half_lines(obj: Mapping[str, Any]) -> tuple[list[str], int]:
         found = {c.get("type"): c for c in (status.get(half) or {}).get("conditions") or []}
         present, valid = found.get("Present") or {}, found.get("Valid") or {}
         if present.get("status") != "True":
-            lines.append(f"{half}: not Present ({present.get('reason', 'unknown')}): {present.get('message', '')}")
+            lines.append(f"{half}: not Present ({present.get('reason', 'unknown')}): {present.get('message', '')}"
+                         f"{unsealing}")
             code = max(code, CHECK_UNTOLD)
             continue
         reason = valid.get("reason") or checks.UNVERIFIED
@@ -405,6 +417,25 @@ def _half_lines(obj: Mapping[str, Any]) -> tuple[list[str], int]:
         lines.append(f"{half}: {reason} (checked {when}): {valid.get('message', '')}")
         code = CHECK_INVALID if reason == checks.INVALID else max(code, 0 if reason == checks.VALID else CHECK_UNTOLD)
     return lines, code
+
+
+async def _unsealing(kube: Kube, obj: Mapping[str, Any]) -> str:
+    """What the SealedSecrets controller says of the credential's SealedSecret when a half's material is missing."""
+    from controller_runtime.errors import KubeError
+
+    credential = read(obj)
+    names = {h.backend.sealed_secret for h in (credential.git, credential.registry) if h and h.backend.sealed_secret}
+    missing = [h for h in ("git", "registry") if ((obj.get("status") or {}).get(h) or {}).get("conditions")
+               and ("Present", "True") not in {(c.get("type"), c.get("status"))
+                                               for c in obj["status"][h]["conditions"]}]
+    if not missing or len(names) != 1:
+        return ""
+    try:
+        return _unseal_failure(await kube.get(SEALED_SECRET, names.pop(), obj["metadata"]["namespace"]))
+    except KubeError as e:
+        if e.code != 404:
+            raise
+        return " (the cluster serves no SealedSecret kind: nothing unseals the material)"
 
 
 @creds.command("check")
@@ -422,7 +453,7 @@ def check_creds(kubeconfig: Path | None, kube_context: str | None, name: str, na
     namespace = namespace or RECORDS
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
-    async def run(kube: Kube, _: str) -> dict[str, Any]:
+    async def run(kube: Kube, _: str) -> tuple[dict[str, Any], str]:
         from controller_runtime.errors import KubeError
 
         live = await kube.get(SOURCE_CREDENTIAL, name, namespace)
@@ -445,10 +476,10 @@ def check_creds(kubeconfig: Path | None, kube_context: str | None, name: str, na
                                f"{why}", "is the operator running? (`kubectl -n apprafter-system get pods`)")
         if not answered:
             raise _fail(f"sourcecredential/{name}", "deleted while it was being checked")
-        return answered
+        return answered, await _unsealing(kube, answered)
 
-    answered = with_cluster(kubeconfig, kube_context, run)
-    lines, code = _half_lines(answered)
+    answered, unsealing = with_cluster(kubeconfig, kube_context, run)
+    lines, code = _half_lines(answered, unsealing)
     sys.stdout.write("".join(f"sourcecredential/{name} {line}\n" for line in lines))
     sys.exit(code)
 
