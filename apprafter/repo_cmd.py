@@ -6,7 +6,6 @@ printed, logged or put in an error: only the SealedSecret carries it, sealed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import time
@@ -26,7 +25,6 @@ from controller_runtime.kinds import GroupVersionKind
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
 from lifecycle.credential_outputs import MATERIAL_KEYS, users
-from lifecycle.sealing import certificate_key, credential_objects
 from lifecycle.sourcecredential import SOURCE_CREDENTIAL, check, read
 from toolchain.errors import Problem, ToolFailure, UserError
 from toolchain.timestamps import age
@@ -246,6 +244,8 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
     login = _from_secret(from_secret) if from_secret is not None else (str(username), _password_from_stdin())
 
     def sealed(pem: bytes, source: str) -> list[dict[str, Any]]:
+        from lifecycle.sealing import certificate_key, credential_objects
+
         objects = credential_objects(certificate_key(pem, source), name, namespace, *login, git_prefixes,
                                      registry_hosts)
         _checked(objects[1], namespace)
@@ -362,6 +362,8 @@ def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str
 async def _watch_until(kube: Kube, name: str, namespace: str, resource_version: str, deadline: float,
                        done: Any) -> dict[str, Any] | None:
     """Watch the credential from `resource_version` until `done(obj or None)` is true; None past the deadline."""
+    import asyncio
+
     from controller_runtime.errors import KubeError
 
     loop = asyncio.get_running_loop()
@@ -454,6 +456,8 @@ def check_creds(kubeconfig: Path | None, kube_context: str | None, name: str, na
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
     async def run(kube: Kube, _: str) -> tuple[dict[str, Any], str]:
+        import asyncio
+
         from controller_runtime.errors import KubeError
 
         live = await kube.get(SOURCE_CREDENTIAL, name, namespace)
@@ -504,6 +508,8 @@ def remove(kubeconfig: Path | None, kube_context: str | None, name: str, namespa
     where = f"sourcecredential/{name}"
 
     async def run(kube: Kube, _: str) -> None:
+        import asyncio
+
         from controller_runtime.errors import KubeError
 
         live = await kube.get(SOURCE_CREDENTIAL, name, namespace)

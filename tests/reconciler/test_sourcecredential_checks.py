@@ -74,6 +74,16 @@ def test_checked_at_once_on_a_change_periodically_after_a_verdict_with_capped_ba
     assert again.unverified_runs == 0 and checks.wait_before_check(again, current, 700.0, 600, 60) == 0
 
 
+def test_a_check_request_makes_a_half_due_at_once_and_is_remembered() -> None:
+    current = checks.fingerprint(HALF, "deploy", PASSWORD)
+    valid = checks.after_check(None, current, checks.Verdict(checks.VALID, "ok"), 100.0, "t", "r1")
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r1") == 600  # answered: not again
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r2") == 0  # a new request: now
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60) == 0  # the annotation removed is a change too
+    assert checks.check_request({checks.CHECK_REQUEST_ANNOTATION: "r\n" + "x" * 300}) == "r?" + "x" * 126
+    assert checks.check_request(None) == "" and checks.check_request({checks.CHECK_REQUEST_ANNOTATION: 3}) == ""
+
+
 def test_the_coverage_gate() -> None:
     current = checks.fingerprint(HALF, "deploy", PASSWORD)
     valid = checks.after_check(None, current, checks.Verdict(checks.VALID, "ok"), 0, "t")
