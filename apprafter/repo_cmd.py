@@ -236,9 +236,10 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
     unsealed) and the SourceCredential NAME naming it."""
     namespace = namespace or RECORDS
     if from_secret is not None and (username is not None or password_stdin):
-        raise click.UsageError("--from-secret excludes --username/--password-stdin")
+        raise _fail("--from-secret", "excludes --username/--password-stdin: the login comes from one place")
     if from_secret is None and not (username and password_stdin):
-        raise click.UsageError("the login: --from-secret FILE, or --username USER --password-stdin")
+        raise _fail("--from-secret/--password-stdin", "the login: --from-secret FILE, or --username USER "
+                    "--password-stdin (never on the command line)")
     if username is not None:
         _one_line(username, "--username", "username")
     login = _from_secret(from_secret) if from_secret is not None else (str(username), _password_from_stdin())

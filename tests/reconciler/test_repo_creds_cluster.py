@@ -225,6 +225,24 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
                "spec": {"project": "default", "source": {"repoURL": f"{prefix}app.git", "path": "."},
                         "destination": {"server": "https://kubernetes.default.svc", "namespace": "team"}}})
 
+    # narrowing it away from the Application with --upsert: the plan it waits on is predicted too, then put back
+    narrowed = cli(bed, "add", "team", "--upsert", "--git-prefix", servers.private.url("team/other/"), "--username",
+                   servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
+                   "--argocd-namespace", argocd_namespace, stdin=servers.password)
+    assert narrowed.returncode == 0, narrowed.stderr
+    said = narrowed.stdout.splitlines()
+    assert said[:2] == [f"sealedsecret/team configured (namespace {records})",
+                        f"sourcecredential/team configured (namespace {records})"]
+    narrowing = said[2].split("waits for MigrationPlan ")[1].split(" ")[0]
+    held = wait("the narrowing held", lambda: _status(bed, records, "team").get("migrationPlan"))
+    assert held == narrowing
+    narrowing_plan = bed.get(API, "MigrationPlan", narrowing, records) or {}
+    assert narrowing_plan["spec"]["trigger"]["approvedSpecHash"] == said[2].split("(approvedSpecHash ")[1].split(")")[0]
+    restored = cli(bed, "add", "team", "--upsert", "--git-prefix", prefix, "--username", servers.user,
+                   "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
+    assert restored.returncode == 0 and len(restored.stdout.splitlines()) == 2, restored.stdout
+    wait("the narrowing superseded", lambda: "migrationPlan" not in _status(bed, records, "team") or None)
+
     removed = cli(bed, "remove", "team", "-n", records, "--argocd-namespace", argocd_namespace, "--timeout", "60")
     assert removed.returncode == 0, removed.stderr
     first, second = removed.stdout.splitlines()
