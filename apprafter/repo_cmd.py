@@ -315,14 +315,11 @@ async def _write(kube: Kube, objects: list[dict[str, Any]], upsert: bool, argocd
 # --- list ----------------------------------------------------------------------------------------------------------
 
 def _valid(obj: Mapping[str, Any], half: str) -> str:
-    body = (obj.get("status") or {}).get(half)
-    if not isinstance(body, Mapping):
-        return "-" if half not in (obj.get("spec") or {}) else "<none>"
-    found = {c.get("type"): c for c in body.get("conditions") or [] if isinstance(c, Mapping)}
-    present, valid = found.get("Present") or {}, found.get("Valid") or {}
-    if present.get("status") != "True":
-        return f"NotPresent({present.get('reason', '')})" if present else "<none>"
-    return str(valid.get("reason") or "<none>")
+    """A half's column: its state, `NotPresent(<reason>)` when its material was not found, `-` when not declared."""
+    found = [h for h in checks.reported(obj) if h.half == half]
+    if not found:
+        return "-"
+    return f"{checks.NOT_PRESENT}({found[0].reason})" if found[0].state == checks.NOT_PRESENT else found[0].reason
 
 
 def _row(obj: Mapping[str, Any]) -> list[str]:
@@ -403,23 +400,10 @@ def _unseal_failure(sealed: Mapping[str, Any] | None) -> str:
 def _half_lines(obj: Mapping[str, Any], unsealing: str = "") -> tuple[list[str], int]:
     """Each half's result, one line each, and the exit code they add up to; `unsealing` is what the SealedSecrets
     controller said of a material not Present."""
-    lines, code = [], 0
-    status = obj.get("status") or {}
-    for half in ("git", "registry"):
-        if half not in (obj.get("spec") or {}):
-            continue
-        found = {c.get("type"): c for c in (status.get(half) or {}).get("conditions") or []}
-        present, valid = found.get("Present") or {}, found.get("Valid") or {}
-        if present.get("status") != "True":
-            lines.append(f"{half}: not Present ({present.get('reason', 'unknown')}): {present.get('message', '')}"
-                         f"{unsealing}")
-            code = max(code, CHECK_UNTOLD)
-            continue
-        reason = valid.get("reason") or checks.UNVERIFIED
-        when = (status.get(half) or {}).get("lastValidated", "")
-        lines.append(f"{half}: {reason} (checked {when}): {valid.get('message', '')}")
-        code = CHECK_INVALID if reason == checks.INVALID else max(code, 0 if reason == checks.VALID else CHECK_UNTOLD)
-    return lines, code
+    halves = checks.reported(obj)
+    lines = [f"{h.half}: not Present ({h.reason}): {h.message}{unsealing}" if h.state == checks.NOT_PRESENT
+             else f"{h.half}: {h.reason} (checked {h.last_validated or 'never'}): {h.message}" for h in halves]
+    return lines, {checks.VALID: 0, checks.INVALID: CHECK_INVALID}.get(checks.outcome(halves), CHECK_UNTOLD)
 
 
 async def _unsealing(kube: Kube, obj: Mapping[str, Any]) -> str:

@@ -15,11 +15,13 @@ from lifecycle.conditions import Condition, condition_status
 from lifecycle.credential_gate import coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
 
-__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked",
-           "Verdict", "after_check", "check_request", "combined", "derives", "fingerprint", "git_urls", "git_verdict",
-           "image_credentials", "registry_hosts", "registry_verdict", "valid_condition", "wait_before_check"]
+__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED", "VALID",
+           "Checked", "Reported", "Verdict", "after_check", "check_request", "combined", "derives", "fingerprint",
+           "git_urls", "git_verdict", "image_credentials", "outcome", "registry_hosts", "registry_verdict", "reported",
+           "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
+NOT_PRESENT = "NotPresent"  # a half's state when its material was not found (nothing to check)
 # Set to a new value (`apprafter repo creds check`): every half is due at once; status.checkRequest echoes it back
 CHECK_REQUEST_ANNOTATION = "apprafter.io/check-requested"
 MAX_REQUEST = 128  # characters of a request kept (the status field's maxLength)
@@ -39,6 +41,17 @@ class Verdict(NamedTuple):
 
     state: str
     message: str
+
+
+class Reported(NamedTuple):
+    """One half as a SourceCredential's status reports it: VALID / INVALID / UNVERIFIED, or NOT_PRESENT (its
+    material was not found: `reason` and `message` are Present's), and when it was last checked."""
+
+    half: str
+    state: str
+    reason: str
+    message: str
+    last_validated: str
 
 
 class Checked(NamedTuple):
@@ -185,3 +198,33 @@ def image_credentials(image: str | None, credentials: Iterable[Mapping[str, Any]
                      f"image {image} is covered only by SourceCredential {named}, whose registry login is Invalid "
                      "(the registry refused it): pulls fail until its material is re-sealed (`kubectl describe "
                      "sourcecredential` shows the registry's words)")
+
+
+def reported(obj: Mapping[str, Any]) -> list[Reported]:
+    """Each half the spec declares, as the status reports it (a half without a status yet: Unverified)."""
+    status = obj.get("status") or {}
+    out = []
+    for half in ("git", "registry"):
+        if half not in (obj.get("spec") or {}):
+            continue
+        given = status.get(half)
+        body: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        found = {c.get("type"): c for c in body.get("conditions") or [] if isinstance(c, Mapping)}
+        present, valid = found.get("Present") or {}, found.get("Valid") or {}
+        if present and present.get("status") != "True":
+            out.append(Reported(half, NOT_PRESENT, str(present.get("reason", "")), str(present.get("message", "")),
+                                ""))
+            continue
+        reason = str(valid.get("reason") or UNVERIFIED)
+        state = reason if reason in (VALID, INVALID) else UNVERIFIED
+        out.append(Reported(half, state, reason, str(valid.get("message", "")), str(body.get("lastValidated", ""))))
+    return out
+
+
+def outcome(halves: Iterable[Reported]) -> str:
+    """What the halves add up to: INVALID if one was refused, else UNVERIFIED if one could not be told (or has no
+    material), else VALID."""
+    states = {h.state for h in halves}
+    if INVALID in states:
+        return INVALID
+    return UNVERIFIED if states - {VALID} else VALID
