@@ -49,6 +49,8 @@ class AuthRegistry:
     process: ManagedProcess
     token_server: http.server.ThreadingHTTPServer | None = None
     restarts: int = 0
+    config: Path | None = None  # the registry's config.yml
+    token_handler: type | None = None  # the token service's handler (its signer and users), to serve it elsewhere
 
     @property
     def url(self) -> str:
@@ -168,7 +170,7 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
     user, password = "alice", secrets.token_hex(8)
     reader, reader_password = "bob", secrets.token_hex(8)
     port = free_port()
-    token_server = None
+    token_server, handler = None, None
     if flavour == "htpasswd":
         lines = [f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()}"
                  for u, p in ((user, password), (reader, reader_password))]
@@ -178,7 +180,8 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
         signer = _Signer()
         (workdir / "token.crt").write_bytes(signer.cert.public_bytes(serialization.Encoding.PEM))
         users = {user: (password, ("pull", "push")), reader: (reader_password, ("pull",))}
-        token_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _token_handler(signer, users))
+        handler = _token_handler(signer, users)
+        token_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=token_server.serve_forever, daemon=True).start()
         realm = f"http://127.0.0.1:{token_server.server_address[1]}/token"
         auth = {"token": {"realm": realm, "service": SERVICE, "issuer": ISSUER,
@@ -189,7 +192,8 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
     (workdir / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     proc = ManagedProcess(f"docker-registry-{flavour}", [tool("docker-registry"), "serve", workdir / "config.yml"],
                           workdir / "registry.log")
-    registry = AuthRegistry(flavour, "127.0.0.1", port, user, password, reader, reader_password, proc, token_server)
+    registry = AuthRegistry(flavour, "127.0.0.1", port, user, password, reader, reader_password, proc, token_server,
+                            config=workdir / "config.yml", token_handler=handler)
     try:
         wait_for(f"docker-registry ({flavour}) to challenge on /v2/",
                  lambda: httpx.get(f"http://{registry.url}/v2/", timeout=2).status_code == 401 or None, timeout, proc)
