@@ -82,16 +82,20 @@ def _comparison_error(app: dict[str, Any]) -> str | None:
 
 
 def _compared(loop: GitOpsLoop, private: Private, ok: bool, what: str) -> dict[str, Any]:
-    """Hard-refresh the Application (Argo CD lists the refs anew, with the credential it picks now) and wait for the
-    comparison to succeed (Synced/Healthy at the commit, no ComparisonError) or to fail with a ComparisonError."""
+    """Hard-refresh the Application (Argo CD lists the refs anew, with the credential it picks now) until the
+    comparison succeeds (Synced/Healthy at the commit, no ComparisonError) or fails with a ComparisonError. Each
+    refresh follows the last one's result: the controller may have compared before its informer saw a Secret
+    change, and nothing else makes it look again."""
     loop.argocd.refresh(APP, "hard")
 
     def done(app: dict[str, Any]) -> bool:
-        refreshed = "argocd.argoproj.io/refresh" not in (app["metadata"].get("annotations") or {})
-        if ok:
-            return refreshed and _comparison_error(app) is None and sync_status(app) == (
-                "Synced", "Healthy", private.revision)
-        return refreshed and _comparison_error(app) is not None
+        if "argocd.argoproj.io/refresh" in (app["metadata"].get("annotations") or {}):
+            return False  # not compared yet
+        error = _comparison_error(app)
+        if (error is None and sync_status(app) == ("Synced", "Healthy", private.revision)) if ok else error:
+            return True
+        loop.argocd.refresh(APP, "hard")
+        return False
 
     return loop.wait(APP, what, done)
 
@@ -129,15 +133,15 @@ def test_argo_cd_syncs_the_private_repository_through_the_derived_template_only(
 def test_argo_cds_precedence_holds_beside_hand_made_secrets(loop: GitOpsLoop, private: Private,
                                                             synced: dict[str, Any]) -> None:
     try:
-        # a shorter hand-made template with a wrong password: ours is longer, so ours is used
-        _hand_made(loop, "hand-host", "repo-creds", private.server.url(), WRONG)
-        _compared(loop, private, True, "synced through the longer (our) template")
         # a longer hand-made template with a wrong password wins over ours
         _hand_made(loop, "hand-shop", "repo-creds", private.server.url("myorg/shop"), WRONG)
         failed = _compared(loop, private, False, "refused with the longer (hand-made) template")
         assert "authentication required" in str(_comparison_error(failed))
+        # a shorter one with a wrong password loses to ours: once Argo CD has seen hand-shop go (written after
+        # hand-host, so its informer holds hand-host too), ours serves the clone
+        _hand_made(loop, "hand-host", "repo-creds", private.server.url(), WRONG)
         loop.kube.delete("v1", "Secret", "hand-shop", loop.argocd.namespace)
-        _compared(loop, private, True, "synced through ours again")
+        _compared(loop, private, True, "synced through ours, the longer of the two left")
         # a repository Secret of the repository itself overrides every template, ours included; written with a
         # `.git` the Application's URL has not, it is the same repository to Argo CD (lifecycle.git_urls)
         _hand_made(loop, "hand-repository", "repository", f"{private.url}.git", WRONG)
