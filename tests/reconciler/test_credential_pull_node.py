@@ -113,13 +113,21 @@ def test_the_kubelet_pulls_through_the_derived_pull_secret(node: NodeTestBed, op
                 "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "pull-login"}},
                                       "hosts": [f"{private.served.host}/myorg/"]}}})
     secret = pull_secret_name("myorg")
-    wrong = node.wait(API, "Application", "web", namespace, _failed_with(f"the pod pulls with {secret}"),
-                      what="Failed with the pull secret attached", timeout=180)
-    assert "the registry refused access" in _ready_message(wrong) or "backing off" in _ready_message(wrong)
-    # the attachment rolled new pods onto the secret (the old ones stay while no new one is available)
-    rolled = {p["metadata"]["name"] for p in _pods(node, namespace)
-              if p["spec"].get("imagePullSecrets") == [{"name": secret}]}
-    assert rolled and not rolled & before
+
+    def refused_with_the_secret(pods: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """The new pods (the old ones stay while no new one is available) refused although they pull with it."""
+        rolled = [p for p in pods if p["spec"].get("imagePullSecrets") == [{"name": secret}]
+                  and any((c.get("state") or {}).get("waiting", {}).get("reason") in ("ErrImagePull",
+                                                                                      "ImagePullBackOff")
+                          for c in (p.get("status") or {}).get("containerStatuses") or [])]
+        return rolled or None
+
+    rolled = node.wait_list("v1", "Pod", namespace, refused_with_the_secret, what="new pods refused with the secret",
+                            timeout=180)
+    assert not {p["metadata"]["name"] for p in rolled} & before
+    # the Application says it too (naming the first failing pod by name: an old one, or a new one with the secret)
+    wrong = node.wait(API, "Application", "web", namespace, _failed_with("cannot be pulled"), what="still Failed")
+    assert "the pod pulls with" in _ready_message(wrong) or "the pod has no pull secret" in _ready_message(wrong)
 
     # the right password (a rotation, same Secret name): the kubelet's next attempt pulls, the pods run
     _login(node, records, private.registry.reader, private.registry.reader_password)
