@@ -364,7 +364,7 @@ def test_rbac_is_least_privilege(installed: Installed) -> None:
         assert operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls").status_code == 200
         # Since SourceCredentials (issue 23) the operator writes Secrets: the repo-creds in Argo CD's namespace and
         # the pull secrets in workload namespaces, watched by label and pruned, which RBAC cannot narrow to a label
-        # (docs/operator.md, its permissions). It never updates one it did not derive (server-side apply of its own fields).
+        # (docs/operator.md, its permissions); never `update` (it writes its own fields by server-side apply).
         for namespace in (NAMESPACE, team, "argocd"):
             assert all(allowed(operator_sa, {"group": "", "resource": "secrets", "verb": verb, "namespace": namespace})
                        for verb in ("get", "list", "watch", "create", "patch", "delete")), namespace
