@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from compatibility.images import split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
+from lifecycle.git_urls import template_covers
 from lifecycle.sourcecredential import Credential, argocd_url, pull_key
 
 __all__ = ["Coverage", "User", "applied_coverage", "coverage_of", "covers_image", "covers_repository",
@@ -56,9 +57,9 @@ def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
 
 
 def covers_repository(prefixes: Iterable[str], url: str) -> bool:
-    """Whether a repository URL lies under one of the prefixes (Argo CD compares lowercased URLs by prefix)."""
-    lowered = url.lower()
-    return any(lowered.startswith(p.lower()) for p in prefixes)
+    """Whether Argo CD would serve a repository URL from a template of one of the prefixes (its normalised
+    longest-prefix rule, lifecycle.git_urls)."""
+    return template_covers(prefixes, url)
 
 
 def covers_image(keys: Iterable[str], image: str) -> bool:
