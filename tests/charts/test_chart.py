@@ -227,6 +227,20 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
     assert [a for a in args["without"] if a != "--no-platform-stack"] == args["with"]
 
 
+def test_argocd_namespace_moves_the_operators_argocd_role_and_flag(objects: list[dict[str, Any]]) -> None:
+    assert f"--argocd-namespace={UMBRELLA_NAMESPACE}" in container(one(objects, "Deployment", OPERATOR_SA["name"]))["args"]
+    moved = render({"argocd": {"namespace": "gitops"}, "platformStack": {"enabled": False}})
+    assert "--argocd-namespace=gitops" in container(one(moved, "Deployment", OPERATOR_SA["name"]))["args"]
+    assert rules(one(moved, "Role", "apprafter:operator", "gitops")) == {
+        ("argoproj.io", "applications", ()): ["get", "list", "watch"]}
+    assert one(moved, "RoleBinding", "apprafter:operator", "gitops")["subjects"] == [OPERATOR_SA]
+    assert not find(moved, "Role", namespace=UMBRELLA_NAMESPACE)
+    # the PlatformStack's umbrella lives in argocd: the controller cannot follow Argo CD elsewhere
+    refused = template({"argocd": {"namespace": "gitops"}})
+    assert refused.returncode != 0 and "argocd.namespace" in refused.stderr and "platformStack.enabled" in refused.stderr
+    assert template({"argocd": {"namespace": "Not_A_Name"}, "platformStack": {"enabled": False}}).returncode != 0
+
+
 def test_only_the_operator_patches_application_status_and_approvers_have_their_own_role(
         objects: list[dict[str, Any]]) -> None:
     roles = find(objects, "ClusterRole") + find(objects, "Role")
