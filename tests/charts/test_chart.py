@@ -228,7 +228,8 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
 
 
 def test_argocd_namespace_moves_the_operators_argocd_role_and_flag(objects: list[dict[str, Any]]) -> None:
-    assert f"--argocd-namespace={UMBRELLA_NAMESPACE}" in container(one(objects, "Deployment", OPERATOR_SA["name"]))["args"]
+    default_args = container(one(objects, "Deployment", OPERATOR_SA["name"]))["args"]
+    assert f"--argocd-namespace={UMBRELLA_NAMESPACE}" in default_args
     moved = render({"argocd": {"namespace": "gitops"}, "platformStack": {"enabled": False}})
     assert "--argocd-namespace=gitops" in container(one(moved, "Deployment", OPERATOR_SA["name"]))["args"]
     assert rules(one(moved, "Role", "apprafter:operator", "gitops")) == {
@@ -237,7 +238,8 @@ def test_argocd_namespace_moves_the_operators_argocd_role_and_flag(objects: list
     assert not find(moved, "Role", namespace=UMBRELLA_NAMESPACE)
     # the PlatformStack's umbrella lives in argocd: the controller cannot follow Argo CD elsewhere
     refused = template({"argocd": {"namespace": "gitops"}})
-    assert refused.returncode != 0 and "argocd.namespace" in refused.stderr and "platformStack.enabled" in refused.stderr
+    assert refused.returncode != 0
+    assert "argocd.namespace" in refused.stderr and "platformStack.enabled" in refused.stderr
     assert template({"argocd": {"namespace": "Not_A_Name"}, "platformStack": {"enabled": False}}).returncode != 0
 
 
