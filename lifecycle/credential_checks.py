@@ -16,8 +16,8 @@ from lifecycle.credential_gate import coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
 
 __all__ = ["CREDENTIAL_CONDITION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check",
-           "combined", "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "registry_hosts",
-           "registry_verdict", "valid_condition", "wait_before_check"]
+           "backoff_s", "combined", "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials",
+           "registry_hosts", "registry_verdict", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
 CREDENTIAL_CONDITION = "SourceCredentialValid"  # on an Application whose image only Invalid credentials cover
@@ -117,11 +117,13 @@ def wait_before_check(last: Checked | None, current: str, now: float, interval_s
     a verdict, or a backoff doubling from BACKOFF_BASE up to `cap_s` after each check that could not tell."""
     if last is None or last.fingerprint != current:
         return 0.0
-    if last.verdict.state == UNVERIFIED:
-        wait = min(cap_s, BACKOFF_BASE * 2.0 ** max(0, last.unverified_runs - 1))
-    else:
-        wait = interval_s
+    wait = backoff_s(last.unverified_runs, cap_s) if last.verdict.state == UNVERIFIED else interval_s
     return max(0.0, last.at + wait - now)
+
+
+def backoff_s(runs: int, cap_s: float) -> float:
+    """Seconds before trying again after `runs` tries in a row that could not tell: BACKOFF_BASE, doubling, capped."""
+    return min(cap_s, BACKOFF_BASE * 2.0 ** max(0, runs - 1))
 
 
 def after_check(last: Checked | None, current: str, verdict: Verdict, now: float, timestamp: str) -> Checked:
