@@ -186,6 +186,8 @@ TOOLS: dict[str, Tool] = {
              also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("kustomize", "KUSTOMIZE_VERSION", ("version",), _first(r"^(v\d+\.\d+\.\d+)"),
              "builds deploy/argocd/'s overlay on Argo CD's install (test bed)"),
+        Tool("vault", "VAULT_VERSION", ("version",), _first(r"^Vault (v\d+\.\d+\.\d+)"),
+             "stands in for OpenBao's server: KV v2 and the Kubernetes auth method on loopback (test bed)"),
     )
 }
 

@@ -161,6 +161,21 @@ for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
 done
 ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
+# Vault, standing in for OpenBao on the test bed (the SourceCredential openBaoPath backend's tests): OpenBao's server
+# module is not served by the module proxy. Vault's go.mod replaces its api and sdk modules with ./api and ./sdk,
+# which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
+# go.mod requires. Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
+build_vault() {
+  local src stage rc=0 module
+  src=$(go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$src" ]] || return 1
+  stage=$(mktemp -d); cp -r "$src/." "$stage/"; chmod -R u+w "$stage"
+  (cd "$stage" && for module in api api/auth/approle api/auth/kubernetes api/auth/userpass sdk; do
+     go mod edit -dropreplace="github.com/hashicorp/vault/$module"; done &&
+   go build -mod=mod -trimpath -ldflags "-s -w" -o "$1/vault" .) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
+ensure vault "$VAULT_VERSION" build_vault vault version
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
 # argocd-cmp-client/<version> links the current key.
