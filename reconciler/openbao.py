@@ -17,6 +17,7 @@ import httpx
 from lifecycle import openbao as core
 from lifecycle.credential_outputs import Material, Unreadable
 from platform_stack.registry.transport import tls_failure
+from toolchain.errors import ToolFailure
 
 __all__ = ["JWT_FILE", "OpenBao", "OpenBaoSettings"]
 
@@ -41,8 +42,8 @@ class _Reply(NamedTuple):
     body: bytes
 
 
-class _NoAnswer(Exception):
-    """A request that got no usable reply (its message names why, never a token)."""
+class _NoAnswer(ToolFailure):
+    """A request that got no usable reply (its message names why, never a token); read as BackendUnavailable."""
 
 
 def _read_file(path: Path, what: str) -> str:
