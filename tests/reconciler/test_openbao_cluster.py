@@ -20,6 +20,7 @@ import pytest
 from lifecycle.credential_outputs import CREDENTIAL_LABEL, pull_secret_name
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, wait
 from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.test_sourcecredential_cluster import _approve, _pending
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
 from tests.testbed.kube import KubeTestBed
@@ -198,6 +199,8 @@ def test_the_operator_reads_derives_rotates_and_says_what_is_missing(
 
         for name in ("bao", "absent", "denied"):
             bed.delete(API, "SourceCredential", name, records)
+        # the Application's image is covered: deleting "bao" waits for its plan (as for any backend)
+        _approve(bed, records, wait("the deletion's plan", lambda: _pending(bed, records, "bao")))
         wait("the credentials gone", lambda: all(bed.get(API, "SourceCredential", n, records) is None
                                                  for n in ("bao", "absent", "denied")) or None)
         said = json.dumps(events(bed, records)) + json.dumps(bed.get(API, "SourceCredential", "bao", records))
