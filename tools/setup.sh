@@ -164,7 +164,9 @@ ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
 # Vault, standing in for OpenBao on the test bed (the SourceCredential openBaoPath backend's tests): OpenBao's server
 # module is not served by the module proxy. Vault's go.mod replaces its api and sdk modules with ./api and ./sdk,
 # which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
-# go.mod requires. Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
+# go.mod requires (v1.21.0's sdk v0.20.0 matches its tree; v1.21.4's in-tree sdk matches no published one).
+# The costliest tool: ≈ 23 min cold at load 6-16, 4.5 GB of modules, 6 GB of build cache, a 361 MB binary
+# (docs/development.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
 build_vault() {
   local src stage rc=0 module
   src=$(go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
