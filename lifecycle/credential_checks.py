@@ -15,10 +15,10 @@ from lifecycle.conditions import Condition, condition_status
 from lifecycle.credential_gate import coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
 
-__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED", "VALID",
-           "Checked", "Reported", "Verdict", "after_check", "check_request", "combined", "derives", "fingerprint",
-           "git_urls", "git_verdict", "image_credentials", "outcome", "registry_hosts", "registry_verdict", "reported",
-           "valid_condition", "wait_before_check"]
+__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED",
+           "VALID", "Checked", "Reported", "Verdict", "after_check", "backoff_s", "check_request", "combined",
+           "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "outcome", "registry_hosts",
+           "registry_verdict", "reported", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
 NOT_PRESENT = "NotPresent"  # a half's state when its material was not found (nothing to check)
@@ -142,11 +142,13 @@ def wait_before_check(last: Checked | None, current: str, now: float, interval_s
     `cap_s` after each check that could not tell."""
     if last is None or last.fingerprint != current or last.requested != requested:
         return 0.0
-    if last.verdict.state == UNVERIFIED:
-        wait = min(cap_s, BACKOFF_BASE * 2.0 ** max(0, last.unverified_runs - 1))
-    else:
-        wait = interval_s
+    wait = backoff_s(last.unverified_runs, cap_s) if last.verdict.state == UNVERIFIED else interval_s
     return max(0.0, last.at + wait - now)
+
+
+def backoff_s(runs: int, cap_s: float) -> float:
+    """Seconds before trying again after `runs` tries in a row that could not tell: BACKOFF_BASE, doubling, capped."""
+    return min(cap_s, BACKOFF_BASE * 2.0 ** max(0, runs - 1))
 
 
 def after_check(last: Checked | None, current: str, verdict: Verdict, now: float, timestamp: str,

@@ -19,8 +19,9 @@ from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material",
-           "attachment", "covered_deployments", "covers", "derived_from", "half_conditions", "material",
-           "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status", "status_fields", "users"]
+           "Unreadable", "attachment", "covered_deployments", "covers", "derived_from", "half_conditions",
+           "login_from", "material", "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status",
+           "status_fields", "users"]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
 # ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
@@ -32,13 +33,23 @@ APP_CONTAINER = "app"  # the renderer's container name in every Deployment (rend
 
 
 class Material(NamedTuple):
-    """A half's login. Never logged, never in a message or an Event: only the objects derived from it carry it."""
+    """A half's login. Never logged, never in a message or an Event: only the objects derived from it carry it.
+    `origin` says where it was read (an OpenBao path and version; empty for an unsealed Secret)."""
 
     username: str
     password: str
+    origin: str = ""
 
     def __repr__(self) -> str:  # a traceback or a debug print never shows the password
         return "Material(<redacted>)"
+
+
+class Unreadable(NamedTuple):
+    """A backend that could not say whether the material is there (Present Unknown): the reason and why. What the
+    half derived before stays as it was."""
+
+    reason: str
+    message: str
 
 
 def material(secret: Mapping[str, Any] | None, name: str) -> Material | str:
@@ -47,20 +58,23 @@ def material(secret: Mapping[str, Any] | None, name: str) -> Material | str:
         return (f"Secret {name} not found (the SealedSecrets controller makes it from the SealedSecret of that name; "
                 "on a cluster without it, nothing unseals the material)")
     data = secret.get("data") or {}
-    values: dict[str, str] = {}
-    wrong = []
+    values: dict[str, str | None] = {}
     for key in MATERIAL_KEYS:
         try:
             values[key] = base64.b64decode(str(data.get(key) or ""), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
-            wrong.append(key)
-            continue
-        if not values[key] or "\n" in values[key] or "\r" in values[key]:
-            wrong.append(key)
+            values[key] = None
+    return login_from(values, f"Secret {name}")
+
+
+def login_from(values: Mapping[str, Any], where: str) -> Material | str:
+    """The login in a backend's key-value map (the keys MATERIAL_KEYS, one line of text each), or which keys are
+    missing or unusable in `where` (never their values)."""
+    wrong = [key for key in MATERIAL_KEYS if not isinstance(values.get(key), str) or not values[key]
+             or "\n" in values[key] or "\r" in values[key]]
     if wrong:
-        return (f"Secret {name} lacks a usable {' and '.join(wrong)} (keys {', '.join(MATERIAL_KEYS)}: one line of "
-                "UTF-8 each)")
-    return Material(values["username"], values["password"])
+        return f"{where} lacks a usable {' and '.join(wrong)} (keys {', '.join(MATERIAL_KEYS)}: one line of UTF-8 each)"
+    return Material(str(values["username"]), str(values["password"]))
 
 
 def _b64(text: str) -> str:
@@ -167,14 +181,14 @@ def attachment(deployment: Mapping[str, Any], names: Sequence[str]) -> dict[str,
     return body
 
 
-def half_conditions(found: Material | str | None, backend_note: str | None = None,
-                    checked: Checked | None = None) -> list[Condition]:
-    """Present and Valid of one half: Valid is the last check's verdict (lifecycle.credential_checks), Unknown
-    (Unverified) while there is no material to check."""
-    if backend_note is not None:
-        present = Condition("Present", "Unknown", "BackendUnavailable", backend_note)
+def half_conditions(found: Material | Unreadable | str | None, checked: Checked | None = None) -> list[Condition]:
+    """Present and Valid of one half: Present Unknown when the backend could not tell; Valid is the last check's
+    verdict (lifecycle.credential_checks), Unknown (Unverified) while there is no material to check."""
+    if isinstance(found, Unreadable):
+        present = Condition("Present", "Unknown", found.reason, found.message)
     elif isinstance(found, Material):
-        present = Condition("Present", "True", "MaterialFound", "the material was found with its keys")
+        present = Condition("Present", "True", "MaterialFound", "the material was found with its keys"
+                            + (f" ({found.origin})" if found.origin else ""))
     else:
         present = Condition("Present", "False", "MaterialMissing", str(found))
     unchecked = None if isinstance(found, Material) else "no material to check"
@@ -192,13 +206,12 @@ def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Se
     return fields
 
 
-def status(credential: Credential, found: Mapping[str, Material | str | None], previous: Mapping[str, Any],
+def status(credential: Credential, found: Mapping[str, Material | Unreadable | str | None], previous: Mapping[str, Any],
            repo_secrets: Sequence[str], pulls: Sequence[str], generation: int, timestamp: str,
            checks: Mapping[str, Checked | None] | None = None, check_request: str = "") -> dict[str, Any]:
     """The whole status a pass writes: per half its conditions (times kept while a status holds), coverage and
     lastValidated, the derived Secrets, and the check request this pass answered. `found` holds each half's
-    material, or why there is none; `checks` each half's last check; an OpenBao backend is not read by this
-    operator yet (Present Unknown)."""
+    material, or why there is none (a string: Present False; Unreadable: Unknown); `checks` each half's last check."""
     out: dict[str, Any] = {"observedGeneration": generation}
     if check_request:
         out["checkRequest"] = check_request
@@ -206,10 +219,9 @@ def status(credential: Credential, found: Mapping[str, Material | str | None], p
     for name, half in (("git", credential.git), ("registry", credential.registry)):
         if half is None:
             continue
-        note = None if half.backend.sealed_secret else "the openBaoPath backend is not read by this operator yet"
         before = (previous.get(name) or {}).get("conditions") or []
         checked = (checks or {}).get(name)
-        out[name] = {"conditions": render(half_conditions(found.get(name), note, checked), before, generation,
+        out[name] = {"conditions": render(half_conditions(found.get(name), checked), before, generation,
                                           timestamp), **fields[name]}
         if checked is not None and isinstance(found.get(name), Material):
             out[name]["lastValidated"] = checked.timestamp

@@ -24,9 +24,12 @@ HOST = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9._/-]*)?$"
 SCHEME = "://"
 SCHEME_MESSAGE = "a registry host has no scheme: write ghcr.io/myorg/, not https://ghcr.io/myorg/"
 HOST_MESSAGE = "a registry host is host[:port][/path/] as an image reference spells it (lowercase, no user@)"
-# An OpenBao KV path: segments of letters, digits and -_. ; never a URL or a value.
-BAO_PATH = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$"
-BAO_MESSAGE = "openBaoPath is a KV path (secret/data/myorg/git): segments of letters, digits, '-', '_', '.'"
+# An OpenBao KV v2 secret as `bao kv get` names it: <mount>/<path>, two segments or more, each of letters, digits and
+# -_. not starting with '.' (so no '.', '..' or empty segment, no leading '/'); never a URL or a value.
+BAO_PATH = r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)+$"
+BAO_MESSAGE = ("openBaoPath is <mount>/<path> of a KV v2 secret, as `bao kv get` takes it (secret/myorg/github: "
+               "GET /v1/secret/data/myorg/github): segments of letters, digits, '-', '_', '.', none empty or starting "
+               "with '.'")
 HALVES_MESSAGE = "a SourceCredential covers git, registry or both: spec.git or spec.registry is required"
 
 

@@ -25,10 +25,12 @@ from controller_runtime.outcomes import Done, Outcome
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
 from lifecycle import credential_outputs as outputs
+from lifecycle import openbao as bao
 from lifecycle.drift import drift, drift_note
 from lifecycle.plans import CREDENTIAL_PLAN_LABELS
 from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Backend, Credential, Half, read
 from reconciler.credential_probes import probe_git, probe_registry
+from reconciler.openbao import OpenBao
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread
@@ -46,6 +48,7 @@ ARGO_APPLICATION = GroupVersionKind("argoproj.io/v1alpha1", "Application")
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 CHECK_INTERVAL = 600.0  # seconds between two checks of a half whose last check gave a verdict
 HalfKey = tuple[str, str]  # (credential, "git" | "registry")
+Found = outputs.Material | outputs.Unreadable | str | None  # a half's material, why there is none, or can't tell
 
 
 class SourceCredentialController:
@@ -56,12 +59,15 @@ class SourceCredentialController:
 
     def __init__(self, records_namespace: str = "apprafter-system", argocd_namespace: str = "argocd",
                  field_manager: str = "apprafter-operator-credentials", gate: str = "present",
-                 check_interval: float = CHECK_INTERVAL, max_backoff: float = 300.0) -> None:
+                 check_interval: float = CHECK_INTERVAL, max_backoff: float = 300.0,
+                 openbao: OpenBao | None = None) -> None:
         self.records_namespace = records_namespace
         self.gate = gate
         self.check_interval = check_interval
         self.max_backoff = max_backoff
         self.checked: dict[HalfKey, checks.Checked] = {}  # the last check of each half (memory only)
+        self.openbao = openbao  # None: no --openbao-address (an openBaoPath half is Present Unknown)
+        self.reads: dict[HalfKey, bao.Read] = {}  # the last OpenBao read of each openBaoPath half (memory only)
         self.namespaces: tuple[str, ...] = (records_namespace,)
         self.argocd_namespace = argocd_namespace
         self.field_manager = field_manager
@@ -158,6 +164,7 @@ class SourceCredentialController:
             cache.forget(namespace, name)
             for half_name in ("git", "registry"):
                 self.checked.pop((name, half_name), None)
+                self.reads.pop((name, half_name), None)
             log.info("gone", extra={"controller": self.name, "namespace": namespace, "object": name})
             return Done()
         if outputs.FINALIZER not in (obj["metadata"].get("finalizers") or []):
@@ -167,13 +174,15 @@ class SourceCredentialController:
         cache.update(obj)
         credential = read(obj)
         materials = self._informer(SECRET, {}, self.namespaces)
-        found: dict[str, outputs.Material | str | None] = {}
+        found: dict[str, Found] = {}
         for half_name, half in (("git", credential.git), ("registry", credential.registry)):
             if half is not None and half.backend.sealed_secret:
                 secret = materials.get(namespace, half.backend.sealed_secret)
                 found[half_name] = outputs.material(secret, half.backend.sealed_secret)
         requested = checks.check_request(obj["metadata"].get("annotations"))
+        read_waits = await self._read_openbao(credential, found)
         latest, waits, derives = await self._check(credential, found, requested)
+        waits += read_waits
         desired: list[dict[str, Any]] = []
         git, registry = found.get("git"), found.get("registry")
         if isinstance(git, outputs.Material) and derives["git"]:
@@ -185,9 +194,10 @@ class SourceCredentialController:
                 desired.append(outputs.pull_secret(credential, registry, ns))
         for secret in desired:
             await self._ensure(obj, secret)
-        # a half held by the `confirmed` gate keeps what it derived before, as it was
-        held = [s for s in self._derived(name) if _half_of(s) in
-                {h for h in ("git", "registry") if isinstance(found.get(h), outputs.Material) and not derives[h]}]
+        # a half held by the `confirmed` gate, or whose backend could not tell, keeps what it derived before as it was
+        holding = {h for h in ("git", "registry") if isinstance(found.get(h), outputs.Unreadable)
+                   or (isinstance(found.get(h), outputs.Material) and not derives[h])}
+        held = [s for s in self._derived(name) if _half_of(s) in holding]
         kept = [*desired, *held]
         await self._prune(name, keep=[(s["metadata"]["namespace"], s["metadata"]["name"]) for s in kept])
         await self._attach(name, (name, credential))
@@ -263,8 +273,39 @@ class SourceCredentialController:
             PlanPhase(decision.consumed, APPLIED, "applied: the credential's coverage change is carried out"),
             {"controller": self.name, "object": decision.consumed})
 
-    async def _check(self, credential: Credential, found: Mapping[str, outputs.Material | str | None],
-                     requested: str) -> tuple[dict[str, checks.Checked | None], list[float], dict[str, bool]]:
+    async def _read_openbao(self, credential: Credential, found: dict[str, Found]) -> list[float]:
+        """Each openBaoPath half's material into `found`: read from OpenBao when due (never read, its path changed,
+        the check interval passed, or its backoff after a read that could not tell), else as last read; one read per
+        path and pass, in a thread. The seconds until each is due again."""
+        waits: list[float] = []
+        this_pass: dict[str, outputs.Material | outputs.Unreadable | str] = {}
+        for half_name, half in (("git", credential.git), ("registry", credential.registry)):
+            path = half.backend.openbao_path if half is not None else None
+            key = (credential.name, half_name)
+            if path is None:
+                self.reads.pop(key, None)
+                continue
+            if self.openbao is None:
+                found[half_name] = bao.not_configured()
+                continue
+            last = self.reads.get(key)
+            if path not in this_pass and bao.wait_before_read(last, path, time.monotonic(), self.check_interval,
+                                                              self.max_backoff) == 0:
+                kv = bao.kv_path(path)
+                this_pass[path] = (await in_thread(functools.partial(self.openbao.read, kv)) if kv is not None
+                                   else outputs.Unreadable(bao.BACKEND_UNAVAILABLE, "not an openBaoPath"))
+                outcome = this_pass[path]
+                log.info("read", extra={"controller": self.name, "object": credential.name, "half": half_name,
+                                        "path": path, "outcome": _outcome(outcome)})
+            if path in this_pass:
+                last = self.reads[key] = bao.after_read(last, path, this_pass[path], time.monotonic())
+            assert last is not None
+            found[half_name] = last.found
+            waits.append(bao.wait_before_read(last, path, time.monotonic(), self.check_interval, self.max_backoff))
+        return waits
+
+    async def _check(self, credential: Credential, found: Mapping[str, Found], requested: str) -> tuple[
+            dict[str, checks.Checked | None], list[float], dict[str, bool]]:
         """Check each half whose material is there and that is due (changed, requested, or its interval or backoff
         passed) against its servers, in a thread, bounded; its last check, the seconds until the next, whether it
         derives."""
@@ -361,6 +402,15 @@ def _attached(deployment: Mapping[str, Any]) -> list[str]:
     """The pull secrets a Deployment's pod template references, sorted."""
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     return sorted(str(s["name"]) for s in spec.get("imagePullSecrets") or [] if s.get("name"))
+
+
+def _outcome(found: Found) -> str:
+    """A read's outcome for the log: found (where), or why not, in words that carry no material."""
+    if isinstance(found, outputs.Material):
+        return f"found ({found.origin})"
+    if isinstance(found, outputs.Unreadable):
+        return f"{found.reason}: {found.message}"
+    return f"missing: {found}"
 
 
 def _half_of(secret: Mapping[str, Any]) -> str:

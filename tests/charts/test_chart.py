@@ -316,3 +316,27 @@ def test_everything_the_chart_renders_passes_a_server_side_dry_run(kube: KubeTes
     assert {o["kind"] for o in stored} >= {"CustomResourceDefinition", "Deployment", "ClusterRole", "Role",
                                            "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
                                            "Certificate", "PodDisruptionBudget"}
+
+
+def test_openbao_values_become_the_operators_flags_and_its_ca_a_mounted_file(objects: list[dict[str, Any]]) -> None:
+    from apprafter.operator_cmd import operator
+
+    plain = container(one(objects, "Deployment", OPERATOR_SA["name"]))
+    assert not [a for a in plain["args"] if a.startswith("--openbao")]
+    values = {"operator": {"openBao": {"address": "https://openbao.openbao.svc:8200", "authRole": "apprafter",
+                                       "caConfigMap": "openbao-ca"}}}
+    deployment = one(render(values), "Deployment", OPERATOR_SA["name"])
+    args = [a for a in container(deployment)["args"] if a.startswith("--openbao")]
+    assert args == ["--openbao-address=https://openbao.openbao.svc:8200", "--openbao-auth-role=apprafter",
+                    "--openbao-auth-mount=kubernetes", "--openbao-ca-file=/etc/apprafter/openbao/ca.crt"]
+    flags = {opt for param in operator.params for opt in param.opts}
+    assert {a.split("=", 1)[0] for a in args} <= flags  # flags the operator really has
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment)["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert mounts["openbao-ca"] == "/etc/apprafter/openbao"
+    assert volumes["openbao-ca"]["configMap"] == {"name": "openbao-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    no_role = template({"operator": {"openBao": {"address": "https://openbao.openbao.svc:8200"}}})
+    assert no_role.returncode != 0 and "operator.openBao.authRole" in no_role.stderr
+    for bad in ({"address": "https://bao:8200/v1/secret"}, {"adress": "https://bao:8200"}):
+        refused = template({"operator": {"openBao": bad}})
+        assert refused.returncode != 0 and "/operator/openBao" in refused.stderr, refused.stderr

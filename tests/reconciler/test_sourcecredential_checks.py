@@ -109,7 +109,7 @@ def test_the_status_carries_the_verdict_and_when_it_was_made() -> None:
     assert valid["message"] == "registry ghcr.io refused the login: GET /v2/: HTTP 401 Unauthorized: " \
                                "authentication required"
     assert document["registry"]["lastValidated"] == "2026-01-02T03:04:05Z"
-    missing = half_conditions("Secret login not found", None, refused)[1]
+    missing = half_conditions("Secret login not found", refused)[1]
     assert (missing.status, missing.reason, missing.message) == ("Unknown", "Unverified", "no material to check")
 
 

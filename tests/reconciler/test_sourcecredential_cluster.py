@@ -83,7 +83,11 @@ BAD = [
                                     "hosts": ["ghcr.io/myorg/"]}}, "must validate one and only one schema"),
     ("no backend", {"registry": {"backend": {}, "hosts": ["ghcr.io/myorg/"]}}, "must validate one and only one"),
     ("a URL as the OpenBao path", {"git": {"backend": {"openBaoPath": "https://bao/x?token=s"},
-                                           "repoPrefixes": ["github.com/o/"]}}, "openBaoPath is a KV path"),
+                                           "repoPrefixes": ["github.com/o/"]}}, "openBaoPath is <mount>/<path>"),
+    ("a parent segment in the OpenBao path", {"git": {"backend": {"openBaoPath": "secret/../sys/raw"},
+                                                      "repoPrefixes": ["github.com/o/"]}}, "none empty or starting"),
+    ("an OpenBao path without a mount", {"git": {"backend": {"openBaoPath": "github"},
+                                                 "repoPrefixes": ["github.com/o/"]}}, "openBaoPath is <mount>/<path>"),
 ]
 
 
@@ -290,7 +294,7 @@ def test_material_missing_says_so_without_deriving(bed: KubeTestBed, operator: O
     records = operator.records_namespace
     bed.apply(credential(records, {"git": {"backend": {"sealedSecretRef": {"name": "not-unsealed"}},
                                            "repoPrefixes": ["github.com/nobody/"]},
-                                   "registry": {"backend": {"openBaoPath": "secret/data/nobody"},
+                                   "registry": {"backend": {"openBaoPath": "secret/nobody/login"},
                                                 "hosts": ["ghcr.io/nobody/"]}}, name="nobody"))
 
     def reported() -> dict[str, Any] | None:
