@@ -18,11 +18,14 @@ from typing import Any
 import pytest
 
 from lifecycle.credential_outputs import CREDENTIAL_LABEL, pull_secret_name
+from tests.reconciler.credential_bed import (
+    Servers,
+    approve,
+    credential_servers,  # noqa: F401 - the module's fixture
+    pending,
+)
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, wait
 from tests.reconciler.operator_proc import FAST, Operator
-from tests.reconciler.test_sourcecredential_cluster import _approve, _pending
-from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.vault import OPERATOR_POLICY, DevVault, start_vault
 
@@ -30,33 +33,6 @@ pytestmark = pytest.mark.testbed
 
 CHECK = ("--credential-check-interval", "2")  # OpenBao is re-read on the check interval (it is not watched)
 POLICY = 'path "secret/data/myorg/*" { capabilities = ["read"] }'
-
-
-class Servers:
-    """What the operator checks the material against: the token registry, the Basic-auth git server."""
-
-    def __init__(self, registry: AuthRegistry, git: GitServer, private: GitHttpServer, workdir: Path) -> None:
-        self.registry, self.git, self.private, self.workdir = registry, git, private, workdir
-        self.user, self.password = registry.user, registry.password  # one login, both halves (a classic PAT)
-
-    @property
-    def registry_host(self) -> str:
-        return f"127.0.0.1:{self.registry.port}"
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    workdir = tmp_path_factory.mktemp("servers")
-    registry = start_distribution(workdir / "registry", "token")
-    git = start_git_server(workdir / "git")
-    git.create("myorg/app", {"README": "private\n"})
-    private = start_git_http_server(git.base, workdir, registry.user, registry.password)
-    try:
-        yield Servers(registry, git, private, workdir)
-    finally:
-        private.stop()
-        git.stop()
-        registry.stop()
 
 
 @pytest.fixture
@@ -200,7 +176,7 @@ def test_the_operator_reads_derives_rotates_and_says_what_is_missing(
         for name in ("bao", "absent", "denied"):
             bed.delete(API, "SourceCredential", name, records)
         # the Application's image is covered: deleting "bao" waits for its plan (as for any backend)
-        _approve(bed, records, wait("the deletion's plan", lambda: _pending(bed, records, "bao")))
+        approve(bed, records, wait("the deletion's plan", lambda: pending(bed, records, "bao")))
         wait("the credentials gone", lambda: all(bed.get(API, "SourceCredential", n, records) is None
                                                  for n in ("bao", "absent", "denied")) or None)
         said = json.dumps(events(bed, records)) + json.dumps(bed.get(API, "SourceCredential", "bao", records))

@@ -11,7 +11,6 @@ import base64
 import datetime
 import json
 import subprocess
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
+    Servers,
+    credential_argocd_namespace,
+    credential_operator,
+    credential_servers,
+)
 from tests.reconciler.helpers import API, plan_phase, plans, wait
-from tests.reconciler.operator_proc import FAST, Operator
-from tests.reconciler.test_sourcecredential_cluster import Servers, servers  # noqa: F401 - the module's fixture
+from tests.reconciler.operator_proc import Operator
 from tests.reconciler.test_sourcecredential_gate import documented_hash
 from tests.renderer.helpers import APPRAFTER
 from tests.testbed.kube import KubeTestBed
@@ -44,23 +48,6 @@ def sealed_secrets(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -
         yield controller
     finally:
         controller.stop()
-
-
-@pytest.fixture(scope="module")
-def argocd_namespace(bed: KubeTestBed) -> str:
-    name = f"argocd-{uuid.uuid4().hex[:6]}"
-    bed.ensure_namespace(name)
-    return name
-
-
-@pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, argocd_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(bed, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", "--no-platform-stack",
-                                                             "--argocd-namespace", argocd_namespace, *FAST)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
 
 
 def cli(bed: KubeTestBed, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -102,7 +89,7 @@ def _other_cluster_cert() -> bytes:
 
 
 def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
-        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,  # noqa: F811
+        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,
         tmp_path: Path) -> None:
     records = operator.records_namespace
     prefix, host = servers.private.url("myorg/"), f"{servers.registry_host}/myorg/"
@@ -170,7 +157,7 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
 
 
 def test_a_login_sealed_for_another_cluster_is_not_present(
-        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,  # noqa: F811
+        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,
         tmp_path: Path) -> None:
     records = operator.records_namespace
     other = tmp_path / "other-cluster.pem"
@@ -212,7 +199,7 @@ def test_a_login_sealed_for_another_cluster_is_not_present(
 
 
 def test_remove_predicts_the_plan_the_operator_waits_on(
-        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,  # noqa: F811
+        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,
         argocd_namespace: str) -> None:
     records = operator.records_namespace
     prefix = servers.private.url("team/")
@@ -271,7 +258,7 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
 
 
 def test_the_password_is_in_no_output_or_log(bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator,
-                                             servers: Servers) -> None:  # noqa: F811
+                                             servers: Servers) -> None:
     assert OUTPUTS, "the tests above ran the CLI"
     for text in OUTPUTS:
         assert servers.password not in text

@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import base64
 import copy
-import http.server
 import json
-import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +18,19 @@ import pytest
 
 from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
 from lifecycle.sourcecredential import check
-from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, plan_phase, plans, wait
+from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
+    Servers,
+    approve,
+    credential_argocd_namespace,
+    credential_operator,
+    credential_plans,
+    credential_servers,
+    pending,
+)
+from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, plan_phase, wait
 from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.reconciler.test_sourcecredential_gate import documented_hash
-from tests.renderer.helpers import run_cli
-from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
 from tests.testbed.kube import ApplyRejected, KubeTestBed
 from tests.testbed.procs import free_port
 
@@ -35,23 +38,6 @@ pytestmark = pytest.mark.testbed
 
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # grepped for in every log this module makes
 ROTATED = f"rotated-{uuid.uuid4().hex}"
-
-
-@pytest.fixture(scope="module")
-def argocd_namespace(bed: KubeTestBed) -> str:
-    name = f"argocd-{uuid.uuid4().hex[:6]}"
-    bed.ensure_namespace(name)
-    return name
-
-
-@pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, argocd_namespace: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    op = Operator(bed, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", "--no-platform-stack",
-                                                             "--argocd-namespace", argocd_namespace, *FAST)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
 
 
 def credential(namespace: str, spec: dict[str, Any], name: str = "myorg") -> dict[str, Any]:
@@ -143,22 +129,6 @@ def _pull_secrets(bed: KubeTestBed, namespace: str) -> list[str]:
                   .get("imagePullSecrets") or [])
 
 
-def _credential_plans(bed: KubeTestBed, records: str, name: str) -> list[dict[str, Any]]:
-    return [p for p in plans(bed, records) if (p["metadata"].get("labels") or {}).get(CREDENTIAL_LABEL) == name]
-
-
-def _pending(bed: KubeTestBed, records: str, name: str) -> dict[str, Any] | None:
-    found = [p for p in _credential_plans(bed, records, name) if plan_phase(bed, records, p["metadata"]["name"])
-             == "pending-approval"]
-    return found[0] if found else None
-
-
-def _approve(bed: KubeTestBed, records: str, plan: dict[str, Any]) -> None:
-    result = run_cli("migration", "approve", plan["metadata"]["name"], "-n", records, "--kubeconfig",
-                     str(bed.kubeconfig))
-    assert result.returncode == 0, result.stderr
-
-
 def _derived_versions(bed: KubeTestBed, argocd_namespace: str, covered: str) -> dict[str, Any]:
     """What the gate keeps while a plan waits: each derived Secret's resourceVersion and the pods' references."""
     pull = _secret(bed, covered, pull_secret_name("myorg"))
@@ -215,7 +185,7 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
          or None)
     wait("the rotated pull secret", lambda: ROTATED in _decoded(_secret(bed, covered, pull_secret_name("myorg"))
                                                                 or {})[".dockerconfigjson"] or None)
-    assert _credential_plans(bed, records, "myorg") == []
+    assert credential_plans(bed, records, "myorg") == []
 
     # a hand edit is put back, and said so on the credential
     name = repo["metadata"]["name"]
@@ -243,7 +213,7 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     narrowed["git"]["repoPrefixes"] = ["http://127.0.0.1:3000/myorg/other/"]
     narrowed["registry"]["hosts"] = ["registry.test.example/someone-else/"]
     bed.apply(credential(records, narrowed))
-    plan = wait("the narrowing's plan", lambda: _pending(bed, records, "myorg"))
+    plan = wait("the narrowing's plan", lambda: pending(bed, records, "myorg"))
     _checked_plan(plan, "myorg", {"AR-SC001", "AR-SC002"})
     said = json.dumps(plan["spec"]["changes"])
     assert f"Application {covered}/demo" in said and f"Argo CD Application {argocd_namespace}/shop" in said
@@ -254,7 +224,7 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     assert status["registry"]["hosts"] == ["registry.test.example/myorg"]  # the last-applied coverage
     assert events(bed, records, "MigrationPlanCreated")
     assert _derived_versions(bed, argocd_namespace, covered) == before
-    _approve(bed, records, plan)
+    approve(bed, records, plan)
     wait("the reference removed", lambda: _pull_secrets(bed, covered) == [] or None)
     wait("the pull secret removed", lambda: _secret(bed, covered, pull_secret_name("myorg")) is None or None)
     wait("the repo-creds narrowed", lambda: [_decoded(s)["url"] for s in _repo_creds(bed, argocd_namespace)]
@@ -267,19 +237,19 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     bed.apply(credential(records, GOOD))
     wait("the pull secret again", lambda: _pull_secrets(bed, covered) == [pull_secret_name("myorg")] or None)
     wait("its Secret again", lambda: _secret(bed, covered, pull_secret_name("myorg")))
-    assert [p["metadata"]["name"] for p in _credential_plans(bed, records, "myorg")] == [plan["metadata"]["name"]]
+    assert [p["metadata"]["name"] for p in credential_plans(bed, records, "myorg")] == [plan["metadata"]["name"]]
 
     # deleting it while Applications match it: held by our finalizer for a plan; approval removes it all
     before = _derived_versions(bed, argocd_namespace, covered)
     bed.delete(API, "SourceCredential", "myorg", records)
-    deletion = wait("the deletion's plan", lambda: _pending(bed, records, "myorg"))
+    deletion = wait("the deletion's plan", lambda: pending(bed, records, "myorg"))
     _checked_plan(deletion, "myorg", {"AR-SC001", "AR-SC002", "AR-SC003"})
     wait("the status naming it", lambda: (bed.get(API, "SourceCredential", "myorg", records) or {})
          .get("status", {}).get("migrationPlan") == deletion["metadata"]["name"] or None)
     still = bed.get(API, "SourceCredential", "myorg", records)
     assert still and still["metadata"].get("deletionTimestamp") and FINALIZER in still["metadata"]["finalizers"]
     assert _derived_versions(bed, argocd_namespace, covered) == before
-    _approve(bed, records, deletion)
+    approve(bed, records, deletion)
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "myorg", records) is None or None)
     assert _repo_creds(bed, argocd_namespace) == []
     assert _secret(bed, covered, pull_secret_name("myorg")) is None
@@ -309,48 +279,6 @@ def test_material_missing_says_so_without_deriving(bed: KubeTestBed, operator: O
     assert not [s for s in _repo_creds(bed, argocd_namespace) if s["metadata"]["labels"][CREDENTIAL_LABEL] == "nobody"]
     bed.delete(API, "SourceCredential", "nobody", records)
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "nobody", records) is None or None)
-
-
-class Servers:
-    """What the checks talk to: the token registry, a Basic-auth git server with its login, a registry that fails."""
-
-    def __init__(self, registry: AuthRegistry, git: GitServer, private: GitHttpServer,
-                 failing: http.server.ThreadingHTTPServer, workdir: Path) -> None:
-        self.registry, self.git, self.private, self.failing, self.workdir = registry, git, private, failing, workdir
-        self.user, self.password = registry.user, registry.password  # one login, both halves (a classic PAT)
-
-    @property
-    def registry_host(self) -> str:
-        return f"127.0.0.1:{self.registry.port}"
-
-
-class _Failing(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(503)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
-
-
-@pytest.fixture(scope="module")
-def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    workdir = tmp_path_factory.mktemp("servers")
-    registry = start_distribution(workdir / "registry", "token")
-    git = start_git_server(workdir / "git")
-    git.create("myorg/app", {"README": "private\n"})
-    private = start_git_http_server(git.base, workdir, registry.user, registry.password)
-    failing = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Failing)
-    threading.Thread(target=failing.serve_forever, daemon=True).start()
-    try:
-        yield Servers(registry, git, private, failing, workdir)
-    finally:
-        failing.shutdown()
-        failing.server_close()
-        private.stop()
-        git.stop()
-        registry.stop()
 
 
 def _valid(bed: KubeTestBed, records: str, name: str, generation_of: int | None = None) -> dict[str, Any] | None:
@@ -497,9 +425,9 @@ def test_an_application_names_the_invalid_credential_covering_its_image(bed: Kub
 
     # deleting it while the Application's image is covered waits for a plan; approving lets it go
     bed.delete(API, "SourceCredential", "pull", records)
-    plan = wait("the deletion's plan", lambda: _pending(bed, records, "pull"))
+    plan = wait("the deletion's plan", lambda: pending(bed, records, "pull"))
     _checked_plan(plan, "pull", {"AR-SC002", "AR-SC003"})
-    _approve(bed, records, plan)
+    approve(bed, records, plan)
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "pull", records) is None or None)
     for log in _bed_logs(bed, operator.log_path.parent):
         assert wrong not in log.read_text(errors="replace") and servers.password not in log.read_text(
