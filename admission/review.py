@@ -20,6 +20,7 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
+from lifecycle import sourcecredential
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
@@ -72,6 +73,13 @@ class Settings:
 
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
+
+    @property
+    def operator_namespace(self) -> str | None:
+        """The namespace of the operator's service account (system:serviceaccount:NS:NAME): where it keeps its
+        records and reads SourceCredentials; None when the operator is not a service account."""
+        parts = self.operator_user.split(":")
+        return parts[2] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,6 +317,10 @@ def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(platform_stack.check(req.obj)))
 
 
+def _source_credential(req: _Request, settings: Settings) -> _Verdict:
+    return _Verdict(tuple(sourcecredential.check(req.obj, settings.operator_namespace)))
+
+
 Handler = Callable[[_Request, Settings], _Verdict]
 VALIDATING: dict[tuple[str, str], Handler] = {
     ("Application", ""): _application,
@@ -321,6 +333,8 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("ApplicationBaseline", "status"): _operator_status,
     ("PublicHostname", ""): _operator_record,
     ("PublicHostname", "status"): _operator_status,
+    ("SourceCredential", ""): _source_credential,
+    ("SourceCredential", "status"): _operator_status,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

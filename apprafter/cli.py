@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "operator": "apprafter.operator_cmd:operator",
     "migration": "apprafter.migration_cmd:migration",
     "platform": "apprafter.platform_cmd:platform",
+    "repo": "apprafter.repo_cmd:repo",
     "webhook": "apprafter.webhook_cmd:webhook",
     "version": "apprafter.version_cmd:version",
     "completion": "apprafter.version_cmd:completion",

@@ -28,7 +28,8 @@ NO_COLOR = Spelling("--no-color", None, "No ANSI colour (also off when NO_COLOR 
 SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR)
 
 # What each command that prints data can print (`-o`), by its path; the first is the default. `yaml` is always the
-# `json` document in YAML, except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream.
+# `json` document in YAML, except for `render`, `crds`, `cluster-bootstrap` and `repo creds add` (which writes
+# nothing with it), whose YAML is the Kubernetes stream.
 OUTPUTS: dict[str, tuple[str, ...]] = {
     "render": ("yaml", "json"),
     "validate": ("text", "json", "yaml"),
@@ -42,6 +43,8 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "stack plan": ("text", "json", "yaml"),
     "migration list": ("text", "json", "yaml"),
     "platform status": ("text", "json", "yaml"),
+    "repo creds add": ("text", "yaml"),
+    "repo creds list": ("text", "json", "yaml"),
 }
 
 # Old spellings, kept hidden; each use prints one deprecation line on stderr. flag -> the value of -o it stands

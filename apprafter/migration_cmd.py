@@ -39,7 +39,7 @@ def _row(plan: dict[str, Any]) -> list[str]:
         application = scope.get("application") or {}
         target, env = (application.get("ref") or {}).get("name", ""), application.get("environment", "")
     else:
-        target, env = ((scope.get("platform") or {}).get("ref") or {}).get("name", ""), ""
+        target, env = ((scope.get(scope.get("type") or "platform") or {}).get("ref") or {}).get("name", ""), ""
     return [meta.get("namespace", ""), meta["name"], scope.get("type", ""), target, env or "-",
             (spec.get("risks") or {}).get("classification", ""), status.get("phase") or "<none>",
             age(meta.get("creationTimestamp"))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import click
 
@@ -22,10 +22,45 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
 
     from controller_runtime.lease import LeaseSettings
     from controller_runtime.manager import Settings
+    from reconciler.openbao import OpenBaoSettings
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
+
+
+# the pod's projected ServiceAccount token (reconciler.openbao.JWT_FILE: not imported for --help)
+JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+class SourceCredentialSettings(NamedTuple):
+    """The SourceCredential controller's flags: Argo CD's namespace, the coverage gate, the check interval, and
+    OpenBao (None: not configured)."""
+
+    argocd_namespace: str
+    gate: str
+    check_interval: float
+    openbao: OpenBaoSettings | None = None
+
+
+def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, token_file: Path | None,
+             ca_file: Path | None) -> OpenBaoSettings | None:
+    """The OpenBao flags checked together: an address wants exactly one way to log in, a login wants an address."""
+    from lifecycle.openbao import address_problem
+    from reconciler.openbao import OpenBaoSettings
+
+    if address is None:
+        if role or token_file or ca_file:
+            raise click.UsageError("--openbao-auth-role, --openbao-token-file and --openbao-ca-file need "
+                                   "--openbao-address")
+        return None
+    problem = address_problem(address)
+    if problem:
+        raise click.BadParameter(problem, param_hint="--openbao-address")
+    if (role is None) == (token_file is None):
+        raise click.UsageError("--openbao-address wants exactly one of --openbao-auth-role (the Kubernetes auth "
+                               "method) and --openbao-token-file")
+    return OpenBaoSettings(address, role, mount, jwt_file, token_file, ca_file)
 
 
 @click.command()
@@ -64,6 +99,28 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
 @click.option("--records-namespace", metavar="NS",
               help="Where the operator keeps its ApplicationBaselines and PublicHostnames (default: the pod's "
                    "namespace, else the kubeconfig context's); only the operator may write there.")
+@click.option("--argocd-namespace", default="argocd", show_default=True, metavar="NS",
+              help="Argo CD's namespace: where the repo-creds Secrets derived from SourceCredentials are written.")
+@click.option("--credential-gate", type=click.Choice(["present", "confirmed"]), default="present",
+              show_default=True, help="When a SourceCredential half derives its Secrets: once its material is "
+                                      "present, or once it was also checked Valid (until then what it derived stays).")
+@click.option("--credential-check-interval", type=click.FloatRange(min=1), default=600.0, show_default=True,
+              metavar="SECONDS", help="Seconds between two checks of a SourceCredential half that gave a verdict "
+                                      "(one that could not tell is checked again with backoff up to --max-backoff).")
+@click.option("--openbao-address", metavar="URL",
+              help="OpenBao's address (http(s)://host:port) for SourceCredentials whose backend is openBaoPath "
+                   "(KV v2, re-read every --credential-check-interval). Default: none (such a half is Present "
+                   "Unknown).")
+@click.option("--openbao-auth-role", metavar="ROLE",
+              help="Log in to OpenBao with the Kubernetes auth method as this role (with --openbao-jwt-file).")
+@click.option("--openbao-auth-mount", default="kubernetes", show_default=True, metavar="PATH",
+              help="Where OpenBao's Kubernetes auth method is mounted (auth/<this>/login).")
+@click.option("--openbao-jwt-file", type=click.Path(path_type=Path, dir_okay=False), default=JWT_FILE,
+              show_default=True, help="The ServiceAccount token the Kubernetes login presents (re-read at each login).")
+@click.option("--openbao-token-file", type=click.Path(path_type=Path, dir_okay=False),
+              help="Instead of a login: a file holding an OpenBao client token (re-read for every request).")
+@click.option("--openbao-ca-file", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              help="PEM CA bundle that signed OpenBao's certificate (default: the system's).")
 @click.option("--identity", help="This replica's name in the Lease (default: POD_NAME, else hostname_pid).")
 @click.option("--field-manager", default=OPERATOR_FIELD_MANAGER, show_default=True,
               help="Server-side apply field manager of the children (status: <this>-status).")
@@ -83,7 +140,10 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
              health_port: int, metrics_port: int, bind_address: str,
              leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
              leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
-             leader_elect_resource_name: str, records_namespace: str | None, identity: str | None,
+             leader_elect_resource_name: str, records_namespace: str | None, argocd_namespace: str,
+             credential_gate: str, credential_check_interval: float, openbao_address: str | None,
+             openbao_auth_role: str | None, openbao_auth_mount: str, openbao_jwt_file: Path,
+             openbao_token_file: Path | None, openbao_ca_file: Path | None, identity: str | None,
              field_manager: str, platform_stack: bool,
              platform_file: Path | None, domain: str | None, tier: str | None, log_level: str,
              log_format: str) -> None:
@@ -98,6 +158,8 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     from controller_runtime.manager import Settings
     from toolchain.tools import resolve
 
+    openbao = _openbao(openbao_address, openbao_auth_role, openbao_auth_mount, openbao_jwt_file, openbao_token_file,
+                       openbao_ca_file)
     logs.setup(log_level, log_format)
     # the renderer reads its budget from the environment when it runs cue (renderer.settings.limits)
     if render_timeout is not None or not os.environ.get(settings_.TIMEOUT_ENV):
@@ -119,13 +181,16 @@ def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tupl
     settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
     records = records_namespace or default_namespace(config)
     code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
-                              bind_address, health_port, metrics_port, platform_stack, watch_timeout, records))
+                              bind_address, health_port, metrics_port, platform_stack, watch_timeout, records,
+                              SourceCredentialSettings(argocd_namespace, credential_gate, credential_check_interval,
+                                                       openbao)))
     sys.exit(code)
 
 
 async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
                  lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
-                 platform_stack: bool, watch_timeout: int, records_namespace: str) -> int:
+                 platform_stack: bool, watch_timeout: int, records_namespace: str,
+                 credentials: SourceCredentialSettings) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     import asyncio
     import signal
@@ -136,7 +201,9 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     from controller_runtime.manager import Controller, Manager, Runtime
     from controller_runtime.probes import Health, Servers
     from reconciler.application import ApplicationController
+    from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
+    from reconciler.sourcecredential import SourceCredentialController
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -149,10 +216,15 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     health = Health()
     servers = Servers(health, bind, health_port, metrics_port)
     identity = lease.identity if lease is not None else field_manager
+    openbao = OpenBao(credentials.openbao) if credentials.openbao is not None else None
     try:
         runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
-        controllers: list[Controller] = [ApplicationController(context, records_namespace)]
+        controllers: list[Controller] = [ApplicationController(context, records_namespace),
+                                         SourceCredentialController(
+                                             records_namespace, credentials.argocd_namespace,
+                                             f"{field_manager}-credentials", credentials.gate,
+                                             credentials.check_interval, settings.max_backoff, openbao)]
         if platform_stack:
             controllers.append(PlatformStackController())
         return await Manager(runtime, controllers, health, elector).run(stop)
@@ -160,3 +232,5 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
         servers.close()
         await kube.close()
         await lease_kube.close()
+        if openbao is not None:
+            openbao.close()

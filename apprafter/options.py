@@ -36,7 +36,7 @@ __all__ = ["all_namespaces_option", "deprecation", "env_option", "namespace_opti
 
 F = TypeVar("F", bound=Callable[..., Any])
 # Commands whose body writes YAML itself (a Kubernetes stream), not the JSON document in YAML.
-NATIVE_YAML = frozenset({"render", "crds", "cluster-bootstrap"})
+NATIVE_YAML = frozenset({"render", "crds", "cluster-bootstrap", "repo creds add"})
 _ALIAS_VALUE = "apprafter.output_alias"
 
 

@@ -51,6 +51,9 @@ def person_may_set(phase: str | None, target: str, scope: str | None) -> str | N
     if target not in HUMAN_PHASES:
         return f"a person may set {' or '.join(sorted(HUMAN_PHASES))} only; {target!r} is the operator's"
     if target in PLATFORM_ONLY and scope != "platform":
+        if scope == "credential":
+            return ("a credential-scope plan has no reject: put the coverage back; the operator then supersedes the "
+                    "plan and what the credential derived stays as it is")
         return ("an application-scope plan has no reject: revert the change in git; the operator then supersedes "
                 "the plan and the application is Ready again")
     if phase == target or phase in REACHABLE_FROM[target]:

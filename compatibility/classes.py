@@ -12,7 +12,7 @@ __all__ = [
     "is_gated", "rank", "ranked"
 ]
 
-Scope = Literal["application", "platform"]
+Scope = Literal["application", "platform", "credential"]
 
 SAFE = "safe"
 REQUIRES_RESTART = "requires-restart"
@@ -21,10 +21,13 @@ SECURITY_BOUNDARY = "security-boundary"
 BREAKING = "breaking"
 
 # Lowest to highest. security-boundary ranks above data-migration (ADR 0052: a data-loss change is
-# coverable by backups, a leaked credential or a widened exposure is not); platform scope has breaking.
+# coverable by backups, a leaked credential or a widened exposure is not); platform and credential scope have
+# breaking.
 RANKS: dict[Scope, tuple[str, ...]] = {
     "application": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, SECURITY_BOUNDARY),
     "platform": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, BREAKING),
+    # A SourceCredential (spec §3.12): what it stops covering breaks the clone or the pull of whoever used it.
+    "credential": (SAFE, BREAKING),
 }
 
 

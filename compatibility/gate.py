@@ -14,14 +14,20 @@ from typing import Any, Literal
 
 from compatibility.application import DEFAULT_DOMAIN, Deployment, plan, soft_destructive
 from compatibility.authority import APPLIED, APPROVED, PENDING, REACHABLE_FROM, REJECTED, SUPERSEDED
-from compatibility.migrationplan import migration_plan, name, platform_migration_plan, previous_pin
+from compatibility.migrationplan import (
+    credential_migration_plan,
+    migration_plan,
+    name,
+    platform_migration_plan,
+    previous_pin,
+)
 from compatibility.plan import Change, Plan
 from compatibility.shape import check_spec
 from controller_runtime.objects import controller_uid
 
-__all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan",
-           "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_platform",
-           "refused_platform"]
+__all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "CredentialDecision", "Decision",
+           "ExistingPlan", "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_credential",
+           "decide_platform", "refused_platform"]
 
 # Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
 # CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
@@ -249,3 +255,53 @@ def refused_platform(plans: Iterable[PlatformPlan], *, applied_plan: str | None,
     a plan still in play was made for another target and would wait for an approval that can never apply."""
     return tuple(_others(plans, None, applied_plan, None, f"superseded: the PlatformStack asks for {target}, which "
                          "this cluster's Kubernetes cannot run"))
+
+
+# --- credential scope --------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class CredentialDecision:
+    """What the SourceCredential controller does with a coverage change: carry it out, carry it out under an
+    approved plan, or hold it (the derived Secrets stay as they were) for a plan."""
+
+    outcome: Outcome
+    plan: Plan | None  # the last-applied coverage -> the spec's (or deletion); None when nothing was applied yet
+    migration_plan: dict[str, Any] | None = None  # hold: the plan to ensure
+    consumed: str | None = None  # apply-approved: the plan to mark applied once the change is carried out
+    phases: tuple[PlanPhase, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome != "hold"
+
+    @property
+    def waiting_for(self) -> str | None:
+        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
+
+
+def decide_credential(result: Plan | None, plans: Iterable[ExistingPlan], *, owner_uid: str) -> CredentialDecision:
+    """The gate for one SourceCredential: `result` is its credential-scope plan (lifecycle.credential_gate), `plans`
+    its MigrationPlans. As for an Application, a plan applies only when approved, owned by this credential, and its
+    approvedSpecHash equals the hash recomputed now; a change that no longer gates supersedes every plan in play."""
+    plans = list(plans)
+    if result is None or not result.gated:
+        return CredentialDecision("apply", result, phases=tuple(_others(
+            plans, None, None, None, "superseded: the coverage change was undone or no longer takes anything from "
+            "an Application")))
+    wanted = name(result)
+    phases = _others(plans, wanted, None, wanted, f"superseded by {wanted}: the credential changed again")
+    current = next((p for p in plans if p.name == wanted), None)
+    ours = current is not None and current.owner_uid == owner_uid \
+        and current.approved_spec_hash is not None and current.approved_spec_hash == result.approved_spec_hash
+    if current is not None and ours and current.phase == APPROVED:
+        return CredentialDecision("apply-approved", result, consumed=wanted, phases=tuple(phases))
+    if current is None or (ours and current.phase == ""):
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif not ours:
+        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name did not carry this change's "
+                                "approvedSpecHash or was not this credential's; approve this one", recreate=True))
+    elif current.phase not in REACHABLE_FROM[PENDING]:
+        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
+                                f"{current.phase}); awaiting a new approval", recreate=True))
+    return CredentialDecision("hold", result, credential_migration_plan(result, owner_uid=owner_uid),
+                              phases=tuple(phases))

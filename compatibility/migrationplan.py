@@ -11,12 +11,14 @@ from compatibility.plan import Change, Plan
 from compatibility.versions import InvalidVersion, stack_version
 from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = ["KIND", "PREVIOUS_SPEC_ANNOTATION", "migration_plan", "name", "platform_migration_plan", "previous_pin"]
+__all__ = ["CREDENTIAL_LABEL", "KIND", "PREVIOUS_SPEC_ANNOTATION", "credential_migration_plan", "migration_plan",
+           "name", "platform_migration_plan", "previous_pin"]
 
 KIND = "MigrationPlan"
 PLATFORM_NAMESPACE = "apprafter-system"
 # Spec §3.8: a rejected platform plan reverts PlatformStack spec.pin to the value saved here ({"pin": ...}).
 PREVIOUS_SPEC_ANNOTATION = f"{GROUP}/previous-spec"
+CREDENTIAL_LABEL = f"{GROUP}/source-credential"  # a credential-scope plan's credential (its controller's watch)
 
 
 def _change(change: Change) -> dict[str, Any]:
@@ -31,11 +33,12 @@ def _change(change: Change) -> dict[str, Any]:
 
 
 def name(plan: Plan) -> str:
-    """Deterministic: the same gated set gives the same name (`<app>-<env>-<hash10>`, `platform-<hash10>`)."""
+    """Deterministic: the same gated set gives the same name (`<app>-<env>-<hash10>`, `<stack>-platform-<hash10>`,
+    `<credential>-credential-<hash10>`)."""
     assert plan.approved_spec_hash is not None
     digest = plan.approved_spec_hash.removeprefix("sha256:")[:10]
     s = plan.subject
-    stem = f"{s.name}-{s.environment}" if s.scope == "application" else f"{s.name}-platform"
+    stem = f"{s.name}-{s.environment}" if s.scope == "application" else f"{s.name}-{s.scope}"
     return f"{stem[:242]}-{digest}"
 
 
@@ -65,6 +68,11 @@ def migration_plan(plan: Plan, *, owner_uid: str | None = None, approvers: Seque
         if owner_uid:
             metadata["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "Application", "name": s.name,
                                             "uid": owner_uid, "controller": True, "blockOwnerDeletion": True}]
+    elif s.scope == "credential":
+        scope = {"type": "credential", "credential": {"ref": {"name": s.name,
+                                                              "namespace": s.namespace or PLATFORM_NAMESPACE}}}
+        labels[CREDENTIAL_LABEL] = s.name
+        metadata["namespace"] = s.namespace or PLATFORM_NAMESPACE
     else:
         platform: dict[str, Any] = {"ref": {"name": s.name, "namespace": s.namespace or PLATFORM_NAMESPACE}}
         platform |= {k: v for k, v in (("fromVersion", s.from_version), ("toVersion", s.to_version)) if v}
@@ -98,6 +106,16 @@ def platform_migration_plan(plan: Plan, *, owner_uid: str, from_digest: str | No
     if from_digest:
         platform["fromDigest"] = from_digest
     platform["toDigest"] = to_digest
+    return obj
+
+
+def credential_migration_plan(plan: Plan, *, owner_uid: str) -> dict[str, Any]:
+    """The SourceCredential controller's credential-scope plan: `migration_plan`'s, in the credential's namespace,
+    owned by the credential (it goes with it)."""
+    obj = migration_plan(plan)
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": API_VERSION, "kind": "SourceCredential",
+                                           "name": plan.subject.name, "uid": owner_uid, "controller": True,
+                                           "blockOwnerDeletion": True}]
     return obj
 
 

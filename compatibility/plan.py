@@ -40,7 +40,8 @@ class Change:
 
 @dataclasses.dataclass(frozen=True)
 class Subject:
-    """What a plan is about: an application in one environment, or the platform stack (name = PlatformStack)."""
+    """What a plan is about: an application in one environment, the platform stack (name = PlatformStack), or a
+    SourceCredential (name = the credential)."""
 
     scope: Scope
     name: str
@@ -53,7 +54,7 @@ class Subject:
         """What the approval hash binds besides the changes (never the namespace: CI may not know it)."""
         if self.scope == "application":
             return {"type": "application", "name": self.name, "environment": self.environment}
-        return {"type": "platform", "name": self.name}
+        return {"type": self.scope, "name": self.name}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +97,9 @@ def _order(change: Change) -> tuple[int, str, str, str]:
 
 
 def _scope_of(change: Change) -> Scope:
-    return "platform" if change.rule.startswith("AR-PS") else "application"
+    if change.rule.startswith("AR-PS"):
+        return "platform"
+    return "credential" if change.rule.startswith("AR-SC") else "application"
 
 
 def roll_up(changes: Iterable[Change], subject: Subject) -> Plan:

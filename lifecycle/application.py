@@ -15,6 +15,8 @@ from compatibility.sides import side
 from lifecycle.baseline import remembered
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
+from lifecycle.credential_checks import image_credentials
+from lifecycle.credential_outputs import deployment_image
 from lifecycle.health import CURRENT, FAILED, Workload
 from lifecycle.notes import Note
 from lifecycle.plans import plans_of
@@ -170,10 +172,12 @@ def _migration_condition(status: Mapping[str, Any], decision: Decision,
 
 
 def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping[str, Any]],
-           waiting: Sequence[str], workload: Workload | None = None) -> Settled:
+           waiting: Sequence[str], workload: Workload | None = None,
+           credentials: Iterable[Mapping[str, Any]] = ()) -> Settled:
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
     held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
-    the gate's new baseline."""
+    the gate's new baseline. `credentials` are the SourceCredentials (with their status): one that covers the
+    rendered image alone but was refused by the registry is named in a condition."""
     status, decision, generation = _status(app), desired.decision, _generation(app)
     namespace = app["metadata"]["namespace"]
     claims = desired.claims
@@ -198,7 +202,10 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         phase, ready = earned(desired, workload, generation)
         notes += _restamp(status, decision, fields)
         consumed = decision.consumed
-    conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans)) if c)]
+    image = next((deployment_image(c) for c in desired.children if c.get("kind") == "Deployment"), None)
+    credential_condition = image_credentials(image, credentials)
+    conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans),
+                                       credential_condition) if c)]
     consumed_note = (Note("MigrationApplied", f"MigrationPlan {consumed} was approved; its change is applied",
                           consumed) if consumed else None)
     return Settled(StatusUpdate(conditions, {"phase": phase, **fields}, generation), notes, consumed, consumed_note)

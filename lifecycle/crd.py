@@ -1,13 +1,14 @@
-"""The CRD sources of what the operator keeps for itself in its own namespace (lifecycle/schema/): the gate's
-baselines and the holders of public hostnames, generated like every other CRD; OPERATOR_CRDS is every CRD the
-operator needs installed (`apprafter crds` prints them with the PlatformStack's)."""
+"""The CRD sources of what the operator keeps in its own namespace (lifecycle/schema/): the gate's baselines, the
+holders of public hostnames and the SourceCredentials (lifecycle.sourcecredential), generated like every other CRD;
+OPERATOR_CRDS is every CRD the operator needs installed (`apprafter crds` prints them with the PlatformStack's)."""
 
 from __future__ import annotations
 
 from compatibility.crd import ALL_CRDS
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL
 from renderer.crds import AGE, Column, CrdSource, cel
 
-__all__ = ["BASELINE", "OPERATOR_CRDS", "PUBLIC_HOSTNAME"]
+__all__ = ["BASELINE", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SOURCE_CREDENTIAL"]
 
 BASELINE = CrdSource(
     "ApplicationBaseline", "lifecycle", "baseline.cue", "ApplicationBaselineSpec", "applicationbaselines",
@@ -29,4 +30,4 @@ PUBLIC_HOSTNAME = CrdSource(
     columns=(Column("Namespace", ".spec.holder.namespace"), Column("Application", ".spec.holder.name"),
              Column("Environment", ".spec.holder.environment"), AGE),
 )
-OPERATOR_CRDS = (*ALL_CRDS, BASELINE, PUBLIC_HOSTNAME)
+OPERATOR_CRDS = (*ALL_CRDS, BASELINE, PUBLIC_HOSTNAME, SOURCE_CREDENTIAL)

@@ -12,8 +12,8 @@ from typing import Any, Literal, NamedTuple
 from renderer.names import INSTANCE_LABEL, NAME_LABEL
 
 __all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "POD_FAILURES", "POD_INDEX", "ChildState", "PodFailure", "Workload",
-           "child_state", "deployment_state", "image_digest", "pod_failures", "pod_key", "pods_key", "replicas", "url",
-           "workload"]
+           "child_state", "deployment_state", "image_digest", "pod_failures", "pod_key", "pods_key", "pull_refusal",
+           "replicas", "url", "workload"]
 
 POD_INDEX = "application"  # the pods' cache index of pod_key: an Application's pods found directly
 State = Literal["Current", "InProgress", "Failed"]
@@ -31,6 +31,10 @@ _PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPu
 _CONFIG_MESSAGE = re.compile(r'(?:secret|configmap) "[-.a-z0-9]{1,253}" not found'
                              r'|couldn\'t find key [-._A-Za-z0-9]{1,253} in (?:Secret|ConfigMap) [-.a-z0-9/]{1,507}')
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# What a registry or the network answered a pull, as containerd words it (the first one found is named).
+_PULL_ERROR = re.compile(r"\b(?:401 Unauthorized|403 Forbidden|pull access denied|authorization failed|"
+                         r"failed to authorize|not found|network is unreachable|connection refused|no such host|"
+                         r"i/o timeout)\b", re.IGNORECASE)
 
 
 class ChildState(NamedTuple):
@@ -187,7 +191,25 @@ def _terminated(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return now if now else (status.get("lastState") or {}).get("terminated")
 
 
-def _container_failure(pod: str, status: Mapping[str, Any]) -> PodFailure | None:
+def pull_refusal(reason: str, message: str, pull_secrets: Sequence[str]) -> str:
+    """Why an image cannot be pulled, in words a person acts on: what the registry answered (one of a few fixed
+    phrases read off the kubelet's message, never the message itself) and which pull secrets the pod has; while the
+    kubelet backs off its message says nothing, and the pod's events keep the last error."""
+    found = _PULL_ERROR.search(message) if reason == "ErrImagePull" else None
+    said = found.group(0).lower() if found else ""
+    if "not found" in said:
+        return "cannot be pulled: not found in the registry"
+    if said and not ("401" in said or "403" in said or "auth" in said or "denied" in said):
+        return f"cannot be pulled: the registry is not reachable from the node ({said})"
+    words = (f"cannot be pulled: the registry refused access ({found.group(0)})" if found
+             else "cannot be pulled" + (" (the kubelet is backing off; the pod's events have its last error)"
+                                        if reason == "ImagePullBackOff" else ""))
+    if pull_secrets:
+        return f"{words}; the pod pulls with {', '.join(sorted(pull_secrets))}"
+    return f"{words}; the pod has no pull secret (a SourceCredential whose registry hosts cover the image gives one)"
+
+
+def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequence[str] = ()) -> PodFailure | None:
     container = str(status.get("name"))
     waiting = (status.get("state") or {}).get("waiting") or {}
     reason = waiting.get("reason")
@@ -198,7 +220,8 @@ def _container_failure(pod: str, status: Mapping[str, Any]) -> PodFailure | None
                           "resources.limits.memory or use less")
     if reason in _PULL_FAILURES:
         why = ("not on the node, and imagePullPolicy is Never" if reason == "ErrImageNeverPull"
-               else "cannot be pulled" if reason != "InvalidImageName" else "not a valid reference")
+               else pull_refusal(str(reason), str(waiting.get("message") or ""), pull_secrets)
+               if reason != "InvalidImageName" else "not a valid reference")
         return PodFailure(pod, container, str(reason), f"image {status.get('image')} {why}")
     if reason in ("CreateContainerConfigError", "CreateContainerError"):
         said = _CONFIG_MESSAGE.search(str(waiting.get("message") or ""))
@@ -218,8 +241,10 @@ def pod_failures(pods: Iterable[Mapping[str, Any]]) -> list[PodFailure]:
         meta, status = pod.get("metadata", {}), pod.get("status") or {}
         if meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed"):
             continue
+        secrets = [str(ref.get("name")) for ref in (pod.get("spec") or {}).get("imagePullSecrets") or []
+                   if isinstance(ref, Mapping)]
         for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            found = _container_failure(str(meta.get("name")), container)
+            found = _container_failure(str(meta.get("name")), container, secrets)
             if found:
                 out.append(found)
                 break

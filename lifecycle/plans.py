@@ -9,10 +9,11 @@ from typing import Any
 from compatibility.gate import APPLIED, PlanPhase
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
-__all__ = ["APPLICATION_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "phase_patch", "plans_of"]
+__all__ = ["APPLICATION_PLAN_LABELS", "CREDENTIAL_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "phase_patch", "plans_of"]
 
 APPLICATION_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "application"}
 PLATFORM_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "platform"}
+CREDENTIAL_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "credential"}
 
 
 def plans_of(plans: Iterable[Mapping[str, Any]], app: str, environment: str | None = None) -> list[Mapping[str, Any]]:

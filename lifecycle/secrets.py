@@ -1,7 +1,8 @@
 """Which Secrets an Application may make its pods read: one whose writer granted it to the app (the annotation
 `apprafter.io/applications` lists the app's name), or one a provider gives the app (its claims' connection Secrets;
-a SourceCredential's, once that kind exists). Writing an Application does not let its author read the namespace's
-Secrets, so it must not let the author's pods read them either (a pod's env is the author's to print)."""
+not a SourceCredential's pull secret, which only the kubelet reads). Writing an Application does not let its author
+read the namespace's Secrets, so it must not let the author's pods read them either (a pod's env is the author's to
+print)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ __all__ = ["GRANT_ANNOTATION", "PROVIDERS", "Provider", "granted", "references",
 GRANT_ANNOTATION = "apprafter.io/applications"
 
 # A provider says whether it gives `app` (its effective spec `spec`) the Secret `name`; the hook for more
-# providers: a SourceCredential controller adds one that answers for the Secrets its credentials name.
+# providers (a SourceCredential's pull secret is deliberately none: docs/private-sources.md).
 Provider = Callable[[str, Mapping[str, Any], str], bool]
 
 

@@ -35,12 +35,16 @@ from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
+from lifecycle.credential_gate import coverage_of, covers_image
+from lifecycle.credential_outputs import deployment_image
 from lifecycle.drift import Drift, drift, drift_note
 from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
 from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL
+from lifecycle.sourcecredential import read as read_credential
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event
@@ -58,6 +62,7 @@ log = logging.getLogger("apprafter.application")
 MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 # The pods of our Deployments (they carry the pod template's labels): their container states are the health.
 POD = GroupVersionKind("v1", "Pod")
+DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 DRIFT_CORRECTIONS = Counter("apprafter_drift_corrections", "Children put back after another field manager changed "
                             "them (each a DriftCorrected Event on the Application)", ["kind"])
 
@@ -108,7 +113,18 @@ class ApplicationController:
         return [Watch(APPLICATION, {}, itself), Watch(MIGRATION_PLAN, APPLICATION_PLAN_LABELS, plan_primaries),
                 *(Watch(kind, MANAGED, owners) for kind in KINDS), Watch(POD, MANAGED, pod_primaries),
                 Watch(BASELINE, {}, baseline_primaries, records),
-                Watch(PUBLIC_HOSTNAME, {}, hostname_primaries, records)]
+                Watch(PUBLIC_HOSTNAME, {}, hostname_primaries, records),
+                Watch(SOURCE_CREDENTIAL, {}, self.credential_primaries, records)]
+
+    def credential_primaries(self, credential: Mapping[str, Any]) -> Iterable[Key]:
+        """The Applications whose Deployment runs an image the SourceCredential covers (its validity is in their
+        status), by the Deployments' controlling owner."""
+        hosts = coverage_of(read_credential(credential)).registry
+        if not hosts:
+            return []
+        owners = controller_owners(APPLICATION)
+        return sorted({key for d in self.cache(DEPLOYMENT).items()
+                       if (image := deployment_image(d)) and covers_image(hosts, image) for key in owners(d)})
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -182,7 +198,8 @@ class ApplicationPass:
             with contextlib.suppress(KubeError):
                 await self.write_status(apply_failed(self.app, str(e), e.retryable))
             raise
-        settled = settle(self.app, desired, live_plans, waiting, None if waiting else self.workload(desired))
+        settled = settle(self.app, desired, live_plans, waiting, None if waiting else self.workload(desired),
+                         self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace))
         for note in settled.notes:
             await self.record(note)
         await self.remember(settled.status, desired)

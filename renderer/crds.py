@@ -173,6 +173,14 @@ def structural(node: Any) -> Any:
         return [structural(n) for n in node]
     if not isinstance(node, dict):
         return node
+    if _one_of_fields(node):
+        # `{a: ...} | {b: ...}` of closed structs: every field typed, and the oneOf keeps "exactly one of them"
+        # as a value validation (structural: its branches name only fields typed outside them).
+        props = {name: sub for branch in node["oneOf"] for name, sub in branch["properties"].items()}
+        folded = {k: v for k, v in node.items() if k != "oneOf"}
+        folded["properties"] = structural(props)
+        folded["oneOf"] = [{"required": list(branch["required"])} for branch in node["oneOf"]]
+        return folded
     for key in ("oneOf", "anyOf"):
         if key in node:
             desc = node.get("description")
@@ -187,6 +195,22 @@ def structural(node: Any) -> Any:
     if node.get("type") == "object" and "properties" not in node and "additionalProperties" not in node:
         node["x-kubernetes-preserve-unknown-fields"] = True
     return node
+
+
+def _one_of_fields(node: dict[str, Any]) -> bool:
+    """An object's oneOf whose branches each require their own fields and type nothing else (what cue makes of a
+    disjunction of closed structs with disjoint fields)."""
+    branches = node.get("oneOf")
+    if node.get("type") != "object" or "properties" in node or not isinstance(branches, list) or not branches:
+        return False
+    seen: set[str] = set()
+    for branch in branches:
+        if set(branch) != {"required", "properties"} or set(branch["required"]) != set(branch["properties"]):
+            return False
+        if seen & set(branch["properties"]):
+            return False
+        seen |= set(branch["properties"])
+    return True
 
 
 def _env_values(spec_schema: dict[str, Any]) -> None:

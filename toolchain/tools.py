@@ -186,6 +186,12 @@ TOOLS: dict[str, Tool] = {
              also_pinned=("ARGOCD_OLDEST_VERSION",)),
         Tool("kustomize", "KUSTOMIZE_VERSION", ("version",), _first(r"^(v\d+\.\d+\.\d+)"),
              "builds deploy/argocd/'s overlay on Argo CD's install (test bed)"),
+        Tool("kubeseal", "SEALED_SECRETS_VERSION", ("--version",), _first(r"kubeseal version: (v\S+)"),
+             "seals a Secret as SealedSecrets' own client does: the format cross-check (test bed)"),
+        Tool("sealed-secrets-controller", "SEALED_SECRETS_VERSION", ("--version",),
+             _first(r"controller version: (v\S+)"), "unseals SealedSecrets on the test bed's API server"),
+        Tool("vault", "VAULT_VERSION", ("version",), _first(r"^Vault (v\d+\.\d+\.\d+)"),
+             "stands in for OpenBao's server: KV v2 and the Kubernetes auth method on loopback (test bed)"),
     )
 }
 

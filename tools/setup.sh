@@ -146,6 +146,24 @@ build_argocd_cmp_client() {
   rm -rf "$stage"; return "$rc"
 }
 
+# SealedSecrets (controller and kubeseal) from its module zip: the module calls itself github.com/bitnami/...
+# while the proxy serves it as github.com/bitnami-labs/..., so `go install` refuses it; build from a writable copy.
+# The copy's helm/sealed-secrets/crds/ (the CRD the test bed installs) is kept beside the binaries.
+build_sealed_secrets() {
+  local out=$1 cmd=$2 dir stage rc=0
+  dir=$(go mod download -json "github.com/bitnami-labs/sealed-secrets@$SEALED_SECRETS_VERSION" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$dir" ]] || { echo "setup: go mod download of sealed-secrets $SEALED_SECRETS_VERSION failed" >&2; return 1; }
+  stage=$(mktemp -d); cp -r "$dir/." "$stage/" && chmod -R u+w "$stage"
+  (cd "$stage" && go build -trimpath \
+    -ldflags "-s -w -X main.VERSION=$SEALED_SECRETS_VERSION" \
+    -o "$out/$cmd" "./cmd/${cmd#sealed-secrets-}") || rc=$?
+  [[ $rc -ne 0 ]] || cp "$stage/helm/sealed-secrets/crds/bitnami.com_sealedsecrets.yaml" "$out/" || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
+build_kubeseal() { build_sealed_secrets "$1" kubeseal; }
+build_sealed_secrets_controller() { build_sealed_secrets "$1" sealed-secrets-controller; }
+
 ensure cue "$CUE_VERSION" build_cue cue version
 # The other cue versions the tests run (CUE_TEST_VERSIONS: one inside the supported range, one outside it), cached
 # beside the pinned one and never linked into bin/ (`tools/setup.sh cue-tests` builds only these).
@@ -161,6 +179,27 @@ for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
   ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
 done
 ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
+# SealedSecrets' controller runs on the test bed; kubeseal is the format cross-check (tests/testbed/sealed_secrets.py).
+ensure kubeseal "$SEALED_SECRETS_VERSION" build_kubeseal
+ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_controller
+# Vault, standing in for OpenBao on the test bed (the SourceCredential openBaoPath backend's tests): OpenBao's server
+# module is not served by the module proxy. Vault's go.mod replaces its api and sdk modules with ./api and ./sdk,
+# which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
+# go.mod requires (v1.21.0's sdk v0.20.0 matches its tree; v1.21.4's in-tree sdk matches no published one).
+# The costliest tool: ≈ 23 min cold at load 6-16, 4.5 GB of modules, 6 GB of build cache, a 361 MB binary
+# (docs/development.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
+build_vault() {
+  local src stage rc=0 module
+  src=$(go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$src" ]] || return 1
+  stage=$(mktemp -d); mkdir "$stage/src"; cp -r "$src/." "$stage/src/"; chmod -R u+w "$stage/src"
+  # Its own build cache (≈ 6 GB), removed after: the binary is cached by version, nothing rebuilds from it.
+  (cd "$stage/src" && for module in api api/auth/approle api/auth/kubernetes api/auth/userpass sdk; do
+     go mod edit -dropreplace="github.com/hashicorp/vault/$module"; done &&
+   GOCACHE="$stage/go-build" go build -mod=mod -trimpath -ldflags "-s -w" -o "$1/vault" .) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
+ensure vault "$VAULT_VERSION" build_vault vault version
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
 # argocd-cmp-client/<version> links the current key.

@@ -23,7 +23,7 @@ from platform_stack.registry.replies import MAX_BODY, REPLY_LIMITS, RegistryFail
 from renderer.yaml_input import parse
 from toolchain.errors import UserError
 
-__all__ = ["CONNECT_TIMEOUT", "DEADLINE", "READ_TIMEOUT", "Bounds", "Transport"]
+__all__ = ["CONNECT_TIMEOUT", "DEADLINE", "READ_TIMEOUT", "Bounds", "Transport", "tls_failure"]
 
 CONNECT_TIMEOUT, READ_TIMEOUT = 5.0, 30.0  # per request: connecting, and each wait for bytes
 DEADLINE = 300.0  # per command: every request of it, token requests included
@@ -44,7 +44,8 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _ssl_failure(error: BaseException) -> bool:
+def tls_failure(error: BaseException) -> bool:
+    """Whether an httpx failure was the TLS handshake (an SSLError in its chain)."""
     seen: BaseException | None = error
     while seen is not None:
         if isinstance(seen, ssl.SSLError):
@@ -178,10 +179,10 @@ class Transport:
             raise RegistryFailure(f"registry {self.host}: {what}: no answer within {self.bounds.read_s:g}s: retry "
                                   "when it answers") from None
         except httpx.ConnectError as e:
-            if _ssl_failure(e) and netloc == self.host:
+            if tls_failure(e) and netloc == self.host:
                 raise RegistryFailure(f"registry {self.host}: TLS handshake failed (a plain-HTTP registry? then "
                                       "--plain-http)") from None
-            if _ssl_failure(e):
+            if tls_failure(e):
                 raise RegistryFailure(f"registry {self.host}: {what}: TLS handshake with {short(netloc, 80)} "
                                       "failed") from None
             raise RegistryFailure(f"{unreachable} ({type(e).__name__}): {remedy}") from None

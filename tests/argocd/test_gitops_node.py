@@ -101,7 +101,7 @@ def test_a_commit_whose_image_cannot_run_is_degraded_and_the_old_pods_keep_servi
     obj = cr(node_loop)
     ready = next(c for c in obj["status"]["conditions"] if c["type"] == "Ready")
     assert ready["reason"] in ("ErrImagePull", "ImagePullBackOff")
-    assert f"container app: {ready['reason']} (image {missing} cannot be pulled)" in ready["message"]
+    assert f"container app: {ready['reason']} (image {missing} cannot be pulled" in ready["message"]
     assert app["status"]["health"]["status"] == "Degraded"
     node = next(n for n in loop.argocd.resource_tree(APPROVER.name, NAMESPACE) if n["kind"] == "Application"
                 and n["group"] == "apprafter.io")

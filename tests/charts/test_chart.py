@@ -43,7 +43,8 @@ def test_crds_are_what_apprafter_crds_prints() -> None:
         "the chart's CRDs are stale: `apprafter crds > deploy/charts/apprafter-operator/crds/apprafter.io.yaml`")
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(shipped) if d]
     assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "migrationplans.apprafter.io",
-                     "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io"]
+                     "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io",
+                     "sourcecredentials.apprafter.io"]
 
 
 def test_chart_image_and_package_share_one_version(objects: list[dict[str, Any]]) -> None:
@@ -133,7 +134,8 @@ def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[
             resources |= {r for rule in hook["rules"] for r in rule["resources"]}
     assert resources == {"applications", "applications/status", "migrationplans", "migrationplans/status",
                          "platformstacks", "platformstacks/status", "applicationbaselines",
-                         "applicationbaselines/status", "publichostnames", "publichostnames/status"}
+                         "applicationbaselines/status", "publichostnames", "publichostnames/status",
+                         "sourcecredentials", "sourcecredentials/status"}
 
 
 def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
@@ -178,15 +180,21 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
-        # the metadata of the Secrets an Application's env names (are they granted to it?), by name only
-        ("", "secrets", ()): ["get"],
+        # the metadata of the Secrets an Application's env names (are they granted to it?), by name; the Secrets
+        # derived from SourceCredentials, written, watched by label and pruned
+        ("", "secrets", ()): ["get", "list", "watch", "create", "patch", "delete"],
     }
     own = rules(one(objects, "Role", "apprafter:operator", NAMESPACE))
     assert own == {("coordination.k8s.io", "leases", ()): ["create"],
                    ("coordination.k8s.io", "leases", ("apprafter-operator",)): ["get", "update"],
                    # its records, in its own namespace; a baseline is never its to delete (a person forgets one)
                    ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "create", "patch"],
-                   ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"]}
+                   ("apprafter.io", "publichostnames", ()): ["get", "list", "watch", "create", "patch", "delete"],
+                   # SourceCredentials: read, a finalizer patched on and off, their status
+                   ("apprafter.io", "sourcecredentials", ()): ["get", "list", "watch", "patch"],
+                   ("apprafter.io", "sourcecredentials/status", ()): ["patch"],
+                   # a credential-scope MigrationPlan's owner reference blocks its owner's deletion
+                   ("apprafter.io", "sourcecredentials/finalizers", ()): ["update"]}
     assert rules(one(objects, "ClusterRole", "apprafter:baseline-forgetter")) == {
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
@@ -200,19 +208,39 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
 
 def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_permissions(
         objects: list[dict[str, Any]]) -> None:
-    def platform_grants(objs: list[dict[str, Any]]) -> set[tuple[str | None, str, str]]:
-        return {(r["metadata"].get("namespace"), group, resource)
+    def grants(objs: list[dict[str, Any]], group_: str) -> dict[tuple[str | None, str], list[str]]:
+        return {(r["metadata"].get("namespace"), resource): verbs
                 for r in find(objs, "ClusterRole", "apprafter:operator") + find(objs, "Role", "apprafter:operator")
-                for group, resource, _ in rules(r)
-                if resource.startswith("platformstacks") or group == "argoproj.io"}
+                for (group, resource, _), verbs in rules(r).items()
+                if group == group_ and (group_ != "apprafter.io" or resource.startswith("platformstacks"))}
 
     without = render({"platformStack": {"enabled": False}})
-    assert platform_grants(objects) and not platform_grants(without)
-    assert not find(without, "RoleBinding", namespace=UMBRELLA_NAMESPACE)
+    assert grants(objects, "apprafter.io") and not grants(without, "apprafter.io")
+    # the SourceCredential controller's gate still reads Argo CD's Applications (their repoURLs); it writes none
+    assert sorted(grants(objects, "argoproj.io")[(UMBRELLA_NAMESPACE, "applications")]) == [
+        "create", "get", "list", "patch", "watch"]
+    assert grants(without, "argoproj.io") == {(UMBRELLA_NAMESPACE, "applications"): ["get", "list", "watch"]}
+    assert find(without, "RoleBinding", namespace=UMBRELLA_NAMESPACE)
     args = {name: container(one(objs, "Deployment", OPERATOR_SA["name"]))["args"]
             for name, objs in (("with", objects), ("without", without))}
     assert "--no-platform-stack" in args["without"] and "--no-platform-stack" not in args["with"]
     assert [a for a in args["without"] if a != "--no-platform-stack"] == args["with"]
+
+
+def test_argocd_namespace_moves_the_operators_argocd_role_and_flag(objects: list[dict[str, Any]]) -> None:
+    default_args = container(one(objects, "Deployment", OPERATOR_SA["name"]))["args"]
+    assert f"--argocd-namespace={UMBRELLA_NAMESPACE}" in default_args
+    moved = render({"argocd": {"namespace": "gitops"}, "platformStack": {"enabled": False}})
+    assert "--argocd-namespace=gitops" in container(one(moved, "Deployment", OPERATOR_SA["name"]))["args"]
+    assert rules(one(moved, "Role", "apprafter:operator", "gitops")) == {
+        ("argoproj.io", "applications", ()): ["get", "list", "watch"]}
+    assert one(moved, "RoleBinding", "apprafter:operator", "gitops")["subjects"] == [OPERATOR_SA]
+    assert not find(moved, "Role", namespace=UMBRELLA_NAMESPACE)
+    # the PlatformStack's umbrella lives in argocd: the controller cannot follow Argo CD elsewhere
+    refused = template({"argocd": {"namespace": "gitops"}})
+    assert refused.returncode != 0
+    assert "argocd.namespace" in refused.stderr and "platformStack.enabled" in refused.stderr
+    assert template({"argocd": {"namespace": "Not_A_Name"}, "platformStack": {"enabled": False}}).returncode != 0
 
 
 def test_only_the_operator_patches_application_status_and_approvers_have_their_own_role(
@@ -288,3 +316,27 @@ def test_everything_the_chart_renders_passes_a_server_side_dry_run(kube: KubeTes
     assert {o["kind"] for o in stored} >= {"CustomResourceDefinition", "Deployment", "ClusterRole", "Role",
                                            "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
                                            "Certificate", "PodDisruptionBudget"}
+
+
+def test_openbao_values_become_the_operators_flags_and_its_ca_a_mounted_file(objects: list[dict[str, Any]]) -> None:
+    from apprafter.operator_cmd import operator
+
+    plain = container(one(objects, "Deployment", OPERATOR_SA["name"]))
+    assert not [a for a in plain["args"] if a.startswith("--openbao")]
+    values = {"operator": {"openBao": {"address": "https://openbao.openbao.svc:8200", "authRole": "apprafter",
+                                       "caConfigMap": "openbao-ca"}}}
+    deployment = one(render(values), "Deployment", OPERATOR_SA["name"])
+    args = [a for a in container(deployment)["args"] if a.startswith("--openbao")]
+    assert args == ["--openbao-address=https://openbao.openbao.svc:8200", "--openbao-auth-role=apprafter",
+                    "--openbao-auth-mount=kubernetes", "--openbao-ca-file=/etc/apprafter/openbao/ca.crt"]
+    flags = {opt for param in operator.params for opt in param.opts}
+    assert {a.split("=", 1)[0] for a in args} <= flags  # flags the operator really has
+    mounts = {m["name"]: m["mountPath"] for m in container(deployment)["volumeMounts"]}
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    assert mounts["openbao-ca"] == "/etc/apprafter/openbao"
+    assert volumes["openbao-ca"]["configMap"] == {"name": "openbao-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    no_role = template({"operator": {"openBao": {"address": "https://openbao.openbao.svc:8200"}}})
+    assert no_role.returncode != 0 and "operator.openBao.authRole" in no_role.stderr
+    for bad in ({"address": "https://bao:8200/v1/secret"}, {"adress": "https://bao:8200"}):
+        refused = template({"operator": {"openBao": bad}})
+        assert refused.returncode != 0 and "/operator/openBao" in refused.stderr, refused.stderr

@@ -13,7 +13,7 @@ from compatibility.plan import Change, Subject, roll_up, spec_hash
 from compatibility.rules import RULES
 from renderer.health import probes
 
-APP_RULES = sorted(r for r in RULES if not r.startswith("AR-PS"))
+APP_RULES = sorted(r for r in RULES if not r.startswith(("AR-PS", "AR-SC")))
 GATED = [r for r in APP_RULES if is_gated(RULES[r].classification)]
 SOFT = [r for r in APP_RULES if not is_gated(RULES[r].classification)]
 SUBJECT = Subject("application", "demo", None, "prod")

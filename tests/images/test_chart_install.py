@@ -361,12 +361,15 @@ def test_rbac_is_least_privilege(installed: Installed) -> None:
         forbidden(webhook_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls"))
         forbidden(server_side_apply(webhook_sa, bed, {**app, "status": {}}, dry_run=True, status=True))
     with as_token(bed, bed.service_account_token(NAMESPACE, "apprafter-operator")) as operator_sa:
-        for namespace in (NAMESPACE, team):
-            assert 'cannot create resource "secrets"' in forbidden(create_secret(operator_sa, namespace))
         assert operator_sa.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/apprafter-admission-tls").status_code == 200
-        # An app's Secrets are read by name (is it granted to the app?), never listed, never written.
-        for namespace in (NAMESPACE, team):
-            forbidden(operator_sa.get(f"/api/v1/namespaces/{namespace}/secrets"))
+        # Since SourceCredentials (issue 23) the operator writes Secrets: the repo-creds in Argo CD's namespace and
+        # the pull secrets in workload namespaces, watched by label and pruned, which RBAC cannot narrow to a label
+        # (docs/operator.md, its permissions); never `update` (it writes its own fields by server-side apply).
+        for namespace in (NAMESPACE, team, "argocd"):
+            assert all(allowed(operator_sa, {"group": "", "resource": "secrets", "verb": verb, "namespace": namespace})
+                       for verb in ("get", "list", "watch", "create", "patch", "delete")), namespace
+            assert not allowed(operator_sa, {"group": "", "resource": "secrets", "verb": "update",
+                                             "namespace": namespace})
         assert operator_sa.get(f"/api/v1/namespaces/{team}/secrets/anything").status_code == 404
         # An Application's spec is Argo CD's: the operator writes its status only.
         forbidden(server_side_apply(operator_sa, bed, {**app, "spec": {"environment": "prod"}}, dry_run=True))

@@ -82,7 +82,22 @@ FAILURES = [
     (container(waiting={"reason": "CrashLoopBackOff"}, restarts=3, last={"exitCode": 137, "reason": "OOMKilled"}),
      "OOMKilled", "killed at its memory limit, 3 restarts: raise resources.limits.memory or use less"),
     (container(waiting={"reason": "ImagePullBackOff", "message": "Back-off pulling image"}), "ImagePullBackOff",
-     "image ghcr.io/acme/web:1 cannot be pulled"),
+     "image ghcr.io/acme/web:1 cannot be pulled (the kubelet is backing off; the pod's events have its last error); "
+     "the pod has no pull secret (a SourceCredential whose registry hosts cover the image gives one)"),
+    (container(waiting={"reason": "ErrImagePull", "message": 'failed to pull and unpack image "ghcr.io/acme/web:1": '
+                        'failed to resolve reference "ghcr.io/acme/web:1": failed to authorize: failed to fetch '
+                        'anonymous token: unexpected status from GET request to https://ghcr.io/token?scope=x: '
+                        '401 Unauthorized'}), "ErrImagePull",
+     "image ghcr.io/acme/web:1 cannot be pulled: the registry refused access (failed to authorize); the pod has no "
+     "pull secret (a SourceCredential whose registry hosts cover the image gives one)"),
+    (container(waiting={"reason": "ErrImagePull", "message": 'rpc error: code = NotFound desc = failed to pull and '
+                        'unpack image "ghcr.io/acme/web:1": failed to resolve reference "ghcr.io/acme/web:1": '
+                        'ghcr.io/acme/web:1: not found'}), "ErrImagePull",
+     "image ghcr.io/acme/web:1 cannot be pulled: not found in the registry"),
+    (container(waiting={"reason": "ErrImagePull", "message": 'failed to do request: Head "https://ghcr.io/v2/": '
+                        'dial tcp 10.0.0.1:443: connect: network is unreachable'}), "ErrImagePull",
+     "image ghcr.io/acme/web:1 cannot be pulled: the registry is not reachable from the node (network is "
+     "unreachable)"),
     (container(waiting={"reason": "ErrImageNeverPull"}), "ErrImageNeverPull",
      "image ghcr.io/acme/web:1 not on the node, and imagePullPolicy is Never"),
     (container(waiting={"reason": "CreateContainerConfigError",
@@ -94,8 +109,20 @@ FAILURES = [
 ]
 
 
+def test_a_refused_pull_names_the_pods_pull_secrets() -> None:
+    refused = container(waiting={"reason": "ErrImagePull", "message": "...: failed to fetch oauth token: unexpected "
+                                 "status from GET request to http://127.0.0.1:5000/token: 401 Unauthorized"})
+    secret = {"metadata": {"name": "web-1"}, "spec": {"imagePullSecrets": [{"name": "apprafter-pull-myorg"}]},
+              "status": {"phase": "Pending", "containerStatuses": [refused]}}
+    [found] = pod_failures([secret])
+    assert found.detail == ("image ghcr.io/acme/web:1 cannot be pulled: the registry refused access (401 "
+                            "Unauthorized); the pod pulls with apprafter-pull-myorg")
+    assert "127.0.0.1:5000/token" not in found.detail  # the kubelet's own message is not repeated
+
+
 @pytest.mark.parametrize(("status", "reason", "detail"), FAILURES,
-                         ids=["back-off", "running again, not ready", "terminated", "OOM", "pull", "never pull",
+                         ids=["back-off", "running again, not ready", "terminated", "OOM", "pull", "refused",
+                              "not found", "unreachable", "never pull",
                               "missing key", "message not repeated"])
 def test_containers_that_cannot_run(status: dict[str, Any], reason: str, detail: str) -> None:
     [found] = pod_failures([pod("web-1", status)])

@@ -370,16 +370,19 @@ def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_
     kube.ensure_namespace(namespace)
     for obj in [*settings_objects(namespace, settings, version), *install_rbac(namespace, version)]:
         kube.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
-    # What Argo CD's image has on PATH: its scripts (git-verify-wrapper.sh, tools/setup-gitops.sh copies them) and
-    # `helm`, with which the repo-server renders Helm charts (the pinned helm).
+    # What Argo CD's image has on PATH: its scripts (git-verify-wrapper.sh, tools/setup-gitops.sh copies them),
+    # `helm`, with which the repo-server renders Helm charts (the pinned helm), and `argocd` itself: git's askpass
+    # for a repository with a login is `GIT_ASKPASS=argocd` (util/askpass), which a private clone needs.
     path = os.pathsep.join([str(install_manifest(version).parent / "bin"), str(tool("helm").parent),
-                            os.environ.get("PATH", "/usr/bin:/bin")])
+                            str(tool("argocd", version).parent), os.environ.get("PATH", "/usr/bin:/bin")])
     env = {
         "PATH": path, "HOME": str(home), "TMPDIR": str(tmp),
         "ARGOCD_FAKE_IN_CLUSTER": "true",
         "ARGOCD_TLS_DATA_PATH": str(dirs["tls"]), "ARGOCD_SSH_DATA_PATH": str(dirs["ssh"]),
         "ARGOCD_GNUPGHOME": str(dirs["gpg-keys"]), "ARGOCD_GPG_DATA_PATH": str(dirs["gpg-source"]),
         "ARGOCD_GPG_ENABLED": "false", "GIT_CONFIG_NOSYSTEM": "1",
+        # the askpass server's socket (git's askpass `argocd` reads the same variable): the bed's, not /tmp's
+        "ARGOCD_ASK_PASS_SOCK": str(workdir / "ask-pass.sock"),
         "HTTP_PROXY": CLOSED_PROXY, "HTTPS_PROXY": CLOSED_PROXY, "NO_PROXY": "127.0.0.1,localhost",
     }
     repo_port = free_port()

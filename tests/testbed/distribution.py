@@ -2,7 +2,8 @@
 
 Two flavours: `htpasswd` (HTTP Basic, as the Debian package ships it) and `token` (the Docker token protocol
 ghcr.io, Docker Hub and Harbor speak: a 401 with `Bearer realm=...`, a token service that checks the Basic
-credentials and issues a JWT the registry verifies). The registry is the real one; the token service is a
+credentials (GET) or the OAuth2 password grant (POST, what containerd sends with a login) and issues a JWT the
+registry verifies). The registry is the real one; the token service is a
 small one of ours that signs tokens with a certificate the registry trusts (distribution ships none).
 """
 
@@ -49,6 +50,8 @@ class AuthRegistry:
     process: ManagedProcess
     token_server: http.server.ThreadingHTTPServer | None = None
     restarts: int = 0
+    config: Path | None = None  # the registry's config.yml
+    token_handler: type | None = None  # the token service's handler (its signer and users), to serve it elsewhere
 
     @property
     def url(self) -> str:
@@ -119,7 +122,35 @@ class _Signer:
 
 
 def _token_handler(signer: _Signer, users: dict[str, tuple[str, tuple[str, ...]]]) -> type:
+    def grant(subject: str, allowed: tuple[str, ...], scopes: list[str]) -> list[dict[str, Any]]:
+        access = []
+        for scope in scopes:
+            kind, _, rest = scope.partition(":")
+            name, _, actions = rest.rpartition(":")
+            access.append({"type": kind, "name": name, "actions": [a for a in actions.split(",") if a in allowed]})
+        return access
+
     class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            """The OAuth2 password grant (distribution's docs/spec/auth/oauth.md), which containerd tries first when
+            it has a login: form fields grant_type, username, password, scope (space-separated), service."""
+            length = min(int(self.headers.get("Content-Length") or 0), 65536)
+            form = urllib.parse.parse_qs(self.rfile.read(length).decode(errors="replace"))
+            user, password = (form.get("username") or [""])[0], (form.get("password") or [""])[0]
+            if (form.get("grant_type") or [""])[0] != "password" or user not in users or users[user][0] != password:
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            scopes = [s for field in form.get("scope") or [] for s in field.split()]
+            token = signer.token(user, grant(user, users[user][1], scopes))
+            body = json.dumps({"access_token": token, "expires_in": 300}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
         def do_GET(self) -> None:
             query = urllib.parse.urlparse(self.path).query
             scopes = urllib.parse.parse_qs(query).get("scope", [])
@@ -133,13 +164,8 @@ def _token_handler(signer: _Signer, users: dict[str, tuple[str, tuple[str, ...]]
                     self.end_headers()
                     return
                 subject, allowed = user, users[user][1]
-            access = []
-            for scope in scopes:
-                kind, _, rest = scope.partition(":")
-                name, _, actions = rest.rpartition(":")
-                granted = [a for a in actions.split(",") if a in allowed]
-                access.append({"type": kind, "name": name, "actions": granted})
-            body = json.dumps({"token": signer.token(subject, access), "expires_in": 300}).encode()
+            body = json.dumps({"token": signer.token(subject, grant(subject, allowed, scopes)),
+                               "expires_in": 300}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -168,7 +194,7 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
     user, password = "alice", secrets.token_hex(8)
     reader, reader_password = "bob", secrets.token_hex(8)
     port = free_port()
-    token_server = None
+    token_server, handler = None, None
     if flavour == "htpasswd":
         lines = [f"{u}:{bcrypt.hashpw(p.encode(), bcrypt.gensalt(rounds=4)).decode()}"
                  for u, p in ((user, password), (reader, reader_password))]
@@ -178,7 +204,8 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
         signer = _Signer()
         (workdir / "token.crt").write_bytes(signer.cert.public_bytes(serialization.Encoding.PEM))
         users = {user: (password, ("pull", "push")), reader: (reader_password, ("pull",))}
-        token_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _token_handler(signer, users))
+        handler = _token_handler(signer, users)
+        token_server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=token_server.serve_forever, daemon=True).start()
         realm = f"http://127.0.0.1:{token_server.server_address[1]}/token"
         auth = {"token": {"realm": realm, "service": SERVICE, "issuer": ISSUER,
@@ -189,7 +216,8 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
     (workdir / "config.yml").write_text(json.dumps(config))  # JSON is YAML
     proc = ManagedProcess(f"docker-registry-{flavour}", [tool("docker-registry"), "serve", workdir / "config.yml"],
                           workdir / "registry.log")
-    registry = AuthRegistry(flavour, "127.0.0.1", port, user, password, reader, reader_password, proc, token_server)
+    registry = AuthRegistry(flavour, "127.0.0.1", port, user, password, reader, reader_password, proc, token_server,
+                            config=workdir / "config.yml", token_handler=handler)
     try:
         wait_for(f"docker-registry ({flavour}) to challenge on /v2/",
                  lambda: httpx.get(f"http://{registry.url}/v2/", timeout=2).status_code == 401 or None, timeout, proc)

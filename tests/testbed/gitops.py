@@ -54,6 +54,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy" / "argocd"
 APPRAFTER_API = "apprafter.io/v1alpha1"
 ARGOCD_NAMESPACE = "argocd-loop"  # not `argocd`: other test-bed tests may use that namespace for their own ends
+CHART_ARGOCD_NAMESPACE = "argocd"  # where the operator chart's Role for Argo CD's Applications is
 APPROVER = LocalUser("approver", "role:apprafter-approver")
 VIEWER = LocalUser("viewer", "role:readonly")
 FIELD_MANAGER = "apprafter-gitops-loop"
@@ -269,48 +270,67 @@ def start_webhook(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -
         raise
 
 
-def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str]) -> Operator:
+def start_operator(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str],
+                   argocd_namespace: str = ARGOCD_NAMESPACE) -> Operator:
     """`apprafter operator` as its ServiceAccount with the operator chart's own RBAC (what a real install grants
-    it, so the loop also proves those permissions are enough), watching `namespaces`, no leader election;
-    returns once it is ready."""
+    it, so the loop also proves those permissions are enough), watching `namespaces`, with the loop's Argo CD in
+    `argocd_namespace` (its repo-creds derived there, its Applications read by the credential gate), no leader
+    election; returns once it is ready."""
     watched = [arg for ns in namespaces for arg in ("--namespace", ns)]
-    # No PlatformStack controller: the loop has no PlatformStack, and its Argo CD is not in `argocd`, where the
-    # chart grants that controller its Applications (tests/reconciler/test_platformstack_cluster.py proves it).
+    # No PlatformStack controller: the loop has no PlatformStack (tests/reconciler/test_platformstack_cluster.py
+    # proves that controller's permissions in `argocd`).
     return chart_operator(kube, workdir, ("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5",
-                                          *watched), name="gitops-loop").start()
+                                          "--argocd-namespace", argocd_namespace, *watched), name="gitops-loop",
+                          argocd_namespace=argocd_namespace).start()
 
 
 def chart_operator(kube: KubeTestBed, workdir: Path, args: Sequence[str],
-                   namespaces: Sequence[str] = (OPERATOR_NAMESPACE,), name: str = "operator") -> Operator:
+                   namespaces: Sequence[str] = (OPERATOR_NAMESPACE,), name: str = "operator",
+                   argocd_namespace: str = CHART_ARGOCD_NAMESPACE) -> Operator:
     """An operator (not started) as its ServiceAccount with the chart's RBAC in `namespaces`, its records in a
-    namespace of their own where the chart's Role is bound as in the release's namespace."""
+    namespace of their own where the chart's Role is bound as in the release's namespace, the chart's Argo CD Role
+    in `argocd_namespace`."""
     records = records_namespace_for(name)
     return Operator(kube, workdir, args, name=name, records_namespace=records,
-                    kubeconfig=operator_kubeconfig(kube, workdir / "sa", namespaces, records=records))
+                    kubeconfig=operator_kubeconfig(kube, workdir / "sa", namespaces, records=records,
+                                                   argocd=argocd_namespace))
 
 
 def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[str] = (OPERATOR_NAMESPACE,),
-                        records: str | None = None) -> Path:
+                        records: str | None = None, argocd: str = CHART_ARGOCD_NAMESPACE) -> Path:
     """A kubeconfig for the operator's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
-    operator chart's own RBAC objects, cluster-wide and in `namespaces`, and nothing else; with `records`, the
-    chart's Role of the release namespace is bound there too (the operator's --records-namespace)."""
+    operator chart's own RBAC objects, cluster-wide, in `namespaces` and in `argocd` (the SourceCredential
+    controller watches Argo CD's Applications there), and nothing else; with `records`, the chart's Role of the
+    release namespace is bound there too (the operator's --records-namespace); with `argocd`, the chart's Role of
+    Argo CD's namespace is bound there too (an Argo CD installed elsewhere, as the loop's `argocd-loop`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
-    objects = chart_rbac(OPERATOR_RBAC, namespaces)
+    objects = chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((*namespaces, CHART_ARGOCD_NAMESPACE))))
     if records is not None:
         objects += [{**o, "metadata": {**o["metadata"], "namespace": records}} for o in chart_rbac(OPERATOR_RBAC)
                     if o["metadata"].get("namespace") == OPERATOR_NAMESPACE]
+    if argocd != CHART_ARGOCD_NAMESPACE:
+        objects += moved_argocd_rbac(argocd)
     for obj in objects:
         kube.ensure_namespace(obj["metadata"].get("namespace") or OPERATOR_NAMESPACE)
         kube.apply(obj, field_manager=FIELD_MANAGER)
     return kube.kubeconfig_for(workdir / "operator.kubeconfig", token, OPERATOR)
 
 
+def moved_argocd_rbac(namespace: str) -> list[dict[str, Any]]:
+    """The chart's Role and RoleBinding of Argo CD's namespace, in `namespace` instead."""
+    return [{**o, "metadata": {**o["metadata"], "namespace": namespace}}
+            for o in chart_rbac(OPERATOR_RBAC, (CHART_ARGOCD_NAMESPACE,))
+            if o["metadata"].get("namespace") == CHART_ARGOCD_NAMESPACE]
+
+
 def forget_access(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
     """Delete the operator's ServiceAccount and the chart's RBAC objects the loop applied (operator_kubeconfig,
     person_kubeconfig): on a shared bed the chart's own `helm install` would refuse to adopt them."""
-    granted = [*chart_rbac(OPERATOR_RBAC, (OPERATOR_NAMESPACE, *namespaces)),
-               *[o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"]]
+    granted = [*chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((OPERATOR_NAMESPACE, *namespaces,
+                                                                CHART_ARGOCD_NAMESPACE)))),
+               *[o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"],
+               *moved_argocd_rbac(ARGOCD_NAMESPACE)]
     for obj in granted:
         kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace"))
     kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", f"{APPROVER_ROLE}-gitops-loop")

@@ -1,0 +1,107 @@
+"""A token-auth registry the node's containerd pulls from: the same docker-registry data and token service as an
+AuthRegistry on the host (which the tests push to), served a second time inside the node's network namespace on
+its 127.0.0.1 (containerd's CRI speaks plain HTTP to a loopback registry). Nothing leaves the namespace: the
+registry and its token realm are both on the namespace's own loopback."""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import http.server
+import json
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from tests.testbed.distribution import AuthRegistry
+from tests.testbed.node import NodeTestBed
+from tests.testbed.procs import BedError, ManagedProcess, tool, wait_for
+
+CLONE_NEWNET = 0x40000000
+T = TypeVar("T")
+
+
+def in_netns(path: str, make: Callable[[], T]) -> T:
+    """make() run on a thread that entered the network namespace at `path`: a socket it creates stays there."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        with open(path, "rb") as ns:
+            if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+                failure.append(OSError(ctypes.get_errno(), f"setns {path}"))
+                return
+        try:
+            result.append(make())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="netns")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return result[0]
+
+
+def _free_port_inside(path: str) -> int:
+    def bind() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+    return in_netns(path, bind)
+
+
+@dataclasses.dataclass
+class NodeRegistry:
+    """The registry as the node sees it: `host` (127.0.0.1:PORT in the namespace) names images pods pull."""
+
+    host: str
+    process: ManagedProcess
+    token_server: http.server.ThreadingHTTPServer
+
+    def stop(self) -> None:
+        self.process.stop()
+        self.token_server.shutdown()
+        self.token_server.server_close()
+
+
+def serve_on_node(registry: AuthRegistry, node: NodeTestBed, workdir: Path, timeout: float = 20.0) -> NodeRegistry:
+    """Serve `registry`'s data and logins (token flavour) inside the node's namespace; returns once it challenges."""
+    if registry.token_handler is None or registry.config is None:
+        raise BedError("serve_on_node needs a token-flavour AuthRegistry")
+    handler = registry.token_handler
+    token_server = in_netns(node.netns_path, lambda: http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler))
+    threading.Thread(target=token_server.serve_forever, name="node-token", daemon=True).start()
+    port = _free_port_inside(node.netns_path)
+    config = json.loads(registry.config.read_text())
+    config["http"]["addr"] = f"127.0.0.1:{port}"
+    config["auth"]["token"]["realm"] = f"http://127.0.0.1:{token_server.server_address[1]}/token"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yml").write_text(json.dumps(config))
+    process = ManagedProcess("docker-registry-node", node.nsenter(tool("docker-registry"), "serve",
+                                                                  workdir / "config.yml"), workdir / "registry.log")
+    served = NodeRegistry(f"127.0.0.1:{port}", process, token_server)
+    try:
+        wait_for("the node's registry to challenge on /v2/",
+                 lambda: node.request("GET", f"http://{served.host}/v2/").status_code == 401 or None, timeout, process)
+        return served
+    except BaseException:
+        served.stop()
+        raise
+
+
+def push(registry: AuthRegistry, source: str, target: str, workdir: Path) -> None:
+    """`podman push` of a local image to the host's side of the registry with its push login (an authfile)."""
+    auth = registry.docker_config(workdir / "push-auth") / "config.json"
+    proc = subprocess.run(["podman", "push", "--quiet", "--tls-verify=false", "--authfile", str(auth), source,
+                           f"{registry.url}/{target}"], capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "CONTAINERS_CONF": str(Path(__file__).resolve().parents[2] / "tools" /
+                                                                     "containers.conf")})
+    if proc.returncode != 0:
+        raise BedError(f"podman push {target}: exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
