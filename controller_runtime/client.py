@@ -4,7 +4,8 @@ raw paths (discovery, /version) and watches go through httpx clients lightkube's
 same kubeconfig. A 429 with Retry-After holds every request of this client until then and halves how many it sends
 at once (controller_runtime.throttle: API Priority and Fairness throttling us, more would only be rejected too).
 Watches are plain HTTP streams with a server timeout and a deadline: one still open past it with nothing received
-has stalled (a proxy or connection gone silent) and ends with a KubeError of reason Stalled."""
+has stalled (a proxy or connection gone silent) and ends with a KubeError of reason Stalled. Whatever a failed
+connection raises (also what httpcore lets through unmapped) becomes a KubeError "cannot reach the API server"."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 
+import anyio
 import httpx
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.config import client_adapter
@@ -32,6 +34,10 @@ __all__ = ["ALL_NAMESPACES", "STALLED", "Kube", "retry_after", "watch_deadline"]
 
 ALL_NAMESPACES = "*"
 STALLED = "Stalled"  # the reason of the KubeError a stalled watch ends with
+# What a connection's end can raise past httpx unmapped: httpcore 1.0.9 maps anyio's EndOfStream on a read but not on
+# a write (a TLS peer that closed while we sent: anyio's TLSStream.send raises it), and it escaped every caller.
+TRANSPORT_FAILURES: tuple[type[Exception], ...] = (anyio.EndOfStream, anyio.BrokenResourceError,
+                                                   anyio.ClosedResourceError, OSError)
 
 
 def watch_deadline(server_timeout: float) -> float:
@@ -146,6 +152,8 @@ class Kube:
         except httpx.HTTPStatusError as e:
             rejected, retry = e.response.status_code == 429, retry_after(e.response)
             raise
+        except TRANSPORT_FAILURES as e:  # the connection failed: said as httpx says it, which every caller handles
+            raise httpx.TransportError(f"{type(e).__name__}: {e}") from e
         finally:
             self.throttle.release(rejected=rejected, retry_after=retry)
 
@@ -275,6 +283,8 @@ class Kube:
         except TimeoutError as e:
             raise KubeError(f"{what}: nothing received past the watch's deadline ({watch_deadline(timeout):.0f} s; "
                             f"the server closes it after {timeout} s): stalled", 0, STALLED) from e
+        except TRANSPORT_FAILURES as e:
+            raise _error(e, what) from e
         except httpx.HTTPError as e:
             error = _error(e, what)
             if error.code == 429:  # a watch holds no slot, but its rejection slows every request

@@ -182,25 +182,36 @@ class Informer:
         await asyncio.gather(*(self._run_scope(ns) for ns in self.namespaces))
 
     async def _run_scope(self, namespace: str) -> None:
+        """List, then watch; again after every failure, whatever it was: a cache that stopped would leave every
+        controller reading it blind until the process restarts (client-go's reflector never gives up either)."""
         delay = 0.5
         while True:
             try:
-                items, version = await self.kube.list(self.kind, namespace, self.labels)
+                await self._list_and_watch(namespace)
+                delay = 0.5
+                continue
             except KubeError as e:
                 self.not_served = str(e) if e.code == 404 else None
                 if e.code == 404:
                     self._mark_listed(namespace)  # nothing to wait for: reported when an object of it is applied
                 log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
                                                             "retry_in": delay})
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.max_delay)
-                continue
-            self.not_served = None
-            WATCH_RESTARTS.labels(self.name, "relist").inc()
-            self._replace(namespace, items)
-            self._mark_listed(namespace)
-            await self._watch(namespace, version)
-            delay = 0.5
+            except Exception as e:  # an error the client did not classify (a bug, say): logged, then listed again
+                WATCH_RESTARTS.labels(self.name, "error").inc()
+                log.error("list or watch failed unexpectedly, listing again",
+                          extra={"resource": self.name, "error": f"{type(e).__name__}: {e}", "retry_in": delay},
+                          exc_info=True)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.max_delay)
+
+    async def _list_and_watch(self, namespace: str) -> None:
+        """One list, then its watch until it must be listed again (a KubeError from the list goes to the caller)."""
+        items, version = await self.kube.list(self.kind, namespace, self.labels)
+        self.not_served = None
+        WATCH_RESTARTS.labels(self.name, "relist").inc()
+        self._replace(namespace, items)
+        self._mark_listed(namespace)
+        await self._watch(namespace, version)
 
     def _mark_listed(self, namespace: str) -> None:
         self._listed.add(namespace)

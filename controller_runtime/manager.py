@@ -148,16 +148,25 @@ class Manager:
             tasks += [asyncio.create_task(self._worker(), name=f"worker {n}")
                       for n in range(self.runtime.settings.workers)]
             tasks.append(asyncio.create_task(self._resync(stop), name="resync"))
+            # An informer never returns (it lists again after any failure); if one ever ends, its cache is frozen
+            # and every controller reading it is blind: stop, so that the process is restarted with fresh caches.
+            watched = [asyncio.ensure_future(asyncio.shield(task)) for task in tasks[:len(informers)]]
+            keep = None
             if self.elector is not None:
                 keep = asyncio.create_task(self.elector.keep(stop), name="lease")
                 tasks.append(keep)
-                await _first(keep, stop.wait())
-                if not stop.is_set():
-                    log.error("leadership lost: stopping so that only the new leader reconciles")
-                    return 2
-            else:
-                await stop.wait()
-            return 0
+            await _first(stop.wait(), *([keep] if keep else []), *watched)
+            if stop.is_set():
+                return 0
+            if keep is not None and keep.done():
+                log.error("leadership lost: stopping so that only the new leader reconciles")
+                return 2
+            ended = [task for task in tasks[:len(informers)] if task.done()]
+            log.error("an informer stopped: exiting so that the caches are built again",
+                      extra={"informers": [task.get_name() for task in ended],
+                             "error": next((repr(task.exception()) for task in ended
+                                            if not task.cancelled() and task.exception()), "")})
+            return 2
         finally:
             self.health.ready, self.health.state = False, "stopping"
             for task in tasks:

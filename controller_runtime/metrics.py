@@ -28,7 +28,8 @@ WORK_DURATION = Histogram("apprafter_workqueue_work_duration_seconds", "Time a w
                           buckets=_SECONDS)
 WATCH_RESTARTS = Counter("apprafter_watch_restarts", "Watches restarted, by cause (resume: from the last "
                          "resourceVersion; relist: after 410 Gone or at start; stalled: a watch open past its "
-                         "timeout with nothing received, dropped and re-listed)", ["resource", "cause"])
+                         "timeout with nothing received, dropped and re-listed; error: a list or watch failed in "
+                         "a way the client did not classify, listed again)", ["resource", "cause"])
 WRITES = Counter("apprafter_kube_writes", "Write requests sent to the API server", ["verb", "resource"])
 REQUESTS = Counter("apprafter_kube_requests", "Requests sent to the API server, by method and status code (a "
                    "watch counts once, when it starts)", ["method", "code"])
