@@ -1,7 +1,7 @@
 """What a SourceCredential derives (spec §3.12), decided without a cluster: the material read from its unsealed
 Secret, the Argo CD repo-creds Secrets (one per repository prefix), the dockerconfigjson pull secret of each workload
-namespace in the registry half's scope whose rendered image it covers, which pull secrets a Deployment's pods reference, and the status of each
-half. Messages name keys and objects, never a value of the material."""
+namespace in the registry half's scope whose rendered image it covers, which pull secrets a Deployment's pods
+reference, and the status of each half. Messages name keys and objects, never a value of the material."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 from renderer.crds import AGE, STATUS_FILE, Column, CrdSource, SchemaPatch, cel
 
-__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_url", "check", "in_scope", "pull_key",
-           "read"]
+__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_url", "check", "in_scope",
+           "pull_key", "read"]
 
 HALVES = ("git", "registry")
 LISTS = {"git": "repoPrefixes", "registry": "hosts"}
