@@ -136,7 +136,7 @@ def check(document: Mapping[str, Any], namespace: str | None = None) -> list[tup
         path = backend.get("openBaoPath")
         if isinstance(path, str) and not re.fullmatch(BAO_PATH, path):
             problems.append((f"spec.{half}.backend.openBaoPath", BAO_MESSAGE))
-        if half == "registry" and "namespaces" in body:
+        if half == "registry" and body.get("namespaces") is not None:  # null: absent, as read() takes it
             problems += _scope_problems(body.get("namespaces"))
     return problems
 
