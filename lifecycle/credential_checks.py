@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, condition_status
-from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image, scope_covers
-from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
+from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
+from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
 
 __all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED",
            "VALID", "Checked", "Reported", "Verdict", "after_check", "backoff_s", "check_request", "combined",
@@ -204,7 +204,7 @@ def scoped_out(image: str | None, namespace: str, credentials: Iterable[Mapping[
     """Whether SourceCredentials cover an image's registry but none serves the namespace (their registry half's
     namespaces leave it out): its pods get no pull secret from any of them."""
     covering = _covering(image, credentials) if image else []
-    return bool(covering) and not any(scope_covers(c.namespaces, namespace) for _, c in covering)
+    return bool(covering) and not any(in_scope(c.namespaces, namespace) for _, c in covering)
 
 
 def image_credentials(image: str | None, namespace: str,
@@ -216,12 +216,12 @@ def image_credentials(image: str | None, namespace: str,
     if not image:
         return None
     covering = _covering(image, credentials)
-    if covering and not any(scope_covers(c.namespaces, namespace) for _, c in covering):
+    if covering and not any(in_scope(c.namespaces, namespace) for _, c in covering):
         return Condition(CREDENTIAL_CONDITION, "False", NAMESPACE_NOT_COVERED,
                          f"image {image} is under a registry host a SourceCredential covers, but none covers namespace "
                          f"{namespace}: its pods get no pull secret (the credential's spec.registry.namespaces does "
                          "not list this namespace)")
-    serving = [obj for obj, c in covering if scope_covers(c.namespaces, namespace)]
+    serving = [obj for obj, c in covering if in_scope(c.namespaces, namespace)]
     if not serving or not all(_registry_invalid(obj) for obj in serving):
         return None
     named = ", ".join(sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in serving))

@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 from compatibility.images import split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
 from lifecycle.git_urls import template_covers
-from lifecycle.sourcecredential import Credential, argocd_url, pull_key
+from lifecycle.sourcecredential import Credential, argocd_url, in_scope, pull_key
 
 __all__ = ["Coverage", "User", "applied_coverage", "coverage_of", "covers_image", "covers_repository",
-           "credential_plan", "image_users", "repository_users", "scope_covers"]
+           "credential_plan", "image_users", "repository_users"]
 
 HALF_FIELDS = {"git": "git.repoPrefixes", "registry": "registry.hosts"}
 LOST_RULE = {"git": "AR-SC001", "registry": "AR-SC002"}
@@ -69,11 +69,6 @@ def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
     return Coverage(git, registry, _strings((halves["registry"] or {}).get("namespaces")) if registry else None)
 
 
-def scope_covers(scope: Sequence[str] | None, namespace: str) -> bool:
-    """Whether a registry half's namespaces (None: every namespace) include a namespace."""
-    return scope is None or namespace in scope
-
-
 def covers_repository(prefixes: Iterable[str], url: str) -> bool:
     """Whether Argo CD would serve a repository URL from a template of one of the prefixes (its normalised
     longest-prefix rule, lifecycle.git_urls)."""
@@ -113,15 +108,15 @@ def _lost(half: str, before: Sequence[str] | None, after: Sequence[str] | None, 
           scope: Sequence[str] | None = None) -> list[str]:
     """Who the half covered before (a registry user only in the scope it had) and no longer does, sorted."""
     return sorted({u.who for u in users if u.half == half and _covered(half, before, u.target)
-                   and (half == "git" or scope_covers(scope, u.namespace)) and not _covered(half, after, u.target)})
+                   and (half == "git" or in_scope(scope, u.namespace)) and not _covered(half, after, u.target)})
 
 
 def _scoped_out(baseline: Coverage, desired: Coverage, users: Iterable[User]) -> list[str]:
     """Who the registry half served before and still covers by host, in a namespace its new scope leaves out."""
     return sorted({u.who for u in users if u.half == "registry" and _covered("registry", baseline.registry, u.target)
-                   and scope_covers(baseline.namespaces, u.namespace) and _covered("registry", desired.registry,
+                   and in_scope(baseline.namespaces, u.namespace) and _covered("registry", desired.registry,
                                                                                     u.target)
-                   and not scope_covers(desired.namespaces, u.namespace)})
+                   and not in_scope(desired.namespaces, u.namespace)})
 
 
 def _change(rule: str, field: str, before: Sequence[str] | None, after: Sequence[str] | None,

@@ -140,7 +140,7 @@ def covers(half: Half | None, image: str) -> bool:
 def serves(half: Half | None, image: str, namespace: str) -> bool:
     """Whether a registry half gives its pull secret to a workload: it covers the image and its scope lists the
     workload's namespace (or lists none: every namespace)."""
-    return covers(half, image) and in_scope(half, namespace)
+    return half is not None and covers(half, image) and in_scope(half.namespaces, namespace)
 
 
 def deployment_image(deployment: Mapping[str, Any]) -> str | None:

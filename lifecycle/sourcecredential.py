@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from renderer.crds import AGE, STATUS_FILE, Column, CrdSource, SchemaPatch, cel
@@ -193,6 +193,6 @@ def pull_key(host: str) -> str:
     return host.rstrip("/")
 
 
-def in_scope(half: Half | None, namespace: str) -> bool:
-    """Whether a registry half serves a namespace: it lists it, or lists none (every namespace)."""
-    return half is not None and (half.namespaces is None or namespace in half.namespaces)
+def in_scope(namespaces: Sequence[str] | None, namespace: str) -> bool:
+    """Whether a registry half's namespaces (None: every namespace) include a namespace."""
+    return namespaces is None or namespace in namespaces
