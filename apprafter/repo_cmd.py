@@ -25,7 +25,7 @@ from controller_runtime.kinds import GroupVersionKind
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
 from lifecycle.credential_outputs import MATERIAL_KEYS, users
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL, check, read
+from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, check, read
 from toolchain.errors import Problem, ToolFailure, UserError
 from toolchain.timestamps import age
 
@@ -210,6 +210,11 @@ def _waits(result: Plan, namespace: str) -> str:
               help="A repository URL prefix Argo CD gets the login for ([http(s)://]host[:port][/path/]; repeatable).")
 @click.option("--registry-host", "registry_hosts", multiple=True, metavar="HOST",
               help="A registry host[:port][/path/] the workloads pull from with the login (repeatable).")
+@click.option("--registry-namespace", "registry_namespaces", multiple=True, metavar="NS",
+              help="A namespace whose workloads may pull with the login (repeatable); a registry half needs this or "
+              "--registry-all-namespaces.")
+@click.option("--registry-all-namespaces", is_flag=True,
+              help="Every namespace's workloads may pull with the login (anyone who may write an Application can).")
 @click.option("--from-secret", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
               help="A Secret manifest holding username and password (stringData or data).")
 @click.option("--username", metavar="USER", help="The login's user name (with --password-stdin).")
@@ -229,12 +234,15 @@ def _waits(result: Plan, namespace: str) -> str:
                "SourceCredential (for a config repository), write nothing.")
 @reported
 def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefixes: tuple[str, ...],
-        registry_hosts: tuple[str, ...], from_secret: Path | None, username: str | None, password_stdin: bool,
-        cert: str | None, controller_name: str, controller_namespace: str, upsert: bool, argocd_namespace: str,
+        registry_hosts: tuple[str, ...], registry_namespaces: tuple[str, ...], registry_all_namespaces: bool,
+        from_secret: Path | None, username: str | None, password_stdin: bool, cert: str | None,
+        controller_name: str, controller_namespace: str, upsert: bool, argocd_namespace: str,
         namespace: str | None, output: str) -> None:
     """Seal a login and declare what it covers: the SealedSecret NAME (a kubernetes.io/basic-auth Secret once
-    unsealed) and the SourceCredential NAME naming it."""
+    unsealed) and the SourceCredential NAME naming it. A registry half says where its pull secret may go:
+    --registry-namespace NS (repeatable) or --registry-all-namespaces."""
     namespace = namespace or RECORDS
+    scope = _scope(registry_hosts, registry_namespaces, registry_all_namespaces)
     if from_secret is not None and (username is not None or password_stdin):
         raise _fail("--from-secret", "excludes --username/--password-stdin: the login comes from one place")
     if from_secret is None and not (username and password_stdin):
@@ -248,7 +256,7 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
         from lifecycle.sealing import certificate_key, credential_objects
 
         objects = credential_objects(certificate_key(pem, source), name, namespace, *login, git_prefixes,
-                                     registry_hosts)
+                                     registry_hosts, scope)
         _checked(objects[1], namespace)
         return objects
 
@@ -270,6 +278,21 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
         await _write(kube, objects, upsert, argocd_namespace)
 
     with_cluster(kubeconfig, kube_context, run)
+
+
+def _scope(hosts: tuple[str, ...], namespaces: tuple[str, ...], every: bool) -> tuple[str, ...] | None:
+    """The registry half's namespaces (None: every namespace), said explicitly, as kubectl's -n / -A: an unscoped
+    half lets any team that may write an Application pull with the login, so it is never the silent default."""
+    where = "--registry-namespace/--registry-all-namespaces"
+    if not hosts and (namespaces or every):
+        raise _fail(where, "scope a registry half: give them with --registry-host")
+    if namespaces and every:
+        raise _fail(where, "one or the other: the namespaces listed, or every namespace")
+    if hosts and not namespaces and not every:
+        raise _fail(where, "a registry half needs its scope: --registry-namespace NS (repeatable) for the namespaces "
+                    "whose workloads may pull with the login, or --registry-all-namespaces for every namespace (then "
+                    "anyone who may write an Application can pull with it)")
+    return namespaces if namespaces else None
 
 
 def _checked(credential: dict[str, Any], namespace: str) -> None:
@@ -322,10 +345,18 @@ def _valid(obj: Mapping[str, Any], half: str) -> str:
     return f"{checks.NOT_PRESENT}({found[0].reason})" if found[0].state == checks.NOT_PRESENT else found[0].reason
 
 
+def _scope_column(credential: Credential) -> str:
+    """Where the registry half's pull secret may go: its namespaces, `<all>` (no scope), `-` (no registry half)."""
+    if credential.registry is None:
+        return "-"
+    return ",".join(credential.registry.namespaces) if credential.registry.namespaces is not None else "<all>"
+
+
 def _row(obj: Mapping[str, Any]) -> list[str]:
     credential = read(obj)
     return [obj["metadata"]["name"], ",".join(credential.git.covers) if credential.git else "-",
-            ",".join(credential.registry.covers) if credential.registry else "-", _valid(obj, "git"),
+            ",".join(credential.registry.covers) if credential.registry else "-", _scope_column(credential),
+            _valid(obj, "git"),
             _valid(obj, "registry"), (obj.get("status") or {}).get("migrationPlan") or "-",
             age(obj["metadata"].get("creationTimestamp"))]
 
@@ -336,8 +367,9 @@ def _row(obj: Mapping[str, Any]) -> list[str]:
 @output_option("repo creds list", help="text: a table; json: a v1 List of the SourceCredentials; yaml: the same.")
 @reported
 def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str | None, output: str) -> None:
-    """The SourceCredentials: what each covers, each half's state (Valid / Invalid / Unverified, or why its
-    material is not Present) and the MigrationPlan a change waits for."""
+    """The SourceCredentials: what each covers (the registry half's NAMESPACES: `<all>` when unscoped), each half's
+    state (Valid / Invalid / Unverified, or why its material is not Present) and the MigrationPlan a change waits
+    for."""
 
     async def listed(kube: Kube, _: str) -> list[dict[str, Any]]:
         items, _version = await kube.list(SOURCE_CREDENTIAL, namespace or RECORDS)
@@ -351,7 +383,7 @@ def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str
     if not found:
         click.echo(f"No SourceCredentials found in namespace {namespace or RECORDS}.", err=True)
         return
-    sys.stdout.write(table([["NAME", "GIT", "REGISTRY", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"],
+    sys.stdout.write(table([["NAME", "GIT", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"],
                             *map(_row, found)]))
 
 

@@ -93,13 +93,16 @@ _ALL = [
          "a platform component change classified breaking"),
     # Credential scope (spec §3.12): a SourceCredential's coverage against what matches it (lifecycle.credential_gate).
     Rule("AR-SC000", "credential-coverage-changed", SAFE,
-         "coverage widened, or an entry removed that no Application matches"),
+         "coverage widened, or an entry (a prefix, host or namespace) removed that no Application matches"),
     Rule("AR-SC001", "credential-repository-uncovered", BREAKING,
          "a repository an Argo CD Application syncs is no longer covered (a prefix removed or narrowed, the git "
          "half removed)"),
     Rule("AR-SC002", "credential-image-uncovered", BREAKING,
          "an image an Application runs is no longer covered (a host removed or narrowed, the registry half removed)"),
     Rule("AR-SC003", "credential-deleted", BREAKING, "the SourceCredential is deleted while an Application matches it"),
+    Rule("AR-SC004", "credential-namespace-uncovered", BREAKING,
+         "an Application runs an image under the registry half's hosts in a namespace its scope no longer lists "
+         "(spec.registry.namespaces narrowed, or set where it was absent)"),
 ]
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}

@@ -177,7 +177,8 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
     held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
     the gate's new baseline. `credentials` are the SourceCredentials (with their status): one that covers the
-    rendered image alone but was refused by the registry is named in a condition."""
+    rendered image alone but was refused by the registry is named in a condition; credentials that cover the
+    image but not this namespace are said to (unnamed: they are not the tenant's)."""
     status, decision, generation = _status(app), desired.decision, _generation(app)
     namespace = app["metadata"]["namespace"]
     claims = desired.claims
@@ -203,7 +204,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         notes += _restamp(status, decision, fields)
         consumed = decision.consumed
     image = next((deployment_image(c) for c in desired.children if c.get("kind") == "Deployment"), None)
-    credential_condition = image_credentials(image, credentials)
+    credential_condition = image_credentials(image, namespace, credentials)
     conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans),
                                        credential_condition) if c)]
     consumed_note = (Note("MigrationApplied", f"MigrationPlan {consumed} was approved; its change is applied",

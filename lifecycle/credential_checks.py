@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, condition_status
-from lifecycle.credential_gate import coverage_of, covers_image
-from lifecycle.sourcecredential import Half, argocd_url, pull_key, read
+from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
+from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
 
 __all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED",
            "VALID", "Checked", "Reported", "Verdict", "after_check", "backoff_s", "check_request", "combined",
            "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "outcome", "registry_hosts",
-           "registry_verdict", "reported", "valid_condition", "wait_before_check"]
+           "registry_verdict", "reported", "scoped_out", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
 NOT_PRESENT = "NotPresent"  # a half's state when its material was not found (nothing to check)
@@ -26,6 +26,7 @@ NOT_PRESENT = "NotPresent"  # a half's state when its material was not found (no
 CHECK_REQUEST_ANNOTATION = "apprafter.io/check-requested"
 MAX_REQUEST = 128  # characters of a request kept (the status field's maxLength)
 CREDENTIAL_CONDITION = "SourceCredentialValid"  # on an Application whose image only Invalid credentials cover
+NAMESPACE_NOT_COVERED = "NamespaceNotCovered"  # ... or whose image credentials cover, but not in its namespace
 GATES = ("present", "confirmed")  # a half derives once its material is present, or once it is also Valid
 BACKOFF_BASE = 5.0  # seconds before the first re-check of an unverified half; doubled each time up to the cap
 WORDS = 300  # characters of the server's words kept in a message
@@ -185,17 +186,45 @@ def _registry_invalid(obj: Mapping[str, Any]) -> bool:
                for c in registry.get("conditions") or [] if isinstance(c, Mapping))
 
 
-def image_credentials(image: str | None, credentials: Iterable[Mapping[str, Any]]) -> Condition | None:
-    """An Application's condition when every SourceCredential whose registry half covers its image was refused by
-    the registry (None when none covers it or one is not Invalid): it names the credentials, never their material
-    nor the registry's words (the credential's own status has those)."""
+def _serving(obj: Mapping[str, Any]) -> Coverage:
+    """What a SourceCredential serves now: the coverage last applied while a change waits for its plan (the derived
+    Secrets stay as they were), else its spec's."""
+    status = obj.get("status") or {}
+    held = applied_coverage(status) if status.get("migrationPlan") else None
+    return held if held is not None else coverage_of(read(obj))
+
+
+def _covering(image: str, credentials: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Coverage]]:
+    """The live SourceCredentials whose registry hosts cover an image, with what each serves."""
+    return [(obj, coverage) for obj in credentials if not obj["metadata"].get("deletionTimestamp")
+            and (coverage := _serving(obj)).registry and covers_image(coverage.registry, image)]
+
+
+def scoped_out(image: str | None, namespace: str, credentials: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether SourceCredentials cover an image's registry but none serves the namespace (their registry half's
+    namespaces leave it out): its pods get no pull secret from any of them."""
+    covering = _covering(image, credentials) if image else []
+    return bool(covering) and not any(in_scope(c.namespaces, namespace) for _, c in covering)
+
+
+def image_credentials(image: str | None, namespace: str,
+                      credentials: Iterable[Mapping[str, Any]]) -> Condition | None:
+    """An Application's condition when SourceCredentials cover its image but none serves its namespace (reason
+    NamespaceNotCovered: nothing named, the credentials are not the tenant's), or when every one covering the image
+    in its namespace was refused by the registry (CredentialInvalid: it names them, never their material nor the
+    registry's words, which the credential's own status has). None otherwise."""
     if not image:
         return None
-    covering = [obj for obj in credentials if not obj["metadata"].get("deletionTimestamp")
-                and (hosts := coverage_of(read(obj)).registry) and covers_image(hosts, image)]
-    if not covering or not all(_registry_invalid(obj) for obj in covering):
+    covering = _covering(image, credentials)
+    if covering and not any(in_scope(c.namespaces, namespace) for _, c in covering):
+        return Condition(CREDENTIAL_CONDITION, "False", NAMESPACE_NOT_COVERED,
+                         f"image {image} is under a registry host a SourceCredential covers, but none covers namespace "
+                         f"{namespace}: its pods get no pull secret (the credential's spec.registry.namespaces does "
+                         "not list this namespace)")
+    serving = [obj for obj, c in covering if in_scope(c.namespaces, namespace)]
+    if not serving or not all(_registry_invalid(obj) for obj in serving):
         return None
-    named = ", ".join(sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in covering))
+    named = ", ".join(sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in serving))
     return Condition(CREDENTIAL_CONDITION, "False", "CredentialInvalid",
                      f"image {image} is covered only by SourceCredential {named}, whose registry login is Invalid "
                      "(the registry refused it): pulls fail until its material is re-sealed (`kubectl describe "

@@ -1,7 +1,7 @@
 """What a SourceCredential derives (spec §3.12), decided without a cluster: the material read from its unsealed
 Secret, the Argo CD repo-creds Secrets (one per repository prefix), the dockerconfigjson pull secret of each workload
-namespace whose rendered image it covers, which pull secrets a Deployment's pods reference, and the status of each
-half. Messages name keys and objects, never a value of the material."""
+namespace in the registry half's scope whose rendered image it covers, which pull secrets a Deployment's pods
+reference, and the status of each half. Messages name keys and objects, never a value of the material."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from typing import Any, NamedTuple
 from lifecycle.conditions import Condition, render
 from lifecycle.credential_checks import Checked, valid_condition
 from lifecycle.credential_gate import User, covers_image, image_users, repository_users
-from lifecycle.sourcecredential import Credential, Half, argocd_url, pull_key
+from lifecycle.sourcecredential import Credential, Half, argocd_url, in_scope, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material",
            "Unreadable", "attachment", "covered_deployments", "covers", "derived_from", "half_conditions",
-           "login_from", "material", "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "status",
-           "status_fields", "users"]
+           "login_from", "material", "pull_secret", "pull_secret_name", "pull_secrets_for", "repo_creds", "serves",
+           "status", "status_fields", "users"]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
 # ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
@@ -137,6 +137,12 @@ def covers(half: Half | None, image: str) -> bool:
     return half is not None and covers_image(map(pull_key, half.covers), image)
 
 
+def serves(half: Half | None, image: str, namespace: str) -> bool:
+    """Whether a registry half gives its pull secret to a workload: it covers the image and its scope lists the
+    workload's namespace (or lists none: every namespace)."""
+    return half is not None and covers(half, image) and in_scope(half.namespaces, namespace)
+
+
 def deployment_image(deployment: Mapping[str, Any]) -> str | None:
     """The image the renderer's app container runs (the rendered image)."""
     containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
@@ -152,20 +158,23 @@ def users(argo_applications: Iterable[Mapping[str, Any]], deployments: Iterable[
         image = deployment_image(deployment)
         if image:
             app = (meta.get("labels") or {}).get(NAME_LABEL) or meta["name"]
-            images.append((f"Application {meta['namespace']}/{app}", image))
+            images.append((f"Application {meta['namespace']}/{app}", image, str(meta["namespace"])))
     return [*repository_users(argo_applications), *image_users(images)]
 
 
-def pull_secrets_for(image: str | None, credentials: Iterable[Credential]) -> list[str]:
-    """The pull secrets a Deployment's pods reference: every credential whose registry half covers the image."""
+def pull_secrets_for(image: str | None, namespace: str, credentials: Iterable[Credential]) -> list[str]:
+    """The pull secrets a Deployment's pods in `namespace` reference: every credential whose registry half covers
+    the image and serves the namespace."""
     if image is None:
         return []
-    return sorted(pull_secret_name(c.name) for c in credentials if covers(c.registry, image))
+    return sorted(pull_secret_name(c.name) for c in credentials if serves(c.registry, image, namespace))
 
 
 def covered_deployments(credential: Credential, deployments: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The Deployments (ours) whose rendered image the credential's registry half covers."""
-    return [d for d in deployments if (image := deployment_image(d)) and covers(credential.registry, image)]
+    """The Deployments (ours) whose rendered image the credential's registry half covers, in namespaces it serves:
+    where its pull secret goes."""
+    return [d for d in deployments if (image := deployment_image(d))
+            and serves(credential.registry, image, str(d["metadata"]["namespace"]))]
 
 
 def attachment(deployment: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
@@ -203,6 +212,8 @@ def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Se
         fields["git"] = {"repoPrefixes": sorted(argocd_url(p) for p in credential.git.covers)}
     if credential.registry is not None:
         fields["registry"] = {"hosts": sorted(pull_key(h) for h in credential.registry.covers)}
+        if credential.registry.namespaces is not None:
+            fields["registry"]["namespaces"] = sorted(credential.registry.namespaces)
     return fields
 
 

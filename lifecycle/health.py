@@ -191,10 +191,11 @@ def _terminated(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return now if now else (status.get("lastState") or {}).get("terminated")
 
 
-def pull_refusal(reason: str, message: str, pull_secrets: Sequence[str]) -> str:
+def pull_refusal(reason: str, message: str, pull_secrets: Sequence[str], scoped_out: bool = False) -> str:
     """Why an image cannot be pulled, in words a person acts on: what the registry answered (one of a few fixed
-    phrases read off the kubelet's message, never the message itself) and which pull secrets the pod has; while the
-    kubelet backs off its message says nothing, and the pod's events keep the last error."""
+    phrases read off the kubelet's message, never the message itself) and which pull secrets the pod has, or, with
+    none, whether SourceCredentials cover the image but not this namespace (`scoped_out`); while the kubelet backs
+    off its message says nothing, and the pod's events keep the last error."""
     found = _PULL_ERROR.search(message) if reason == "ErrImagePull" else None
     said = found.group(0).lower() if found else ""
     if "not found" in said:
@@ -206,10 +207,14 @@ def pull_refusal(reason: str, message: str, pull_secrets: Sequence[str]) -> str:
                                         if reason == "ImagePullBackOff" else ""))
     if pull_secrets:
         return f"{words}; the pod pulls with {', '.join(sorted(pull_secrets))}"
+    if scoped_out:
+        return (f"{words}; the pod has no pull secret (a SourceCredential covers the image's registry, but not this "
+                "namespace: its spec.registry.namespaces does not list it)")
     return f"{words}; the pod has no pull secret (a SourceCredential whose registry hosts cover the image gives one)"
 
 
-def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequence[str] = ()) -> PodFailure | None:
+def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequence[str] = (),
+                       scoped_out: bool = False) -> PodFailure | None:
     container = str(status.get("name"))
     waiting = (status.get("state") or {}).get("waiting") or {}
     reason = waiting.get("reason")
@@ -220,7 +225,7 @@ def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequen
                           "resources.limits.memory or use less")
     if reason in _PULL_FAILURES:
         why = ("not on the node, and imagePullPolicy is Never" if reason == "ErrImageNeverPull"
-               else pull_refusal(str(reason), str(waiting.get("message") or ""), pull_secrets)
+               else pull_refusal(str(reason), str(waiting.get("message") or ""), pull_secrets, scoped_out)
                if reason != "InvalidImageName" else "not a valid reference")
         return PodFailure(pod, container, str(reason), f"image {status.get('image')} {why}")
     if reason in ("CreateContainerConfigError", "CreateContainerError"):
@@ -234,8 +239,9 @@ def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequen
     return None
 
 
-def pod_failures(pods: Iterable[Mapping[str, Any]]) -> list[PodFailure]:
-    """Containers (init containers first) that cannot run as declared, over running pods, sorted by pod name."""
+def pod_failures(pods: Iterable[Mapping[str, Any]], scoped_out: bool = False) -> list[PodFailure]:
+    """Containers (init containers first) that cannot run as declared, over running pods, sorted by pod name
+    (`scoped_out`: SourceCredentials cover the image, but not the pods' namespace; lifecycle.credential_checks)."""
     out = []
     for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name"))):
         meta, status = pod.get("metadata", {}), pod.get("status") or {}
@@ -244,7 +250,7 @@ def pod_failures(pods: Iterable[Mapping[str, Any]]) -> list[PodFailure]:
         secrets = [str(ref.get("name")) for ref in (pod.get("spec") or {}).get("imagePullSecrets") or []
                    if isinstance(ref, Mapping)]
         for container in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
-            found = _container_failure(str(meta.get("name")), container, secrets)
+            found = _container_failure(str(meta.get("name")), container, secrets, scoped_out)
             if found:
                 out.append(found)
                 break
@@ -316,10 +322,10 @@ def pods_key(app: Mapping[str, Any]) -> str:
 
 
 def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]],
-             pods: Sequence[Mapping[str, Any]]) -> Workload:
+             pods: Sequence[Mapping[str, Any]], scoped_out: bool = False) -> Workload:
     """The desired children (ResourceClaims apart), their live objects by (kind, name) and the app's pods: Failed
-    when a child failed or a container cannot run (the first by pod name, and how many more), InProgress while a
-    child is not current, else Current."""
+    when a child failed or a container cannot run (the first by pod name, and how many more; `scoped_out` as for
+    pod_failures), InProgress while a child is not current, else Current."""
     states = [(obj, child_state(live.get(_key(obj)))) for obj in children]
     deployment = next((live.get(_key(o)) for o in children if o.get("kind") == "Deployment"), None)
     image = None
@@ -327,7 +333,7 @@ def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str
         image = container.get("image")
         break
     fields = (replicas(deployment), url(children), image_digest(pods, image))
-    failures = pod_failures(pods)
+    failures = pod_failures(pods, scoped_out)
     failed = [s for _, s in states if s.state == FAILED]
     if failures:
         more = len(failures) - 1

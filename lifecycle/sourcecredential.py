@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from renderer.crds import AGE, STATUS_FILE, Column, CrdSource, SchemaPatch, cel
 
-__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_url", "check", "pull_key", "read"]
+__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_url", "check", "in_scope",
+           "pull_key", "read"]
 
 HALVES = ("git", "registry")
 LISTS = {"git": "repoPrefixes", "registry": "hosts"}
@@ -31,6 +32,13 @@ BAO_MESSAGE = ("openBaoPath is <mount>/<path> of a KV v2 secret, as `bao kv get`
                "GET /v1/secret/data/myorg/github): segments of letters, digits, '-', '_', '.', none empty or starting "
                "with '.'")
 HALVES_MESSAGE = "a SourceCredential covers git, registry or both: spec.git or spec.registry is required"
+# The registry half's scope: namespace names as Kubernetes spells them (RFC 1123 labels); an empty list would mean
+# "nowhere", which is the half removed, so it is refused rather than read either way.
+NAMESPACE = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+NAMESPACE_MESSAGE = ("a namespace is a Kubernetes namespace name: lowercase letters, digits and '-', at most 63, "
+                     "starting and ending with a letter or digit")
+SCOPE_MESSAGE = (f"1 to {MAX_ENTRIES} namespaces; leave spec.registry.namespaces out for every namespace, or remove "
+                 "the registry half for none")
 
 
 def _half_patches(half: str) -> tuple[SchemaPatch, ...]:
@@ -40,8 +48,12 @@ def _half_patches(half: str) -> tuple[SchemaPatch, ...]:
     backend = cel(("spec", half, "backend", "openBaoPath"), f"self.matches('{BAO_PATH}')", BAO_MESSAGE)
     if half == "git":
         return (listed, backend, cel(("spec", half, entries, "[]"), f"self.matches('{PREFIX}')", PREFIX_MESSAGE))
+    scope = ("spec", half, "namespaces")
     return (listed, backend, cel(("spec", half, entries, "[]"), f"!self.contains('{SCHEME}')", SCHEME_MESSAGE),
-            cel(("spec", half, entries, "[]"), f"self.contains('{SCHEME}') || self.matches('{HOST}')", HOST_MESSAGE))
+            cel(("spec", half, entries, "[]"), f"self.contains('{SCHEME}') || self.matches('{HOST}')", HOST_MESSAGE),
+            SchemaPatch(scope, {"maxItems": MAX_ENTRIES, "x-kubernetes-list-type": "set"}),
+            cel(scope, "size(self) > 0", SCOPE_MESSAGE),
+            cel((*scope, "[]"), f"self.matches('{NAMESPACE}')", NAMESPACE_MESSAGE))
 
 
 _STATUS_LISTS = tuple(SchemaPatch(("status", half, "conditions"), {"x-kubernetes-list-type": "map",
@@ -71,10 +83,12 @@ class Backend(NamedTuple):
 
 
 class Half(NamedTuple):
-    """One half of a credential: its backend and what it covers, as written."""
+    """One half of a credential: its backend and what it covers, as written; a registry half's `namespaces` are
+    where its pull secret may go (None: every namespace)."""
 
     backend: Backend
     covers: tuple[str, ...]
+    namespaces: tuple[str, ...] | None = None
 
 
 class Credential(NamedTuple):
@@ -122,7 +136,19 @@ def check(document: Mapping[str, Any], namespace: str | None = None) -> list[tup
         path = backend.get("openBaoPath")
         if isinstance(path, str) and not re.fullmatch(BAO_PATH, path):
             problems.append((f"spec.{half}.backend.openBaoPath", BAO_MESSAGE))
+        if half == "registry" and body.get("namespaces") is not None:  # null: absent, as read() takes it
+            problems += _scope_problems(body.get("namespaces"))
     return problems
+
+
+def _scope_problems(scope: Any) -> list[tuple[str, str]]:
+    """What is wrong with a registry half's namespaces (the CRD's maxItems, set and CEL rules again)."""
+    where = "spec.registry.namespaces"
+    if not isinstance(scope, list) or not 1 <= len(scope) <= MAX_ENTRIES:
+        return [(where, SCOPE_MESSAGE)]
+    problems = [(where, "a namespace is listed twice")] if len(set(map(str, scope))) != len(scope) else []
+    return problems + [(f"{where}[{index}]", NAMESPACE_MESSAGE) for index, name in enumerate(scope)
+                       if not isinstance(name, str) or len(name) > 63 or not re.fullmatch(NAMESPACE, name)]
 
 
 def _entry_problems(half: str, entry: str) -> list[str]:
@@ -141,8 +167,10 @@ def _half(body: Any, entries: str) -> Half | None:
     ref = backend.get("sealedSecretRef")
     sealed = str(ref["name"]) if isinstance(ref, Mapping) and ref.get("name") else None
     path = backend.get("openBaoPath")
+    scope = body.get("namespaces") if entries == "hosts" else None
     return Half(Backend(sealed, str(path) if isinstance(path, str) else None),
-                tuple(str(e) for e in _entries(body.get(entries))))
+                tuple(str(e) for e in _entries(body.get(entries))),
+                tuple(sorted({str(n) for n in scope})) if isinstance(scope, list) else None)
 
 
 def read(document: Mapping[str, Any]) -> Credential:
@@ -163,3 +191,8 @@ def pull_key(host: str) -> str:
     """The dockerconfigjson `auths` key for a covered host: host[:port][/path], without a trailing slash (the
     kubelet matches keys by host and then path prefix)."""
     return host.rstrip("/")
+
+
+def in_scope(namespaces: Sequence[str] | None, namespace: str) -> bool:
+    """Whether a registry half's namespaces (None: every namespace) include a namespace."""
+    return namespaces is None or namespace in namespaces

@@ -35,6 +35,7 @@ from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
+from lifecycle.credential_checks import scoped_out
 from lifecycle.credential_gate import coverage_of, covers_image
 from lifecycle.credential_outputs import deployment_image
 from lifecycle.drift import Drift, drift, drift_note
@@ -268,7 +269,9 @@ class ApplicationPass:
         """The live children and the pods of this Application, as lifecycle.health reads them."""
         live = {(o["kind"], o["metadata"]["name"]): found for o in desired.children if (found := self.cached(o))}
         pods = self.controller.cache(POD).indexed(POD_INDEX, pods_key(self.app))
-        return workload(desired.children, live, pods)
+        image = next((deployment_image(c) for c in desired.children if c.get("kind") == "Deployment"), None)
+        credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
+        return workload(desired.children, live, pods, scoped_out(image, self.namespace, credentials))
 
     async def prune(self, desired: Desired) -> None:
         """Delete the children an earlier apply made that this render no longer has (lifecycle.children)."""

@@ -380,7 +380,7 @@ class SourceCredentialController:
         for deployment in cache.items():
             image = outputs.deployment_image(deployment)
             attached = _attached(deployment)
-            wanted = outputs.pull_secrets_for(image, credentials)
+            wanted = outputs.pull_secrets_for(image, str(deployment["metadata"]["namespace"]), credentials)
             if mine not in wanted and mine not in attached:
                 continue
             body = outputs.attachment(deployment, wanted)
@@ -426,12 +426,14 @@ def _probe(half_name: str, half: Half, login: outputs.Material) -> checks.Verdic
 
 
 def _as_applied(credential: Credential, applied: gate.Coverage | None) -> Credential:
-    """A held credential as it was last applied: its coverage from the status, the backends of its spec."""
+    """A held credential as it was last applied: its coverage (hosts and namespaces) from the status, the backends of
+    its spec."""
     if applied is None:
         return credential
 
-    def half(spec: Half | None, entries: tuple[str, ...] | None) -> Half | None:
-        return None if entries is None else Half(spec.backend if spec else Backend(None, None), entries)
+    def half(spec: Half | None, entries: tuple[str, ...] | None,
+             namespaces: tuple[str, ...] | None = None) -> Half | None:
+        return None if entries is None else Half(spec.backend if spec else Backend(None, None), entries, namespaces)
 
     return credential._replace(git=half(credential.git, applied.git),
-                               registry=half(credential.registry, applied.registry))
+                               registry=half(credential.registry, applied.registry, applied.namespaces))

@@ -37,7 +37,8 @@ def add(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 def test_yaml_for_a_config_repository_opens_with_the_clusters_key(cert: Path, key: rsa.RSAPrivateKey) -> None:
     result = add("myorg", "--git-prefix", "github.com/myorg/", "--registry-host", "ghcr.io/myorg/", "--username",
-                 "deploy", "--password-stdin", "--cert", str(cert), "-o", "yaml", stdin=PASSWORD + "\n")
+                 "deploy", "--password-stdin", "--registry-namespace", "shop", "--registry-namespace", "billing",
+                 "--cert", str(cert), "-o", "yaml", stdin=PASSWORD + "\n")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert PASSWORD not in result.stdout and base64.b64encode(PASSWORD.encode()).decode() not in result.stdout
     sealed, credential = yaml.safe_load_all(result.stdout)
@@ -47,6 +48,8 @@ def test_yaml_for_a_config_repository_opens_with_the_clusters_key(cert: Path, ke
     assert _open(key, encrypted["username"], b"apprafter-system/myorg") == b"deploy"
     assert credential["spec"]["git"] == {"backend": {"sealedSecretRef": {"name": "myorg"}},
                                          "repoPrefixes": ["github.com/myorg/"]}
+    assert credential["spec"]["registry"] == {"backend": {"sealedSecretRef": {"name": "myorg"}},
+                                              "hosts": ["ghcr.io/myorg/"], "namespaces": ["shop", "billing"]}
 
 
 def test_from_secret_takes_string_data_or_data(cert: Path, key: rsa.RSAPrivateKey, tmp_path: Path) -> None:
@@ -55,9 +58,10 @@ def test_from_secret_takes_string_data_or_data(cert: Path, key: rsa.RSAPrivateKe
                                      "data": {"username": base64.b64encode(b"deploy").decode(),
                                               "password": base64.b64encode(PASSWORD.encode()).decode()}}))
     result = add("myorg", "--registry-host", "ghcr.io/myorg/", "--from-secret", str(login), "--cert", str(cert),
-                 "-n", "ops", "-o", "yaml")
+                 "-n", "ops", "--registry-all-namespaces", "-o", "yaml")
     assert result.returncode == 0, result.stderr
-    sealed, _ = yaml.safe_load_all(result.stdout)
+    sealed, credential = yaml.safe_load_all(result.stdout)
+    assert "namespaces" not in credential["spec"]["registry"]  # every namespace: the field left out
     assert _open(key, sealed["spec"]["encryptedData"]["password"], b"ops/myorg") == PASSWORD.encode()
 
 
@@ -73,8 +77,20 @@ BAD = [
      "<stdin>: password: one non-empty line"),
     ("a token in a prefix", ["--git-prefix", f"https://u:{PASSWORD}@github.com/o/", "--username", "u",
                              "--password-stdin"], PASSWORD, "spec.git.repoPrefixes[0]: a repository prefix is"),
-    ("a scheme on a host", ["--registry-host", "https://ghcr.io/o/", "--username", "u", "--password-stdin"],
-     PASSWORD, "spec.registry.hosts[0]: a registry host has no scheme"),
+    ("a scheme on a host", ["--registry-host", "https://ghcr.io/o/", "--username", "u", "--password-stdin",
+                            "--registry-all-namespaces"], PASSWORD, "spec.registry.hosts[0]: a registry host has no "
+     "scheme"),
+    ("a registry half without its scope", ["--registry-host", "ghcr.io/o/", "--username", "u", "--password-stdin"],
+     PASSWORD, "--registry-namespace/--registry-all-namespaces: a registry half needs its scope: --registry-namespace "
+     "NS (repeatable) for the namespaces whose workloads may pull with the login, or --registry-all-namespaces"),
+    ("both scopes", ["--registry-host", "ghcr.io/o/", "--registry-namespace", "a", "--registry-all-namespaces",
+                     "--username", "u", "--password-stdin"], PASSWORD,
+     "--registry-namespace/--registry-all-namespaces: one or the other"),
+    ("a scope without a registry half", ["--git-prefix", "github.com/o/", "--registry-namespace", "a", "--username",
+                                         "u", "--password-stdin"], PASSWORD, "give them with --registry-host"),
+    ("a namespace that is none", ["--registry-host", "ghcr.io/o/", "--registry-namespace", "Team_A", "--username",
+                                  "u", "--password-stdin"], PASSWORD,
+     "spec.registry.namespaces[0]: a namespace is a Kubernetes namespace name"),
 ]
 
 

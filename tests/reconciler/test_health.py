@@ -118,6 +118,13 @@ def test_a_refused_pull_names_the_pods_pull_secrets() -> None:
     assert found.detail == ("image ghcr.io/acme/web:1 cannot be pulled: the registry refused access (401 "
                             "Unauthorized); the pod pulls with apprafter-pull-myorg")
     assert "127.0.0.1:5000/token" not in found.detail  # the kubelet's own message is not repeated
+    # no pull secret because the credentials covering the image leave this namespace out: said so, nothing named
+    unsecreted = {"metadata": {"name": "web-1"}, "status": {"phase": "Pending", "containerStatuses": [refused]}}
+    [scoped] = pod_failures([unsecreted], scoped_out=True)
+    assert scoped.detail == ("image ghcr.io/acme/web:1 cannot be pulled: the registry refused access (401 "
+                             "Unauthorized); the pod has no pull secret (a SourceCredential covers the image's "
+                             "registry, but not this namespace: its spec.registry.namespaces does not list it)")
+    assert pod_failures([secret], scoped_out=True) == [found]  # a pod with a pull secret is told by its name
 
 
 @pytest.mark.parametrize(("status", "reason", "detail"), FAILURES,

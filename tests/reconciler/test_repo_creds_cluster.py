@@ -2,13 +2,15 @@
 the controller's certificate, the controller unseals it, and the operator derives and checks both halves against the
 token registry and the Basic-auth git server; kubeseal's own SealedSecret of the same login opens too (the format);
 `-o yaml` applied as kubectl would works; a SealedSecret for another cluster's certificate is refused by the controller
-and the credential says its material is not Present; `check` returns once re-checked; `remove` predicts the plan the
-operator makes, and approval lets the credential go. No password in any output or log of the bed."""
+and the credential says its material is not Present; `check` returns once re-checked; `remove` and `add --upsert`
+predict the plan the operator makes (a narrowed registry scope included), and approval lets the credential go. No
+password in any output or log of the bed."""
 
 from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import json
 import subprocess
 from collections.abc import Iterator
@@ -22,13 +24,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
+from lifecycle.credential_outputs import pull_secret_name
 from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
     Servers,
     credential_argocd_namespace,
     credential_operator,
     credential_servers,
 )
-from tests.reconciler.helpers import API, plan_phase, plans, wait
+from tests.reconciler.helpers import API, apply, cr, edit, fresh_namespace, plan_phase, plans, wait
 from tests.reconciler.operator_proc import Operator
 from tests.reconciler.test_sourcecredential_gate import documented_hash
 from tests.renderer.helpers import APPRAFTER
@@ -93,8 +96,9 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
         tmp_path: Path) -> None:
     records = operator.records_namespace
     prefix, host = servers.private.url("myorg/"), f"{servers.registry_host}/myorg/"
-    added = cli(bed, "add", "myorg", "--git-prefix", prefix, "--registry-host", host, "--username", servers.user,
-                "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password + "\n")
+    added = cli(bed, "add", "myorg", "--git-prefix", prefix, "--registry-host", host, "--registry-all-namespaces",
+                "--username", servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
+                stdin=servers.password + "\n")
     assert added.returncode == 0, added.stderr
     assert added.stdout == (f"sealedsecret/myorg created (namespace {records})\n"
                             f"sourcecredential/myorg created (namespace {records})\n")
@@ -124,8 +128,9 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     listed = cli(bed, "list", "-n", records)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["NAME", "GIT", "REGISTRY", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
-    assert [r.split()[:6] for r in rows if r.startswith("myorg ")] == [["myorg", prefix, host, "Valid", "Valid", "-"]]
+    assert header.split() == ["NAME", "GIT", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
+    assert [r.split()[:7] for r in rows if r.startswith("myorg ")] == [
+        ["myorg", prefix, host, "<all>", "Valid", "Valid", "-"]]
     as_json = cli(bed, "list", "-n", records, "-o", "json")
     assert "myorg" in [o["metadata"]["name"] for o in json.loads(as_json.stdout)["items"]]
 
@@ -142,8 +147,9 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
         "username": servers.user, "password": servers.password}
 
     # -o yaml: nothing written; what it prints, applied as `kubectl apply --server-side -f` would, works
-    printed = cli(bed, "add", "from-repo", "--registry-host", host, "--username", servers.user, "--password-stdin",
-                  "--cert", sealed_secrets.cert_url, "-n", records, "-o", "yaml", stdin=servers.password)
+    printed = cli(bed, "add", "from-repo", "--registry-host", host, "--registry-namespace", "shop", "--username",
+                  servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, "-o", "yaml",
+                  stdin=servers.password)
     assert printed.returncode == 0, printed.stderr
     documents = list(yaml.safe_load_all(printed.stdout))
     assert [d["kind"] for d in documents] == ["SealedSecret", "SourceCredential"]
@@ -154,6 +160,8 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
         servers.password
     wait("its registry half Valid", lambda: _conditions(_status(bed, records, "from-repo"), "registry")
          .get("Valid") == ("True", "Valid") or None)
+    scoped = cli(bed, "list", "-n", records)
+    assert [r.split()[3] for r in scoped.stdout.splitlines() if r.startswith("from-repo ")] == ["shop"]
 
 
 def test_a_login_sealed_for_another_cluster_is_not_present(
@@ -166,7 +174,7 @@ def test_a_login_sealed_for_another_cluster_is_not_present(
     login.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"},
                                      "stringData": {"username": servers.user, "password": servers.password}}))
     added = cli(bed, "add", "elsewhere", "--registry-host", f"{servers.registry_host}/elsewhere/", "--from-secret",
-                str(login), "--cert", str(other), "-n", records)
+                str(login), "--cert", str(other), "-n", records, "--registry-all-namespaces")
     assert added.returncode == 0, added.stderr
 
     def refused() -> dict[str, Any] | None:
@@ -191,7 +199,7 @@ def test_a_login_sealed_for_another_cluster_is_not_present(
 
     # without --cert the certificate comes from the controller's Service, as kubeseal's: none here says so (exit 2)
     fetched = cli(bed, "add", "nocert", "--registry-host", f"{servers.registry_host}/x/", "--from-secret", str(login),
-                  "--controller-namespace", records, "-n", records)
+                  "--registry-namespace", "shop", "--controller-namespace", records, "-n", records)
     assert fetched.returncode == 2 and fetched.stdout == ""
     assert fetched.stderr == (f"apprafter: no Service {records}/sealed-secrets-controller: the SealedSecrets "
                               "controller's certificate cannot be fetched: pass --controller-name/"
@@ -255,6 +263,61 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
     assert gone.returncode == 0, gone.stderr
     assert gone.stdout == ("sourcecredential/lonely: no Application loses coverage: removed at once\n"
                            f"sourcecredential/lonely deleted (namespace {records})\n")
+
+
+def test_upsert_and_remove_predict_the_plans_of_a_scoped_registry_half(
+        bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator, servers: Servers,
+        argocd_namespace: str) -> None:
+    records = operator.records_namespace
+    team, other = fresh_namespace(bed, "team"), fresh_namespace(bed, "other")
+    host = f"{servers.registry_host}/shared/"
+    for namespace in (team, other):
+        apply(bed, cr(namespace, edit(edit(needs=None, env={"LOG_LEVEL": "info"}, expose={"port": 8080}),
+                                      image=f"{host}demo:1")))
+
+    def add(*scope: str, upsert: bool = True) -> subprocess.CompletedProcess[str]:
+        flags = [f for ns in scope for f in ("--registry-namespace", ns)]
+        return cli(bed, "add", "shared", *(["--upsert"] if upsert else []), "--registry-host", host, *flags,
+                   "--username", servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
+                   "--argocd-namespace", argocd_namespace, stdin=servers.password)
+
+    assert add(team, other, upsert=False).returncode == 0
+    pull = pull_secret_name("shared")
+    for namespace in (team, other):
+        wait(f"the pull secret in {namespace}", functools.partial(bed.get, "v1", "Secret", pull, namespace))
+
+    # narrowing the namespaces with --upsert: the plan it waits on, predicted to its name and hash
+    narrowed = add(team)
+    assert narrowed.returncode == 0, narrowed.stderr
+    said = narrowed.stdout.splitlines()[2]
+    assert f"Application {other}/demo would no longer be covered" in said and f"{team}/demo" not in said
+    predicted = said.split("waits for MigrationPlan ")[1].split(" ")[0]
+    assert wait("the narrowing held", lambda: _status(bed, records, "shared").get("migrationPlan")) == predicted
+    plan = bed.get(API, "MigrationPlan", predicted, records) or {}
+    gated = [c for c in plan["spec"]["changes"] if c["classification"] != "safe"]
+    assert [c["rule"] for c in gated] == ["AR-SC004"]
+    assert plan["spec"]["trigger"]["approvedSpecHash"] == said.split("(approvedSpecHash ")[1].split(")")[0] == \
+        documented_hash(gated, "shared")
+    assert bed.get("v1", "Secret", pull, other) is not None  # held: the other team keeps it until approved
+    approved = subprocess.run([*APPRAFTER, "migration", "approve", predicted, "-n", records, "--kubeconfig",
+                               str(bed.kubeconfig)], capture_output=True, text=True, timeout=60, check=False)
+    assert approved.returncode == 0, approved.stderr
+    wait("the other namespace's pull secret removed", lambda: bed.get("v1", "Secret", pull, other) is None or None)
+    assert bed.get("v1", "Secret", pull, team) is not None
+
+    # remove: only the Application in the scope loses anything, predicted exactly
+    removed = cli(bed, "remove", "shared", "-n", records, "--argocd-namespace", argocd_namespace, "--timeout", "60")
+    assert removed.returncode == 0, removed.stderr
+    first, second = removed.stdout.splitlines()
+    assert f"Application {team}/demo would no longer be covered" in first and other not in first
+    predicted = first.split("waits for MigrationPlan ")[1].split(" ")[0]
+    assert second == f"sourcecredential/shared held for MigrationPlan {predicted} (namespace {records})"
+    plan = bed.get(API, "MigrationPlan", predicted, records) or {}
+    assert plan["spec"]["trigger"]["approvedSpecHash"] == first.split("(approvedSpecHash ")[1].split(")")[0]
+    approved = subprocess.run([*APPRAFTER, "migration", "approve", predicted, "-n", records, "--kubeconfig",
+                               str(bed.kubeconfig)], capture_output=True, text=True, timeout=60, check=False)
+    assert approved.returncode == 0, approved.stderr
+    wait("the credential gone", lambda: bed.get(API, "SourceCredential", "shared", records) is None or None)
 
 
 def test_the_password_is_in_no_output_or_log(bed: KubeTestBed, sealed_secrets: SealedSecrets, operator: Operator,

@@ -6,10 +6,13 @@ import base64
 import json
 from typing import Any
 
+import pytest
+
 from admission.review import Settings, validating
 from lifecycle.credential_outputs import (
     Material,
     attachment,
+    covered_deployments,
     covers,
     material,
     pull_secret,
@@ -32,8 +35,8 @@ def test_coverage_is_by_path_component_with_docker_hub_names_normalised() -> Non
     assert covers(half, "registry.local:5000/anything:2") and not covers(half, "registry.local:5001/x")
     assert covers(Half(SEALED, ("docker.io/library/",)), "nginx:1")
     assert not covers(None, "ghcr.io/myorg/app")
-    assert pull_secrets_for("ghcr.io/myorg/app", [CRED, Credential("b", None, Half(SEALED, ("ghcr.io/",)))]) == [
-        "apprafter-pull-b", "apprafter-pull-myorg"]
+    assert pull_secrets_for("ghcr.io/myorg/app", "team", [CRED, Credential("b", None, Half(SEALED, ("ghcr.io/",)))]
+                            ) == ["apprafter-pull-b", "apprafter-pull-myorg"]
 
 
 def test_material_problems_name_keys_never_values() -> None:
@@ -110,3 +113,53 @@ def test_the_webhook_refuses_a_credential_outside_the_operators_namespace_and_no
     schemed = _review({**obj, "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "l"}},
                                                      "hosts": ["https://ghcr.io/o/"]}}})
     assert not schemed["allowed"] and "has no scheme" in schemed["status"]["message"]
+
+
+def _deployment(namespace: str, image: str) -> dict[str, Any]:
+    return {"metadata": {"name": "demo", "namespace": namespace},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}}
+
+
+def test_a_scoped_registry_half_serves_only_its_namespaces() -> None:
+    scoped = CRED._replace(registry=CRED.registry._replace(namespaces=("team",)))  # type: ignore[union-attr]
+    assert pull_secrets_for("ghcr.io/myorg/app", "team", [scoped]) == ["apprafter-pull-myorg"]
+    assert pull_secrets_for("ghcr.io/myorg/app", "intruder", [scoped]) == []  # the image alone no longer suffices
+    assert pull_secrets_for("ghcr.io/myorg/app", "intruder", [CRED]) == ["apprafter-pull-myorg"]  # unscoped: every
+    deployments = [_deployment("team", "ghcr.io/myorg/app:1"), _deployment("intruder", "ghcr.io/myorg/app:1"),
+                   _deployment("team", "ghcr.io/other/app:1")]
+    assert [d["metadata"]["namespace"] for d in covered_deployments(scoped, deployments)] == ["team"]
+    assert [d["metadata"]["namespace"] for d in covered_deployments(CRED, deployments)] == ["team", "intruder"]
+
+
+SCOPE_PROBLEMS = [
+    ([], "spec.registry.namespaces", "1 to 64 namespaces; leave spec.registry.namespaces out for every namespace"),
+    ("team", "spec.registry.namespaces", "1 to 64 namespaces"),
+    ([f"ns-{i}" for i in range(65)], "spec.registry.namespaces", "1 to 64 namespaces"),
+    (["team", "team"], "spec.registry.namespaces", "a namespace is listed twice"),
+    (["Team"], "spec.registry.namespaces[0]", "a namespace is a Kubernetes namespace name"),
+    (["ok", "-team"], "spec.registry.namespaces[1]", "a namespace is a Kubernetes namespace name"),
+    (["a" * 64], "spec.registry.namespaces[0]", "at most 63"),
+    (["team/x"], "spec.registry.namespaces[0]", "lowercase letters, digits and '-'"),
+    ([7], "spec.registry.namespaces[0]", "a namespace is a Kubernetes namespace name"),
+]
+
+
+@pytest.mark.parametrize(("scope", "field", "said"), SCOPE_PROBLEMS, ids=[str(s[0])[:20] for s in SCOPE_PROBLEMS])
+def test_the_webhook_twin_refuses_a_malformed_scope(scope: Any, field: str, said: str) -> None:
+    obj = {"metadata": {"name": "x", "namespace": "apprafter-system"},
+           "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "l"}}, "hosts": ["ghcr.io/o/"],
+                                 "namespaces": scope}}}
+    problems = check(obj, "apprafter-system")
+    assert any(f == field and said in reason for f, reason in problems), problems
+
+
+def test_a_scope_is_read_sorted_and_absent_is_every_namespace() -> None:
+    obj = {"metadata": {"name": "x", "namespace": "apprafter-system"},
+           "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "l"}}, "hosts": ["ghcr.io/o/"],
+                                 "namespaces": ["team-b", "team-a"]}}}
+    assert check(obj, "apprafter-system") == [] and _review(obj)["allowed"] is True
+    assert read(obj).registry.namespaces == ("team-a", "team-b")  # type: ignore[union-attr]
+    del obj["spec"]["registry"]["namespaces"]
+    assert read(obj).registry.namespaces is None  # type: ignore[union-attr]
+    refused = _review({**obj, "spec": {"registry": {**obj["spec"]["registry"], "namespaces": ["Team"]}}})
+    assert not refused["allowed"] and "spec.registry.namespaces[0]" in refused["status"]["message"]

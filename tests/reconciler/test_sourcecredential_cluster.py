@@ -74,6 +74,17 @@ BAD = [
                                                       "repoPrefixes": ["github.com/o/"]}}, "none empty or starting"),
     ("an OpenBao path without a mount", {"git": {"backend": {"openBaoPath": "github"},
                                                  "repoPrefixes": ["github.com/o/"]}}, "openBaoPath is <mount>/<path>"),
+    ("an empty scope", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"], "namespaces": []}},
+     "1 to 64 namespaces; leave spec.registry.namespaces out for every namespace"),
+    ("a namespace that is none", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"],
+                                               "namespaces": ["team", "Team_B"]}},
+     "a namespace is a Kubernetes namespace name"),
+    ("a namespace too long", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"], "namespaces": ["a" * 64]}},
+     "may not be more than 63 bytes|Too long"),
+    ("a namespace twice", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"], "namespaces": ["team", "team"]}},
+     "duplicate entries for key"),  # server-side apply of a list-type set
+    ("too many namespaces", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"],
+                                          "namespaces": [f"ns-{i}" for i in range(65)]}}, "must have at most 64 items"),
 ]
 
 
@@ -432,3 +443,81 @@ def test_an_application_names_the_invalid_credential_covering_its_image(bed: Kub
     for log in _bed_logs(bed, operator.log_path.parent):
         assert wrong not in log.read_text(errors="replace") and servers.password not in log.read_text(
             errors="replace"), f"material in {log}"
+
+
+def _credential_condition(bed: KubeTestBed, namespace: str) -> dict[str, Any] | None:
+    found = [c for c in (app_status(bed, namespace).get("conditions") or []) if c["type"] == "SourceCredentialValid"]
+    return found[0] if found else None
+
+
+def test_a_registry_half_scoped_to_namespaces_keeps_its_login_from_other_tenants(
+        bed: KubeTestBed, operator: Operator) -> None:
+    records = operator.records_namespace
+    team, intruder = fresh_namespace(bed, "team"), fresh_namespace(bed, "intruder")
+    image = "registry.test.example/scoped/demo:1"  # the intruder names an image under the covered host: that's all
+    for namespace in (team, intruder):
+        apply(bed, cr(namespace, edit(edit(needs=None, env={"LOG_LEVEL": "info"}, expose={"port": 8080}),
+                                      image=image)))
+    wait("both Deployments", lambda: bed.get("apps/v1", "Deployment", "demo", team)
+         and bed.get("apps/v1", "Deployment", "demo", intruder))
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+               "metadata": {"name": "scoped-login", "namespace": records},
+               "stringData": {"username": "deploy", "password": PASSWORD}}, field_manager="sealed-secrets-controller")
+    spec = {"registry": {"backend": {"sealedSecretRef": {"name": "scoped-login"}},
+                         "hosts": ["registry.test.example/scoped/"], "namespaces": [team]}}
+    bed.apply(credential(records, spec, name="scoped"))
+    name = pull_secret_name("scoped")
+
+    # in the scope: the pull secret and the pods' reference; outside it: neither, and the Application says why
+    wait("the team's pull secret", lambda: _secret(bed, team, name))
+    wait("the team's reference", lambda: _pull_secrets(bed, team) == [name] or None)
+    said = wait("the intruder's Application saying why", lambda: _credential_condition(bed, intruder))
+    assert (said["status"], said["reason"]) == ("False", "NamespaceNotCovered")
+    assert f"none covers namespace {intruder}" in said["message"] and f"{records}/scoped" not in said["message"]
+    assert _secret(bed, intruder, name) is None and _pull_secrets(bed, intruder) == []
+    assert _credential_condition(bed, team) is None
+    status = wait("the scope applied", lambda: (bed.get(API, "SourceCredential", "scoped", records) or {})
+                  .get("status", {}).get("registry", {}).get("namespaces"))
+    assert status == [team]
+    assert bed.get(API, "SourceCredential", "scoped", records)["status"]["pullSecrets"] == [  # type: ignore[index]
+        f"{team}/{name}"]
+
+    # widening the scope is soft: no plan, the other namespace gets it at once
+    bed.apply(credential(records, {"registry": {**spec["registry"], "namespaces": [team, intruder]}}, name="scoped"))
+    wait("the widened reference", lambda: _pull_secrets(bed, intruder) == [name] or None)
+    wait("its pull secret", lambda: _secret(bed, intruder, name))
+    wait("the condition gone", lambda: _credential_condition(bed, intruder) is None or None)
+    assert credential_plans(bed, records, "scoped") == []
+
+    # narrowing it takes the login away from an Application: a plan, and until it is approved nothing changes
+    before = (_secret(bed, intruder, name) or {})["metadata"]["resourceVersion"], _pull_secrets(bed, intruder)
+    bed.apply(credential(records, spec, name="scoped"))
+    plan = wait("the narrowing's plan", lambda: pending(bed, records, "scoped"))
+    _checked_plan(plan, "scoped", {"AR-SC004"})
+    [change] = [c for c in plan["spec"]["changes"] if c["rule"] == "AR-SC004"]
+    assert (change["field"], change["from"], change["to"]) == ("registry.namespaces", sorted([team, intruder]),
+                                                               [team])
+    assert f"Application {intruder}/demo" in change["reason"] and f"{team}/demo" not in change["reason"]
+    wait("the status naming the plan", lambda: (bed.get(API, "SourceCredential", "scoped", records) or {})
+         .get("status", {}).get("migrationPlan") == plan["metadata"]["name"] or None)
+    held = bed.get(API, "SourceCredential", "scoped", records)["status"]  # type: ignore[index]
+    assert held["registry"]["namespaces"] == sorted([team, intruder])  # the last-applied scope
+    assert ((_secret(bed, intruder, name) or {})["metadata"]["resourceVersion"], _pull_secrets(bed, intruder)) == before
+    approve(bed, records, plan)
+    wait("the intruder's reference removed", lambda: _pull_secrets(bed, intruder) == [] or None)
+    wait("its pull secret removed", lambda: _secret(bed, intruder, name) is None or None)
+    wait("the plan applied", lambda: plan_phase(bed, records, plan["metadata"]["name"]) == "applied" or None)
+    wait("the Application saying why again", lambda: _credential_condition(bed, intruder))
+    assert _pull_secrets(bed, team) == [name] and _secret(bed, team, name) is not None
+
+    # deleting it: only the team's Application loses anything (the intruder had nothing to lose)
+    bed.delete(API, "SourceCredential", "scoped", records)
+    deletion = wait("the deletion's plan", lambda: pending(bed, records, "scoped"))
+    _checked_plan(deletion, "scoped", {"AR-SC002", "AR-SC003"})
+    said = json.dumps(deletion["spec"]["changes"])
+    assert f"Application {team}/demo" in said and intruder not in said
+    approve(bed, records, deletion)
+    wait("the credential gone", lambda: bed.get(API, "SourceCredential", "scoped", records) is None or None)
+    wait("the team's reference gone", lambda: _pull_secrets(bed, team) == [] or None)
+    for log in operator.log_path.parent.glob("*.log"):
+        assert PASSWORD not in log.read_text(), f"material in {log}"

@@ -4,11 +4,14 @@ approval binding the change."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compatibility.gate import APPLIED, APPROVED, PENDING, SUPERSEDED, ExistingPlan, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL
@@ -25,7 +28,7 @@ from lifecycle.sourcecredential import read
 
 BASE = Coverage(("https://github.com/myorg/",), ("ghcr.io/myorg",))
 USERS = [User("Argo CD Application argocd/shop", "git", "https://github.com/MyOrg/shop.git"),
-         User("Application team/shop", "registry", "ghcr.io/myorg/shop:1.2")]
+         User("Application team/shop", "registry", "ghcr.io/myorg/shop:1.2", "team")]
 
 
 def documented_hash(changes: list[dict[str, Any]], name: str) -> str:
@@ -89,7 +92,7 @@ def test_the_hash_binds_the_change_not_who_matches() -> None:
     narrowed = Coverage(BASE.git, ("ghcr.io/myorg/other",))
     one = credential_plan("myorg", "ns", BASE, narrowed, USERS)
     two = credential_plan("myorg", "ns", BASE, narrowed, [*USERS, User("Application b/x", "registry",
-                                                                      "ghcr.io/myorg/x")])
+                                                                      "ghcr.io/myorg/x", "b")])
     other = credential_plan("yourorg", "ns", BASE, narrowed, USERS)
     assert one and two and other and one.approved_spec_hash == two.approved_spec_hash != other.approved_spec_hash
 
@@ -111,10 +114,10 @@ def test_users_from_argo_cd_and_deployments() -> None:
              "spec": {"source": {"repoURL": "https://github.com/myorg/a"},
                       "sources": [{"repoURL": "https://github.com/myorg/b"}, {"chart": "x"}]}}]
     assert [u.target for u in repository_users(argo)] == ["https://github.com/myorg/a", "https://github.com/myorg/b"]
-    assert image_users([("Application n/x", "nginx")]) == [User("Application n/x", "registry", "nginx")]
+    assert image_users([("Application n/x", "nginx", "n")]) == [User("Application n/x", "registry", "nginx", "n")]
     # Docker Hub names are normalised before they are compared with a host key
     plan = credential_plan("c", "ns", Coverage(None, ("docker.io/library",)), Coverage(None, ("docker.io/other",)),
-                           image_users([("Application n/x", "nginx:1")]))
+                           image_users([("Application n/x", "nginx:1", "n")]))
     assert plan is not None and plan.gated
 
 
@@ -171,15 +174,127 @@ def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
     from lifecycle.credential_checks import CREDENTIAL_CONDITION, image_credentials
 
     refused = credential_object("myorg", ["ghcr.io/myorg/"], ("False", "Invalid"))
-    condition = image_credentials("ghcr.io/myorg/shop:1", [refused])
+    condition = image_credentials("ghcr.io/myorg/shop:1", "team", [refused])
     assert condition is not None and (condition.type, condition.status, condition.reason) == (
         CREDENTIAL_CONDITION, "False", "CredentialInvalid")
     assert "apprafter-system/myorg" in condition.message and "HTTP 401" not in condition.message
     working = credential_object("other", ["ghcr.io/"], ("True", "Valid"))
     unverified = credential_object("other", ["ghcr.io/"], ("Unknown", "Unverified"))
-    assert image_credentials("ghcr.io/myorg/shop:1", [refused, working]) is None  # another one may work
-    assert image_credentials("ghcr.io/myorg/shop:1", [refused, unverified]) is None
-    assert image_credentials("ghcr.io/elsewhere/shop:1", [refused]) is None  # not covered
-    assert image_credentials(None, [refused]) is None
+    assert image_credentials("ghcr.io/myorg/shop:1", "team", [refused, working]) is None  # another one may work
+    assert image_credentials("ghcr.io/myorg/shop:1", "team", [refused, unverified]) is None
+    assert image_credentials("ghcr.io/elsewhere/shop:1", "team", [refused]) is None  # not covered
+    assert image_credentials(None, "team", [refused]) is None
     deleting = {**refused, "metadata": {**refused["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
-    assert image_credentials("ghcr.io/myorg/shop:1", [deleting]) is None
+    assert image_credentials("ghcr.io/myorg/shop:1", "team", [deleting]) is None
+
+
+def test_an_image_covered_but_not_in_its_namespace_says_so_unnamed() -> None:
+    from lifecycle.credential_checks import NAMESPACE_NOT_COVERED, image_credentials, scoped_out
+
+    scoped = credential_object("myorg", ["ghcr.io/myorg/"], ("True", "Valid"))
+    scoped["spec"]["registry"]["namespaces"] = ["team"]
+    condition = image_credentials("ghcr.io/myorg/shop:1", "intruder", [scoped])
+    assert condition is not None and (condition.status, condition.reason) == ("False", NAMESPACE_NOT_COVERED)
+    assert "namespace intruder" in condition.message and "myorg" not in condition.message.replace("ghcr.io/myorg", "")
+    assert scoped_out("ghcr.io/myorg/shop:1", "intruder", [scoped])
+    assert image_credentials("ghcr.io/myorg/shop:1", "team", [scoped]) is None and not scoped_out(
+        "ghcr.io/myorg/shop:1", "team", [scoped])
+    assert not scoped_out("ghcr.io/elsewhere/shop:1", "intruder", [scoped]) and not scoped_out(None, "x", [scoped])
+    # another credential serving the namespace: covered there, and it is the one whose validity counts
+    everywhere = credential_object("wide", ["ghcr.io/"], ("False", "Invalid"))
+    assert not scoped_out("ghcr.io/myorg/shop:1", "intruder", [scoped, everywhere])
+    invalid = image_credentials("ghcr.io/myorg/shop:1", "intruder", [scoped, everywhere])
+    assert invalid is not None and invalid.reason == "CredentialInvalid" and "apprafter-system/wide" in invalid.message
+    assert "apprafter-system/myorg" not in invalid.message
+    # a narrowing waiting for its plan serves what it last applied (its pull secrets stay until the approval)
+    held = copy.deepcopy(scoped)
+    held["status"]["migrationPlan"] = "myorg-credential-0123456789"
+    assert not scoped_out("ghcr.io/myorg/shop:1", "intruder", [held])
+
+
+# --- the registry half's namespaces (spec.registry.namespaces) ------------------------------------------------------
+
+SCOPED = Coverage(BASE.git, BASE.registry, ("team",))
+OTHER = User("Application other/shop", "registry", "ghcr.io/myorg/shop:1.2", "other")
+
+
+def test_a_scope_that_leaves_a_served_namespace_out_waits_for_a_plan() -> None:
+    # set where it was absent (every namespace) while an Application elsewhere runs a covered image
+    plan = credential_plan("myorg", "ns", BASE, SCOPED, [*USERS, OTHER])
+    assert plan is not None and plan.gated and rules(plan) == [("AR-SC004", "breaking")]
+    [change] = plan.changes
+    assert (change.field, change.from_, change.to) == ("registry.namespaces", None, ["team"])
+    assert "Application other/shop" in change.reason and "team/shop" not in change.reason
+    # a namespace removed from the list
+    wide = SCOPED._replace(namespaces=("other", "team"))
+    narrowed = credential_plan("myorg", "ns", wide, SCOPED, [*USERS, OTHER])
+    assert narrowed is not None and rules(narrowed) == [("AR-SC004", "breaking")]
+    assert (narrowed.changes[0].from_, narrowed.changes[0].to) == (["other", "team"], ["team"])
+
+
+def test_a_scope_change_nobody_loses_by_and_a_widening_are_soft() -> None:
+    assert rules(credential_plan("myorg", "ns", BASE, SCOPED, USERS)) == [("AR-SC000", "safe")]  # only team's
+    for wider in (SCOPED._replace(namespaces=("other", "team")), BASE):
+        plan = credential_plan("myorg", "ns", SCOPED, wider, [*USERS, OTHER])
+        assert plan is not None and not plan.gated and rules(plan) == [("AR-SC000", "safe")]
+    assert not credential_plan("myorg", "ns", SCOPED, SCOPED, [*USERS, OTHER]).changes  # type: ignore[union-attr]
+
+
+def test_hosts_and_deletion_count_only_the_namespaces_the_half_served() -> None:
+    # OTHER never had the pull secret: narrowing the hosts away from its image or deleting takes nothing from it
+    narrowed = credential_plan("myorg", "ns", SCOPED, SCOPED._replace(registry=("ghcr.io/myorg/other",)), [OTHER])
+    assert narrowed is not None and not narrowed.gated
+    deleted = credential_plan("myorg", "ns", SCOPED, None, [OTHER])
+    assert deleted is not None and not deleted.gated
+    # the half removed: its scope goes with it, no change of its own
+    removed = credential_plan("myorg", "ns", SCOPED, Coverage(BASE.git, None), USERS)
+    assert removed is not None and rules(removed) == [("AR-SC002", "breaking")]
+
+
+def test_the_applied_scope_is_read_back_from_the_status() -> None:
+    from lifecycle.credential_outputs import status_fields
+    from lifecycle.sourcecredential import Backend, Credential, Half
+
+    scoped = Credential("myorg", None, Half(Backend("x", None), ("ghcr.io/myorg/",), ("b", "a")))
+    fields = status_fields(scoped, [], [])
+    assert fields["registry"] == {"hosts": ["ghcr.io/myorg"], "namespaces": ["a", "b"]}
+    assert applied_coverage(fields) == coverage_of(scoped) == Coverage(None, ("ghcr.io/myorg",), ("a", "b"))
+    unscoped = scoped._replace(registry=scoped.registry._replace(namespaces=None))  # type: ignore[union-attr]
+    assert "namespaces" not in status_fields(unscoped, [], [])["registry"]
+    # a status written before the field existed applied the half everywhere
+    assert applied_coverage({"registry": {"hosts": ["ghcr.io/myorg"]}}) == Coverage(None, ("ghcr.io/myorg",), None)
+
+
+_NAMESPACES = ("a", "b", "c")
+_HOSTS = ("ghcr.io/myorg", "ghcr.io/myorg/team", "quay.io/x")
+_scopes = st.one_of(st.none(), st.lists(st.sampled_from(_NAMESPACES), min_size=1, unique=True).map(
+    lambda names: tuple(sorted(names))))
+_host_lists = st.lists(st.sampled_from(_HOSTS), min_size=1, unique=True).map(lambda hosts: tuple(sorted(hosts)))
+_users = st.lists(st.builds(lambda ns, image: User(f"Application {ns}/{image}", "registry", image, ns),
+                            st.sampled_from(_NAMESPACES),
+                            st.sampled_from(("ghcr.io/myorg/app:1", "ghcr.io/myorg/team/app:1", "quay.io/x/y:2",
+                                             "nginx:1"))), max_size=6)
+
+
+def _served(coverage: Coverage | None, user: User) -> bool:
+    """Written out apart from credential_gate: the user's image under a host key and its namespace in the scope."""
+    if coverage is None or coverage.registry is None:
+        return False
+    repository = user.target.rsplit(":", 1)[0]
+    return (any(repository == key or repository.startswith(key + "/") for key in coverage.registry)
+            and (coverage.namespaces is None or user.namespace in coverage.namespaces))
+
+
+@given(_host_lists, _scopes, st.one_of(st.none(), st.tuples(_host_lists, _scopes)), _users)
+@settings(max_examples=300, deadline=None)
+def test_a_registry_change_is_gated_exactly_when_someone_served_loses_the_pull_secret(
+        hosts: tuple[str, ...], scope: tuple[str, ...] | None,
+        after: tuple[tuple[str, ...], tuple[str, ...] | None] | None, users: list[User]) -> None:
+    baseline = Coverage(None, hosts, scope)
+    desired = Coverage(None, *after) if after is not None else None
+    plan = credential_plan("c", "ns", baseline, desired, users)
+    assert plan is not None
+    losers = {u.who for u in users if _served(baseline, u) and not _served(desired, u)}
+    assert plan.gated == bool(losers)
+    named = " ".join(c.reason for c in plan.gated_changes)
+    assert all(who in named for who in sorted(losers)[:5])
