@@ -39,6 +39,7 @@ from tests.testbed.stack_on_node import (
     APPRAFTER,
     ARGO_APP,
     ARGOCD_NAMESPACE,
+    CHECK_INTERVAL,
     LEFT_OUT,
     NAMESPACE,
     NEXT,
@@ -136,7 +137,8 @@ def test_the_platform_stack_and_the_root_application_name_the_verified_digest(bo
     assert ps is not None
     assert {k: v for k, v in ps["spec"].items() if k != "overrides"} == {
         "channel": "stable", "autoUpgrade": True,
-        "source": {"repoURL": f"oci://{stack.repository}", "insecure": True, "secretRef": {"name": REGISTRY_SECRET}},
+        "source": {"repoURL": f"oci://{stack.repository}", "insecure": True, "secretRef": {"name": REGISTRY_SECRET},
+                   "checkInterval": CHECK_INTERVAL},  # the admin's, after the loader (stack_on_node)
         "values": {"tier": "solo", "domain": "example.com"},
         "verify": {"provider": "cosign", "secretRef": {"name": KEYS_SECRET}}}
     root = stack.node.get(ARGOCD_API, "Application", umbrella.NAME, ARGOCD_NAMESPACE)
@@ -264,6 +266,13 @@ def test_a_user_app_from_git_is_healthy_with_running_pods(booted: Booted) -> Non
 
 def test_an_upgrade_through_the_channel_waits_for_its_plan_and_is_applied_once_approved(booted: Booted) -> None:
     stack, node = booted.stack, booted.stack.node
+    # 1.1.0 was pushed unsigned: the controller's checks list it as unverified and offer nothing.
+    ps = node.wait(API, "PlatformStack", "default", NAMESPACE,
+                   lambda p: [u for u in (p.get("status") or {}).get("unverifiedVersions") or []
+                              if u["version"] == NEXT], timeout=120, what=f"{NEXT} listed as unverified")
+    [unverified] = [u for u in ps["status"]["unverifiedVersions"] if u["version"] == NEXT]
+    assert unverified["digest"] == stack.digest(NEXT) and "no signatures found" in unverified["reason"]
+    assert ps["status"]["currentVersion"] == VERSION and not ps["status"].get("migrationPlan")
     stack.publisher.sign(PROJECT, NEXT, "release")  # the release pipeline signs 1.1.0 now
     # autoUpgrade (solo) on channel stable: the controller's next check offers 1.1.0; its class gates it.
     ps = node.wait(API, "PlatformStack", "default", NAMESPACE,
