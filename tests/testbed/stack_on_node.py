@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -84,6 +85,7 @@ class StackOnNode:
     git: GitServer | None = None
     revision: str = ""
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # step -> seconds, in order
+    loads: dict[str, float] = dataclasses.field(default_factory=dict)  # step -> 1-minute load average at its end
 
     @property
     def repository(self) -> str:
@@ -130,13 +132,15 @@ class StackOnNode:
 
 
 class Timer:
-    """Records each step's wall time into `timings` (a step that fails records nothing)."""
+    """Records each step's wall time into `timings` and the 1-minute load average at its end into `loads` (a step
+    that fails records nothing)."""
 
-    def __init__(self, timings: dict[str, float]) -> None:
-        self.timings = timings
+    def __init__(self, timings: dict[str, float], loads: dict[str, float]) -> None:
+        self.timings, self.loads = timings, loads
 
     def step(self, name: str, started: float) -> None:
         self.timings[name] = time.monotonic() - started
+        self.loads[name] = os.getloadavg()[0]
 
 
 def publish(node: NodeTestBed, workdir: Path, images: Mapping[str, str]) -> StackOnNode:
@@ -153,7 +157,7 @@ def publish(node: NodeTestBed, workdir: Path, images: Mapping[str, str]) -> Stac
     keys: dict[str, KeyPair] = key_pairs(_mkdir(workdir / "keys"), ("release",))
     charts = build_releases(_mkdir(workdir / "releases"), RELEASES, registry=f"{served.host}/{PROJECT}")
     stack = StackOnNode(node, workdir, registry, served, Publisher(registry, charts, keys, _mkdir(workdir / "pub")))
-    timer = Timer(stack.timings)
+    timer = Timer(stack.timings, stack.loads)
     try:
         stack.publisher.publish(PROJECT, [(VERSION, "release"), (NEXT, None)])
         private, _, password = keys["release"]
@@ -343,7 +347,7 @@ def from_zero(node: NodeTestBed, workdir: Path, images: Mapping[str, str], test_
     """Every step from an empty node to the first Healthy user app, each timed (scripts/bench_bootstrap.py); the
     test module asserts on what each left behind."""
     stack = publish(node, workdir, images)
-    timer = Timer(stack.timings)
+    timer = Timer(stack.timings, stack.loads)
     try:
         started = time.monotonic()
         prerequisites(stack)
