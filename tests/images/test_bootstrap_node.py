@@ -33,7 +33,6 @@ from tests.images.podman import Image
 from tests.reconciler.helpers import cr, edit
 from tests.testbed.argocd import ARGOCD_API, ARGOCD_VERSIONS, sync_status
 from tests.testbed.argocd_pods import UPSTREAM_IMAGES
-from tests.testbed.gitops import rolled_out
 from tests.testbed.node import NodeTestBed, has_condition, start_node
 from tests.testbed.stack_on_node import (
     APPRAFTER,
@@ -213,9 +212,16 @@ def test_the_operator_and_webhook_run_as_pods_from_our_images_under_the_charts_r
             assert bound and all(b["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"].startswith(
                 f"{deployment}:rbac.authorization.k8s.io/ClusterRoleBinding:") for b in bound), bound
     assert stack.argocd is not None
-    for name in ("apprafter-operator", WEBHOOK, "gateway-api", "network-policies"):  # Argo CD's health lags a sync
+    for name in ("apprafter-operator", WEBHOOK, "network-policies"):  # Argo CD's health lags a sync
         stack.argocd.wait_app(name, "Synced and Healthy", lambda a: sync_status(a)[:2] == ("Synced", "Healthy"),
                               timeout=180)
+    # gateway-api's CRDs: Synced, and Established in the cluster. Argo CD's health of them was seen to stay
+    # Progressing long after (docs/development.md "Open ends"): it is not what this asserts.
+    crds = stack.argocd.wait_app("gateway-api", "Synced", lambda a: sync_status(a)[0] == "Synced")
+    names = [r["name"] for r in crds["status"]["resources"] if r["kind"] == "CustomResourceDefinition"]
+    assert len(names) == 5, names
+    for name in names:
+        node.wait_condition(CRD_API, "CustomResourceDefinition", name, None, "Established")
     # The PlatformStack controller in the operator pod verified the release itself (the key the loader stored).
     ps = node.get(API, "PlatformStack", "default", NAMESPACE) or {}
     status = ps.get("status") or {}
@@ -295,7 +301,10 @@ def test_an_upgrade_through_the_channel_waits_for_its_plan_and_is_applied_once_a
 
     def upgraded(obj: dict[str, Any]) -> bool:
         limits = obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-        return bool(limits.get("memory") == NEXT_LIMIT and rolled_out(node, NAMESPACE, "apprafter-operator"))
+        pods = running_pods(node, NAMESPACE, "apprafter-operator")
+        return bool(limits.get("memory") == NEXT_LIMIT and len(pods) == obj["spec"]["replicas"]
+                    and all(has_condition(p, "Ready") and p["spec"]["containers"][0]["resources"]["limits"]
+                            ["memory"] == NEXT_LIMIT for p in pods))
     node.wait("apps/v1", "Deployment", "apprafter-operator", NAMESPACE, upgraded, timeout=300,
               what=f"the operator rolled out with {NEXT}'s memory limit")
     ps = node.wait(API, "PlatformStack", "default", NAMESPACE,
