@@ -25,8 +25,8 @@ from renderer.names import OPERATOR_FIELD_MANAGER
 from toolchain.errors import Problem, UserError
 
 __all__ = ["ARGOCD_CRD", "ARGOCD_NAMESPACE", "CRD_API", "FIELD_MANAGER", "KEYS_SECRET", "SIDECAR_MANAGER", "Key",
-           "Plan", "Request", "Stack", "Step", "argocd_found", "crd_scopes", "key_of", "namespaced_in", "plan",
-           "reads", "sidecar_objects", "stack_spec"]
+           "Plan", "Request", "Stack", "Step", "argocd_found", "crd_scopes", "default_project", "key_of",
+           "namespaced_in", "plan", "reads", "sidecar_objects", "stack_spec"]
 
 FIELD_MANAGER = "apprafter-bootstrap"
 # The sidecar settings' own field manager, as docs/install.md step 3 applies them (and takes them out again).
@@ -35,6 +35,7 @@ ARGOCD_NAMESPACE = umbrella.NAMESPACE  # where the PlatformStack controller writ
 KEYS_SECRET = "platform-stack-keys"
 CRD_API = "apiextensions.k8s.io/v1"
 ARGOCD_CRD = "applications.argoproj.io"
+ARGOCD_API = "argoproj.io/v1alpha1"
 # Argo CD is there when its Application CRD and the two workloads that render and sync are (the application
 # controller is a StatefulSet in install.yaml, a Deployment in some Helm set-ups).
 ARGOCD_WORKLOADS = (("argocd-repo-server", ("Deployment",)),
@@ -186,6 +187,15 @@ def stack_spec(request: Request) -> dict[str, Any]:
     return spec
 
 
+def default_project() -> dict[str, Any]:
+    """Argo CD's AppProject `default` as argocd-server creates it when it starts (initializeDefaultProject): the root
+    Application names it, and the application controller does not look at an Application again for its periodic
+    reconciliation (minutes) once it found the project missing."""
+    return {"apiVersion": ARGOCD_API, "kind": "AppProject", "metadata": _meta("default", ARGOCD_NAMESPACE),
+            "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
+                     "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}
+
+
 def _desired(request: Request) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(namespaces, the keys Secret, the PlatformStack, the root Application) this request makes."""
     stack = request.stack
@@ -203,7 +213,7 @@ def reads(request: Request) -> list[Key]:
     namespaces, secrets, platform_stack, root = _desired(request)
     objects = [*namespaces, *(request.argocd_manifest or ()), *request.sidecar, *request.crds, *secrets,
                platform_stack, root]
-    return list(dict.fromkeys([*_argocd_probes(), *(key_of(o) for o in objects)]))
+    return list(dict.fromkeys([*_argocd_probes(), *(key_of(o) for o in objects), key_of(default_project())]))
 
 
 def argocd_found(live: Mapping[Key, Mapping[str, Any]]) -> tuple[list[str], list[str], bool]:
@@ -271,6 +281,8 @@ def plan(request: Request, live: Mapping[Key, Mapping[str, Any]]) -> Plan:
         # CRDs first: the manifest's other objects may be of their kinds (kubectl applies them in file order too).
         ordered = sorted(request.argocd_manifest, key=lambda o: o.get("kind") != "CustomResourceDefinition")
         steps += [_owned(o, live, FIELD_MANAGER, True, "Argo CD") for o in ordered]
+        steps.append(_once(default_project(), live, "Argo CD's default project, before argocd-server makes it",
+                           "exists: left as it is"))
     # Without force: the sidecar settings cannot take a field over from whoever installed Argo CD (docs/install.md).
     steps += [_owned(o, live, SIDECAR_MANAGER, False, "the plugin's settings (deploy/argocd)") for o in request.sidecar]
     # Forced, as docs/install.md upgrades them: a Helm-installed operator chart's `helm` owns them otherwise.

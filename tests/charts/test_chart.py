@@ -180,6 +180,8 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
+        # a platform MigrationPlan's owner reference blocks its PlatformStack's deletion
+        ("apprafter.io", "platformstacks/finalizers", (PLATFORM_STACK_NAME,)): ["update"],
         # the metadata of the Secrets an Application's env names (are they granted to it?), by name; the Secrets
         # derived from SourceCredentials, written, watched by label and pruned
         ("", "secrets", ()): ["get", "list", "watch", "create", "patch", "delete"],

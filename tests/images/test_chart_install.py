@@ -10,7 +10,6 @@ Application specs) and the providers (claims become ready).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 from collections.abc import Iterator
@@ -26,9 +25,9 @@ from tests.images.podman import PREFIX, Image
 from tests.platform_stack.conftest import helm, ok
 from tests.reconciler.helpers import API, apply, children, claims_when_created, cr, edit, plan_phase, wait, wait_phase
 from tests.renderer.helpers import run_cli
+from tests.testbed.cert_manager import inject_ca, issue_certificate
 from tests.testbed.kube import KubeTestBed, ssl_context
 from tests.testbed.node import NodeTestBed, Response, has_condition
-from tests.testbed.pki import CA
 
 pytestmark = [pytest.mark.images, pytest.mark.testbed, pytest.mark.node]
 
@@ -37,7 +36,6 @@ EDITOR, APPROVER, APPROVERS = "eve", "alice", "apprafter-approvers"
 # The namespaces this module uses on the session's node (deleted, with the release, at the end of the module).
 TEAM_A, TEAM_B, PROBE = "chart-team-a", "chart-team-b", "chart-probe"
 APP_B = "shop"  # team B's app
-WEBHOOK_CONFIGS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
 
 
 class RunningPod:
@@ -105,38 +103,6 @@ def helm_on(bed: KubeTestBed, *args: str) -> str:
     return ok(helm(*args, "--namespace", NAMESPACE, "--kubeconfig", str(bed.kubeconfig)))
 
 
-def issue_certificate(bed: KubeTestBed, name: str, workdir: Path) -> bytes:
-    """cert-manager's part: the key pair the Certificate asks for, in the Secret it names; returns the CA."""
-    certificate = bed.get("cert-manager.io/v1", "Certificate", name, NAMESPACE)
-    assert certificate is not None, f"the chart made no Certificate {name}"
-    spec = certificate["spec"]
-    serving = CA(f"{name}-ca").serving_cert(workdir / "tls", name, tuple(spec["dnsNames"]))
-    data = {"tls.crt": serving.cert_path.read_bytes(), "tls.key": serving.key_path.read_bytes(),
-            "ca.crt": serving.ca_pem}
-    bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-               "metadata": {"name": spec["secretName"], "namespace": NAMESPACE},
-               "data": {k: base64.b64encode(v).decode() for k, v in data.items()}}, field_manager="cert-manager")
-    return serving.ca_pem
-
-
-def inject_ca(bed: KubeTestBed, certificate: str, ca_pem: bytes) -> int:
-    """cainjector's part: the caBundle into every webhook of each configuration whose annotation names the
-    Certificate. The webhooks keep their Service reference: the API server reaches them through kube-proxy."""
-    injected = 0
-    for plural in WEBHOOK_CONFIGS:
-        path = f"/apis/admissionregistration.k8s.io/v1/{plural}"
-        for config in bed.http.get(path).json()["items"]:
-            if config["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from") != certificate:
-                continue
-            for hook in config["webhooks"]:
-                assert set(hook["clientConfig"]) == {"service"}, hook["clientConfig"]
-                hook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
-                injected += 1
-            resp = bed.http.put(f"{path}/{config['metadata']['name']}", json=config)
-            assert resp.status_code == 200, resp.text
-    return injected
-
-
 def scale(bed: KubeTestBed, name: str, replicas: int) -> None:
     resp = bed.http.patch(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{name}/scale",
                           json={"spec": {"replicas": replicas}},
@@ -183,7 +149,7 @@ def installed(images: dict[str, Image], node: NodeTestBed, testbed_dir: Path) ->
         (workdir / "values.json").write_text(json.dumps(values))
         notes = helm_on(bed, "install", RELEASE, str(CHART), "--create-namespace", "-f", str(workdir / "values.json"))
         manifest = [d for d in yaml.safe_load_all(helm_on(bed, "get", "manifest", RELEASE)) if d]
-        ca_pem = issue_certificate(bed, "apprafter-admission", workdir)
+        ca_pem = issue_certificate(bed, "apprafter-admission", NAMESPACE, workdir)
         hooks = sum(len(d["webhooks"]) for d in manifest if d["kind"].endswith("WebhookConfiguration"))
         assert hooks and inject_ca(bed, f"{NAMESPACE}/apprafter-admission", ca_pem) == hooks  # every one of them
         webhooks = rolled_out(bed, "apprafter-admission")

@@ -105,10 +105,30 @@ def test_argo_cd_absent_is_installed_from_the_manifest_crds_first_then_ours() ->
     assert [s.obj["kind"] for s in decided.steps[-2:]] == ["PlatformStack", "Application"]
 
 
+def test_installing_argo_cd_creates_its_default_project_once_before_the_root_application() -> None:
+    """argocd-server makes the project when it starts, which is after the root Application exists: the application
+    controller would find the project missing and not look at the root Application again for minutes (seen on the
+    node tier, tests/images/test_bootstrap_node.py)."""
+    manifest = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "argocd"}}]
+    decided = plan(request(argocd_manifest=manifest), {})
+    kinds = [key_of(s.obj)[1:] for s in decided.steps]
+    project = kinds.index(("AppProject", "argocd", "default"))
+    assert decided.steps[project].action == "create"
+    assert decided.steps[project].obj["spec"] == {"sourceRepos": ["*"],
+                                                   "destinations": [{"server": "*", "namespace": "*"}],
+                                                   "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}
+    assert project < kinds.index(("Application", "argocd", "apprafter-platform"))
+    # A project that is there already (argocd-server was quicker, or it was edited) is left as it is.
+    key = key_of(decided.steps[project].obj)
+    again = plan(request(argocd_manifest=manifest), {key: {"spec": {"sourceRepos": ["https://x"]}}})
+    assert [s.action for s in again.steps if key_of(s.obj) == key] == ["kept"]
+
+
 def test_argo_cd_there_is_not_installed_again_even_with_a_manifest() -> None:
     manifest = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "argocd"}}]
     decided = plan(request(argocd_manifest=manifest), argocd_there())
     assert not [s for s in decided.steps if s.why == "Argo CD"]
+    assert not [s for s in decided.steps if s.obj["kind"] == "AppProject"]  # an Argo CD that runs has its own
     assert decided.notes == ("Argo CD found in namespace argocd (crd/applications.argoproj.io, "
                              "deployment/argocd-repo-server, statefulset/argocd-application-controller): not "
                              "installed again",)

@@ -59,6 +59,30 @@ def install_objects_for_node(images: Mapping[str, str], namespace: str = "argocd
     return objects
 
 
+def manifest_for_node(images: Mapping[str, str], service_ips: str = "10.96.0.",
+                      version: str = ARGOCD_VERSIONS[0]) -> list[dict[str, Any]]:
+    """The install manifest a cluster admin points `apprafter cluster-bootstrap --argocd-manifest` at on the node:
+    install.yaml with `images:` naming ours (kustomize), the bed's changes (`imagePullPolicy: IfNotPresent`, Dex left
+    out) and, since hostAliases must be written before the Services exist, each Service at a fixed ClusterIP
+    (`service_ips` + 2, 3, ...: the low end of the /24 the API server hands out last) named in every pod's
+    /etc/hosts. No deploy/argocd: the loader puts the sidecar settings on."""
+    overrides = {upstream: images[ours] for upstream, ours in UPSTREAM_IMAGES.items() if ours in images}
+    objects = [o for o in with_component(None, version, "argocd", overrides)
+               if (o["kind"], o["metadata"]["name"]) not in LEFT_OUT]
+    services = [o for o in objects if o["kind"] == "Service" and o["spec"].get("clusterIP") != "None"]
+    for index, svc in enumerate(sorted(services, key=lambda s: s["metadata"]["name"])):
+        svc["spec"]["clusterIP"] = f"{service_ips}{index + 2}"
+    aliases = host_aliases(services)
+    for obj in objects:
+        spec = pod_templates(obj)
+        if spec is None:
+            continue
+        spec["hostAliases"] = aliases
+        for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+            container["imagePullPolicy"] = "IfNotPresent"
+    return objects
+
+
 def host_aliases(services: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """/etc/hosts entries naming each Service (short, namespaced and full names) at its ClusterIP."""
     out = []
@@ -201,7 +225,7 @@ def _apply_and_wait(install: PodArgoCD, timeout: float) -> None:
         raise BedError(f"{exc}\n{install.logs()}") from exc
     install.ready_seconds = ready_seconds(node, namespace, started)
     # Ready is the kubelet's view; the server's API answering is what a user logs in to.
-    wait_for("argocd-server's API", lambda: _answers(node, install.server), 60)
+    wait_for("argocd-server's API", lambda: server_answers(node, install.server), 60)
 
 
 def ready_seconds(node: NodeTestBed, namespace: str, applied: Mapping[str, float]) -> dict[str, float]:
@@ -217,7 +241,7 @@ def ready_seconds(node: NodeTestBed, namespace: str, applied: Mapping[str, float
     return out
 
 
-def _answers(node: NodeTestBed, url: str) -> bool | None:
+def server_answers(node: NodeTestBed, url: str) -> bool | None:
     try:
         return True if node.request("GET", f"{url}/healthz", timeout=5).status_code == 200 else None
     except RequestFailed:

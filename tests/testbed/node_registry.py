@@ -1,7 +1,9 @@
-"""A token-auth registry the node's containerd pulls from: the same docker-registry data and token service as an
-AuthRegistry on the host (which the tests push to), served a second time inside the node's network namespace on
-its 127.0.0.1 (containerd's CRI speaks plain HTTP to a loopback registry). Nothing leaves the namespace: the
-registry and its token realm are both on the namespace's own loopback."""
+"""A registry inside the node's network namespace, serving the same docker-registry data as an AuthRegistry on the
+host (which the tests push to) a second time: `serve_on_node`, a token-auth one the node's containerd pulls from on
+the namespace's 127.0.0.1 (containerd's CRI speaks plain HTTP to a loopback registry; the registry and its token
+realm both on the namespace's own loopback); `serve_at_node_ip`, an htpasswd one on the node's address, which pods
+reach through the bridge (Argo CD's repo-server pulling charts, the operator verifying a stack). Nothing leaves the
+namespace."""
 
 from __future__ import annotations
 
@@ -49,10 +51,10 @@ def in_netns(path: str, make: Callable[[], T]) -> T:
     return result[0]
 
 
-def _free_port_inside(path: str) -> int:
+def _free_port_inside(path: str, address: str = "127.0.0.1") -> int:
     def bind() -> int:
         with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind((address, 0))
             return int(s.getsockname()[1])
     return in_netns(path, bind)
 
@@ -63,12 +65,13 @@ class NodeRegistry:
 
     host: str
     process: ManagedProcess
-    token_server: http.server.ThreadingHTTPServer
+    token_server: http.server.ThreadingHTTPServer | None = None
 
     def stop(self) -> None:
         self.process.stop()
-        self.token_server.shutdown()
-        self.token_server.server_close()
+        if self.token_server is not None:
+            self.token_server.shutdown()
+            self.token_server.server_close()
 
 
 def serve_on_node(registry: AuthRegistry, node: NodeTestBed, workdir: Path, timeout: float = 20.0) -> NodeRegistry:
@@ -87,6 +90,28 @@ def serve_on_node(registry: AuthRegistry, node: NodeTestBed, workdir: Path, time
     process = ManagedProcess("docker-registry-node", node.nsenter(tool("docker-registry"), "serve",
                                                                   workdir / "config.yml"), workdir / "registry.log")
     served = NodeRegistry(f"127.0.0.1:{port}", process, token_server)
+    try:
+        wait_for("the node's registry to challenge on /v2/",
+                 lambda: node.request("GET", f"http://{served.host}/v2/").status_code == 401 or None, timeout, process)
+        return served
+    except BaseException:
+        served.stop()
+        raise
+
+
+def serve_at_node_ip(registry: AuthRegistry, node: NodeTestBed, workdir: Path, timeout: float = 20.0) -> NodeRegistry:
+    """Serve `registry`'s data and logins (htpasswd flavour) on the node's address inside its namespace, where pods
+    reach it; returns once it challenges. The host side (`registry.url`) is where pushes go."""
+    if registry.flavour != "htpasswd" or registry.config is None:
+        raise BedError("serve_at_node_ip needs an htpasswd-flavour AuthRegistry")
+    port = _free_port_inside(node.netns_path, node.node_ip)
+    config = json.loads(registry.config.read_text())
+    config["http"]["addr"] = f"{node.node_ip}:{port}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yml").write_text(json.dumps(config))
+    process = ManagedProcess("docker-registry-node-ip", node.nsenter(tool("docker-registry"), "serve",
+                                                                     workdir / "config.yml"), workdir / "registry.log")
+    served = NodeRegistry(f"{node.node_ip}:{port}", process)
     try:
         wait_for("the node's registry to challenge on /v2/",
                  lambda: node.request("GET", f"http://{served.host}/v2/").status_code == 401 or None, timeout, process)

@@ -32,14 +32,22 @@ from toolchain.tools import resolve, tools_dir
 # its compatibility entry gives each component it names (the others: safe).
 Release = tuple[str, tuple[str, str, str] | None, dict[str, str]]
 KeyPair = tuple[Path, Path, str]  # private key, public key, password
+OWN_REGISTRY = "ghcr.io/apprafter"  # where platform_stack/components/ names this project's charts and images
 
 
-def build_releases(root: Path, releases: Sequence[Release],
-                   minimums: Mapping[str, str] | None = None) -> dict[str, Path]:
+def build_releases(root: Path, releases: Sequence[Release], minimums: Mapping[str, str] | None = None,
+                   registry: str | None = None) -> dict[str, Path]:
     """version -> chart .tgz, each built from one source copy moved release by release (a compatibility entry per
-    version, written before the first build; its minimumKubernetesVersion from `minimums`, else 1.30.0)."""
+    version, written before the first build; its minimumKubernetesVersion from `minimums`, else 1.30.0). With
+    `registry`, the copy names that registry for this project's charts and images instead of ghcr.io/apprafter, as
+    a fork publishing to its own registry would build its stack."""
     source = root / "source"
     shutil.copytree(SOURCE_DIR, source, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    if registry is not None:
+        for path in source.rglob("*.cue"):
+            text = path.read_text()
+            if OWN_REGISTRY in text:
+                path.write_text(text.replace(f'"{OWN_REGISTRY}', f'"{registry}'))
     names = sorted(evaluate(SOURCE_DIR, "all")["values"]["components"])
     entries = []
     for version, _, classes in releases:
@@ -95,14 +103,18 @@ class Publisher:
             version, key = item
             push(item)
             if key is not None:
-                private, _, password = self.keys[key]
-                ref = f"{self.registry.url}/{repo}/platform-stack@{self.digests[(repo, version)]}"
-                ok(stack_cli("stack", "sign", ref, "--key", str(private), "--plain-http",
-                             env={**self.env, "COSIGN_PASSWORD": password}))
+                self.sign(repo, version, key)
 
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             list(pool.map(sign, releases))
         return repo
+
+    def sign(self, repo: str, version: str, key: str) -> None:
+        """`stack sign` of a pushed version by its digest with the named key (a release signed after its push)."""
+        private, _, password = self.keys[key]
+        ref = f"{self.registry.url}/{repo}/platform-stack@{self.digests[(repo, version)]}"
+        ok(stack_cli("stack", "sign", ref, "--key", str(private), "--plain-http",
+                     env={**self.env, "COSIGN_PASSWORD": password}))
 
     def digest(self, repo: str, version: str) -> str:
         return self.digests[(repo, version)]
