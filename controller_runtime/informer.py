@@ -191,11 +191,16 @@ class Informer:
                 delay = 0.5
                 continue
             except KubeError as e:
-                self.not_served = str(e) if e.code == 404 else None
-                if e.code == 404:
+                if e.code == 404:  # its CRD is not installed (KEDA left out, say): said once, looked for again
+                    if self.not_served is None:
+                        log.info("not served: looking for it again every few seconds",
+                                 extra={"resource": self.name, "error": str(e)})
+                    self.not_served = str(e)
                     self._mark_listed(namespace)  # nothing to wait for: reported when an object of it is applied
-                log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
-                                                            "retry_in": delay})
+                else:
+                    self.not_served = None
+                    log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
+                                                                "retry_in": delay})
             except Exception as e:  # an error the client did not classify (a bug, say): logged, then listed again
                 WATCH_RESTARTS.labels(self.name, "error").inc()
                 log.error("list or watch failed unexpectedly, listing again",

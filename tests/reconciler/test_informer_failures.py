@@ -122,3 +122,22 @@ def test_an_informer_that_ends_stops_the_manager_so_the_process_restarts_with_fr
         return await asyncio.wait_for(manager.run(asyncio.Event()), 10)
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_a_kind_the_server_does_not_serve_is_said_once_and_found_once_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    not_served = KubeError("the server does not serve ScaledObject.keda.sh/v1alpha1", 404, "NotFound")
+
+    async def scenario() -> tuple[list[str], bool]:
+        kube = FlakyKube([not_served, not_served, not_served])
+        informer = Informer(kube, POD, max_delay=0.01)  # type: ignore[arg-type]
+        task = asyncio.create_task(informer.run())
+        await asyncio.wait_for(kube.watching.wait(), 10)  # its CRD installed: listed and watched
+        synced_while_absent = informer.synced.is_set()
+        task.cancel()
+        return sorted(o["metadata"]["name"] for o in informer.items()), synced_while_absent and not informer.not_served
+
+    with caplog.at_level("INFO", logger="apprafter.informer"):
+        names, synced = asyncio.run(scenario())
+    assert names == ["web-1", "web-2"] and synced
+    said = [r.getMessage() for r in caplog.records if r.name == "apprafter.informer"]
+    assert said == ["not served: looking for it again every few seconds"]
