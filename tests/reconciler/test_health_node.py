@@ -174,35 +174,42 @@ FAILING: dict[str, tuple[Callable[[str], dict[str, Any]], tuple[str, ...], str]]
 }
 
 
-@pytest.fixture(scope="module")
-def failing(node: NodeTestBed, test_app: str, operator: Operator) -> dict[str, str]:
-    """Every failing app applied at once (their waits overlap): case -> namespace."""
-    return {case: deploy(node, make(test_app)) for case, (make, _, _) in FAILING.items()}
+class TestAWorkloadThatCannotRun:
+    """The failing apps run side by side, and are gone before the next test: a crash loop or an OOM kill left
+    running would take the CPU and memory the later tests' timings and traffic rely on."""
 
+    @pytest.fixture(scope="class")
+    def failing(self, node: NodeTestBed, test_app: str, operator: Operator) -> Iterator[dict[str, str]]:
+        """Every failing app applied at once (their waits overlap): case -> namespace."""
+        with contextlib.ExitStack() as stack:
+            namespaces = {case: stack.enter_context(node.scratch_namespace(f"health-{uuid.uuid4().hex[:8]}"))
+                          for case in FAILING}
+            for case, (make, _, _) in FAILING.items():
+                deploy(node, make(test_app), namespace=namespaces[case])
+            yield namespaces
 
-@pytest.mark.parametrize("case", list(FAILING))
-def test_a_workload_that_cannot_run_is_failed_with_the_container_and_the_reason(
-        node: NodeTestBed, failing: dict[str, str], case: str) -> None:
-    _, reasons, fragment = FAILING[case]
-    namespace = failing[case]
-    obj = wait_app(node, namespace, "Failed", *reasons)
-    ready = ready_condition(obj["status"])
-    assert ready["status"] == "False"
-    assert "container app:" in ready["message"] and ready["reason"] in ready["message"]
-    assert fragment in ready["message"], ready["message"]
-    assert ready["message"].startswith("pod web-")
-    never_says_a_value(node, namespace, obj)
-    assert overrides.health(obj) == overrides.Health("Degraded", ready["message"])
+    @pytest.mark.parametrize("case", list(FAILING))
+    def test_is_failed_with_the_container_and_the_reason(self, node: NodeTestBed, failing: dict[str, str],
+                                                          case: str) -> None:
+        _, reasons, fragment = FAILING[case]
+        namespace = failing[case]
+        obj = wait_app(node, namespace, "Failed", *reasons)
+        ready = ready_condition(obj["status"])
+        assert ready["status"] == "False"
+        assert "container app:" in ready["message"] and ready["reason"] in ready["message"]
+        assert fragment in ready["message"], ready["message"]
+        assert ready["message"].startswith("pod web-")
+        never_says_a_value(node, namespace, obj)
+        assert overrides.health(obj) == overrides.Health("Degraded", ready["message"])
 
-
-def test_a_missing_secret_key_added_later_heals(node: NodeTestBed, failing: dict[str, str]) -> None:
-    namespace = failing["missing Secret key"]
-    wait_app(node, namespace, "Failed", "CreateContainerConfigError")
-    node.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": "third-party", "namespace": namespace, "annotations": {GRANT_ANNOTATION: "web"}},
-        "stringData": {"apikey": "s3cr3t"}}, field_manager="team")
-    obj = wait_app(node, namespace, "Ready")
-    assert "s3cr3t" not in json.dumps(obj["status"])
+    def test_a_missing_secret_key_added_later_heals(self, node: NodeTestBed, failing: dict[str, str]) -> None:
+        namespace = failing["missing Secret key"]
+        wait_app(node, namespace, "Failed", "CreateContainerConfigError")
+        node.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": "third-party", "namespace": namespace, "annotations": {GRANT_ANNOTATION: "web"}},
+            "stringData": {"apikey": "s3cr3t"}}, field_manager="team")
+        obj = wait_app(node, namespace, "Ready")
+        assert "s3cr3t" not in json.dumps(obj["status"])
 
 
 # --- scale to zero (gated), drift, deletion ------------------------------------------------------------

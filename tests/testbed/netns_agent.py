@@ -6,8 +6,8 @@ requests made on the host's behalf; on the host, a TCP port on 127.0.0.1 forward
 
 The RPC is HTTP over the unix socket: POST /request {method, url, headers, body (base64), ca (PEM), timeout}
 answers {status, headers, body (base64)} or {error}; POST /traffic/start {url, interval, ca, timeout,
-max_seconds} starts a bounded stream of requests (a new connection each, as a client of a Service makes)
-and answers {id}; POST /traffic/stop {id} stops it and answers the counts.
+connect_timeout, max_seconds} starts a bounded stream of requests (a new connection each, as a client of a Service
+makes) and answers {id}; POST /traffic/stop {id} stops it and answers the counts.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ class Traffic:
         self.outcomes: collections.Counter[str] = collections.Counter()
         self.bodies: collections.Counter[str] = collections.Counter()
         self.failures: list[str] = []
+        self.slowest = 0.0
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -86,9 +87,12 @@ class Traffic:
         deadline = time.monotonic() + float(self.spec.get("max_seconds", 300))
         interval = float(self.spec.get("interval", 0.02))
         limits = httpx.Limits(max_keepalive_connections=0)
-        with httpx.Client(verify=_verify(self.spec.get("ca")), timeout=self.spec.get("timeout", 2),
-                          limits=limits) as client:
+        # The connect bound outlasts the kernel's first two SYN retransmits (1 s, then 3 s): a SYN dropped while
+        # the machine is busy is retried as by any client, and only a server that never answers counts as down.
+        timeout = httpx.Timeout(self.spec.get("timeout", 2), connect=self.spec.get("connect_timeout", 5))
+        with httpx.Client(verify=_verify(self.spec.get("ca")), timeout=timeout, limits=limits) as client:
             while not self.stopped.is_set() and time.monotonic() < deadline:
+                started = time.monotonic()
                 try:
                     resp = client.get(self.spec["url"])
                     outcome = str(resp.status_code)
@@ -96,9 +100,11 @@ class Traffic:
                         self.bodies[resp.text[:200]] += 1
                 except httpx.HTTPError as exc:
                     outcome = type(exc).__name__
+                took = time.monotonic() - started
+                self.slowest = max(self.slowest, took)
                 self.outcomes[outcome] += 1
                 if outcome != "200" and len(self.failures) < 20:
-                    self.failures.append(f"{time.time():.3f} {outcome}")
+                    self.failures.append(f"{time.time():.3f} {outcome} after {took:.2f} s")
                 self.stopped.wait(interval)
 
     def stop(self) -> dict[str, Any]:
@@ -106,7 +112,8 @@ class Traffic:
         self.thread.join(10)
         total = sum(self.outcomes.values())
         return {"sent": total, "ok": self.outcomes["200"], "failed": total - self.outcomes["200"],
-                "outcomes": dict(self.outcomes), "bodies": dict(self.bodies), "failures": self.failures}
+                "outcomes": dict(self.outcomes), "bodies": dict(self.bodies), "failures": self.failures,
+                "slowest_seconds": round(self.slowest, 3)}
 
 
 class _Rpc(BaseHTTPRequestHandler):

@@ -40,6 +40,10 @@ POD_CIDR, POD_GATEWAY = "10.244.0.0/24", "10.244.0.1"
 SERVICE_CIDR, KUBERNETES_SERVICE_IP = "10.96.0.0/24", "10.96.0.1"
 API_PORT = 6443
 NODE_DEVICE, BRIDGE = "nodeip0", "cni0"
+# The bridge's own MAC, set when it is made: a bridge with none takes its lowest port's MAC and changes it as pods
+# come and go, and a pod still sending to the MAC of a port just removed loses its replies until its ARP entry
+# expires (seconds to a minute). The CNI bridge plugin pins its bridges' MACs too, but only with isGateway.
+BRIDGE_MAC = "02:a7:00:00:00:01"
 CONTAINERD_NAMESPACE = "k8s.io"
 IMAGE_ID_LABEL = "dev.apprafter.image-id"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
@@ -78,7 +82,8 @@ class Traffic:
         self.result: dict[str, Any] | None = None
 
     def stop(self) -> dict[str, Any]:
-        """Stop and count: {sent, ok, failed, outcomes: {status or error: n}, bodies: {body: n}, failures}."""
+        """Stop and count: {sent, ok, failed, outcomes: {status or error: n}, bodies: {body: n}, failures,
+        slowest_seconds}."""
         if self.result is None:
             resp = self._rpc.post("/traffic/stop", json={"id": self._key}, timeout=30)
             resp.raise_for_status()
@@ -191,12 +196,13 @@ class NodeTestBed(KubeTestBed):
         return Response(answer["status"], answer["headers"], base64.b64decode(answer["body"]))
 
     @contextlib.contextmanager
-    def traffic(self, url: str, *, interval: float = 0.02, timeout: float = 2, ca: bytes | None = None,
-                max_seconds: float = 300) -> Iterator[Traffic]:
+    def traffic(self, url: str, *, interval: float = 0.02, timeout: float = 2, connect_timeout: float = 5,
+                ca: bytes | None = None, max_seconds: float = 300) -> Iterator[Traffic]:
         """Requests to `url` from inside the namespace, each on a new connection, every `interval` seconds,
-        until the block ends (or max_seconds): `traffic.stop()` (or `.result` after the block) has the counts."""
-        spec = {"url": url, "interval": interval, "timeout": timeout, "ca": ca.decode() if ca else None,
-                "max_seconds": max_seconds}
+        until the block ends (or max_seconds): `traffic.stop()` (or `.result` after the block) has the counts.
+        `timeout` bounds each read and write, `connect_timeout` the connection (long enough for SYN retries)."""
+        spec = {"url": url, "interval": interval, "timeout": timeout, "connect_timeout": connect_timeout,
+                "ca": ca.decode() if ca else None, "max_seconds": max_seconds}
         resp = self.rpc.post("/traffic/start", json=spec)
         resp.raise_for_status()
         stream = Traffic(self.rpc, resp.json()["id"])
@@ -369,6 +375,25 @@ class NodeTestBed(KubeTestBed):
         with self._lock:
             self._namespaces.add(name)
 
+    def delete_namespace(self, name: str, *, timeout: float = 120) -> None:
+        """Delete namespace `name` and wait until it is gone, its pods stopped with it (so nothing it ran, a crash
+        loop or an OOM kill, goes on beside the next test)."""
+        resp = self.http.delete(f"/api/v1/namespaces/{name}")
+        if resp.status_code not in (200, 202, 404):
+            raise _rejected(resp, f"deleting namespace {name}")
+        self.wait_gone("v1", "Namespace", name, None, timeout=timeout)
+        with self._lock:
+            self._namespaces.discard(name)
+
+    @contextlib.contextmanager
+    def scratch_namespace(self, name: str) -> Iterator[str]:
+        """Namespace `name` for the block, deleted (and waited gone) when it ends, also when it fails."""
+        self.ensure_namespace(name)
+        try:
+            yield name
+        finally:
+            self.delete_namespace(name)
+
     # --- stop -------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
@@ -531,7 +556,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                      ["ip", "link", "add", NODE_DEVICE, "type", "ifb"],
                      ["ip", "addr", "add", f"{NODE_IP}/32", "dev", NODE_DEVICE],
                      ["ip", "link", "set", NODE_DEVICE, "up"],
-                     ["ip", "link", "add", BRIDGE, "type", "bridge"],
+                     ["ip", "link", "add", BRIDGE, "address", BRIDGE_MAC, "type", "bridge"],
                      ["ip", "addr", "add", f"{POD_GATEWAY}/24", "dev", BRIDGE],
                      ["ip", "link", "set", BRIDGE, "up"],
                      # A route for ClusterIPs, so that a connection from the namespace itself reaches kube-proxy's

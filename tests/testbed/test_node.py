@@ -16,7 +16,16 @@ from typing import Any
 import pytest
 
 from tests.testbed import hoststate
-from tests.testbed.node import NODE_IP, POD_CIDR, NodeTestBed, RequestFailed, has_condition, start_node
+from tests.testbed.node import (
+    BRIDGE,
+    BRIDGE_MAC,
+    NODE_IP,
+    POD_CIDR,
+    NodeTestBed,
+    RequestFailed,
+    has_condition,
+    start_node,
+)
 from tests.testbed.procs import wait_for
 from tests.testbed.testapp import build_test_app
 
@@ -98,6 +107,11 @@ def test_a_deployment_rolls_out_and_a_rolling_update_completes(node: NodeTestBed
 
     for serving in node.wait_list("v1", "Pod", namespace, new_pods_serving, labels="app=web"):
         assert node.request("GET", f"http://{serving['status']['podIP']}:8080/").text == "v2\n"
+    # Pods came and went on the bridge: it kept the MAC it was made with (else the pods' replies to the node can be
+    # lost to a stale ARP entry for a while after each removal).
+    bridge = subprocess.run(node.nsenter("ip", "-json", "link", "show", "dev", BRIDGE), capture_output=True,
+                            text=True, check=True)
+    assert json.loads(bridge.stdout)[0]["address"] == BRIDGE_MAC
 
 
 def test_a_clusterip_service_carries_traffic_to_every_ready_pod(node: NodeTestBed, test_app: str) -> None:
@@ -132,34 +146,34 @@ def test_a_clusterip_service_carries_traffic_to_every_ready_pod(node: NodeTestBe
 
 
 def test_a_crash_looping_container_reaches_crashloopbackoff(node: NodeTestBed, test_app: str) -> None:
-    node.ensure_namespace("node-crash")
-    node.apply(pod("crash", "node-crash", test_app, mode="crash"))
+    with node.scratch_namespace("node-crash"):  # the loop goes on until its pod is gone
+        node.apply(pod("crash", "node-crash", test_app, mode="crash"))
 
-    def backing_off(obj: dict[str, Any]) -> dict[str, Any] | None:
-        for status in obj.get("status", {}).get("containerStatuses", []):
-            if status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff":
-                return dict(status)
-        return None
+        def backing_off(obj: dict[str, Any]) -> dict[str, Any] | None:
+            for status in obj.get("status", {}).get("containerStatuses", []):
+                if status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff":
+                    return dict(status)
+            return None
 
-    crashed = node.wait("v1", "Pod", "crash", "node-crash", backing_off)
-    status = backing_off(crashed)
-    assert status is not None and status["restartCount"] >= 1
-    assert status["lastState"]["terminated"]["exitCode"] == 3
-    assert "crashing at start, as asked" in node.logs("crash", "node-crash", previous=True)
+        crashed = node.wait("v1", "Pod", "crash", "node-crash", backing_off)
+        status = backing_off(crashed)
+        assert status is not None and status["restartCount"] >= 1
+        assert status["lastState"]["terminated"]["exitCode"] == 3
+        assert "crashing at start, as asked" in node.logs("crash", "node-crash", previous=True)
 
 
 def test_a_container_over_its_memory_limit_is_oomkilled(node: NodeTestBed, test_app: str) -> None:
-    node.ensure_namespace("node-oom")
     limits = {"resources": {"limits": {"memory": "64Mi", "cpu": "500m"}, "requests": {"memory": "64Mi", "cpu": "500m"}}}
-    node.apply(pod("hog", "node-oom", test_app, mode="oom", **limits))
+    with node.scratch_namespace("node-oom"):  # restarted and killed again until its pod is gone
+        node.apply(pod("hog", "node-oom", test_app, mode="oom", **limits))
 
-    def oom_killed(obj: dict[str, Any]) -> bool:
-        return any(s.get("lastState", {}).get("terminated", {}).get("reason") == "OOMKilled"
-                   or s.get("state", {}).get("terminated", {}).get("reason") == "OOMKilled"
-                   for s in obj.get("status", {}).get("containerStatuses", []))
+        def oom_killed(obj: dict[str, Any]) -> bool:
+            return any(s.get("lastState", {}).get("terminated", {}).get("reason") == "OOMKilled"
+                       or s.get("state", {}).get("terminated", {}).get("reason") == "OOMKilled"
+                       for s in obj.get("status", {}).get("containerStatuses", []))
 
-    killed = node.wait("v1", "Pod", "hog", "node-oom", oom_killed)
-    assert killed["status"]["qosClass"] == "Guaranteed"
+        killed = node.wait("v1", "Pod", "hog", "node-oom", oom_killed)
+        assert killed["status"]["qosClass"] == "Guaranteed"
 
 
 def test_a_server_that_never_answers_stays_unready(node: NodeTestBed, test_app: str) -> None:
