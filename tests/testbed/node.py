@@ -341,7 +341,7 @@ class NodeTestBed(KubeTestBed):
         return items
 
     def diagnostics(self) -> str:
-        """What helps when a wait times out: the pods, recent events and the kubelet's last lines."""
+        """What helps when a wait times out: the pods, recent events, the kubelet's and kube-proxy's last lines."""
         lines = []
         with contextlib.suppress(Exception):
             pods = self.http.get("/api/v1/pods").json()["items"]
@@ -353,9 +353,9 @@ class NodeTestBed(KubeTestBed):
             events = self.http.get("/api/v1/events").json()["items"][-15:]
             lines += [f"event {e['involvedObject']['kind']} {e['involvedObject']['name']}: {e['reason']} "
                       f"{e.get('message', '')[:200]}" for e in events]
-        kubelet = next((p for p in self.processes if p.name == "kubelet"), None)
-        if kubelet is not None:
-            lines.append(kubelet.tail(15))
+        for proc in self.processes:
+            if proc.name in ("kubelet", "kube-proxy"):
+                lines.append(f"{proc.name}:\n{proc.tail(15)}")
         return "\n".join(lines)
 
     # --- namespaces -------------------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_a_clusterip_service_carries_traffic_to_every_ready_pod(node: NodeTestBe
         for _ in range(20):  # the stream runs alongside these requests
             node.request("GET", f"http://{service_ip}/")
     counted = traffic.stop()
-    assert counted["sent"] > 0 and counted["failed"] == 0, counted
+    assert counted["sent"] > 0 and counted["failed"] == 0, (counted, node.diagnostics())
     assert counted["bodies"] == {"v1\n": counted["ok"]}
 
 
