@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,3 +80,48 @@ def test_image_dependency_lock_pins_every_runtime_dependency() -> None:
         version = names.get(req.name.lower().replace("_", "-"))
         assert version is not None, f"{req.name} is not pinned"
         assert req.specifier.contains(version), f"{req.name}=={version} is outside {req.specifier}"
+
+
+def test_image_dependency_lock_is_closed_so_the_image_resolves_nothing() -> None:
+    """The image installs the lock with --no-deps: every requirement of every pin, extras included, must be pinned.
+    This is what failed when PyPI served httpx 0.29.0 while the lock pinned 0.28.1: pip re-resolved lightkube's
+    `httpx[http2]` against the newest release."""
+    proc = run([sys.executable, "scripts/lock_image_requirements.py", "--verify"], check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_lock_closure_names_an_extras_requirement_left_out() -> None:
+    """The closure check itself: a lock without h2 is open (httpx[http2] needs it), though `pip check` passes it."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import lock_image_requirements as lock
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    dists = {"lightkube": lock.Dist("lightkube", "0.22.0", "", ("httpx[http2]<1.0.0,>=0.28.1",)),
+             "httpx": lock.Dist("httpx", "0.28.1", "", ('h2<5,>=3; extra == "http2"', "idna")),
+             "idna": lock.Dist("idna", "3.10", "", ())}
+    assert lock.unmet(["lightkube>=0.15"], dists) == [
+        'httpx==0.28.1[http2] requires h2<5,>=3; extra == "http2": h2 is not pinned']
+    dists["h2"] = lock.Dist("h2", "4.4.1", "", ())
+    assert lock.unmet(["lightkube>=0.15"], dists) == []
+    dists["httpx"] = lock.Dist("httpx", "0.29.0", "", ())
+    assert lock.unmet(["lightkube>=0.15", "httpx<0.29"], dists) == [
+        "pyproject.toml requires httpx<0.29: pinned httpx==0.29.0 is outside it"]
+
+
+def test_the_image_venv_script_installs_the_lock_and_the_wheel_alone(tmp_path: Path) -> None:
+    """deploy/images/install-venv.sh as the image build runs it (context: the lock, this package's wheel): pip
+    resolves nothing, `pip check` passes and the CLI starts from the venv it made."""
+    context = tmp_path / "context"
+    (context / "wheels").mkdir(parents=True)
+    (context / "bin").mkdir()
+    shutil.copy(REPO / "deploy/images/requirements.txt", context)
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(context / "wheels"),
+         str(REPO)])
+    venv = tmp_path / "venv"
+    proc = run(["sh", str(REPO / "deploy/images/install-venv.sh")], check=False,
+               extra_env={"CONTEXT": str(context), "VENV": str(venv)})
+    assert proc.returncode == 0, proc.stderr
+    assert not (venv / "bin/pip").exists()
+    version = run([str(venv / "bin/apprafter"), "--version"]).stdout
+    assert version.startswith("apprafter, version ")
