@@ -2,7 +2,7 @@
 processes (admission.pool), bounded connections (a cap, a deadline for each request head), and the metrics port.
 
 uvicorn over hypercorn: with the same app and TLS, uvicorn's own CPU per request is about a third of
-hypercorn's (scripts/bench_webhook.py --servers; docs/development.md), and it takes our own SSLContext
+hypercorn's (scripts/bench_webhook.py --servers; docs/measurements.md), and it takes our own SSLContext
 (`ssl_context_factory`), which the certificate reload swaps in place.
 """
 

@@ -1,6 +1,6 @@
 """The Application controller (spec §4.5), the edge: reads the Application, its claims and MigrationPlans; asks
 lifecycle.application what to apply and what the status says; applies, prunes, and writes status, plan phases
-and events. Every decision is the core's (docs/development.md, "where each rule lives")."""
+and events. Every decision is the core's (docs/rules.md)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ stack release pushed and cosign-signed into Debian's docker-registry (a login), 
     second run    the run again: everything read, nothing written
 
 Each is the wall time of the CLI process (its start-up included); the load average is printed beside them. The
-figures go to docs/development.md ("Measured on this machine").
+figures go to docs/measurements.md.
 """
 
 from __future__ import annotations

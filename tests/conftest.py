@@ -1,6 +1,6 @@
 """Session-scoped test-bed fixtures: oci_registry, auth_registry, kube, rollouts, argocd_cmp_server, node, test_app.
 
-See docs/development.md ("Test bed") for what each starts and how to use it.
+See docs/test-bed.md ("Fixtures") for what each starts and how to use it.
 """
 
 from __future__ import annotations

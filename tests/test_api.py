@@ -14,7 +14,7 @@ from toolchain.errors import AppRafterError
 PACKAGES = ("apprafter", "toolchain", "controller_runtime", "renderer", "compatibility", "lifecycle", "platform_stack",
             "cmp", "admission", "reconciler")
 ROOT = Path(__file__).resolve().parents[1]
-# What the in-cluster edges call (architecture.md): names and parameters are a contract.
+# What the in-cluster edges call (docs/architecture.md): names and parameters are a contract.
 CONTRACT = {
     "renderer.validate.check": ["app", "envs"],
     "renderer.effective.effective_spec": ["spec", "environment"],

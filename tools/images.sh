@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and publishes the project's OCI images and its Helm charts (docs/development.md "Images"):
+# Builds and publishes the project's OCI images and its Helm charts (docs/images.md):
 # buildah builds into podman's storage, skopeo copies, `apprafter stack push` pushes the chart, cosign signs
 # (through `apprafter stack sign|verify`, the platform chart's signing code).
 #
@@ -37,7 +37,7 @@ declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argo
 declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
-# Argo CD's image and its Redis (docs/development.md "Argo CD and cert-manager as pods"): the packages upstream's
+# Argo CD's image and its Redis (docs/images.md "Argo CD's image and its Redis"): the packages upstream's
 # images install, on top of the local base (tools/base-image.sh --with; one base for both, built once).
 GITOPS_PACKAGES=git,tini,gpg,gpg-agent,openssh-client,redis-server
 declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES)

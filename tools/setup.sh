@@ -187,7 +187,7 @@ ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_
 # which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
 # go.mod requires (v1.21.0's sdk v0.20.0 matches its tree; v1.21.4's in-tree sdk matches no published one).
 # The costliest tool: ≈ 23 min cold at load 6-16, 4.5 GB of modules, 6 GB of build cache, a 361 MB binary
-# (docs/development.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
+# (docs/dependencies.md, docs/measurements.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
 build_vault() {
   local src stage rc=0 module
   src=$(go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')

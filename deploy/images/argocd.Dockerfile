@@ -1,4 +1,4 @@
-# argocd: Argo CD's own image rebuilt here (docs/development.md "Images"): the pinned `argocd` binary the set-up
+# argocd: Argo CD's own image rebuilt here (docs/images.md): the pinned `argocd` binary the set-up
 # builds from Argo CD's Go module (ARGOCD_VERSION), laid out as upstream's Dockerfile lays it out (the binary in
 # /usr/local/bin with one link per component, the scripts it runs beside it, helm and kustomize, user 999, tini as
 # the entrypoint), so Argo CD's install.yaml runs it unchanged once its image names point here.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Makes /opt/apprafter inside an image build; both Dockerfiles run it (docs/development.md "Images").
+# Makes /opt/apprafter inside an image build; both Dockerfiles run it (docs/images.md).
 #
 # The build context (staged by tools/images.sh, bind-mounted at /context, never copied into a layer) holds
 # requirements.txt (the hash-pinned lock), wheels/ (this package) and bin/ (the pinned tools the image ships).

@@ -9,7 +9,7 @@ chart's RBAC; a user app from a git repository on the node is Healthy with runni
 operator pod; an upgrade through the channel waits for its MigrationPlan, is approved and applied; argocd-server's
 API draws both trees.
 
-What the node cannot run, and what stands in (tests/testbed/stack_on_node.py, docs/development.md "The stack from
+What the node cannot run, and what stands in (tests/testbed/stack_on_node.py, docs/node-tier.md "The stack from
 zero on the node"): cert-manager and cainjector are played by the test; the components on public chart repositories
 (argocd's own Helm chart, cilium, cert-manager) cannot be pulled and are asserted to fail as Argo CD reports an
 unreachable repository, with nothing else breaking; the solo tier's optional ones on public repositories are turned
@@ -216,7 +216,7 @@ def test_the_operator_and_webhook_run_as_pods_from_our_images_under_the_charts_r
         stack.argocd.wait_app(name, "Synced and Healthy", lambda a: sync_status(a)[:2] == ("Synced", "Healthy"),
                               timeout=180)
     # gateway-api's CRDs: Synced, and Established in the cluster. Argo CD's health of them was seen to stay
-    # Progressing long after (docs/development.md "Open ends"): it is not what this asserts.
+    # Progressing long after (docs/open-ends.md): it is not what this asserts.
     crds = stack.argocd.wait_app("gateway-api", "Synced", lambda a: sync_status(a)[0] == "Synced")
     names = [r["name"] for r in crds["status"]["resources"] if r["kind"] == "CustomResourceDefinition"]
     assert len(names) == 5, names

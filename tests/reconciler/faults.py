@@ -1,5 +1,5 @@
 """What the fault tier shares: its seed, the children an Application's spec renders, and the invariants checked
-after every fault (docs/development.md, "The fault tier")."""
+after every fault (docs/test-bed.md, "The fault tier")."""
 
 from __future__ import annotations
 

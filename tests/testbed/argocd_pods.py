@@ -4,8 +4,8 @@ naming the images `make images` builds here (Argo CD's from the pinned binary, D
 sidecar), applied, and waited on until every component is Ready. Its API is argocd-server's Service, called from
 inside the node's network namespace as a browser in the cluster would.
 
-What the bed changes, because the node has no registry and no cluster DNS (docs/development.md "Argo CD and
-cert-manager as pods"): `imagePullPolicy: IfNotPresent` (the images are imported into the node's containerd), Dex
+What the bed changes, because the node has no registry and no cluster DNS (docs/node-tier.md "Argo CD as pods
+on the node"): `imagePullPolicy: IfNotPresent` (the images are imported into the node's containerd), Dex
 left out (SSO; no image of it is built here), and every pod's /etc/hosts (`hostAliases`) names Argo CD's Services
 at their ClusterIPs, as cluster DNS would resolve them.
 """

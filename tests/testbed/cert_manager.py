@@ -1,5 +1,5 @@
 """The test bed playing cert-manager and its cainjector where the node runs neither (their binaries cannot be built
-here: docs/development.md "Argo CD and cert-manager as pods"): the key pair a Certificate asks for in the Secret it
+here: docs/images.md "cert-manager: not built"): the key pair a Certificate asks for in the Secret it
 names, the Ready conditions cert-manager writes on Certificates and Issuers, and the CA into the webhook
 configurations that name a Certificate in `cert-manager.io/inject-ca-from`."""
 

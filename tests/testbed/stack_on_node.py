@@ -3,7 +3,7 @@ node-tier proof (tests/images/test_bootstrap_node.py) and its benchmark (scripts
 published the release pipeline's way into a registry pods reach, `apprafter cluster-bootstrap` run on the node, Argo
 CD (pods from our images) syncing the umbrella, the operator and webhook as pods, a user app through the plugin.
 
-Where the node lacks what a cluster has (docs/development.md "The stack from zero on the node"):
+Where the node lacks what a cluster has (docs/node-tier.md "The stack from zero on the node"):
 - the registry: Debian's docker-registry with a login, pushed to on the host's loopback and served a second time on
   the node's address (tests/testbed/node_registry.py `serve_at_node_ip`), where pods, and the CLI run on the node,
   reach it. The stack is built as a fork publishing there builds it (`stack_releases.build_releases(registry=)`);
