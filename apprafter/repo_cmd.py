@@ -21,6 +21,7 @@ from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option, output_option
 from compatibility.migrationplan import name as plan_name
+from compatibility.text import approve_command
 from controller_runtime.kinds import GroupVersionKind
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
@@ -198,7 +199,7 @@ def _waits(result: Plan, namespace: str) -> str:
     wanted = plan_name(result)
     return (f"waits for MigrationPlan {wanted} (approvedSpecHash {result.approved_spec_hash}): "
             f"{'; '.join(c.reason for c in result.gated_changes)}; approve it with "
-            f"`apprafter migration approve {wanted} -n {namespace}`")
+            f"`{approve_command(wanted, namespace)}`")
 
 
 # --- add -----------------------------------------------------------------------------------------------------------

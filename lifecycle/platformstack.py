@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from compatibility.gate import PENDING, PlanPhase, PlatformDecision, PlatformPlan, refused_platform
+from compatibility.text import approve_command
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.notes import Note
@@ -266,7 +267,7 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
     name = decision.waiting_for or ""
     assert decision.plan is not None and result.target is not None
     note = (f"{result.target.version} waits for MigrationPlan {name} ({decision.plan.primary}; classes: "
-            f"{', '.join(decision.plan.classifications)}): apprafter migration approve {name} (or reject it)")
+            f"{', '.join(decision.plan.classifications)}): {approve_command(name)} (or reject it)")
     fields = {**kept(status, *KEPT), **_checked(status, result, checked), "migrationPlan": name}
     phase = ((plans.get(name) or {}).get("status") or {}).get("phase") or PENDING
     conditions = [Condition(READY, "False", "AwaitingMigrationApproval", note),
@@ -281,7 +282,7 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
 
 def plan_created_note(decision: PlatformDecision, name: str) -> str:
     assert decision.plan is not None
-    return f"MigrationPlan {name} ({decision.plan.primary}) waits for approval: apprafter migration approve {name}"
+    return f"MigrationPlan {name} ({decision.plan.primary}) waits for approval: {approve_command(name)}"
 
 
 def pin_reverted(decision: PlatformDecision) -> Note:

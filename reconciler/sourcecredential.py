@@ -16,6 +16,7 @@ from typing import Any
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, ExistingPlan, GateDecision, PlanPhase, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL as PLAN_CREDENTIAL_LABEL
+from compatibility.text import approve_command
 from controller_runtime.compare import status_up_to_date, up_to_date
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
@@ -238,7 +239,7 @@ class SourceCredentialController:
                 self.runtime.kube, cache, self.runtime.recorder, obj, {p["metadata"]["name"]: p for p in mine},
                 decision.migration_plan, decision.phases, namespace=namespace, apply=self._ensure_plan,
                 created=lambda plan: f"MigrationPlan {plan} created: the change takes coverage from an Application; "
-                f"approve it with `apprafter migration approve {plan} -n {namespace}`", log_fields=fields)
+                f"approve it with `{approve_command(plan, namespace)}`", log_fields=fields)
         else:
             live = {p["metadata"]["name"]: p for p in mine}
         if decision.outcome != "apply":
