@@ -95,11 +95,12 @@ async def status(kube: Kube, obj: dict[str, Any], output: str) -> None:
 def render_status(obj: Mapping[str, Any]) -> str:
     """The text `apprafter platform status` prints."""
     from compatibility.text import MIGRATION_COMMAND
+    from lifecycle.conditions import by_type
     from lifecycle.platformstack import CONDITIONS  # the order conditions are shown in (lazy: the check's modules)
     from platform_stack.freeze import frozen
 
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
-    conditions = {c.get("type"): c for c in st.get("conditions") or []}
+    conditions = by_type(st.get("conditions"))
     verified = conditions.get("SourceVerified") or {}
     applied = st.get("lastApplied") or {}
     source = spec.get("source") or {}
