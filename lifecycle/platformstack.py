@@ -19,7 +19,7 @@ from platform_stack.channels import upgrade_available
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
 from platform_stack.upstream import Baseline, Check, Finding
 
-__all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
+__all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
            "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
            "invalid", "moved_before", "pin_reverted", "plan_created_note", "refused_plans", "rejected",
            "umbrella_failed"]
@@ -28,10 +28,6 @@ READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED = 
     "Ready", "SourceVerified", "UpgradeAvailable", "UpstreamAhead", "MigrationApproved")
 # The order status shows them in (UpstreamAhead only on a fork: spec.source.upstream beside another repoURL).
 CONDITIONS = (READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED)
-# Findings retried with backoff (outside the cluster, or may change without a spec change); the others wait for
-# the spec to change (or the next check).
-RETRIED = frozenset({"RegistryUnavailable", "CheckFailed", "VerificationFailed", "TagMoved", "VersionNotFound",
-                     "NoVersionAvailable", "KeysUnavailable", "CredentialsUnavailable"})
 # Findings about the signature or its keys: SourceVerified=False with the same reason.
 SOURCE_FINDINGS = frozenset({"VerificationFailed", "TagMoved", "NotConfigured", "KeysUnavailable"})
 # Findings about a verified target that no plan could make run (spec §3.11): a plan for another target is over.
@@ -203,7 +199,7 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
         notes.append(Note(finding.reason, finding.message, f"{_generation(obj)}:{finding.message}", "Warning"))
     if result is not None:
         notes += _upstream_note(conditions, result)
-    retried = finding.reason in RETRIED
+    retried = finding.retryable
     outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
 
