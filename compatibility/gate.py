@@ -103,7 +103,8 @@ class PlanPhase:
 @dataclasses.dataclass(frozen=True)
 class GateScope:
     """What differs between the scopes' gates: the words of the plans' status messages, and what a rejected plan
-    does. Everything else is `judge`, the same for every scope."""
+    does (what approval is bound to besides the hash is the plan's: ExistingPlan.binding). Everything else is
+    `judge`, the same for every scope."""
 
     unplanned: str  # why plans in play are superseded when there is no plan (nothing to compare with)
     ungated: str  # why, when the change no longer needs approval
@@ -121,16 +122,18 @@ APPLICATION_GATE = GateScope(
     not_ours="created anew: the plan of this name did not carry this change's approvedSpecHash or was not this "
              "Application's; approve this one",
     rejected="stands")
+_STACK_UNGATED = "superseded: the PlatformStack no longer asks for this change"
 PLATFORM_GATE = GateScope(
-    unplanned="superseded: the PlatformStack no longer asks for this change",
-    ungated="superseded: the PlatformStack no longer asks for this change",
+    unplanned=_STACK_UNGATED,
+    ungated=_STACK_UNGATED,
     changed="the PlatformStack asks for another change",
     not_ours="created anew: the plan of this name was not made for this change (its approvedSpecHash, chart digests "
              "or owner differ); approve this one",
     rejected="reverts")
+_COVERAGE_UNGATED = "superseded: the coverage change was undone or no longer takes anything from an Application"
 CREDENTIAL_GATE = GateScope(
-    unplanned="superseded: the coverage change was undone or no longer takes anything from an Application",
-    ungated="superseded: the coverage change was undone or no longer takes anything from an Application",
+    unplanned=_COVERAGE_UNGATED,
+    ungated=_COVERAGE_UNGATED,
     changed="the credential changed again",
     not_ours="created anew: the plan of this name did not carry this change's approvedSpecHash or was not this "
              "credential's; approve this one",
