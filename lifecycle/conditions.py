@@ -37,7 +37,7 @@ def condition_status(value: Any) -> ConditionStatus:
 def by_type(conditions: Any) -> dict[str, Mapping[str, Any]]:
     """A conditions list as an object's status holds it (anyone's: ours, a Deployment's, Argo CD's), by type; an entry
     that is not an object, or a value that is not a list, counts as none."""
-    if not isinstance(conditions, list | tuple):
+    if not isinstance(conditions, Iterable):
         return {}
     return {str(c.get("type")): c for c in conditions if isinstance(c, Mapping)}
 
