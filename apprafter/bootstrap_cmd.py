@@ -198,14 +198,15 @@ async def _established(kube: Kube, names: Sequence[str]) -> None:
 
     from controller_runtime.kinds import GroupVersionKind
     from lifecycle.bootstrap import CRD_API
+    from lifecycle.conditions import find_condition
 
     crd = GroupVersionKind(CRD_API, "CustomResourceDefinition")
     deadline = time.monotonic() + ESTABLISHED_SECONDS
     for name in names:
         while True:
             obj = await kube.get(crd, name)
-            conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+            established = find_condition(((obj or {}).get("status") or {}).get("conditions"), "Established")
+            if established.get("status") == "True":
                 break
             if time.monotonic() > deadline:
                 from toolchain.errors import ToolFailure

@@ -94,11 +94,13 @@ async def status(kube: Kube, obj: dict[str, Any], output: str) -> None:
 
 def render_status(obj: Mapping[str, Any]) -> str:
     """The text `apprafter platform status` prints."""
+    from compatibility.text import MIGRATION_COMMAND
+    from lifecycle.conditions import by_type
     from lifecycle.platformstack import CONDITIONS  # the order conditions are shown in (lazy: the check's modules)
     from platform_stack.freeze import frozen
 
     spec, st = obj.get("spec") or {}, obj.get("status") or {}
-    conditions = {c.get("type"): c for c in st.get("conditions") or []}
+    conditions = by_type(st.get("conditions"))
     verified = conditions.get("SourceVerified") or {}
     applied = st.get("lastApplied") or {}
     source = spec.get("source") or {}
@@ -116,7 +118,7 @@ def render_status(obj: Mapping[str, Any]) -> str:
         ["Last check", st.get("lastUpstreamCheck") or "-", ""],
     ]
     if st.get("migrationPlan"):
-        lines.append(["Waiting for", st["migrationPlan"], "apprafter migration approve|reject"])
+        lines.append(["Waiting for", st["migrationPlan"], f"{MIGRATION_COMMAND} approve|reject"])
     out = f"PlatformStack {NAMESPACE}/{NAME}\n" + "".join(
         f"  {k + ':':<14}{v}{'  ' + extra if extra else ''}\n" for k, v, extra in lines)
     rows = [["TYPE", "STATUS", "REASON", "MESSAGE"]]

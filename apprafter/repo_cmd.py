@@ -21,9 +21,11 @@ from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option, output_option
 from compatibility.migrationplan import name as plan_name
+from compatibility.text import approve_command
 from controller_runtime.kinds import GroupVersionKind
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
+from lifecycle.conditions import by_type, find_condition
 from lifecycle.credential_outputs import MATERIAL_KEYS, users
 from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, check, read
 from toolchain.errors import Problem, ToolFailure, UserError
@@ -198,7 +200,7 @@ def _waits(result: Plan, namespace: str) -> str:
     wanted = plan_name(result)
     return (f"waits for MigrationPlan {wanted} (approvedSpecHash {result.approved_spec_hash}): "
             f"{'; '.join(c.reason for c in result.gated_changes)}; approve it with "
-            f"`apprafter migration approve {wanted} -n {namespace}`")
+            f"`{approve_command(wanted, namespace)}`")
 
 
 # --- add -----------------------------------------------------------------------------------------------------------
@@ -423,9 +425,9 @@ def _unseal_failure(sealed: Mapping[str, Any] | None) -> str:
     """What the SealedSecrets controller says of a SealedSecret it could not unseal ("" when it did or is silent)."""
     if sealed is None:
         return " (no SealedSecret of that name either)"
-    for condition in (sealed.get("status") or {}).get("conditions") or []:
-        if isinstance(condition, Mapping) and condition.get("type") == "Synced" and condition.get("status") == "False":
-            return f" (the SealedSecrets controller: {str(condition.get('message', ''))[:300]})"
+    synced = find_condition((sealed.get("status") or {}).get("conditions"), "Synced")
+    if synced.get("status") == "False":
+        return f" (the SealedSecrets controller: {str(synced.get('message', ''))[:300]})"
     return ""
 
 
@@ -444,9 +446,8 @@ async def _unsealing(kube: Kube, obj: Mapping[str, Any]) -> str:
 
     credential = read(obj)
     names = {h.backend.sealed_secret for h in (credential.git, credential.registry) if h and h.backend.sealed_secret}
-    missing = [h for h in ("git", "registry") if ((obj.get("status") or {}).get(h) or {}).get("conditions")
-               and ("Present", "True") not in {(c.get("type"), c.get("status"))
-                                               for c in obj["status"][h]["conditions"]}]
+    halves = {h: by_type(((obj.get("status") or {}).get(h) or {}).get("conditions")) for h in ("git", "registry")}
+    missing = [h for h, found in halves.items() if found and (found.get("Present") or {}).get("status") != "True"]
     if not missing or len(names) != 1:
         return ""
     try:

@@ -1,9 +1,11 @@
-"""The MigrationPlan gate (spec §3.8) as one pure decision: apply, apply an approved plan, or hold.
+"""The MigrationPlan gate (spec §3.8), written once for every scope: apply, apply an approved plan, or hold.
 
-The reconciler calls `decide` with what it read from the cluster; `apprafter plan` makes the same
-`compatibility.application.plan` call, so the plan's name and `approvedSpecHash` are the CLI's. The PlatformStack
-controller calls `decide_platform` with the plan `apprafter stack plan` makes for the same two charts; a platform
-plan can also be rejected, which reverts the PlatformStack's pin.
+`judge` is the gate: a change applies only under its own plan (named by its hash), owned by the object that asks,
+carrying the approvedSpecHash recomputed now (and whatever else the scope binds approval to), and approved;
+otherwise it waits for that plan, pending or created anew. A `GateScope` names what differs between scopes. The
+entry points: `decide` for an Application (`apprafter plan` makes the same plan, so the name and hash are the
+CLI's), `decide_platform` for the PlatformStack (`apprafter stack plan`'s plan; a rejection reverts the pin) and
+`decide_credential` for a SourceCredential.
 """
 
 from __future__ import annotations
@@ -25,20 +27,22 @@ from compatibility.plan import Change, Plan
 from compatibility.shape import check_spec
 from controller_runtime.objects import controller_uid
 
-__all__ = ["ACTIVE", "APPLIED", "APPROVED", "PENDING", "REJECTED", "SUPERSEDED", "CredentialDecision", "Decision",
-           "ExistingPlan", "PlanPhase", "PlatformDecision", "PlatformPlan", "Rejection", "decide", "decide_credential",
-           "decide_platform", "refused_platform"]
+__all__ = ["ACTIVE", "APPLICATION_GATE", "APPLIED", "APPROVED", "CREDENTIAL_GATE", "PENDING", "PLATFORM_GATE",
+           "REJECTED", "SUPERSEDED", "Decision", "ExistingPlan", "GateDecision", "GateScope", "PlanPhase",
+           "PlatformDecision", "PlatformPlan", "Rejection", "Verdict", "decide", "decide_credential",
+           "decide_platform", "judge", "refused_platform"]
 
 # Phases a plan can still be superseded from (the phase machine of compatibility.authority, which the CRD's
 # CEL rules hold too); "" is a plan whose status was never written (created, then a crash).
 ACTIVE = frozenset(p or "" for p in REACHABLE_FROM[SUPERSEDED] if p != SUPERSEDED)
 
-Outcome = Literal["apply", "apply-approved", "hold"]
+Outcome = Literal["apply", "apply-approved", "hold", "revert", "rejected"]
 
 
 @dataclasses.dataclass(frozen=True)
 class ExistingPlan:
-    """A MigrationPlan of this Application and environment as the cluster holds it."""
+    """A MigrationPlan of the object asking (its Application and environment, its credential) as the cluster holds
+    it."""
 
     name: str
     approved_spec_hash: str | None  # spec.trigger.approvedSpecHash; None when missing or empty
@@ -50,12 +54,36 @@ class ExistingPlan:
         """The gate's view of a MigrationPlan object as the cluster holds it."""
         return cls(*_plan_fields(obj))
 
+    @property
+    def binding(self) -> tuple[str | None, ...]:
+        """What approval is bound to besides the hash (nothing; a platform plan adds its chart digests)."""
+        return ()
+
 
 def _plan_fields(obj: Mapping[str, Any]) -> tuple[str, str | None, str, str | None]:
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     approved = (spec.get("trigger") or {}).get("approvedSpecHash")
     return (str(obj["metadata"]["name"]), approved if isinstance(approved, str) and approved else None,
             str(status.get("phase") or ""), controller_uid(obj))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlatformPlan(ExistingPlan):
+    """A platform-scope MigrationPlan of the PlatformStack, with the chart digests it was made for and the pin its
+    previous-spec annotation restores on rejection ((False, None) when the annotation is missing or unreadable)."""
+
+    from_digest: str | None = None
+    to_digest: str | None = None
+    previous_pin: tuple[bool, str | None] = (False, None)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> PlatformPlan:
+        platform = ((obj.get("spec") or {}).get("scope") or {}).get("platform") or {}
+        return cls(*_plan_fields(obj), platform.get("fromDigest"), platform.get("toDigest"), previous_pin(obj))
+
+    @property
+    def binding(self) -> tuple[str | None, ...]:
+        return (self.from_digest, self.to_digest)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,25 +101,58 @@ class PlanPhase:
 
 
 @dataclasses.dataclass(frozen=True)
-class Decision:
-    """What the reconciler does: which effective spec the children reflect, and what happens to plans."""
+class GateScope:
+    """What differs between the scopes' gates: the words of the plans' status messages, and what a rejected plan
+    does (what approval is bound to besides the hash is the plan's: ExistingPlan.binding). Everything else is
+    `judge`, the same for every scope."""
 
-    outcome: Outcome
-    target: Mapping[str, Any]  # the effective spec to render and apply (the baseline while holding)
-    plan: Plan | None  # baseline -> desired; None on a first deployment
-    migration_plan: dict[str, Any] | None = None  # hold: the MigrationPlan to ensure
-    consumed: str | None = None  # apply-approved: the plan whose approval this apply carries out
-    phases: tuple[PlanPhase, ...] = ()
-    soft_destructive: tuple[Change, ...] = ()  # soft changes that take something away (an Event when applied)
+    unplanned: str  # why plans in play are superseded when there is no plan (nothing to compare with)
+    ungated: str  # why, when the change no longer needs approval
+    changed: str  # why, when another change is asked for (after "superseded by <its plan>: ")
+    not_ours: str  # why the plan of this change's name is created anew when it is not this change's
+    # "stands": the rejected plan keeps its phase and the change waits (undoing the change moves on; a person's
+    # verdict is never overwritten). "reverts": `judge` says "rejected" and the scope undoes what asked for it.
+    rejected: Literal["stands", "reverts"]
+
+
+APPLICATION_GATE = GateScope(
+    unplanned="superseded: the Application has no applied spec to compare with",
+    ungated="superseded: the change was reverted or no longer needs approval",
+    changed="the spec changed again",
+    not_ours="created anew: the plan of this name did not carry this change's approvedSpecHash or was not this "
+             "Application's; approve this one",
+    rejected="stands")
+_STACK_UNGATED = "superseded: the PlatformStack no longer asks for this change"
+PLATFORM_GATE = GateScope(
+    unplanned=_STACK_UNGATED,
+    ungated=_STACK_UNGATED,
+    changed="the PlatformStack asks for another change",
+    not_ours="created anew: the plan of this name was not made for this change (its approvedSpecHash, chart digests "
+             "or owner differ); approve this one",
+    rejected="reverts")
+_COVERAGE_UNGATED = "superseded: the coverage change was undone or no longer takes anything from an Application"
+CREDENTIAL_GATE = GateScope(
+    unplanned=_COVERAGE_UNGATED,
+    ungated=_COVERAGE_UNGATED,
+    changed="the credential changed again",
+    not_ours="created anew: the plan of this name did not carry this change's approvedSpecHash or was not this "
+             "credential's; approve this one",
+    rejected="stands")
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """The gate's answer for one change in any scope: the outcome, the plan of the change (None when nothing gates)
+    and the phases plans move to."""
+
+    outcome: Literal["apply", "apply-approved", "hold", "rejected"]
+    phases: tuple[PlanPhase, ...]
+    wanted: str | None = None
 
     @property
-    def allowed(self) -> bool:
-        return self.outcome != "hold"
-
-    @property
-    def waiting_for(self) -> str | None:
-        """The plan an Application on hold waits for."""
-        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
+    def consumed(self) -> str | None:
+        """The approved plan an apply carries out."""
+        return self.wanted if self.outcome == "apply-approved" else None
 
 
 def _others(plans: Iterable[ExistingPlan], keep: str | None, applied_plan: str | None,
@@ -108,63 +169,91 @@ def _others(plans: Iterable[ExistingPlan], keep: str | None, applied_plan: str |
     return out
 
 
+def judge(scope: GateScope, result: Plan | None, plans: Iterable[ExistingPlan], *, owner_uid: str,
+          applied_plan: str | None = None, binding: tuple[str | None, ...] = ()) -> Verdict:
+    """The gate for one change: `result` its plan (None when there is nothing to compare with), `plans` the asking
+    object's MigrationPlans, `applied_plan` the plan its last apply consumed, `binding` what else the approval must
+    have been made for (ExistingPlan.binding). Every other plan in play is superseded (or finished, if the last apply
+    consumed it).
+
+    Approval binds the change, not the name: the plan of this change applies only when it is approved, owned by
+    `owner_uid`, and carries the approvedSpecHash recomputed now and this `binding`. A plan of that name that is not
+    this change's, or that can no longer become pending (applied, superseded), is created anew.
+    """
+    plans = list(plans)
+    if result is None or not result.gated:
+        why = scope.unplanned if result is None else scope.ungated
+        return Verdict("apply", tuple(_others(plans, None, applied_plan, None, why)))
+    wanted = name(result)
+    phases = _others(plans, wanted, applied_plan, wanted, f"superseded by {wanted}: {scope.changed}")
+    current = next((p for p in plans if p.name == wanted), None)
+    if current is None:
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif current.owner_uid != owner_uid or current.approved_spec_hash is None \
+            or current.approved_spec_hash != result.approved_spec_hash or current.binding != binding:
+        phases.append(PlanPhase(wanted, PENDING, scope.not_ours, recreate=True))
+    elif current.phase == APPROVED:
+        return Verdict("apply-approved", tuple(phases), wanted)
+    elif current.phase == REJECTED:
+        if scope.rejected == "reverts":
+            return Verdict("rejected", tuple(phases), wanted)
+    elif current.phase == "":
+        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
+    elif current.phase not in REACHABLE_FROM[PENDING]:
+        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
+                                f"{current.phase}); awaiting a new approval", recreate=True))
+    return Verdict("hold", tuple(phases), wanted)
+
+
+@dataclasses.dataclass(frozen=True)
+class GateDecision:
+    """What a controller carries out for a change: the outcome, the plan it was decided on (None when there was
+    nothing to compare with), and what happens to plans. A SourceCredential's decision is this alone."""
+
+    outcome: Outcome
+    plan: Plan | None
+    migration_plan: dict[str, Any] | None = None  # hold: the MigrationPlan to ensure
+    consumed: str | None = None  # apply-approved: the plan whose approval this apply carries out
+    phases: tuple[PlanPhase, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome in ("apply", "apply-approved")
+
+    @property
+    def waiting_for(self) -> str | None:
+        """The plan a change on hold waits for."""
+        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decision(GateDecision):
+    """An Application's: which effective spec the children reflect, and the soft changes that take something away
+    (an Event when applied)."""
+
+    target: Mapping[str, Any]  # the effective spec to render and apply (the baseline while holding)
+    soft_destructive: tuple[Change, ...] = ()
+
+
 def decide(desired: Deployment, baseline: Mapping[str, Any] | None, plans: Iterable[ExistingPlan], *,
            owner_uid: str, applied_plan: str | None = None, domain: str = DEFAULT_DOMAIN) -> Decision:
     """The gate for one Application: `desired` is the effective spec of its environment now, `baseline` the
     effective spec last applied (status.lastAppliedSpec; None on a first deployment), `plans` its
-    MigrationPlans, `applied_plan` the plan the last apply consumed (status.appliedMigrationPlan).
-
-    Approval binds the change, not the name: a plan applies only when it is `approved`, owned by this
-    Application, and its approvedSpecHash equals the hash recomputed now for baseline -> desired. Raises
-    compatibility.shape.Unreadable when the baseline cannot be read (fail closed: nothing applies).
-    """
-    plans = list(plans)
+    MigrationPlans, `applied_plan` the plan the last apply consumed (status.appliedMigrationPlan). Raises
+    compatibility.shape.Unreadable when the baseline cannot be read (fail closed: nothing applies)."""
     if baseline is None:
-        return Decision("apply", desired.spec, None, phases=tuple(_others(
-            plans, None, applied_plan, None, "superseded: the Application has no applied spec to compare with")))
+        verdict = judge(APPLICATION_GATE, None, plans, owner_uid=owner_uid, applied_plan=applied_plan)
+        return Decision(verdict.outcome, None, phases=verdict.phases, target=desired.spec)
     before = Deployment(desired.app, desired.environment, check_spec(baseline), desired.namespace)
     result = plan(before, desired, domain)
-    soft = tuple(c for c in result.changes if soft_destructive(c, before, desired))
-    if not result.gated:
-        return Decision("apply", desired.spec, result, phases=tuple(_others(
-            plans, None, applied_plan, None, "superseded: the change was reverted or no longer needs approval")),
-            soft_destructive=soft)
-    wanted = name(result)
-    why = f"superseded by {wanted}: the spec changed again"
-    current = next((p for p in plans if p.name == wanted), None)
-    if current is not None and current.phase == APPROVED and current.owner_uid == owner_uid \
-            and current.approved_spec_hash is not None and current.approved_spec_hash == result.approved_spec_hash:
-        return Decision("apply-approved", desired.spec, result, consumed=wanted,
-                        phases=tuple(_others(plans, wanted, applied_plan, wanted, why)), soft_destructive=soft)
-    phases = _others(plans, wanted, applied_plan, wanted, why)
-    if current is None or current.phase == "":
-        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
-    elif current.approved_spec_hash != result.approved_spec_hash or current.owner_uid != owner_uid:
-        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name did not carry this change's "
-                                "approvedSpecHash or was not this Application's; approve this one", recreate=True))
-    elif current.phase not in REACHABLE_FROM[PENDING] and current.phase not in (APPROVED, REJECTED):
-        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
-                                f"{current.phase}); awaiting a new approval", recreate=True))
-    return Decision("hold", before.spec, result, migration_plan(result, owner_uid=owner_uid), phases=tuple(phases),
-                    soft_destructive=soft)
+    verdict = judge(APPLICATION_GATE, result, plans, owner_uid=owner_uid, applied_plan=applied_plan)
+    held = verdict.outcome == "hold"
+    return Decision(verdict.outcome, result, migration_plan(result, owner_uid=owner_uid) if held else None,
+                    verdict.consumed, verdict.phases, target=before.spec if held else desired.spec,
+                    soft_destructive=tuple(c for c in result.changes if soft_destructive(c, before, desired)))
 
 
 # --- platform scope ----------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class PlatformPlan(ExistingPlan):
-    """A platform-scope MigrationPlan of the PlatformStack, with the chart digests it was made for and the pin its
-    previous-spec annotation restores on rejection ((False, None) when the annotation is missing or unreadable)."""
-
-    from_digest: str | None = None
-    to_digest: str | None = None
-    previous_pin: tuple[bool, str | None] = (False, None)
-
-    @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> PlatformPlan:
-        platform = ((obj.get("spec") or {}).get("scope") or {}).get("platform") or {}
-        return cls(*_plan_fields(obj), platform.get("fromDigest"), platform.get("toDigest"), previous_pin(obj))
-
 
 @dataclasses.dataclass(frozen=True)
 class Rejection:
@@ -174,29 +263,13 @@ class Rejection:
     generation: int
 
 
-PlatformOutcome = Literal["apply", "apply-approved", "hold", "revert", "rejected"]
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlatformDecision(GateDecision):
+    """The PlatformStack's: besides apply and hold, a rejected plan keeps what runs ("rejected"), reverting spec.pin
+    first when it must ("revert")."""
 
-
-@dataclasses.dataclass(frozen=True)
-class PlatformDecision:
-    """What the PlatformStack controller does with a verified target: apply it, apply it under an approved plan,
-    hold it for a plan, or (the plan was rejected) keep what runs, reverting spec.pin first when it must."""
-
-    outcome: PlatformOutcome
-    plan: Plan | None  # current -> target; None on a first install or when nothing differs
-    migration_plan: dict[str, Any] | None = None  # hold: the plan to ensure
-    consumed: str | None = None  # apply-approved
-    phases: tuple[PlanPhase, ...] = ()
     rejected: str | None = None  # revert / rejected: the rejected plan
     revert_pin: str | None = None  # revert: the pin to write back (None: remove spec.pin)
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome in ("apply", "apply-approved")
-
-    @property
-    def waiting_for(self) -> str | None:
-        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
 
 
 def decide_platform(result: Plan | None, plans: Iterable[PlatformPlan], *, owner_uid: str, applied_plan: str | None,
@@ -207,47 +280,30 @@ def decide_platform(result: Plan | None, plans: Iterable[PlatformPlan], *, owner
     last apply consumed (status.lastApplied.plan), `previous_pin` the pin the running version was applied under
     (what a rejection restores), `pin` spec.pin now, `rejection` status.rejectedPlan, `generation` the spec's.
 
-    A plan applies only when approved, owned by this PlatformStack, with the approvedSpecHash recomputed now and
-    the same two digests. A rejected plan reverts spec.pin to its previous-spec annotation once; the same change
-    is then not proposed again until the spec changes (autoUpgrade keeps what runs meanwhile).
+    Approval is bound to the two digests too. A rejected plan reverts spec.pin to its previous-spec annotation
+    once; the same change is then not proposed again until the spec changes (autoUpgrade keeps what runs meanwhile).
     """
     plans = list(plans)
-    if result is None or not result.gated:
-        return PlatformDecision("apply", result, phases=tuple(_others(
-            plans, None, applied_plan, None, "superseded: the PlatformStack no longer asks for this change")))
-    wanted = name(result)
-    phases = _others(plans, wanted, applied_plan, wanted, f"superseded by {wanted}: the PlatformStack asks for "
-                     "another change")
-    current = next((p for p in plans if p.name == wanted), None)
-    ours = current is not None and current.owner_uid == owner_uid and current.approved_spec_hash is not None \
-        and current.approved_spec_hash == result.approved_spec_hash \
-        and (current.from_digest, current.to_digest) == (from_digest, to_digest)
-    if current is not None and ours and current.phase == APPROVED:
-        return PlatformDecision("apply-approved", result, consumed=wanted, phases=tuple(phases))
-    if current is not None and ours and current.phase == REJECTED:
+    verdict = judge(PLATFORM_GATE, result, plans, owner_uid=owner_uid, applied_plan=applied_plan,
+                    binding=(from_digest, to_digest))
+    phases, wanted = verdict.phases, verdict.wanted
+    if verdict.outcome == "rejected":
+        assert wanted is not None
         if rejection is None or rejection.name != wanted:
-            found, restore = current.previous_pin
+            found, restore = next(p for p in plans if p.name == wanted).previous_pin
             if found and restore != pin:
-                return PlatformDecision("revert", result, phases=tuple(phases), rejected=wanted, revert_pin=restore)
-            return PlatformDecision("rejected", result, phases=tuple(phases), rejected=wanted)
+                return PlatformDecision("revert", result, phases=phases, rejected=wanted, revert_pin=restore)
+            return PlatformDecision("rejected", result, phases=phases, rejected=wanted)
         if generation <= rejection.generation:
-            return PlatformDecision("rejected", result, phases=tuple(phases), rejected=wanted)
-        phases.append(PlanPhase(wanted, PENDING, "created anew: the PlatformStack asks for this change again after "
-                                "it was rejected; awaiting approval", recreate=True))
-    elif current is None:
-        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
-    elif not ours:
-        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name was not made for this change "
-                                "(its approvedSpecHash, chart digests or owner differ); approve this one",
-                                recreate=True))
-    elif current.phase == "":
-        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
-    elif current.phase not in REACHABLE_FROM[PENDING]:
-        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
-                                f"{current.phase}); awaiting a new approval", recreate=True))
+            return PlatformDecision("rejected", result, phases=phases, rejected=wanted)
+        phases += (PlanPhase(wanted, PENDING, "created anew: the PlatformStack asks for this change again after it "
+                             "was rejected; awaiting approval", recreate=True),)
+    elif verdict.outcome != "hold":
+        return PlatformDecision(verdict.outcome, result, consumed=verdict.consumed, phases=phases)
+    assert result is not None
     document = platform_migration_plan(result, owner_uid=owner_uid, from_digest=from_digest, to_digest=to_digest,
                                        previous_pin=previous_pin)
-    return PlatformDecision("hold", result, document, phases=tuple(phases))
+    return PlatformDecision("hold", result, document, phases=phases)
 
 
 def refused_platform(plans: Iterable[PlatformPlan], *, applied_plan: str | None, target: str) -> tuple[PlanPhase, ...]:
@@ -259,49 +315,10 @@ def refused_platform(plans: Iterable[PlatformPlan], *, applied_plan: str | None,
 
 # --- credential scope --------------------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class CredentialDecision:
-    """What the SourceCredential controller does with a coverage change: carry it out, carry it out under an
-    approved plan, or hold it (the derived Secrets stay as they were) for a plan."""
-
-    outcome: Outcome
-    plan: Plan | None  # the last-applied coverage -> the spec's (or deletion); None when nothing was applied yet
-    migration_plan: dict[str, Any] | None = None  # hold: the plan to ensure
-    consumed: str | None = None  # apply-approved: the plan to mark applied once the change is carried out
-    phases: tuple[PlanPhase, ...] = ()
-
-    @property
-    def allowed(self) -> bool:
-        return self.outcome != "hold"
-
-    @property
-    def waiting_for(self) -> str | None:
-        return self.migration_plan["metadata"]["name"] if self.migration_plan else None
-
-
-def decide_credential(result: Plan | None, plans: Iterable[ExistingPlan], *, owner_uid: str) -> CredentialDecision:
-    """The gate for one SourceCredential: `result` is its credential-scope plan (lifecycle.credential_gate), `plans`
-    its MigrationPlans. As for an Application, a plan applies only when approved, owned by this credential, and its
-    approvedSpecHash equals the hash recomputed now; a change that no longer gates supersedes every plan in play."""
-    plans = list(plans)
-    if result is None or not result.gated:
-        return CredentialDecision("apply", result, phases=tuple(_others(
-            plans, None, None, None, "superseded: the coverage change was undone or no longer takes anything from "
-            "an Application")))
-    wanted = name(result)
-    phases = _others(plans, wanted, None, wanted, f"superseded by {wanted}: the credential changed again")
-    current = next((p for p in plans if p.name == wanted), None)
-    ours = current is not None and current.owner_uid == owner_uid \
-        and current.approved_spec_hash is not None and current.approved_spec_hash == result.approved_spec_hash
-    if current is not None and ours and current.phase == APPROVED:
-        return CredentialDecision("apply-approved", result, consumed=wanted, phases=tuple(phases))
-    if current is None or (ours and current.phase == ""):
-        phases.append(PlanPhase(wanted, PENDING, "awaiting approval"))
-    elif not ours:
-        phases.append(PlanPhase(wanted, PENDING, "created anew: the plan of this name did not carry this change's "
-                                "approvedSpecHash or was not this credential's; approve this one", recreate=True))
-    elif current.phase not in REACHABLE_FROM[PENDING]:
-        phases.append(PlanPhase(wanted, PENDING, f"created anew: the same change is proposed again (the plan was "
-                                f"{current.phase}); awaiting a new approval", recreate=True))
-    return CredentialDecision("hold", result, credential_migration_plan(result, owner_uid=owner_uid),
-                              phases=tuple(phases))
+def decide_credential(result: Plan | None, plans: Iterable[ExistingPlan], *, owner_uid: str) -> GateDecision:
+    """The gate for one SourceCredential: `result` is its credential-scope plan (lifecycle.credential_gate; None when
+    nothing was applied yet), `plans` its MigrationPlans. While held, the derived Secrets stay as they were."""
+    verdict = judge(CREDENTIAL_GATE, result, plans, owner_uid=owner_uid)
+    held = verdict.outcome == "hold"
+    document = credential_migration_plan(result, owner_uid=owner_uid) if held and result is not None else None
+    return GateDecision(verdict.outcome, result, document, verdict.consumed, verdict.phases)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compatibility.text import MAX_VALUE, SYMBOLS
+from compatibility.text import MAX_VALUE, SYMBOLS, approve_command
 
 __all__ = ["GITHUB_LIMIT", "TITLE", "render_failure", "render_markdown"]
 
@@ -94,7 +94,7 @@ def _explanation(entry: Mapping[str, Any]) -> str | None:
         name = entry["migrationPlanName"]
         return (f"After the merge the operator holds this change and creates MigrationPlan {_code(name)} "
                 f"(approvedSpecHash {_code(entry['approvedSpecHash'])}); it applies once approved: "
-                f"<code>apprafter migration approve {_text(name)}</code>.")
+                f"{_code(approve_command(name))}.")
     return None
 
 

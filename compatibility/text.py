@@ -13,12 +13,19 @@ from compatibility.plan import Change, Plan
 if TYPE_CHECKING:
     from compatibility.monorepo import Entry
 
-__all__ = ["render_entries", "render_text"]
+__all__ = ["MIGRATION_COMMAND", "approve_command", "render_entries", "render_text"]
 
 # ANSI colours per class; used only when the caller says the output is a terminal.
 COLOURS = {SAFE: "32", REQUIRES_RESTART: "33", DATA_MIGRATION: "31", SECURITY_BOUNDARY: "1;31", "breaking": "1;31"}
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
 MAX_VALUE = 60
+MIGRATION_COMMAND = "apprafter migration"  # what a person approves or rejects a MigrationPlan with
+
+
+def approve_command(plan: str, namespace: str | None = None) -> str:
+    """The command that approves MigrationPlan `plan` (in `namespace`, when the message's reader may need it): every
+    message that asks for an approval names it this way."""
+    return f"{MIGRATION_COMMAND} approve {plan}" + (f" -n {namespace}" if namespace else "")
 
 
 def _value(value: Any) -> str:
@@ -59,7 +66,7 @@ def render_text(plan: Plan, colour: bool = False, header: str = "", migration_pl
                             f"{plan.approved_spec_hash}", plan.primary, colour))
         if migration_plan:
             lines.append(f"MigrationPlan: {plan_name(plan)} (the operator creates it when this change reaches the "
-                         f"cluster; `apprafter migration approve {plan_name(plan)}` applies it)")
+                         f"cluster; `{approve_command(plan_name(plan))}` applies it)")
     else:
         lines.append(f"Plan: {counts}. Not gated: applies without approval.")
     return "\n".join(lines) + "\n"

@@ -12,6 +12,7 @@ from compatibility.inputs import load_document
 from compatibility.plan import canonical
 from compatibility.shape import Unreadable
 from compatibility.sides import side
+from compatibility.text import approve_command
 from lifecycle.baseline import remembered
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
@@ -149,10 +150,10 @@ def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mappi
 def waiting_note(decision: Decision, namespace: str) -> str:
     """What a held Application says: the plan, its classes, and the command that approves it."""
     assert decision.plan is not None
-    name = decision.waiting_for
+    name = decision.waiting_for or ""
     classes = ", ".join(decision.plan.classifications)
     return (f"MigrationPlan {name} ({decision.plan.primary}; classes: {classes}) awaits approval: "
-            f"apprafter migration approve {name} -n {namespace}")
+            + approve_command(name, namespace))
 
 
 def _migration_condition(status: Mapping[str, Any], decision: Decision,

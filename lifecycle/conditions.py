@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-__all__ = ["MAX_MESSAGE", "Condition", "ConditionStatus", "StatusUpdate", "carried", "condition_status", "kept",
-           "render", "status_document"]
+__all__ = ["MAX_MESSAGE", "Condition", "ConditionStatus", "StatusUpdate", "by_type", "carried", "condition_status",
+           "find_condition", "kept", "render", "status_document"]
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 MAX_MESSAGE = 1024  # meta/v1 allows 32 KiB; a condition is read in `kubectl describe`
@@ -34,9 +34,22 @@ def condition_status(value: Any) -> ConditionStatus:
     return "True" if value == "True" else "False" if value == "False" else "Unknown"
 
 
+def by_type(conditions: Any) -> dict[str, Mapping[str, Any]]:
+    """A conditions list as an object's status holds it (anyone's: ours, a Deployment's, Argo CD's), by type; an entry
+    that is not an object, or a value that is not a list, counts as none."""
+    if not isinstance(conditions, Iterable):
+        return {}
+    return {str(c.get("type")): c for c in conditions if isinstance(c, Mapping)}
+
+
+def find_condition(conditions: Any, type_: str) -> Mapping[str, Any]:
+    """The condition of `type_` in a conditions list ({} when there is none)."""
+    return by_type(conditions).get(type_) or {}
+
+
 def carried(previous: Iterable[Mapping[str, Any]] | None, *types: str) -> list[Condition]:
     """Previous conditions of these types, unchanged (in the order of `types`)."""
-    found = {c.get("type"): c for c in previous or [] if isinstance(c, Mapping)}
+    found = by_type(previous)
     return [Condition(t, condition_status(found[t].get("status")), str(found[t].get("reason")),
                       str(found[t].get("message"))) for t in types if t in found]
 
@@ -49,7 +62,7 @@ def kept(status: Mapping[str, Any], *fields: str) -> dict[str, Any]:
 def render(conditions: Iterable[Condition], previous: Iterable[Mapping[str, Any]], generation: int,
            timestamp: str) -> list[dict[str, Any]]:
     """The conditions list to write: each keeps its previous lastTransitionTime while its status holds."""
-    before = {c.get("type"): c for c in previous if isinstance(c, Mapping)}
+    before = by_type(previous)
     out = []
     for c in conditions:
         old = before.get(c.type) or {}

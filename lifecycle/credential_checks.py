@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from lifecycle.conditions import Condition, condition_status
+from lifecycle.conditions import Condition, by_type, condition_status, find_condition
 from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
 
@@ -181,9 +181,8 @@ def derives(gate: str, present: bool, last: Checked | None, current: str | None)
 
 def _registry_invalid(obj: Mapping[str, Any]) -> bool:
     """Whether a SourceCredential's status says its registry half was refused (Valid False, reason Invalid)."""
-    registry = (obj.get("status") or {}).get("registry") or {}
-    return any(c.get("type") == "Valid" and c.get("status") == "False" and c.get("reason") == INVALID
-               for c in registry.get("conditions") or [] if isinstance(c, Mapping))
+    valid = find_condition(((obj.get("status") or {}).get("registry") or {}).get("conditions"), "Valid")
+    return valid.get("status") == "False" and valid.get("reason") == INVALID
 
 
 def _serving(obj: Mapping[str, Any]) -> Coverage:
@@ -240,7 +239,7 @@ def reported(obj: Mapping[str, Any]) -> list[Reported]:
             continue
         given = status.get(half)
         body: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-        found = {c.get("type"): c for c in body.get("conditions") or [] if isinstance(c, Mapping)}
+        found = by_type(body.get("conditions"))
         present, valid = found.get("Present") or {}, found.get("Valid") or {}
         if present and present.get("status") != "True":
             out.append(Reported(half, NOT_PRESENT, str(present.get("reason", "")), str(present.get("message", "")),

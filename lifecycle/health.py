@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
+from lifecycle.conditions import by_type, find_condition
 from renderer.names import INSTANCE_LABEL, NAME_LABEL
 
 __all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "POD_FAILURES", "POD_INDEX", "ChildState", "PodFailure", "Workload",
@@ -71,7 +72,7 @@ class Workload(NamedTuple):
 def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     status = obj.get("status")
     found = status.get("conditions") if isinstance(status, Mapping) else None
-    return {str(c.get("type")): c for c in found or [] if isinstance(c, Mapping)}
+    return by_type(found)
 
 
 def _count(status: Mapping[str, Any], field: str) -> int:
@@ -144,15 +145,13 @@ def _route_state(obj: Mapping[str, Any]) -> ChildState:
     generation = obj.get("metadata", {}).get("generation") or 0
     for parent in (obj.get("status") or {}).get("parents") or []:
         gateway = (parent.get("parentRef") or {}).get("name")
-        for condition in parent.get("conditions") or []:
-            if condition.get("type") != "Accepted":
-                continue
-            if (condition.get("observedGeneration") or generation) < generation:
-                return ChildState(IN_PROGRESS, "Progressing", f"{name}: Gateway {gateway} has not seen generation "
-                                  f"{generation} yet")
-            if condition.get("status") == "False":
-                return ChildState(FAILED, "RouteNotAccepted", f"{name}: not accepted by Gateway {gateway} "
-                                  f"({condition.get('reason')}: {condition.get('message')})")
+        accepted = find_condition(parent.get("conditions"), "Accepted")
+        if accepted and (accepted.get("observedGeneration") or generation) < generation:
+            return ChildState(IN_PROGRESS, "Progressing", f"{name}: Gateway {gateway} has not seen generation "
+                              f"{generation} yet")
+        if accepted.get("status") == "False":
+            return ChildState(FAILED, "RouteNotAccepted", f"{name}: not accepted by Gateway {gateway} "
+                              f"({accepted.get('reason')}: {accepted.get('message')})")
     return ChildState(CURRENT, "Current", f"{name} accepted")
 
 

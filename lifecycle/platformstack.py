@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from compatibility.gate import PENDING, PlanPhase, PlatformDecision, PlatformPlan, refused_platform
+from compatibility.text import approve_command
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.notes import Note
@@ -18,7 +19,7 @@ from platform_stack.channels import upgrade_available
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
 from platform_stack.upstream import Baseline, Check, Finding
 
-__all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "RETRIED", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
+__all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
            "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
            "invalid", "moved_before", "pin_reverted", "plan_created_note", "refused_plans", "rejected",
            "umbrella_failed"]
@@ -27,10 +28,6 @@ READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED = 
     "Ready", "SourceVerified", "UpgradeAvailable", "UpstreamAhead", "MigrationApproved")
 # The order status shows them in (UpstreamAhead only on a fork: spec.source.upstream beside another repoURL).
 CONDITIONS = (READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED)
-# Findings retried with backoff (outside the cluster, or may change without a spec change); the others wait for
-# the spec to change (or the next check).
-RETRIED = frozenset({"RegistryUnavailable", "CheckFailed", "VerificationFailed", "TagMoved", "VersionNotFound",
-                     "NoVersionAvailable", "KeysUnavailable", "CredentialsUnavailable"})
 # Findings about the signature or its keys: SourceVerified=False with the same reason.
 SOURCE_FINDINGS = frozenset({"VerificationFailed", "TagMoved", "NotConfigured", "KeysUnavailable"})
 # Findings about a verified target that no plan could make run (spec §3.11): a plan for another target is over.
@@ -202,7 +199,7 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
         notes.append(Note(finding.reason, finding.message, f"{_generation(obj)}:{finding.message}", "Warning"))
     if result is not None:
         notes += _upstream_note(conditions, result)
-    retried = finding.reason in RETRIED
+    retried = finding.retryable
     outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
 
@@ -266,7 +263,7 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
     name = decision.waiting_for or ""
     assert decision.plan is not None and result.target is not None
     note = (f"{result.target.version} waits for MigrationPlan {name} ({decision.plan.primary}; classes: "
-            f"{', '.join(decision.plan.classifications)}): apprafter migration approve {name} (or reject it)")
+            f"{', '.join(decision.plan.classifications)}): {approve_command(name)} (or reject it)")
     fields = {**kept(status, *KEPT), **_checked(status, result, checked), "migrationPlan": name}
     phase = ((plans.get(name) or {}).get("status") or {}).get("phase") or PENDING
     conditions = [Condition(READY, "False", "AwaitingMigrationApproval", note),
@@ -281,7 +278,7 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
 
 def plan_created_note(decision: PlatformDecision, name: str) -> str:
     assert decision.plan is not None
-    return f"MigrationPlan {name} ({decision.plan.primary}) waits for approval: apprafter migration approve {name}"
+    return f"MigrationPlan {name} ({decision.plan.primary}) waits for approval: {approve_command(name)}"
 
 
 def pin_reverted(decision: PlatformDecision) -> Note:

@@ -76,12 +76,13 @@ def read_baseline(obj: Mapping[str, Any], status_manager: str) -> Baseline | Non
 
 
 def finding_of(error: AppRafterError) -> Finding:
-    """What a check that raised found: the registry unreachable, a tool that failed, or the spec's own problem."""
+    """What a check that raised found: the registry unreachable, a tool that failed (retried when the error's retry
+    class says it may pass), or the spec's own problem (never retried: only a spec change makes it pass)."""
     if isinstance(error, RegistryFailure):
-        return Finding("RegistryUnavailable", str(error))
+        return Finding("RegistryUnavailable", str(error), error.retryable)
     if isinstance(error, ToolFailure):
-        return Finding("CheckFailed", str(error))
-    return Finding("InvalidSpec", "; ".join(error.lines()))
+        return Finding("CheckFailed", str(error), error.retryable)
+    return Finding("InvalidSpec", "; ".join(error.lines()), retryable=False)
 
 
 def components(stored: Sequence[Mapping[str, Any]], children: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

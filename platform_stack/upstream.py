@@ -110,11 +110,16 @@ class Baseline:
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """Why the target cannot be applied now: a condition reason and its message."""
+    """Why the target cannot be applied now: a condition reason, its message, and its retry class."""
 
     reason: str  # VersionNotFound, NoVersionAvailable, VerificationFailed, TagMoved, InvalidSpec, InvalidChart,
-    #              UnsupportedKubernetes
+    #              UnsupportedKubernetes (and the controller's: NotConfigured, KeysUnavailable, CredentialsUnavailable,
+    #              RegistryUnavailable, CheckFailed)
     message: str
+    # Whether a later check may find otherwise with the PlatformStack's spec unchanged (a tag pushed, the registry
+    # back, a key Secret fixed): retried with backoff; else it waits for the spec to change or the next check. A
+    # finding made of an error carries the error's retry class (AppRafterError.retryable).
+    retryable: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,13 +345,13 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
     if target_version is None:
         tried = f" (the newest {MAX_CANDIDATES} were tried)" if len(candidates) > MAX_CANDIDATES else ""
         return found(Finding("NoVersionAvailable", f"no version of channel {channel} in {session.repository} "
-                             f"verifies{tried}" + (" (see unverifiedVersions)" if unverified else "")))
+                             f"verifies{tried}" + (" (see unverifiedVersions)" if unverified else ""), retryable=True))
     if baseline is not None and target_version == current and running is session \
             and current_digest != baseline.digest:
         now = f"names {current_digest}" if current_digest else "is gone"
         return found(Finding("TagMoved", f"tag {version_tag(current or '')} of the running version {now}; it was "
                              f"{baseline.digest} when verified and applied: nothing is applied until a verified "
-                             "version is (pin another version)"))
+                             "version is (pin another version)", retryable=True))
     if target_version in seen:
         digest, result = seen[target_version]
     else:
@@ -354,10 +359,11 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
         if digest is not None and not result.ok:
             unverified.append(_unverified(target_version, digest, result))
     if digest is None:
-        return found(Finding("VersionNotFound", f"no tag {version_tag(target_version)} in {session.repository}"))
+        return found(Finding("VersionNotFound", f"no tag {version_tag(target_version)} in {session.repository}",
+                             retryable=True))
     if not result.ok:
         return found(Finding("VerificationFailed", f"{target_version} ({digest}) does not verify with the keys of "
-                             f"Secret {keys.secret}: {result.reason}"))
+                             f"Secret {keys.secret}: {result.reason}", retryable=True))
     partial = Check(session.repository, available, tuple(unverified), target_version, None, None, None,
                     current_digest)
     return _classified(session, running, partial, target_version, digest, result.key or "", tier, overrides,
@@ -402,15 +408,15 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         try:
             session.snapshot(version, digest, None, None)  # the chart alone: if this fails too, it is the chart's
         except StackError as chart_error:
-            return found(Finding("InvalidChart", "; ".join(chart_error.lines())))
-        return found(Finding("InvalidSpec", "; ".join(e.lines())))
+            return found(Finding("InvalidChart", "; ".join(chart_error.lines()), chart_error.retryable))
+        return found(Finding("InvalidSpec", "; ".join(e.lines()), e.retryable))
     target = Target(version, digest, key, _components(after))
     # Refused before anything is compared, planned or applied (spec §3.11): no plan could make it run.
     unmet = kubernetes_unmet(after, kube_version)
     if unmet is not None:
         kept = f"{baseline.version} keeps running" if baseline is not None else "nothing is installed"
         return found(Finding("UnsupportedKubernetes", f"{unmet}: {version} is not applied, {kept} (upgrade "
-                             "the cluster, or pin a version it supports)"))
+                             "the cluster, or pin a version it supports)", retryable=False))
     if baseline is None:
         return dataclasses.replace(partial, target=target)
     same = (baseline.version, baseline.digest, (baseline.values or {}).get("tier"), dict(baseline.overrides or {})) \
@@ -421,7 +427,7 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         before = running.snapshot(baseline.version, baseline.digest, (baseline.values or {}).get("tier"),
                                   baseline.overrides or None)
     except StackError as e:
-        return found(Finding("InvalidChart", "the running chart: " + "; ".join(e.lines())))
+        return found(Finding("InvalidChart", "the running chart: " + "; ".join(e.lines()), e.retryable))
     plan = stack_plan(classify_stack(before, after, kube_version), before, after)
     return dataclasses.replace(partial, target=target, plan=plan)
 

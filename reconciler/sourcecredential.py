@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from compatibility.crd import MIGRATION_PLAN
-from compatibility.gate import APPLIED, CredentialDecision, ExistingPlan, PlanPhase, decide_credential
+from compatibility.gate import APPLIED, ExistingPlan, GateDecision, PlanPhase, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL as PLAN_CREDENTIAL_LABEL
+from compatibility.text import approve_command
 from controller_runtime.compare import status_up_to_date, up_to_date
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
@@ -146,7 +147,7 @@ class SourceCredentialController:
         kube = self.runtime.kube
         cache = self._informer(SOURCE_CREDENTIAL, {}, self.namespaces)
         obj = await kube.get(SOURCE_CREDENTIAL, name, namespace)
-        decision: CredentialDecision | None = None
+        decision: GateDecision | None = None
         live: dict[str, dict[str, Any]] = {}
         if obj is not None:
             cache.update(obj)
@@ -219,7 +220,7 @@ class SourceCredentialController:
         argo = self._informer(ARGO_APPLICATION, {}, (self.argocd_namespace,)).items(self.argocd_namespace)
         return outputs.users(argo, self._informer(DEPLOYMENT, MANAGED).items())
 
-    async def _gate(self, obj: dict[str, Any]) -> tuple[CredentialDecision, dict[str, dict[str, Any]]]:
+    async def _gate(self, obj: dict[str, Any]) -> tuple[GateDecision, dict[str, dict[str, Any]]]:
         """The credential's plan (its last-applied coverage -> the spec's, or deletion), decided, and its
         MigrationPlans (name -> plan) once ensured and moved to their phases."""
         assert self.runtime is not None
@@ -238,7 +239,7 @@ class SourceCredentialController:
                 self.runtime.kube, cache, self.runtime.recorder, obj, {p["metadata"]["name"]: p for p in mine},
                 decision.migration_plan, decision.phases, namespace=namespace, apply=self._ensure_plan,
                 created=lambda plan: f"MigrationPlan {plan} created: the change takes coverage from an Application; "
-                f"approve it with `apprafter migration approve {plan} -n {namespace}`", log_fields=fields)
+                f"approve it with `{approve_command(plan, namespace)}`", log_fields=fields)
         else:
             live = {p["metadata"]["name"]: p for p in mine}
         if decision.outcome != "apply":
@@ -256,14 +257,14 @@ class SourceCredentialController:
         self._plans().update(result)
         return result
 
-    async def _hold(self, obj: dict[str, Any], decision: CredentialDecision) -> Outcome:
+    async def _hold(self, obj: dict[str, Any], decision: GateDecision) -> Outcome:
         """Nothing derived changes while the plan waits; the status says which plan (its coverage stays the
         last-applied one). The plan's approval is a watch event."""
         previous = {k: v for k, v in (obj.get("status") or {}).items() if k != "migrationPlan"}
         await self._write_status(obj, {**previous, "migrationPlan": decision.waiting_for})
         return Done()
 
-    async def _consumed(self, decision: CredentialDecision | None, live: Mapping[str, dict[str, Any]]) -> None:
+    async def _consumed(self, decision: GateDecision | None, live: Mapping[str, dict[str, Any]]) -> None:
         """The approved plan this pass carried out is marked applied."""
         if decision is None or decision.consumed is None or decision.consumed not in live:
             return

@@ -78,21 +78,23 @@ def look(upstream: Upstream, spec: StackSpec, baseline: Baseline | None, keys: P
 
 async def _secret(kube: Kube, name: str, field: str, reason: str) -> dict[str, Any] | Finding:
     found = await kube.get(SECRET, name, NAMESPACE)
-    return found if found is not None else Finding(reason, f"Secret {NAMESPACE}/{name} ({field}) not found")
+    return found if found is not None else Finding(reason, f"Secret {NAMESPACE}/{name} ({field}) not found",
+                                                   retryable=True)
 
 
 async def read_keys(kube: Kube, spec: StackSpec) -> PublicKeys | Finding:
     """The cosign public keys of spec.verify.secretRef, or why there are none."""
     if spec.keys is None:
         return Finding("NotConfigured", "spec.verify is not set: nothing is applied without a verified digest "
-                       "(set spec.verify.secretRef to a Secret holding the release's cosign public keys, *.pub)")
+                       "(set spec.verify.secretRef to a Secret holding the release's cosign public keys, *.pub)",
+                       retryable=False)
     secret = await _secret(kube, spec.keys, "spec.verify.secretRef", "KeysUnavailable")
     if isinstance(secret, Finding):
         return secret
     try:
         return keys_from_secret(secret, f"{NAMESPACE}/{spec.keys}")
     except StackError as e:
-        return Finding("KeysUnavailable", "; ".join(e.lines()))
+        return Finding("KeysUnavailable", "; ".join(e.lines()), retryable=True)  # the Secret's fix is no spec change
 
 
 async def read_credentials(kube: Kube, spec: StackSpec) -> list[DockerConfig] | Finding:
@@ -105,4 +107,4 @@ async def read_credentials(kube: Kube, spec: StackSpec) -> list[DockerConfig] | 
     try:
         return [docker_config_from_secret(secret, f"{NAMESPACE}/{spec.credentials}")]
     except AppRafterError as e:
-        return Finding("CredentialsUnavailable", "; ".join(e.lines()))
+        return Finding("CredentialsUnavailable", "; ".join(e.lines()), retryable=True)  # as for the keys

@@ -142,6 +142,17 @@ def test_the_same_change_proposed_again_needs_a_new_approval(phase: str) -> None
     assert again.recreate == (phase != "")
 
 
+def test_a_plan_without_a_phase_that_is_not_this_changes_is_created_anew() -> None:
+    """A plan of the wanted name with no phase yet but another owner or hash is never set pending: its approval
+    could not apply, so it is created anew (as every scope's gate does)."""
+    plan_name, digest = gated_plan()
+    for stale in (ExistingPlan(plan_name, digest, "", "someone-else"), ExistingPlan(plan_name, None, "", UID)):
+        d = decide(side(GATED), baseline(app()), [stale], owner_uid=UID)
+        assert d.outcome == "hold"
+        [phase] = d.phases
+        assert (phase.phase, phase.recreate) == (PENDING, True) and "created anew" in phase.message
+
+
 def test_a_rejected_plan_keeps_its_phase_and_the_change_waits() -> None:
     plan_name, digest = gated_plan()
     d = decide(side(GATED), baseline(app()), [ExistingPlan(plan_name, digest, REJECTED, UID)], owner_uid=UID)

@@ -7,9 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from compatibility.gate import APPLIED, PENDING, SUPERSEDED, PlatformDecision, PlatformPlan
-from controller_runtime.outcomes import Done
+from controller_runtime.errors import KubeError
+from controller_runtime.outcomes import Done, Requeue
 from lifecycle import platformstack as decisions
+from lifecycle.stack_inputs import finding_of
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
+from platform_stack.errors import StackError, StackToolError
+from platform_stack.registry import RegistryFailure
 from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, StackSpec, check, read_spec
 from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
 
@@ -106,7 +110,8 @@ def test_an_unmet_minimum_names_both_versions_and_stays_breaking_for_stack_class
 def test_a_refused_upgrade_keeps_what_runs_and_records_an_event() -> None:
     spec = spec_of(obj())
     finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4: "
-                      "3.0.0 is not applied, 1.1.0 keeps running (upgrade the cluster, or pin a version it supports)")
+                      "3.0.0 is not applied, 1.1.0 keeps running (upgrade the cluster, or pin a version it supports)",
+                      retryable=False)
     refused = Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "3.0.0", None, finding, None, DIGEST)
     verdict = decisions.found(obj(), spec, RUNS, finding, refused, "2026-12-01T00:00:00Z")
     assert verdict.umbrella == RUNS and verdict.automated
@@ -122,7 +127,7 @@ def test_a_refused_target_ends_the_wait_for_a_plan_made_for_another_target() -> 
          "message": "MigrationPlan platform-2-0-0 is pending-approval", "lastTransitionTime": "2026-12-01T00:00:00Z"}])
     plans = [PlatformPlan("platform-2-0-0", "hash", PENDING, "u", DIGEST, "sha256:" + "b" * 64, (True, None)),
              PlatformPlan("platform-1-9-0", "hash", APPLIED, "u", DIGEST, DIGEST, (True, None))]
-    finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4")
+    finding = Finding("UnsupportedKubernetes", "stack 3.0.0 needs Kubernetes >= 1.99.0, cluster runs v1.34.4", False)
     refused = Check("fork.example/acme/platform-stack", ("1.1.0", DIGEST), (), "3.0.0", None, finding, None, DIGEST)
     [phase] = decisions.refused_plans(refused, plans, RUNS)
     assert (phase.name, phase.phase) == ("platform-2-0-0", SUPERSEDED)
@@ -130,12 +135,25 @@ def test_a_refused_target_ends_the_wait_for_a_plan_made_for_another_target() -> 
     verdict = decisions.found(waiting, spec_of(waiting), RUNS, finding, refused, "2026-12-01T00:00:00Z")
     assert "migrationPlan" not in verdict.status.fields and condition(verdict, "MigrationApproved") is None
     # a finding that says nothing about the target (the registry is down) leaves the plan waiting
-    down = Finding("RegistryUnavailable", "registry fork.example unreachable")
+    down = Finding("RegistryUnavailable", "registry fork.example unreachable", retryable=True)
     unread = Check("fork.example/acme/platform-stack", (), (), None, None, down, None, DIGEST)
     assert decisions.refused_plans(unread, plans, RUNS) == ()
     kept = decisions.found(waiting, spec_of(waiting), RUNS, down, unread, "2026-12-01T00:00:00Z")
     assert kept.status.fields["migrationPlan"] == "platform-2-0-0"
     assert condition(kept, "MigrationApproved").reason == "AwaitingApproval"
+
+
+def test_a_check_that_raised_is_retried_by_the_errors_retry_class() -> None:
+    """A finding carries its retry class (made of an error: the error's): one that may pass by itself is retried
+    with backoff and the check does not count; the spec's own problem waits for the spec to change."""
+    for error, reason, retried in ((RegistryFailure("registry fork.example: unreachable"), "RegistryUnavailable", True),
+                                   (StackToolError("helm: timed out"), "CheckFailed", True),
+                                   (KubeError("forbidden", 403), "CheckFailed", False),
+                                   (StackError("spec.values.tier: unknown"), "InvalidSpec", False)):
+        finding = finding_of(error)
+        assert (finding.reason, finding.retryable) == (reason, retried)
+        verdict = decisions.found(obj(), spec_of(obj()), RUNS, finding)
+        assert (isinstance(verdict.outcome, Requeue), verdict.remember) == (retried, not retried), error
 
 
 def overrides(values: Any) -> dict[str, Any]:

@@ -113,17 +113,20 @@ def test_what_a_check_reports_instead_of_a_target(oci_registry: Any, versions: d
                                 "overrides": {}, "baseline": None, "kube_version": KUBE, **kw}
         return check(session, keys_of(pub), **args)
 
-    assert look(pin="9.9.9").finding.reason == "VersionNotFound"
+    missing = look(pin="9.9.9").finding
+    assert (missing.reason, missing.retryable) == ("VersionNotFound", True)  # a tag may be pushed: retried
     old = look(kube_version="v1.29.3").finding
     assert old.reason == "UnsupportedKubernetes" and "needs Kubernetes >= 1.31.0, cluster runs v1.29.3" in old.message
+    assert not old.retryable
     unknown = look(overrides={"nope": {"enabled": True}}).finding
     assert unknown.reason == "InvalidSpec" and "overrides.nope: no such component in this chart" in unknown.message
+    assert not unknown.retryable  # the spec's own problem: only a spec change makes it pass
     assert "/tmp" not in unknown.message
     required = look(overrides={"cilium": {"enabled": False}}).finding
     assert required.reason == "InvalidSpec" and "cilium is required on tier solo" in required.message
     ran = Baseline("0.2.0", "sha256:" + "0" * 64, repository.removeprefix("oci://"))
     moved = look(baseline=ran).finding
-    assert moved.reason == "TagMoved" and digests["0.2.0"] in moved.message
+    assert moved.reason == "TagMoved" and digests["0.2.0"] in moved.message and moved.retryable
     upgrade = look(pin="0.2.0", baseline=Baseline("0.1.0", digests["0.1.0"], repository.removeprefix("oci://")))
     assert upgrade.finding is None and upgrade.plan is not None and not upgrade.plan.gated
     assert upgrade.current_digest == digests["0.1.0"]

@@ -19,7 +19,7 @@ from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
 from controller_runtime.queue import FairGate, WorkQueue, fair_share
-from lifecycle.conditions import Condition, render
+from lifecycle.conditions import Condition, by_type, find_condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
 from renderer.manifests import KINDS
@@ -99,6 +99,14 @@ def test_conditions_keep_their_transition_time_while_the_status_holds() -> None:
     assert flipped[0]["lastTransitionTime"] == "T3"
     long = render([Condition("Ready", "True", "Applied", "x" * 5000)], [], 1, "T")
     assert len(long[0]["message"]) == 1024
+
+
+def test_a_condition_is_found_by_type_in_whatever_a_status_holds() -> None:
+    listed = [{"type": "Ready", "status": "True"}, "junk", {"type": "Synced", "status": "False", "message": "m"}]
+    assert find_condition(listed, "Synced") == {"type": "Synced", "status": "False", "message": "m"}
+    assert list(by_type(listed)) == ["Ready", "Synced"]
+    for hostile in (None, "Ready", {"type": "Ready"}, 3, [None, 1]):  # a status no API server would keep
+        assert find_condition(hostile, "Ready") == {} and by_type(hostile) == {}
 
 
 def test_the_queue_deduplicates_serialises_and_backs_off() -> None:

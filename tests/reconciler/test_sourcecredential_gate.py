@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compatibility.gate import APPLIED, APPROVED, PENDING, SUPERSEDED, ExistingPlan, decide_credential
+from compatibility.gate import APPLIED, APPROVED, PENDING, REJECTED, SUPERSEDED, ExistingPlan, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL
 from lifecycle.credential_gate import (
     Coverage,
@@ -152,6 +152,16 @@ def test_the_decision_holds_until_this_credentials_plan_is_approved() -> None:
         assert again.outcome == "hold" and [p.recreate for p in again.phases] == [True]
     # applied before (the same change proposed again): a new plan
     assert [p.recreate for p in decide_credential(plan, [existing(plan, APPLIED)], owner_uid="uid-1").phases] == [True]
+
+
+def test_a_rejected_plan_stands_and_the_change_waits() -> None:
+    """A credential-scope plan has no reject (the CRD's CEL rules and the webhook refuse it); should one be rejected
+    all the same, the operator never overwrites a person's verdict by creating the plan anew: the change waits, as
+    an Application's does, until the coverage is put back."""
+    plan = credential_plan("myorg", "ns", BASE, None, USERS)
+    assert plan is not None
+    d = decide_credential(plan, [existing(plan, REJECTED)], owner_uid="uid-1")
+    assert (d.outcome, d.phases, d.waiting_for) == ("hold", (), existing(plan, REJECTED).name)
 
 
 def test_undoing_the_change_supersedes_the_plan() -> None:
