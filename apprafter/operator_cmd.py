@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
+METRIC_PREFIX = LOGGER_ROOT = "apprafter"  # what the runtime's metrics and loggers are called
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -200,6 +201,7 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     from controller_runtime.lease import LeaderElector
     from controller_runtime.manager import Controller, Manager, Runtime
     from controller_runtime.probes import Health, Servers
+    from controller_runtime.telemetry import Telemetry
     from reconciler.application import ApplicationController
     from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
@@ -209,10 +211,11 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    kube = Kube(config, field_manager, watch_timeout=watch_timeout)
+    telemetry = Telemetry(METRIC_PREFIX, LOGGER_ROOT)  # the names docs/operator.md lists
+    kube = Kube(config, field_manager, watch_timeout=watch_timeout, telemetry=telemetry)
     # The Lease on a connection of its own: renewals never queue behind the workers' requests, and a request
     # cancelled at shutdown cannot take the connection that releases the Lease down with it.
-    lease_kube = Kube(config, field_manager, http2=False)
+    lease_kube = Kube(config, field_manager, http2=False, telemetry=telemetry)
     health = Health()
     servers = Servers(health, bind, health_port, metrics_port)
     identity = lease.identity if lease is not None else field_manager
