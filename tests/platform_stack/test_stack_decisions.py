@@ -9,9 +9,9 @@ from typing import Any
 from compatibility.gate import APPLIED, PENDING, SUPERSEDED, PlatformDecision, PlatformPlan
 from controller_runtime.outcomes import Done
 from lifecycle import platformstack as decisions
+from platform_stack.check_result import Baseline, Check, Finding, Target, UpstreamNews
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
 from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, StackSpec, check, read_spec
-from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
 
 DIGEST = "sha256:" + "a" * 64
 RUNS = Baseline("1.1.0", DIGEST, "fork.example/acme/platform-stack")
