@@ -133,10 +133,11 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool, tier: str
     controller reads it (a Helm chart of that version: its minimumKubernetesVersion)."""
     from compatibility.versions import InvalidVersion, stack_version
     from lifecycle.bootstrap import Stack
+    from platform_stack.check_result import version_tag
     from platform_stack.oci import Reference, is_loopback, parse_reference
     from platform_stack.registry import connect
     from platform_stack.signing import verify
-    from platform_stack.upstream import Session, Upstream, version_tag
+    from platform_stack.upstream import Session, Upstream
 
     try:
         stack_version(version)

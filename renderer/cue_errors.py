@@ -133,11 +133,10 @@ def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str 
 
 
 @functools.cache
-def schema_literals() -> frozenset[str]:
-    """The string literals of the schema: constants ("Application", "public", ...) a message may show."""
-    from renderer.load import schema_text
-
-    return frozenset(PositionIndex(schema_text()).literals)
+def schema_literals(schema: Callable[[], str]) -> frozenset[str]:
+    """The string literals of the schema `schema` reads: constants ("Application", "public", ...) a message may
+    show (read once per process)."""
+    return frozenset(PositionIndex(schema()).literals)
 
 
 def _message(block: CueError, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
@@ -173,9 +172,11 @@ def _taught(block: CueError, message: str, lines: list[str], line: int, shows_va
 
 
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
-                line1_shift: int = 0, redactor: Redactor | None = None, text: str = "") -> list[Problem]:
+                line1_shift: int = 0, redactor: Redactor | None = None, text: str = "", *,
+                schema: Callable[[], str]) -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output), else the position
-    of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call).
+    of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call);
+    `schema` the schema's text, read only when a message might show a string (its literals may be shown).
 
     A message shows no string value when the error is about an env value, or when cue points at a token of an
     env value among the values it involves (an env literal used elsewhere); `redactor` then replaces the env
@@ -192,7 +193,7 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
                           if f == user_file]
         touches_env_value = any(index().in_env_value(line, col) for line, col in user_positions)
         line, col = user_positions[0] if user_positions else index().find(block.fields)
-        message = _message(block, touches_env_value, lambda: index().literals | schema_literals())
+        message = _message(block, touches_env_value, lambda: index().literals | schema_literals(schema))
         if message == ENV_VALUE_HINT:
             env_values.append(block.fields)
         else:

@@ -212,7 +212,7 @@ def evaluate(source: Source) -> LoadedApp:
             # The env literals written in the file; a string cue computed is never shown (cue_errors).
             redactor = Redactor.of(source.cue_index.env_literals)
             problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.cue_index, shift,
-                                   redactor, source.text)
+                                   redactor, source.text, schema=schema_text)
             if not problems:
                 raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
             raise UserError(problems)

@@ -19,6 +19,7 @@ from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
 from renderer.health import health_problems
 from renderer.load import LoadedApp
+from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 
 __all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
@@ -46,9 +47,6 @@ MAX_INSTANCE = 63
 # `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
 TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
 WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
-# The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8). Also a CEL rule.
-ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
-                         "create a new Application instead")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
