@@ -29,7 +29,7 @@ INSTALLATION_ID = f"{ARGOCD_DOMAIN}/installation-id"
 ALLOWED_SYNC_OPTIONS = ("Prune=false", "Prune=confirm", "Delete=false", "Delete=confirm")
 # gitops-engine treats an object with these as a Helm hook (pkg/sync/hook/helm), whatever renders it.
 HELM_HOOKS = ("helm.sh/hook", "helm.sh/hook-weight", "helm.sh/hook-delete-policy")
-WHOLE_NUMBER = re.compile(r"-?[0-9]{1,9}")
+WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,9}")  # what Go's strconv.Atoi reads (Argo CD ignores anything else)
 # Argo CD's format (util/argo/resource_tracking.go BuildAppInstanceValue): <app>:<group>/<kind>:<namespace>/<name>
 TRACKING = re.compile(r"[^:]+:apprafter\.io/Application:(?P<namespace>[^/]*)/(?P<name>.+)")
 
@@ -46,9 +46,10 @@ def _problem(key: str, value: Any, name: Any, namespace: Any) -> str | None:
     if not isinstance(value, str):
         return None  # the schema's type check reports it
     if key == SYNC_WAVE:
-        return None if WHOLE_NUMBER.fullmatch(value.strip()) else "must be a whole number (Argo CD's sync wave)"
+        return None if WHOLE_NUMBER.fullmatch(value) else "must be a whole number (Argo CD's sync wave)"
     if key == SYNC_OPTIONS:
-        refused = [o.strip() for o in value.split(",") if o.strip() not in ALLOWED_SYNC_OPTIONS]
+        options = [o.strip() for o in value.split(",") if o.strip()]  # as Argo CD reads the list
+        refused = [o for o in options if o not in ALLOWED_SYNC_OPTIONS]
         if refused:
             shown = ", ".join(repr(o[:60]) for o in refused[:3])
             return (f"sync option {shown} may not be set on an Application (Argo CD would act on it); allowed: "
@@ -66,10 +67,7 @@ def _problem(key: str, value: Any, name: Any, namespace: Any) -> str | None:
 
 def problems(metadata: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """(annotation key, why) for every annotation of `metadata` an Application may not carry."""
-    annotations = metadata.get("annotations")
-    if not isinstance(annotations, Mapping):
-        return
-    for key, value in annotations.items():
+    for key, value in _annotations(metadata).items():
         why = _problem(str(key), value, metadata.get("name"), metadata.get("namespace"))
         if why:
             yield str(key), why
@@ -78,7 +76,12 @@ def problems(metadata: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 def introduced(old: Mapping[str, Any], new: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     """The problems of the annotations a write adds or changes (`old` -> `new` metadata): an object admitted before
     this rule stays writable as long as a write brings no new instruction to Argo CD."""
-    before = old.get("annotations") if isinstance(old.get("annotations"), Mapping) else {}
+    before, after = _annotations(old), _annotations(new)
     for key, why in problems(new):
-        if (new.get("annotations") or {}).get(key) != (before or {}).get(key):
+        if after.get(key) != before.get(key):
             yield key, why
+
+
+def _annotations(metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = metadata.get("annotations")
+    return found if isinstance(found, Mapping) else {}

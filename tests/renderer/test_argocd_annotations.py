@@ -22,6 +22,8 @@ def why(key: str, value: str, **meta: str) -> str | None:
 @pytest.mark.parametrize(("key", "value"), [
     ("argocd.argoproj.io/sync-wave", "5"),
     ("argocd.argoproj.io/sync-wave", "-3"),
+    ("argocd.argoproj.io/sync-wave", "+2"),
+    ("argocd.argoproj.io/sync-options", "Prune=false,"),
     ("argocd.argoproj.io/sync-options", "Prune=false"),
     ("argocd.argoproj.io/sync-options", "Prune=confirm, Delete=false"),
     ("argocd.argoproj.io/sync-options", "Delete=confirm"),
@@ -40,6 +42,7 @@ def test_what_an_application_may_carry(key: str, value: str) -> None:
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
     ("argocd.argoproj.io/sync-wave", "soon", "must be a whole number"),
+    ("argocd.argoproj.io/sync-wave", " 5", "must be a whole number"),
     ("argocd.argoproj.io/sync-options", "Replace=true", "sync option 'Replace=true' may not be set"),
     ("argocd.argoproj.io/sync-options", "Prune=false,Force=true,ServerSideApply=true",
      "sync option 'Force=true', 'ServerSideApply=true' may not be set"),
