@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from renderer import patterns
+from renderer import argocd_annotations, patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
@@ -22,8 +22,8 @@ from renderer.load import LoadedApp
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 
-__all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
-           "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
+__all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
+           "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -112,6 +112,8 @@ def check_document(app: LoadedApp) -> list[Problem]:
                 c.add(("metadata", kind, key), f"{kind[:-1]} key {_shown(key)} is not {patterns.RULES['_labelKey']}")
             elif kind == "labels" and not patterns.label_value(value):
                 c.add(("metadata", kind, key), f"{_shown(value)} is not {patterns.RULES['_labelValue']}")
+    for key, why in argocd_annotations.problems(metadata):
+        c.add(("metadata", "annotations", key), why)
     spec = app.document.get("spec", {})
     envs = spec.get("environments", {})
     if not envs:
@@ -313,6 +315,13 @@ def check_deployment(app: LoadedApp, environment: str | None, chosen_by: str = "
         return [*check_document(app), Problem(display, line, col, field_path(field), f"environment {shown}{source} "
                                               f"is not declared; declared: {', '.join(declared) or 'none'}")]
     return check(app, [str(wanted)])
+
+
+def check_annotations_added(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:
+    """The Argo CD annotations a metadata-only write adds or changes that an Application may not carry (the rule of
+    check_document, held only to what the write brings: an object admitted before stays writable)."""
+    return [Problem(display, 0, 0, field_path(("metadata", "annotations", key)), why)
+            for key, why in argocd_annotations.introduced(old.get("metadata") or {}, new.get("metadata") or {})]
 
 
 def check_update(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:

@@ -39,8 +39,10 @@ def test_sidecar_renders_the_parser_example_equal_to_local_render(sidecar: Sidec
                                     parameters=[{"name": "environment", "string": "prod"}])
     assert by_parameter.manifests == local("parser", "prod", "cr")
     by_plugin_env = sidecar.generate(repo, "apps/parser", app_name="parser",
-                                     plugin_env={"APPRAFTER_ENVIRONMENT": "dev", "APPRAFTER_MODE": "manifests"})
-    assert by_plugin_env.manifests == local("parser", "dev", "manifests")
+                                     plugin_env={"APPRAFTER_ENVIRONMENT": "dev"})
+    assert by_plugin_env.manifests == local("parser", "dev", "cr")
+    with pytest.raises(CmpError, match="plugin env APPRAFTER_MODE: how the plugin renders is the platform's"):
+        sidecar.generate(repo, "apps/parser", app_name="parser-dev", plugin_env={"APPRAFTER_MODE": "manifests"})
 
 
 def test_sidecar_reports_the_users_mistake_at_its_line(sidecar: Sidecar, repo: Path) -> None:
