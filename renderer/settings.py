@@ -204,7 +204,7 @@ MODE_ENV = "APPRAFTER_MODE"
 def mode(env: Mapping[str, str] | None = None) -> str:
     """How the plugin renders: `cr` (the default) or `manifests`, set in the sidecar's own environment by the platform
     (never plugin env: cmp.argo_env refuses that); SettingsError naming the variable."""
-    from renderer.render import MODES
+    from renderer.names import MODES
 
     env = os.environ if env is None else env
     raw = env.get(MODE_ENV, "").strip() or "cr"
