@@ -13,14 +13,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from renderer import patterns
+from renderer import imageref, patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
 from renderer.health import health_problems
-from renderer.load import LoadedApp
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
+from renderer.source import LoadedApp
 
 __all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
            "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
@@ -178,8 +178,8 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     if not eff.get("image"):
         c.add(c.where(env, "image"), f"image is empty in environment {env!r}: set base.image or "
               f"environments.{env}.image")
-    elif not NO_BLANKS.fullmatch(eff["image"]):
-        c.add(c.where(env, "image"), "an image reference has no blanks or line breaks")
+    elif (refused := imageref.refusal(eff["image"])) is not None:  # the kubelet would leave it in InvalidImageName
+        c.add(c.where(env, "image"), f"image {_shown(eff['image'])} is not a valid image reference: {refused}")
     needs = eff.get("needs", {})
     for key, value in eff.get("env", {}).items():
         if isinstance(value, dict) and "claim" in value:

@@ -29,8 +29,9 @@ def test_a_hash_comment_hears_that_cue_comments_are_slashes(tmp_path: Path) -> N
 
 def test_a_dash_item_hears_that_lists_are_brackets(tmp_path: Path) -> None:
     text = APP + 'spec: base: {\n\timage: "x"\n\tcommand:\n\t\t- "run"\n}\n'
-    assert problems(tmp_path, text) == [f"{F}:7:3: spec.base.command: invalid operation -\"run\" (- string); "
-                                        f"hint: {LIST}"]
+    assert problems(tmp_path, text) == [f"{F}:4:1: spec.environments: declare at least one environment",
+                                        f"{F}:7:3: spec.base.command: invalid operation -\"run\" (- string); "
+                                        f"hint: {LIST}"]  # and what the rest says, in the same run
     assert LIST == "lists are [a, b], not `- item` lines"
 
 
