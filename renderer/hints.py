@@ -111,7 +111,13 @@ def syntax_habit(lines: Sequence[str], line: int) -> str | None:
         return habit
     if yaml_file(lines):
         return YAML_FILE
-    return unquoted(lines[line - 1]) if 0 < line <= len(lines) else None
+    above = min(line - 2, len(lines) - 1)
+    while above >= 0 and not lines[above].strip():
+        above -= 1
+    for index in (line - 1, above):  # cue may report a bare URL at the next line (`//` opened a comment)
+        if 0 <= index < len(lines) and (hint := unquoted(lines[index])):
+            return hint
+    return None
 
 
 def _indented_under_key(lines: Sequence[str], line: int) -> bool:

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from renderer.cue_errors import parse_errors
+from renderer.cue_errors import parse_errors, split_header
 from renderer.errors import Problem, field_path
 
 __all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover"]
@@ -79,11 +79,19 @@ def _within(field: str, paths: Iterable[Path]) -> bool:
     return any(field == (p := field_path(path)) or field.startswith(p + ".") for path in paths)
 
 
-def _meant(field: str, unknown: Iterable[str]) -> bool:
-    """Whether a rule's problem is about the field an unknown one was meant to be (`image is empty` when `imge` was
-    written, `declare at least one environment` when `environments` sits at the top level): a consequence, not news."""
-    last = field.rsplit(".", 1)[-1].strip('"')
-    return any(difflib.SequenceMatcher(None, last, word).ratio() >= MEANT for word in unknown)
+def _meant(field: str, unknown: Iterable[Path]) -> bool:
+    """Whether a rule's problem is about the field an unknown one beside it was meant to be (`image is empty` when
+    `imge` was written, `declare at least one environment` when `environments` sits at the top level, not in spec):
+    a consequence, not news."""
+    header = split_header(f"{field}: ")
+    if header is None or not header[0]:
+        return False
+    path = header[0]
+    for other in unknown:
+        parents = {other[:-1], ("spec",)} if len(other) == 1 else {other[:-1]}
+        if path[:-1] in parents and difflib.SequenceMatcher(None, str(path[-1]), str(other[-1])).ratio() >= MEANT:
+            return True
+    return False
 
 
 def _under(path: Path, excluded: Iterable[Path]) -> bool:
@@ -101,11 +109,11 @@ def recover(first_stderr: str, run: Callable[[set[Path]], tuple[str, Any] | None
     """
     problems = problems_of(first_stderr)
     excluded: set[Path] = set()
-    unknown: set[str] = set()  # fields the schema does not have: likely a known one misspelt or misplaced
+    unknown: set[Path] = set()  # fields the schema does not have: likely a known one misspelt or misplaced
     stderr = first_stderr
     for _ in range(MAX_PASSES - 1):
         blocks = parse_errors(stderr)
-        unknown |= {str(b.fields[-1]) for b in blocks if b.message == "field not allowed" and b.fields}
+        unknown |= {b.fields for b in blocks if b.message == "field not allowed" and b.fields}
         found = [excludable(block.fields) for block in blocks]
         if any(path is None for path in found):
             break  # a problem at no field (a syntax error, an import): nothing more evaluates
