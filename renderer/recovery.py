@@ -54,15 +54,21 @@ def _add(trie: Excluded, path: Path) -> None:
     node[str(path[-1])] = None
 
 
+def _string(label: str) -> str:
+    """A label as a CUE string literal: JSON's escapes are CUE's (non-ASCII kept as written: CUE reads no surrogate
+    pair), and `\\(` stays an escaped backslash, never an interpolation."""
+    return json.dumps(label, ensure_ascii=False)
+
+
 def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = ()) -> str:
     """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way)."""
     skip = sorted({*trie, *also_skip})
-    condition = " if " + " && ".join(f"k != {json.dumps(k)}" for k in skip) if skip else ""
+    condition = " if " + " && ".join(f"k != {_string(k)}" for k in skip) if skip else ""
     parts = [f"for k, v in {expr}{condition} {{(k): v}}"]
     for label, below in sorted(trie.items()):
         if below is not None:
-            inner = f"{expr}[{json.dumps(label)}]"
-            parts.append(f"if {inner} != _|_ {{{json.dumps(label)}: {{{_copy(inner, below)}}}}}")
+            inner = f"{expr}[{_string(label)}]"
+            parts.append(f"if {inner} != _|_ {{{_string(label)}: {{{_copy(inner, below)}}}}}")
     return "\n\t".join(parts)
 
 
