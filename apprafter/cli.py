@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "apprafter.doctor:doctor",
     "render": "apprafter.render_cmd:render",
     "validate": "apprafter.render_cmd:validate",
+    "lint": "apprafter.lint_cmd:lint",
     "envs": "apprafter.render_cmd:envs",
     "crds": "apprafter.render_cmd:crds",
     "cluster-bootstrap": "apprafter.bootstrap_cmd:cluster_bootstrap",

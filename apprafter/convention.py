@@ -33,6 +33,7 @@ SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR)
 OUTPUTS: dict[str, tuple[str, ...]] = {
     "render": ("yaml", "json"),
     "validate": ("text", "json", "yaml"),
+    "lint": ("text", "json", "yaml"),
     "envs": ("text", "json", "yaml"),
     "crds": ("yaml", "json"),
     "cluster-bootstrap": ("yaml", "json"),

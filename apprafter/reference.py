@@ -19,7 +19,8 @@ EXIT_CODES = (
     ("0", "done; under `--detailed-exitcode` (`plan`, `stack plan`): done and nothing is gated"),
     ("1", "the user's input: a problem in a file (`file:line:col: field: message`, one line each, all at once), a "
           "usage error (an unknown flag, a missing or bad argument: never click's 2), a request the cluster refused; "
-          "`doctor`: a tool missing or unsupported; `cmp discover`: not an app; under `--detailed-exitcode` also "
+          "`lint --strict`: a warning too; `doctor`: a tool missing or unsupported; `cmp discover`: not an app; "
+          "under `--detailed-exitcode` also "
           "every tool failure, so that 2 keeps one meaning"),
     ("2", "a tool or environment failure, with its remedy on stderr (cue missing or outside the supported "
           "range, cue out of its time or memory budget, git missing, a cluster or registry unreachable); under "

@@ -55,31 +55,23 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
 def validate(paths: tuple[Path, ...], all_dir: Path | None, output: str) -> None:
     """Check each PATH (default .; repo root, apprafter/ dir or .cue file) in every environment.
 
-    Every problem of every app is reported at once (exit 1); when all are valid, one line per app on stderr.
+    Every problem of every app is reported at once (exit 1), with `apprafter lint`'s rules (a directory of apps is
+    every app below it); when all are valid, its warnings and one line per app on stderr.
     """
     from apprafter.budget import limit_own_memory
+    from apprafter.lint_cmd import collect
+    from renderer import lint
     from renderer import validate as checks
     from renderer.errors import UserError
-    from renderer.load import LoadedApp, load
-    from renderer.render import load_all, load_many
 
     limit_own_memory()
-    apps: list[LoadedApp]
-    if all_dir is not None:
-        if paths:
-            raise click.UsageError("give PATH arguments or --all DIR, not both")
-        apps, problems = load_all(all_dir)
-    elif len(paths) <= 1:
-        apps, problems = [load(paths[0] if paths else Path("."))], []
-    else:
-        apps, problems = load_many(list(paths))
-    for app in apps:
-        problems += checks.check(app)
-    if problems:
-        raise UserError(problems)
+    apps, problems = collect(paths, all_dir)
+    errors = lint.lint(apps, problems).errors
+    if errors:
+        raise UserError(errors)
     report = []
     for app in apps:
-        warnings = [str(w) for w in checks.interpolation_warnings(app)]
+        warnings = [str(w) for w in lint.warnings(app)]
         for warning in warnings:
             click.echo(f"warning: {warning}", err=True)
         report.append({"file": app.source.display, "app": app.name, "environments": checks.environments(app),

@@ -50,6 +50,7 @@ CASES: dict[str, Mutation] = {
     "a literal beside a broken field (never shown)": lambda cr: (
         _set(("spec", "base", "env", "TOKEN"), SECRET_LITERAL)(cr), _set(("spec", "base", "replicas"), "three")(cr)),
     "an empty image in this environment": _set(("spec", "environments", "prod", "image"), ""),
+    "an image reference the kubelet refuses": _set(("spec", "environments", "prod", "image"), "ghcr.io/acme/Blog:2"),
     "a path Gateway API cannot route": _set(("spec", "base", "expose", "paths"), ["no-slash"]),
     "a claim reference to an undeclared need": _set(("spec", "base", "env", "DSN"), {"claim": "nosuch.url"}),
     "a secret reference without a key": _set(("spec", "base", "env", "KEY"), {"secret": "only-a-name"}),

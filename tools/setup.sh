@@ -227,6 +227,12 @@ for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
 done
 NO_LINK=""
 
+# The kubelet's own image-reference parser (k8s.io/kubernetes/pkg/util/parsers, from the tools module at the
+# Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by the
+# pin and a hash of its source, so an edit rebuilds it.
+build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
+ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
+
 # Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
 ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause
 
