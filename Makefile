@@ -15,17 +15,17 @@ venv: $(VENV)/.installed
 
 # Quiet on stdout: `make example`'s stdout is the rendered objects alone, also on a fresh checkout.
 $(VENV)/.installed: pyproject.toml
-	@echo "venv: python3 -m venv $(VENV); pip install -e '.[dev]'" >&2
+	@echo "venv: python3 -m venv $(VENV); pip install -e '.[all,dev]'" >&2
 	@python3 -m venv $(VENV) >&2
 	@$(PY) -m pip install --quiet --upgrade pip >&2
-	@$(PY) -m pip install --quiet -e '.[dev]' >&2
+	@$(PY) -m pip install --quiet -e '.[all,dev]' >&2
 	@touch $@
 
 # The main job on the bundled example: render the parser app's prod environment to stdout.
 # Rendering needs only cue, so this installs just that (the test suite installs the rest).
 example: venv
 	@tools/setup.sh cue >&2
-	@$(VENV)/bin/apprafter doctor --users-only >&2
+	@$(VENV)/bin/apprafter doctor >&2
 	@$(VENV)/bin/apprafter render examples/parser --env prod --mode manifests
 
 # pytest's exit 5 ("no tests ran") is a failure here, not a pass.

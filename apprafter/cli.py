@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any, cast
 
 import click
 
+from apprafter.extras import EXTRAS
 from toolchain.errors import USER_EXIT
 
 # name -> "module:attribute" of a click command; imported on first use to keep start-up fast.
@@ -31,6 +33,7 @@ COMMANDS: dict[str, str] = {
 # A usage error (an unknown flag, a missing argument) is the user's input: exit 1, as kubectl, helm and terraform
 # exit, never click's 2, which means a tool failure here and "gated" under `plan --detailed-exitcode`.
 USAGE_EXIT = USER_EXIT
+HELP_OPTIONS = ("-h", "--help")
 
 
 class LazyGroup(click.Group):
@@ -45,6 +48,21 @@ class LazyGroup(click.Group):
             return None
         module, _, attr = target.partition(":")
         return cast(click.Command, getattr(importlib.import_module(module), attr))
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None,
+                                                                             list[str]]:
+        """The subcommand, once its extra is there (apprafter.extras): its help and completion work without it."""
+        name, command, rest = super().resolve_command(ctx, args)
+        asks_help = any(arg in HELP_OPTIONS for arg in rest) or (isinstance(command, click.Group) and not rest)
+        if name in EXTRAS and not ctx.resilient_parsing and not asks_help:
+            from apprafter.errors import report
+            from apprafter.extras import MissingExtra, require
+
+            try:
+                require(name)
+            except MissingExtra as error:
+                sys.exit(report(error))
+        return name, command, rest
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -62,7 +80,7 @@ class LazyGroup(click.Group):
             raise
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP_OPTIONS)})
 @click.version_option(package_name="apprafter-render", prog_name="apprafter")
 def main() -> None:
     """AppRafter render toolchain: CUE Application -> Kubernetes objects."""

@@ -75,7 +75,9 @@ def test_image_dependency_lock_pins_every_runtime_dependency() -> None:
     pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", (REPO / "deploy/images/requirements.txt").read_text(),
                              re.MULTILINE))
     names = {n.lower().replace("_", "-"): v for n, v in pinned.items()}
-    for spec in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for spec in [*project["dependencies"], *extras["operator"], *extras["webhook"]]:  # what the images run
         req = Requirement(spec)
         version = names.get(req.name.lower().replace("_", "-"))
         assert version is not None, f"{req.name} is not pinned"
