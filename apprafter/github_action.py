@@ -21,6 +21,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from toolchain.errors import ToolFailure
+
 __all__ = ["MARKER", "CommentError", "Settings", "annotation", "main", "run", "upsert_comment"]
 
 MARKER = "<!-- apprafter-plan -->"
@@ -67,7 +69,7 @@ def _headers(token: str) -> dict[str, str]:
             "X-GitHub-Api-Version": "2022-11-28", "Content-Type": "application/json"}
 
 
-class CommentError(Exception):
+class CommentError(ToolFailure):
     """GitHub refused or could not be reached: the comment is not written (the summary and outputs still are)."""
 
 
