@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
 
-.PHONY: setup tools venv example test lint bench images chart publish
+.PHONY: setup tools venv example dist test lint bench images chart publish
 
 setup: tools venv
 
@@ -27,6 +27,14 @@ example: venv
 	@tools/setup.sh cue >&2
 	@$(VENV)/bin/apprafter doctor >&2
 	@$(VENV)/bin/apprafter render examples/parser --env prod --mode manifests
+
+# The wheel an app developer installs (`pip install dist/apprafter_render-<version>-py3-none-any.whl`: the base install;
+# extras as `...whl[cluster]`), stamped with the last commit's time so the same commit gives the same bytes.
+dist: venv
+	@rm -rf dist
+	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+		$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
+	@ls dist/*.whl
 
 # pytest's exit 5 ("no tests ran") is a failure here, not a pass.
 test: setup

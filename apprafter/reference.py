@@ -60,7 +60,8 @@ def reference() -> str:
         flags = ", ".join(f"`{f}`" for f in (spelling.short, spelling.long) if f)
         lines.append(f"| {flags} | {spelling.help} |")
     lines += ["", "What `-o` offers, per command (the first is the default; `yaml` is the `json` document in YAML, "
-              "except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream):", "",
+              "except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream; `name` is "
+              "kubectl's `kind[.group]/name`, one line per object):", "",
               "| command | `-o` | old spellings (hidden, one deprecation line on stderr) |", "|---|---|---|"]
     for path, formats in OUTPUTS.items():
         old = [f"`{flag}`" for flag in ALIASES.get(path, ())]
@@ -68,7 +69,8 @@ def reference() -> str:
         lines.append(f"| `{path}` | {', '.join(formats)} | {', '.join(old) or '-'} |")
     lines += ["", "Colour only on a terminal, never with `--no-color` or a non-empty `NO_COLOR`. Completion: "
               "`source <(apprafter completion bash)` (zsh, fish alike) completes commands, flags and, for `-e`, the "
-              "environments the app declares.", "",
+              "environments the app declares (the app the command line names: `apprafter render apps/shop -e "
+              "<TAB>`).", "",
               "## Exit codes (every command)", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {meaning} |" for code, meaning in EXIT_CODES]
     lines += ["", "## Commands", "", "`apprafter --help` lists them by audience, as here; `--no-color` is accepted by "
