@@ -96,11 +96,11 @@ def _print(rows: list[dict[str, Any]], debian: list[dict[str, Any]], python: lis
     for c in debian:
         if c["problem"]:
             click.echo(c["problem"], err=True)
-    tools = [r for r in bad if r.get("tool") in TOOLS]
+    tools = [r for r in bad if "extra" not in r]  # the Python rows have their own remedy below
     if tools and in_checkout():
         click.echo(f"{len(tools)} tool(s) missing or unsupported: run `make setup`", err=True)
     else:
-        for r in tools:
+        for r in (r for r in tools if r["tool"] in TOOLS):
             click.echo(f"{r['tool']}: {missing_remedy(r['tool']) if r['version'] is None else remedy(r['tool'])}",
                        err=True)
     for p in python:
