@@ -90,7 +90,7 @@ def _print(rows: list[dict[str, Any]], debian: list[dict[str, Any]], python: lis
     for p in python:
         name = f"python[{p['extra']}]" if p["extra"] else "python"
         state = "installed" if p["ok"] else "missing"
-        what = f"the {p['extra']} extra" if p["extra"] else "the base install (render, validate, plan)"
+        what = f"extra [{p['extra']}]" if p["extra"] else "the base install: render, validate, plan"
         click.echo(f"{'ok ' if p['ok'] else 'BAD'} {name:<18} {state:<10} ({what})" +
                    (f"  missing {', '.join(p['missing'])}" if p["missing"] else ""))
     for c in debian:

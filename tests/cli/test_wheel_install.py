@@ -106,7 +106,7 @@ def test_the_base_install_is_the_app_developers_and_an_extra_says_its_name(venv:
         assert helped.returncode == 0 and helped.stdout.startswith(f"Usage: apprafter {argv[0]}")
     doctor = apprafter(venv, repo, "doctor", "--role", "cluster")
     assert doctor.returncode == 1
-    assert "BAD python[cluster]    missing    (the cluster extra)  missing anyio, cryptography" in doctor.stdout
+    assert "BAD python[cluster]    missing    (extra [cluster])  missing anyio, cryptography" in doctor.stdout
     assert "python[cluster]: pip install 'apprafter-render[cluster]'" in doctor.stderr.splitlines()
 
 
