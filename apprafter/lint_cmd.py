@@ -60,7 +60,8 @@ def collect(paths: Sequence[Path], all_dir: Path | None) -> tuple[list[LoadedApp
     return apps, problems
 
 
-def _problem_json(problem: Problem) -> dict[str, Any]:
+def problem_json(problem: Problem) -> dict[str, Any]:
+    """One problem in a report (`lint`, `validate`): where (line and column 0: the file as a whole) and what."""
     return {"file": problem.file, "line": problem.line, "col": problem.col, "field": problem.field,
             "message": problem.message}
 
@@ -69,8 +70,8 @@ def _document(apps: Sequence[LoadedApp], report: Report, strict: bool) -> dict[s
     failed = bool(report.errors) or (strict and bool(report.warnings))
     return {"failed": failed, "strict": strict,
             "apps": [{"file": a.source.display, "app": a.name} for a in sorted(apps, key=lambda a: a.source.display)],
-            "errors": [_problem_json(p) for p in report.errors],
-            "warnings": [_problem_json(p) for p in report.warnings]}
+            "errors": [problem_json(p) for p in report.errors],
+            "warnings": [problem_json(p) for p in report.warnings]}
 
 
 def _count(n: int, word: str) -> str:

@@ -174,8 +174,9 @@ class _Classifier:
             self.add("AR-RR002", "expose.network", n_old, n_new if n_new != "none" else None,
                      "removes external reachability: the public route is deleted")
         elif n_old != "public" and n_new == "public":
+            host = new.get("hostname") or self.default_host(self.after)
             self.add("AR-SB004", "expose.network", n_old if n_old != "none" else None, n_new,
-                     "the blast radius widens from the cluster to the public Gateway")
+                     f"the blast radius widens from the cluster to the public Gateway: {host}")
         elif n_old == n_new == "public":
             handled |= {"hostname", "port"}
             self.public_hostname(old, new)

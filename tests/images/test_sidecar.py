@@ -86,7 +86,7 @@ def test_image_ships_plugin_yaml_and_the_pinned_cue(sidecar_image: Image) -> Non
                      "/home/argocd/cmp-server/config/plugin.yaml").stdout
     assert shipped == (REPO / "plugin.yaml").read_text()
     doctor = podman("run", "--rm", "--read-only", "--entrypoint", "apprafter", sidecar_image.ref,
-                    "doctor", "--users-only", "--json", check=False)
+                    "doctor", "-o", "json", check=False)
     assert doctor.returncode == 0, doctor.stderr
     (cue,) = json.loads(doctor.stdout)["tools"]
     assert (cue["tool"], cue["ok"], cue["path"]) == ("cue", True, "/opt/apprafter/bin/cue")
