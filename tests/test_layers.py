@@ -73,6 +73,7 @@ CUE_WRAPPER = {
     "renderer.scratch": "its scratch directory, where renderer.load and renderer.crds write cue's input (writes no "
                         "import shows: named here so that nobody takes them for a core's own)",
     "toolchain.tools": "the tool lookup the wrapper runs (which cue, at which version: a version probe)",
+    "toolchain.gobin": "where `go install` left a tool the lookup did not find (`go env`), for its message alone",
 }
 # Every module below the edges that does I/O, and what it does. Cores never import these.
 IO_MODULES = {

@@ -223,7 +223,12 @@ lane_kubernetes() {
   done
   # Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
   ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause
+  # The kubelet's own image-reference parser (k8s.io/kubernetes/pkg/util/parsers, from the tools module at the
+  # Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by
+  # the pin and a hash of its source, so an edit rebuilds it.
+  ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
 }
+build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
 lane_vault() { ensure vault "$VAULT_VERSION" build_vault vault version; }
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;

@@ -15,7 +15,7 @@ DOC = (REPO / "docs" / "operator.md").read_text()
 def test_every_flag_is_documented() -> None:
     names = [opt for param in operator.params for opt in [*param.opts, *param.secondary_opts]]
     flags = {opt for opt in names if opt.startswith("--")}
-    assert sorted(f for f in flags if f not in DOC) == []
+    assert sorted(f for f in flags - {"--no-color"} if f not in DOC) == []  # every command's: docs/cli.md
 
 
 def test_every_phase_and_reason_the_operator_writes_is_documented() -> None:
