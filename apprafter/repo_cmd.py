@@ -1,8 +1,8 @@
 """`apprafter repo creds add | list | check | remove`: SourceCredentials and their sealed material (spec §4.12).
 
 The edge: reads the login (a file or stdin, never argv), the cluster's SealedSecrets certificate, the credential and
-its users; lifecycle.sealing seals, lifecycle.credential_gate predicts the plan a change waits on. The login is never
-printed, logged or put in an error: only the SealedSecret carries it, sealed."""
+its users; lifecycle.credentials.sealing seals, lifecycle.credentials.gate predicts the plan a change waits on. The
+login is never printed, logged or put in an error: only the SealedSecret carries it, sealed."""
 
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ from apprafter.options import namespace_option, output_option
 from compatibility.migrationplan import name as plan_name
 from compatibility.text import approve_command
 from controller_runtime.kinds import GroupVersionKind
-from lifecycle import credential_checks as checks
-from lifecycle import credential_gate as gate
 from lifecycle.conditions import by_type, find_condition
-from lifecycle.credential_outputs import MATERIAL_KEYS, users
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Credential, check, read
+from lifecycle.credentials import checks, gate
+from lifecycle.credentials.outputs import MATERIAL_KEYS, users
+from lifecycle.credentials.spec import SOURCE_CREDENTIAL, Credential, check, read
 from toolchain.errors import Problem, ToolFailure, UserError
 from toolchain.timestamps import age
 
@@ -255,7 +254,7 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
     login = _from_secret(from_secret) if from_secret is not None else (str(username), _password_from_stdin())
 
     def sealed(pem: bytes, source: str) -> list[dict[str, Any]]:
-        from lifecycle.sealing import certificate_key, credential_objects
+        from lifecycle.credentials.sealing import certificate_key, credential_objects
 
         objects = credential_objects(certificate_key(pem, source), name, namespace, *login, git_prefixes,
                                      registry_hosts, scope)
@@ -298,7 +297,7 @@ def _scope(hosts: tuple[str, ...], namespaces: tuple[str, ...], every: bool) -> 
 
 
 def _checked(credential: dict[str, Any], namespace: str) -> None:
-    """The SourceCredential's rules (lifecycle.sourcecredential.check) before anything is sealed into the cluster."""
+    """The SourceCredential's rules (lifecycle.credentials.spec.check) before anything is sealed into the cluster."""
     problems = check(credential, namespace)
     if problems:
         if credential["spec"] == {}:

@@ -1,8 +1,8 @@
 """The SourceCredential controller (spec §3.12), the edge: reads a credential, its unsealed Secrets and our
-Deployments; asks lifecycle.credential_outputs what to derive; applies the repo-creds and pull Secrets and the
+Deployments; asks lifecycle.credentials.outputs what to derive; applies the repo-creds and pull Secrets and the
 Deployments' imagePullSecrets under its own field manager, puts back a hand edit (DriftCorrected), prunes what is no
 longer derived, and removes it all before the credential goes (a finalizer). A coverage change that takes something
-from an Application (lifecycle.credential_gate, compatibility.gate) waits for its MigrationPlan: until it is approved
+from an Application (lifecycle.credentials.gate, compatibility.gate) waits for its MigrationPlan: until it is approved
 nothing derived changes, a deletion included (the finalizer holds the credential). Never logs material."""
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, NextCheck, Outcome, soonest
 from controller_runtime.writes import ensure, prune, write_status
-from lifecycle import credential_checks as checks
-from lifecycle import credential_gate as gate
-from lifecycle import credential_outputs as outputs
-from lifecycle import openbao as bao
+from lifecycle.credentials import checks, gate, outputs
+from lifecycle.credentials import openbao as bao
+from lifecycle.credentials.spec import SOURCE_CREDENTIAL, Backend, Credential, Half, read
 from lifecycle.drift import drift, drift_note
 from lifecycle.plans import CREDENTIAL_PLAN_LABELS
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL, Backend, Credential, Half, read
 from reconciler.credential_probes import probe_git, probe_registry
 from reconciler.openbao import OpenBao
 from reconciler.plans import ensure as ensure_plans

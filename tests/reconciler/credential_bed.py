@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL
 from tests.reconciler.helpers import plan_phase, plans
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.renderer.helpers import run_cli

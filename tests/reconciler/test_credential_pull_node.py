@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import pull_secret_name
+from lifecycle.credentials.outputs import pull_secret_name
 from tests.argocd import overrides
 from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import API, ARGO, cr, wait

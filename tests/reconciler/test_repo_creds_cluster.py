@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from lifecycle.credential_outputs import pull_secret_name
+from lifecycle.credentials.outputs import pull_secret_name
 from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
     Servers,
     credential_argocd_namespace,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from admission.review import Settings, validating
-from lifecycle.credential_outputs import (
+from lifecycle.credentials.outputs import (
     Material,
     attachment,
     covered_deployments,
@@ -19,8 +19,8 @@ from lifecycle.credential_outputs import (
     pull_secrets_for,
     repo_creds,
 )
+from lifecycle.credentials.spec import Backend, Credential, Half, check, read
 from lifecycle.secrets import granted
-from lifecycle.sourcecredential import Backend, Credential, Half, check, read
 
 SEALED = Backend("login", None)
 CRED = Credential("myorg", Half(SEALED, ("github.com/myorg/", "http://git.local:3000/team/")),

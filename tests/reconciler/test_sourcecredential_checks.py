@@ -1,4 +1,4 @@
-"""The pure decisions of a SourceCredential check (lifecycle.credential_checks): each server answer read as Valid,
+"""The pure decisions of a SourceCredential check (lifecycle.credentials.checks): each server answer read as Valid,
 Invalid or Unverified in the server's words, when the next check is due, and what the coverage gate derives."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from lifecycle import credential_checks as checks
-from lifecycle.credential_outputs import Material, half_conditions, status
-from lifecycle.sourcecredential import Backend, Credential, Half
+from lifecycle.credentials import checks
+from lifecycle.credentials.outputs import Material, half_conditions, status
+from lifecycle.credentials.spec import Backend, Credential, Half
 
 HALF = Half(Backend("login", None), ("ghcr.io/myorg/", "ghcr.io/other/", "registry.example:5000/team/"))
 PASSWORD = "pw-not-in-any-message"

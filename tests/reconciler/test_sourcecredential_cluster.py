@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
-from lifecycle.sourcecredential import check
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
+from lifecycle.credentials.spec import check
 from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
     Servers,
     approve,

@@ -1,4 +1,4 @@
-"""The SourceCredential gate decided without a cluster (lifecycle.credential_gate, compatibility.gate): which coverage
+"""The SourceCredential gate decided without a cluster (lifecycle.credentials.gate, compatibility.gate): which coverage
 changes take something from an Application and wait for a plan, the plan's hash by the documented formula, and
 approval binding the change."""
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from compatibility.gate import APPLIED, APPROVED, PENDING, REJECTED, SUPERSEDED, ExistingPlan, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL
-from lifecycle.credential_gate import (
+from lifecycle.credentials.gate import (
     Coverage,
     User,
     applied_coverage,
@@ -24,7 +24,7 @@ from lifecycle.credential_gate import (
     image_users,
     repository_users,
 )
-from lifecycle.sourcecredential import read
+from lifecycle.credentials.spec import read
 
 BASE = Coverage(("https://github.com/myorg/",), ("ghcr.io/myorg",))
 USERS = [User("Argo CD Application argocd/shop", "git", "https://github.com/MyOrg/shop.git"),
@@ -181,7 +181,7 @@ def credential_object(name: str, hosts: list[str], valid: tuple[str, str] | None
 
 
 def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
-    from lifecycle.credential_checks import CREDENTIAL_CONDITION, image_credentials
+    from lifecycle.credentials.checks import CREDENTIAL_CONDITION, image_credentials
 
     refused = credential_object("myorg", ["ghcr.io/myorg/"], ("False", "Invalid"))
     condition = image_credentials("ghcr.io/myorg/shop:1", "team", [refused])
@@ -199,7 +199,7 @@ def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
 
 
 def test_an_image_covered_but_not_in_its_namespace_says_so_unnamed() -> None:
-    from lifecycle.credential_checks import NAMESPACE_NOT_COVERED, image_credentials, scoped_out
+    from lifecycle.credentials.checks import NAMESPACE_NOT_COVERED, image_credentials, scoped_out
 
     scoped = credential_object("myorg", ["ghcr.io/myorg/"], ("True", "Valid"))
     scoped["spec"]["registry"]["namespaces"] = ["team"]
@@ -262,8 +262,8 @@ def test_hosts_and_deletion_count_only_the_namespaces_the_half_served() -> None:
 
 
 def test_the_applied_scope_is_read_back_from_the_status() -> None:
-    from lifecycle.credential_outputs import status_fields
-    from lifecycle.sourcecredential import Backend, Credential, Half
+    from lifecycle.credentials.outputs import status_fields
+    from lifecycle.credentials.spec import Backend, Credential, Half
 
     scoped = Credential("myorg", None, Half(Backend("x", None), ("ghcr.io/myorg/",), ("b", "a")))
     fields = status_fields(scoped, [], [])

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 
 from controller_runtime.outcomes import NextCheck
 from lifecycle.conditions import Condition, by_type, condition_status, find_condition
-from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
-from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
+from lifecycle.credentials.gate import Coverage, applied_coverage, coverage_of, covers_image
+from lifecycle.credentials.spec import Half, argocd_url, in_scope, pull_key, read
 
 __all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED",
            "VALID", "Checked", "Reported", "Verdict", "after_check", "backoff_s", "check_request", "combined",

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, render
-from lifecycle.credential_checks import Checked, valid_condition
-from lifecycle.credential_gate import User, covers_image, image_users, repository_users
-from lifecycle.sourcecredential import Credential, Half, argocd_url, in_scope, pull_key
+from lifecycle.credentials.checks import Checked, valid_condition
+from lifecycle.credentials.gate import User, covers_image, image_users, repository_users
+from lifecycle.credentials.spec import Credential, Half, argocd_url, in_scope, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "MATERIAL_KEYS", "Material",
@@ -192,7 +192,7 @@ def attachment(deployment: Mapping[str, Any], names: Sequence[str]) -> dict[str,
 
 def half_conditions(found: Material | Unreadable | str | None, checked: Checked | None = None) -> list[Condition]:
     """Present and Valid of one half: Present Unknown when the backend could not tell; Valid is the last check's
-    verdict (lifecycle.credential_checks), Unknown (Unverified) while there is no material to check."""
+    verdict (lifecycle.credentials.checks), Unknown (Unverified) while there is no material to check."""
     if isinstance(found, Unreadable):
         present = Condition("Present", "Unknown", found.reason, found.message)
     elif isinstance(found, Material):

@@ -12,8 +12,8 @@ from typing import Any, NamedTuple
 
 from compatibility.images import split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
-from lifecycle.git_urls import template_covers
-from lifecycle.sourcecredential import Credential, argocd_url, in_scope, pull_key
+from lifecycle.credentials.git_urls import template_covers
+from lifecycle.credentials.spec import Credential, argocd_url, in_scope, pull_key
 
 __all__ = ["Coverage", "User", "applied_coverage", "coverage_of", "covers_image", "covers_repository",
            "credential_plan", "image_users", "repository_users"]
@@ -71,7 +71,7 @@ def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
 
 def covers_repository(prefixes: Iterable[str], url: str) -> bool:
     """Whether Argo CD would serve a repository URL from a template of one of the prefixes (its normalised
-    longest-prefix rule, lifecycle.git_urls)."""
+    longest-prefix rule, lifecycle.credentials.git_urls)."""
     return template_covers(prefixes, url)
 
 
