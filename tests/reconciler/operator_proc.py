@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
 
+TRACE_ENV, TRACED = "APPRAFTER_TEST_TRACE", "tests.reconciler.traced_operator"
 FAST = ("--resync", "2", "--max-backoff", "2")
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
 
@@ -30,7 +31,8 @@ class Operator:
     def __init__(self, bed: KubeTestBed, workdir: Path, args: Sequence[str] = (), name: str = "operator",
                  kubeconfig: Path | None = None, records_namespace: str | None = None,
                  entry: str = "apprafter") -> None:
-        """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say)."""
+        """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say); with APPRAFTER_TEST_TRACE
+        set, `apprafter` runs traced (tests/reconciler/traced_operator.py)."""
         self.bed = bed
         self.name = name
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -38,8 +40,8 @@ class Operator:
         # leaves behind (a hostname held) never reaches the next.
         self.records_namespace = records_namespace or records_namespace_for(name)
         bed.ensure_namespace(self.records_namespace)
-        self.entry = entry
-        self.argv = [sys.executable, "-m", entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
+        self.entry = TRACED if entry == "apprafter" and os.environ.get(TRACE_ENV) else entry
+        self.argv = [sys.executable, "-m", self.entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
                      "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
         workdir.mkdir(parents=True, exist_ok=True)
