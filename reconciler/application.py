@@ -35,9 +35,8 @@ from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
-from lifecycle.credentials.checks import scoped_out
-from lifecycle.credentials.gate import coverage_of, covers_image
-from lifecycle.credentials.outputs import deployment_image
+from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image
+from lifecycle.credentials.reports import scoped_out
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.credentials.spec import read as read_credential
 from lifecycle.drift import Drift, drift, drift_note

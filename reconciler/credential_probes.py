@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from lifecycle.credentials import checks
-from lifecycle.credentials.outputs import Material
+from lifecycle.credentials.material import Material
 from platform_stack.credentials import Credential
 from platform_stack.oci import is_loopback
 from platform_stack.registry.replies import RegistryFailure, failure_words

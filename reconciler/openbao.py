@@ -15,7 +15,7 @@ from typing import NamedTuple
 import httpx
 
 from lifecycle.credentials import openbao as core
-from lifecycle.credentials.outputs import Material, Unreadable
+from lifecycle.credentials.material import Material, Unreadable
 from platform_stack.registry.transport import tls_failure
 from toolchain.errors import ToolFailure
 

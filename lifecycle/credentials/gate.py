@@ -8,113 +8,30 @@ soft."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-from compatibility.images import split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
-from lifecycle.credentials.git_urls import template_covers
-from lifecycle.credentials.spec import Credential, argocd_url, in_scope, pull_key
+from lifecycle.credentials.coverage import Coverage, User, applied_coverage, coverage_of, covered
+from lifecycle.credentials.spec import in_scope, read
 
-__all__ = ["Coverage", "User", "applied_coverage", "coverage_of", "covers_image", "covers_repository",
-           "credential_plan", "image_users", "repository_users"]
+__all__ = ["credential_plan", "planned"]
 
 HALF_FIELDS = {"git": "git.repoPrefixes", "registry": "registry.hosts"}
 LOST_RULE = {"git": "AR-SC001", "registry": "AR-SC002"}
 SCOPE_FIELD, SCOPE_RULE = "registry.namespaces", "AR-SC004"
 
 
-class Coverage(NamedTuple):
-    """What a credential covers, as derived: Argo CD's url prefixes and the pull secret's host keys (None: no half),
-    and the registry half's namespaces (None: every namespace)."""
-
-    git: tuple[str, ...] | None
-    registry: tuple[str, ...] | None
-    namespaces: tuple[str, ...] | None = None
-
-
-class User(NamedTuple):
-    """Something a credential's coverage serves: who (for the plan's reason), the repository URL or image, and for
-    an image the namespace it runs in."""
-
-    who: str
-    half: str  # "git" (a repository URL) | "registry" (an image reference)
-    target: str
-    namespace: str = ""
-
-
-def coverage_of(credential: Credential) -> Coverage:
-    """The coverage a credential's spec asks for."""
-    registry = credential.registry
-    return Coverage(tuple(sorted({argocd_url(p) for p in credential.git.covers})) if credential.git else None,
-                    tuple(sorted({pull_key(h) for h in registry.covers})) if registry else None,
-                    tuple(sorted(set(registry.namespaces))) if registry and registry.namespaces is not None
-                    else None)
-
-
-def _strings(entries: Any) -> tuple[str, ...] | None:
-    return tuple(sorted(e for e in entries if isinstance(e, str))) if isinstance(entries, list) else None
-
-
-def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
-    """The coverage last applied, as the status records it (the gate's baseline); None before the first pass wrote
-    it. An entry that is not a string is dropped (a status only the operator writes); a status without the registry
-    half's namespaces (absent, or written before the field existed) applied it to every namespace."""
-    status = status or {}
-    halves: dict[str, Mapping[str, Any] | None] = {
-        half: body if isinstance(body := status.get(half), Mapping) else None for half in ("git", "registry")}
-    git = _strings((halves["git"] or {}).get("repoPrefixes"))
-    registry = _strings((halves["registry"] or {}).get("hosts"))
-    if git is None and registry is None:
-        return None
-    return Coverage(git, registry, _strings((halves["registry"] or {}).get("namespaces")) if registry else None)
-
-
-def covers_repository(prefixes: Iterable[str], url: str) -> bool:
-    """Whether Argo CD would serve a repository URL from a template of one of the prefixes (its normalised
-    longest-prefix rule, lifecycle.credentials.git_urls)."""
-    return template_covers(prefixes, url)
-
-
-def covers_image(keys: Iterable[str], image: str) -> bool:
-    """Whether an image's repository (Docker Hub names normalised) is a host key or lies below one, path component
-    by component (ghcr.io/my does not cover ghcr.io/myorg/app)."""
-    repository, _, _ = split_image(image)
-    return any(repository == key or repository.startswith(key + "/") for key in keys)
-
-
-def _covered(half: str, entries: Sequence[str] | None, target: str) -> bool:
-    if not entries:
-        return False
-    return covers_repository(entries, target) if half == "git" else covers_image(entries, target)
-
-
-def repository_users(argo_applications: Iterable[Mapping[str, Any]]) -> list[User]:
-    """Every repository an Argo CD Application syncs (spec.source and spec.sources[]), as git users."""
-    out = []
-    for app in argo_applications:
-        spec = app.get("spec") or {}
-        sources = [spec.get("source"), *(spec.get("sources") or [])]
-        who = f"Argo CD Application {app['metadata'].get('namespace', '')}/{app['metadata']['name']}"
-        out += [User(who, "git", str(s["repoURL"])) for s in sources if isinstance(s, Mapping) and s.get("repoURL")]
-    return out
-
-
-def image_users(images: Iterable[tuple[str, str, str]]) -> list[User]:
-    """(who, rendered image, namespace) of each Application's workload, as registry users."""
-    return [User(who, "registry", image, namespace) for who, image, namespace in images]
-
-
 def _lost(half: str, before: Sequence[str] | None, after: Sequence[str] | None, users: Iterable[User],
           scope: Sequence[str] | None = None) -> list[str]:
     """Who the half covered before (a registry user only in the scope it had) and no longer does, sorted."""
-    return sorted({u.who for u in users if u.half == half and _covered(half, before, u.target)
-                   and (half == "git" or in_scope(scope, u.namespace)) and not _covered(half, after, u.target)})
+    return sorted({u.who for u in users if u.half == half and covered(half, before, u.target)
+                   and (half == "git" or in_scope(scope, u.namespace)) and not covered(half, after, u.target)})
 
 
 def _scoped_out(baseline: Coverage, desired: Coverage, users: Iterable[User]) -> list[str]:
     """Who the registry half served before and still covers by host, in a namespace its new scope leaves out."""
-    return sorted({u.who for u in users if u.half == "registry" and _covered("registry", baseline.registry, u.target)
-                   and in_scope(baseline.namespaces, u.namespace) and _covered("registry", desired.registry,
+    return sorted({u.who for u in users if u.half == "registry" and covered("registry", baseline.registry, u.target)
+                   and in_scope(baseline.namespaces, u.namespace) and covered("registry", desired.registry,
                                                                                     u.target)
                    and not in_scope(desired.namespaces, u.namespace)})
 
@@ -155,3 +72,12 @@ def credential_plan(credential: str, namespace: str, baseline: Coverage | None, 
         changes.append(Change("AR-SC003", "metadata.deletionTimestamp", None, "set",
                               f"SourceCredential {credential} is being deleted"))
     return roll_up(changes, Subject("credential", credential, namespace))
+
+
+def planned(live: Mapping[str, Any], desired: Mapping[str, Any] | None, users: Sequence[User]) -> Plan | None:
+    """The plan of a change to the SourceCredential `live` (its status holds the coverage last applied) into
+    `desired` (a SourceCredential document; None: `live` deleted): what the operator's gate decides on and what
+    `apprafter repo creds` predicts, one answer."""
+    meta = live["metadata"]
+    return credential_plan(meta["name"], meta["namespace"], applied_coverage(live.get("status")),
+                           coverage_of(read(desired)) if desired is not None else None, users)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from controller_runtime.outcomes import NextCheck
 from lifecycle.credentials.checks import backoff_s
-from lifecycle.credentials.outputs import Material, Unreadable, login_from
+from lifecycle.credentials.material import Material, Unreadable, login_from
 from lifecycle.credentials.spec import BAO_PATH
 
 __all__ = ["ACCESS_DENIED", "BACKEND_UNAVAILABLE", "MAX_REPLY", "RELOGIN_AT", "TOKEN_HEADER", "KvPath", "Read",

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.reconciler.test_sealing import _certificate, _open
+from tests.lifecycle.credentials.test_sealing import _certificate, _open
 from tests.renderer.helpers import APPRAFTER
 
 PASSWORD = "pw-not-to-be-printed"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lifecycle.credentials import openbao as core
-from lifecycle.credentials.outputs import Unreadable
+from lifecycle.credentials.material import Unreadable
 from reconciler.openbao import OpenBao, OpenBaoSettings
 from tests.testbed.procs import free_port
 

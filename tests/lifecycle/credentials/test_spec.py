@@ -9,12 +9,11 @@ from typing import Any
 import pytest
 
 from admission.review import Settings, validating
+from lifecycle.credentials.material import Material, material
 from lifecycle.credentials.outputs import (
-    Material,
     attachment,
     covered_deployments,
     covers,
-    material,
     pull_secret,
     pull_secrets_for,
     repo_creds,

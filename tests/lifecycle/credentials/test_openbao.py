@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from apprafter.operator_cmd import operator
 from lifecycle.credentials import openbao as bao
-from lifecycle.credentials.outputs import Material, Unreadable, half_conditions
+from lifecycle.credentials.assess import half_conditions
+from lifecycle.credentials.material import Material, Unreadable
 from lifecycle.credentials.spec import check
 
 TOKEN = "s.the-client-token-never-printed"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle.credentials.gate import covers_repository
+from lifecycle.credentials.coverage import covers_repository
 from lifecycle.credentials.git_urls import credential_index, normalize_git_url
 
 # TestSameURL: each pair is the same repository for Argo CD.
