@@ -1,4 +1,5 @@
-"""`apprafter operator` as a real subprocess against the test bed: start, probe, read metrics, pause, kill."""
+"""`apprafter operator` as a real subprocess against the test bed: start, probe, read metrics, pause, kill; and the
+one fixture factory every module that runs an operator for its tests uses (operator_fixture)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.testbed.kube import KubeTestBed
@@ -123,3 +126,50 @@ class Operator:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stop()
+
+
+class Fixture(NamedTuple):
+    """In operator_fixture's arguments: the value of the fixture of this name."""
+
+    name: str
+
+
+def _value(request: pytest.FixtureRequest, given: str | Fixture) -> str:
+    return str(request.getfixturevalue(given.name)) if isinstance(given, Fixture) else given
+
+
+def operator_fixture(*args: str | Fixture, bed: str = "bed", name: str = "operator",
+                     rbac: Sequence[str | Fixture] | None = None, argocd: str | Fixture | None = None,
+                     crds: bool = False, requires: Sequence[str] = ()) -> Any:
+    """One operator process for a module, as the fixture `operator` (`operator = operator_fixture(...)`):
+    `apprafter operator` with `args` on the bed the fixture `bed` names (`bed`, `kube`, `node`); as the bed's admin,
+    or with `rbac` (namespaces; () for the chart's own) as its ServiceAccount bound by the operator chart's RBAC
+    there, in its records namespace and in `argocd` (tests/testbed/gitops.py chart_operator); our CRDs installed
+    first with `crds`; the fixtures `requires` set up before it starts (and torn down after it stops). A Fixture(name)
+    in the arguments stands for that fixture's value. Started once ready, stopped at the module's end."""
+
+    @pytest.fixture(scope="module", name="operator")
+    def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+        """The module's operator (tests/reconciler/operator_proc.py operator_fixture)."""
+        from tests.reconciler.conftest import install_our_crds
+        from tests.testbed.gitops import CHART_ARGOCD_NAMESPACE, OPERATOR_NAMESPACE, chart_operator
+
+        for fixture in requires:
+            request.getfixturevalue(fixture)
+        kube: KubeTestBed = request.getfixturevalue(bed)
+        workdir = Path(str(tmp_path_factory.mktemp(name)))
+        if crds:
+            install_our_crds(kube, workdir)
+        argv = [_value(request, a) for a in args]
+        if rbac is None:
+            op = Operator(kube, workdir, argv, name=name)
+        else:
+            op = chart_operator(kube, workdir, argv, tuple(_value(request, n) for n in rbac) or (OPERATOR_NAMESPACE,),
+                                name=name, argocd_namespace=_value(request, argocd or CHART_ARGOCD_NAMESPACE))
+        op.start()
+        try:
+            yield op
+        finally:
+            op.stop()
+
+    return operator
