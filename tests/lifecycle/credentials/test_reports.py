@@ -41,6 +41,11 @@ def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
     assert image_credentials(None, "team", [refused]) is None
     deleting = {**refused, "metadata": {**refused["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     assert image_credentials("ghcr.io/myorg/shop:1", "team", [deleting]) is None
+    # a deletion waiting for its plan still serves (its pull secret stays until the approval): it counts
+    held = copy.deepcopy(deleting)
+    held["status"]["migrationPlan"] = "myorg-credential-0123456789"
+    still = image_credentials("ghcr.io/myorg/shop:1", "team", [held])
+    assert still is not None and still.reason == "CredentialInvalid"
 
 
 def test_an_image_covered_but_not_in_its_namespace_says_so_unnamed() -> None:
