@@ -2,7 +2,8 @@
 operator ...` runs `apprafter` with every controller's reconcile wrapped; with APPRAFTER_TEST_TRACE=FILE each
 reconcile appends one JSON line to FILE: the controller, the key, the modules of ours whose functions ran in it (its
 task, the tasks it started and the threads they started), the calls from a core module into an edge module (a climb
-back up the layers), and its writes. The product ships none of this (docs/measurements.md: a reconcile's path)."""
+back up the layers), the calls from an edge module into a core one (each returns: the edge and the core take turns),
+and its writes. The product ships none of this (docs/measurements.md: a reconcile's path)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class Pass:
     def __init__(self) -> None:
         self.modules: set[str] = set()
         self.climbs: dict[str, int] = {}
+        self.descents: dict[str, int] = {}
         self.writes: list[str] = []
 
 
@@ -62,9 +64,13 @@ def _trace(frame: FrameType, event: str, arg: Any) -> None:
         return None
     found.modules.add(callee)
     caller = module_of(frame.f_back.f_code.co_filename) if frame.f_back is not None else None
-    if caller is not None and caller.split(".")[0] in CORES and callee.split(".")[0] in EDGES:
-        where = f"{caller} -> {callee}.{frame.f_code.co_name}"
+    if caller is None or caller == callee:
+        return None
+    where = f"{caller} -> {callee}.{frame.f_code.co_name}"
+    if caller.split(".")[0] in CORES and callee.split(".")[0] in EDGES:
         found.climbs[where] = found.climbs.get(where, 0) + 1
+    elif caller.split(".")[0] in EDGES and callee.split(".")[0] in CORES:
+        found.descents[where] = found.descents.get(where, 0) + 1
     return None
 
 
@@ -92,7 +98,8 @@ def _traced(controller: str, reconcile: Callable[..., Any], out: Path) -> Callab
         finally:
             CURRENT.reset(token)
             line = {"controller": controller, "key": f"{namespace}/{name}", "outcome": outcome,
-                    "modules": sorted(found.modules), "climbs": found.climbs, "writes": found.writes}
+                    "modules": sorted(found.modules), "climbs": found.climbs, "descents": found.descents,
+                    "writes": found.writes}
             with out.open("a") as sink:
                 sink.write(json.dumps(line) + "\n")
 
