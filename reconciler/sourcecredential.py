@@ -21,10 +21,11 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome
 from controller_runtime.writes import ensure, prune, write_status
-from lifecycle.credentials import checks, concerns, looks
+from lifecycle.credentials import concerns, looks
 from lifecycle.credentials.assess import CHECK_INTERVAL, Assessment, Cluster, Settings, assess, material_names
+from lifecycle.credentials.checks import Verdict
 from lifecycle.credentials.material import Material, Unreadable
-from lifecycle.credentials.spec import SOURCE_CREDENTIAL, Half
+from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.drift import drift, drift_note
 from lifecycle.plans import CREDENTIAL_PLAN_LABELS, credential_of
 from reconciler.credential_probes import probe_git, probe_registry
@@ -136,10 +137,10 @@ class SourceCredentialController:
                                     "path": str(request.path), "outcome": _outcome(found)})
         verdicts = dict(observed.verdicts)
         for check in asked.checks:
-            verdicts[check.half] = verdict = await in_thread(functools.partial(_probe, check.half, check.spec,
-                                                                               check.login))
-            log.info("checked", extra={"controller": self.name, "object": name, "half": check.half,
-                                       "state": verdict.state, "detail": verdict.message})
+            verdicts[check.half] = said = await in_thread(functools.partial(_probe, check))
+            for verdict in said:
+                log.info("checked", extra={"controller": self.name, "object": name, "half": check.half,
+                                           "state": verdict.state, "detail": verdict.message})
         return looks.Observed(reads, verdicts)
 
     async def _carry_out(self, namespace: str, name: str, obj: dict[str, Any] | None, decided: Assessment) -> None:
@@ -207,10 +208,7 @@ def _outcome(found: Material | Unreadable | str) -> str:
     return f"missing: {found}"
 
 
-def _probe(half_name: str, half: Half, login: Material) -> checks.Verdict:
-    """One half checked against each of its registries or repository prefixes (blocking); the verdicts combined."""
-    if half_name == "registry":
-        verdicts = [probe_registry(host, login) for host in checks.registry_hosts(half)]
-    else:
-        verdicts = [probe_git(url, login) for url in checks.git_urls(half)]
-    return checks.combined(verdicts)
+def _probe(check: looks.CheckRequest) -> list[Verdict]:
+    """One half checked against each of its registries and repository URLs (blocking)."""
+    return [*(probe_registry(host, check.login) for host in check.registries),
+            *(probe_git(url, check.login) for url in check.repositories)]

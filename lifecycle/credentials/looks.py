@@ -5,11 +5,20 @@ passes (in its memory only: never written anywhere)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from controller_runtime.outcomes import NextCheck
-from lifecycle.credentials.checks import Checked, Verdict, after_check, fingerprint, wait_before_check
+from lifecycle.credentials.checks import (
+    Checked,
+    Verdict,
+    after_check,
+    combined,
+    fingerprint,
+    git_urls,
+    registry_hosts,
+    wait_before_check,
+)
 from lifecycle.credentials.material import Found, Material, Unreadable, material
 from lifecycle.credentials.openbao import (
     BACKEND_UNAVAILABLE,
@@ -51,10 +60,12 @@ class ReadRequest(NamedTuple):
 
 
 class CheckRequest(NamedTuple):
-    """A half to check against its servers, with the material it is checked with."""
+    """A half to check: against each of its registries (`GET /v2/`) or repository URLs (`git ls-remote`), with the
+    material it is checked with."""
 
     half: str
-    spec: Half
+    registries: tuple[str, ...]
+    repositories: tuple[str, ...]
     login: Material
 
 
@@ -66,10 +77,11 @@ class Looks(NamedTuple):
 
 
 class Observed(NamedTuple):
-    """What a pass looked at so far: each OpenBao path's reply read (by path), each half's check (by half)."""
+    """What a pass looked at so far: each OpenBao path's reply read (by path), each half's check (by half: the
+    verdict of each server it was checked against)."""
 
     reads: Mapping[str, Material | Unreadable | str] = {}
-    verdicts: Mapping[str, Verdict] = {}
+    verdicts: Mapping[str, Sequence[Verdict]] = {}
 
 
 NOT_A_PATH = Unreadable(BACKEND_UNAVAILABLE, "not an openBaoPath")  # the CRD and the webhook refuse it: never read
@@ -144,7 +156,9 @@ def checks_due(credential: Credential, found: Mapping[str, Found], memory: Memor
         if isinstance(login, Material) and name not in observed.verdicts and wait_before_check(
                 memory.checks.get(name), fingerprint(half, login.username, login.password), now, timing.interval,
                 timing.cap, requested).due:
-            out.append(CheckRequest(name, half, login))
+            registry = name == "registry"
+            out.append(CheckRequest(name, tuple(registry_hosts(half)) if registry else (),
+                                    () if registry else tuple(git_urls(half)), login))
     return tuple(out)
 
 
@@ -162,8 +176,8 @@ def checked(credential: Credential, found: Mapping[str, Found], memory: Memory, 
             continue
         current[name] = fingerprint(half, login.username, login.password)
         before = memory.checks.get(name)
-        now_checked = (after_check(before, current[name], observed.verdicts[name], now, timestamp, requested)
-                       if name in observed.verdicts else before)
+        now_checked = (after_check(before, current[name], combined(observed.verdicts[name]), now, timestamp,
+                                   requested) if name in observed.verdicts else before)
         if now_checked is not None:
             last[name] = now_checked
         waits.append(wait_before_check(now_checked, current[name], now, timing.interval, timing.cap, requested))

@@ -69,13 +69,15 @@ def run(name: str, obj: dict[str, Any] | None, world: Cluster, memory: looks.Mem
         assert not any(str(r.path) in observed.reads for r in decided.reads)  # never asks twice
         assert not any(c.half in observed.verdicts for c in decided.checks)
         observed = looks.Observed({**observed.reads, **{str(r.path): LOGIN for r in decided.reads}},
-                                  {**observed.verdicts, **{c.half: verdict for c in decided.checks}})
+                                  {**observed.verdicts, **{c.half: [verdict] * len(c.registries + c.repositories)
+                                                           for c in decided.checks}})
 
 
 def test_a_new_credential_is_checked_then_derives_attaches_and_says_so() -> None:
     obj = credential()
     decided, asked = run("myorg", obj, cluster(obj))
-    assert [(c.half, c.login) for a in asked for c in a.checks] == [("git", LOGIN), ("registry", LOGIN)]
+    assert [(c.half, c.registries, c.repositories, c.login) for a in asked for c in a.checks] == [
+        ("git", (), ("https://github.com/myorg/",), LOGIN), ("registry", ("ghcr.io",), (), LOGIN)]
     assert decided.finalizers_added == (FINALIZER,) and decided.finalizers_removed == ()
     spec = read(obj)
     assert decided.derive == [*repo_creds(spec, LOGIN, "argocd"), pull_secret(spec, LOGIN, "shop")]
