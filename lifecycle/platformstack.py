@@ -16,8 +16,8 @@ from lifecycle.notes import Note
 from lifecycle.stack_inputs import components
 from platform_stack import umbrella
 from platform_stack.channels import upgrade_available
+from platform_stack.check_result import Baseline, Check, Finding
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
-from platform_stack.upstream import Baseline, Check, Finding
 
 __all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
            "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",

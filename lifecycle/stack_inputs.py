@@ -12,9 +12,8 @@ from controller_runtime.outcomes import NextCheck
 from lifecycle.notes import Note
 from lifecycle.trust import foreign_writers
 from platform_stack.channels import upgrade_available
-from platform_stack.errors import StackError
-from platform_stack.registry import RegistryFailure
-from platform_stack.upstream import Baseline, Check, Finding
+from platform_stack.check_result import Baseline, Check, Finding
+from platform_stack.errors import RegistryFailure, StackError
 from toolchain.errors import AppRafterError, ToolFailure
 
 __all__ = ["COMPONENT_LABEL", "COMPONENT_LABELS", "CheckMemo", "check_due", "components", "existing_plans",

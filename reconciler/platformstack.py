@@ -28,13 +28,10 @@ from lifecycle.conditions import StatusUpdate
 from lifecycle.notes import Note
 from lifecycle.plans import PLATFORM_PLAN_LABELS
 from platform_stack import umbrella
+from platform_stack.check_result import Baseline, Finding
 from platform_stack.errors import StackError
 from platform_stack.resource import NAME, NAMESPACE, PLATFORM_STACK, StackSpec, read_spec
-from platform_stack.upstream import (
-    Baseline,
-    Finding,
-    Upstream,
-)
+from platform_stack.upstream import Upstream
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread, look, read_credentials, read_keys

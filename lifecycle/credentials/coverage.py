@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from compatibility.images import split_image
+from renderer.imageref import split_image
 from lifecycle.credentials.git_urls import template_covers
 from lifecycle.credentials.spec import Backend, Credential, Half, argocd_url, pull_key, read
 from renderer.names import NAME_LABEL
