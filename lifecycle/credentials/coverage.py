@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from renderer.imageref import split_image
 from lifecycle.credentials.git_urls import template_covers
 from lifecycle.credentials.spec import Backend, Credential, Half, argocd_url, pull_key, read
+from renderer.imageref import split_image
 from renderer.names import NAME_LABEL
 
 __all__ = ["Coverage", "User", "applied_coverage", "as_applied", "coverage_of", "covered", "covering", "covers_image",
