@@ -20,7 +20,7 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
-from lifecycle import sourcecredential
+from lifecycle.credentials import spec as credential_spec
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
@@ -320,7 +320,7 @@ def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
 
 
 def _source_credential(req: _Request, settings: Settings) -> _Verdict:
-    return _Verdict(tuple(sourcecredential.check(req.obj, settings.operator_namespace)))
+    return _Verdict(tuple(credential_spec.check(req.obj, settings.operator_namespace)))
 
 
 Handler = Callable[[_Request, Settings], _Verdict]

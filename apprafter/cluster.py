@@ -1,5 +1,6 @@
 """The CLI's cluster access: a controller_runtime client for one command (kubeconfig resolved like kubectl), run
-to completion, and the API server's refusals a user can act on turned into their errors."""
+to completion, waiting on an object through the runtime's informer, and the API server's refusals a user can act on
+turned into their errors."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from toolchain.errors import Problem, UserError
 if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
     from controller_runtime.client import Kube
     from controller_runtime.errors import KubeError
+    from controller_runtime.kinds import KindLike
 
-__all__ = ["FIELD_MANAGER", "refused", "shown", "table", "with_cluster"]
+__all__ = ["FIELD_MANAGER", "refused", "shown", "table", "wait_for", "with_cluster"]
 
 FIELD_MANAGER = "apprafter-cli"
 T = TypeVar("T")
@@ -47,6 +49,44 @@ def with_cluster(kubeconfig: Path | None, context: str | None,
             await kube.close()
 
     return asyncio.run(run())
+
+
+async def wait_for(kube: Kube, kind: KindLike, name: str, namespace: str,
+                   done: Callable[[dict[str, Any] | None], bool], timeout: float) -> dict[str, Any] | None:
+    """The object `namespace/name` once `done(the object, None while there is none)` holds ({} when it is none), as
+    the runtime's informer sees it (a list, then its watch, resumed and listed again as the controllers' are); None
+    when `timeout` seconds pass first. A list that failed until then raises its error."""
+    import asyncio
+
+    from controller_runtime.errors import KubeError
+    from controller_runtime.informer import Informer
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    cache = Informer(kube, kind, (namespace,))
+    answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def seen(obj: dict[str, Any] | None) -> None:
+        if not answer.done() and done(obj):
+            answer.set_result(obj or {})
+
+    cache.handlers.append(lambda event, obj: seen(None if event == "DELETED" else obj)
+                          if obj.get("metadata", {}).get("name") == name else None)
+    running = asyncio.create_task(cache.run())
+    try:
+        await asyncio.wait_for(cache.synced.wait(), timeout)
+        if cache.not_served is not None:
+            raise KubeError(cache.not_served, 404)
+        if cache.get(namespace, name) is None:
+            seen(None)
+        return await asyncio.wait_for(asyncio.shield(answer), max(0.0, deadline - loop.time()))
+    except TimeoutError:
+        if cache.failure is not None:
+            raise cache.failure from None
+        return None
+    finally:
+        running.cancel()
+        await asyncio.gather(running, return_exceptions=True)
 
 
 def refused(error: KubeError, where: str, conflict: str) -> UserError | KubeError:

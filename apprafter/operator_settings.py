@@ -125,7 +125,7 @@ class OperatorSettings:
 def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, token_file: Path | None,
              ca_file: Path | None) -> OpenBaoSettings | None:
     """The OpenBao flags checked together: an address wants exactly one way to log in, a login wants an address."""
-    from lifecycle.openbao import address_problem
+    from lifecycle.credentials.openbao import address_problem
     from reconciler.openbao import OpenBaoSettings
 
     if address is None:

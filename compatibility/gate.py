@@ -316,7 +316,7 @@ def refused_platform(plans: Iterable[PlatformPlan], *, applied_plan: str | None,
 # --- credential scope --------------------------------------------------------------------------------------
 
 def decide_credential(result: Plan | None, plans: Iterable[ExistingPlan], *, owner_uid: str) -> GateDecision:
-    """The gate for one SourceCredential: `result` is its credential-scope plan (lifecycle.credential_gate; None when
+    """The gate for one SourceCredential: `result` is its credential-scope plan (lifecycle.credentials.gate; None when
     nothing was applied yet), `plans` its MigrationPlans. While held, the derived Secrets stay as they were."""
     verdict = judge(CREDENTIAL_GATE, result, plans, owner_uid=owner_uid)
     held = verdict.outcome == "hold"

@@ -91,7 +91,7 @@ _ALL = [
          "a platform component change classified data-migration"),
     Rule("AR-PS003", "platform-component-breaking", BREAKING,
          "a platform component change classified breaking"),
-    # Credential scope (spec §3.12): a SourceCredential's coverage against what matches it (lifecycle.credential_gate).
+    # Credential scope (spec §3.12): a SourceCredential's coverage against what matches it (lifecycle.credentials.gate).
     Rule("AR-SC000", "credential-coverage-changed", SAFE,
          "coverage widened, or an entry (a prefix, host or namespace) removed that no Application matches"),
     Rule("AR-SC001", "credential-repository-uncovered", BREAKING,

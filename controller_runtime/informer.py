@@ -65,6 +65,7 @@ class Informer:
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
         self.not_served: str | None = None  # why the kind cannot be listed (e.g. its CRD is not installed)
+        self.failure: Exception | None = None  # why the last list failed (None once one succeeds)
 
     @property
     def name(self) -> str:
@@ -204,9 +205,11 @@ class Informer:
                     self._mark_listed(namespace)  # nothing to wait for: reported when an object of it is applied
                 else:
                     self.not_served = None
+                    self.failure = e
                     self.log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
                                                                 "retry_in": delay})
             except Exception as e:  # an error the client did not classify (a bug, say): logged, then listed again
+                self.failure = e
                 self._restarted("error")
                 self.log.error("list or watch failed unexpectedly, listing again",
                           extra={"resource": self.name, "error": f"{type(e).__name__}: {e}", "retry_in": delay},
@@ -217,7 +220,7 @@ class Informer:
     async def _list_and_watch(self, namespace: str) -> None:
         """One list, then its watch until it must be listed again (a KubeError from the list goes to the caller)."""
         items, version = await self.kube.list(self.kind, namespace, self.labels)
-        self.not_served = None
+        self.not_served = self.failure = None
         self._restarted("relist")
         self._replace(namespace, items)
         self._mark_listed(namespace)

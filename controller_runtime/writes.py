@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from controller_runtime.client import Deletion, Kube
+from controller_runtime.client import CHANGED, Deletion, Kube
 from controller_runtime.compare import status_up_to_date, up_to_date
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import gvk_of
@@ -61,13 +61,14 @@ class Pruned(NamedTuple):
 async def delete_exactly(kube: Kube, cache: Informer, obj: Mapping[str, Any], *, unchanged: bool = False) -> Deletion:
     """Delete `obj` (as read) only while it is still that object (its uid: one made under the name since is left
     alone) and, when `unchanged`, still as it was read (its resourceVersion: a change since makes the decision
-    stale). The cache forgets it (a newer object under its name stays)."""
+    stale). Once it is gone the cache forgets it (a newer object under its name stays); one that changed stays
+    cached (the watch has brought, or brings, its new version)."""
     meta = obj["metadata"]
     namespace, name, uid = meta.get("namespace"), meta["name"], str(meta["uid"])
     deletion = await kube.delete_exactly(gvk_of(obj), name, namespace, uid,
                                          str(meta["resourceVersion"]) if unchanged else None)
     cached = cache.get(namespace or "", name)
-    if cached is not None and cached["metadata"].get("uid") == uid:
+    if deletion != CHANGED and cached is not None and cached["metadata"].get("uid") == uid:
         cache.forget(namespace or "", name)
     return deletion
 

@@ -16,8 +16,8 @@ from compatibility.text import approve_command
 from lifecycle.baseline import remembered
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
-from lifecycle.credential_checks import image_credentials
-from lifecycle.credential_outputs import deployment_image
+from lifecycle.credentials.coverage import deployment_image
+from lifecycle.credentials.reports import image_credentials
 from lifecycle.health import CURRENT, FAILED, Workload
 from lifecycle.notes import Note
 from lifecycle.plans import plans_of

@@ -1,11 +1,11 @@
 """The CRD sources of what the operator keeps in its own namespace (lifecycle/schema/): the gate's baselines, the
-holders of public hostnames and the SourceCredentials (lifecycle.sourcecredential), generated like every other CRD;
+holders of public hostnames and the SourceCredentials (lifecycle.credentials.spec), generated like every other CRD;
 OPERATOR_CRDS is every CRD the operator needs installed (`apprafter crds` prints them with the PlatformStack's)."""
 
 from __future__ import annotations
 
 from compatibility.crd import ALL_CRDS
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL
+from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from renderer.crds import AGE, Column, CrdSource, cel
 
 __all__ = ["BASELINE", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SOURCE_CREDENTIAL"]

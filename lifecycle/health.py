@@ -240,7 +240,7 @@ def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequen
 
 def pod_failures(pods: Iterable[Mapping[str, Any]], scoped_out: bool = False) -> list[PodFailure]:
     """Containers (init containers first) that cannot run as declared, over running pods, sorted by pod name
-    (`scoped_out`: SourceCredentials cover the image, but not the pods' namespace; lifecycle.credential_checks)."""
+    (`scoped_out`: SourceCredentials cover the image, but not the pods' namespace; lifecycle.credentials.checks)."""
     out = []
     for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name"))):
         meta, status = pod.get("metadata", {}), pod.get("status") or {}

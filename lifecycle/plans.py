@@ -1,5 +1,5 @@
-"""MigrationPlans as the controllers handle them: which objects are an Application environment's plans, and the
-status write that moves a plan to the phase the gate decided."""
+"""MigrationPlans as the controllers handle them: which objects are an Application environment's plans or a
+SourceCredential's, and the status write that moves a plan to the phase the gate decided."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from compatibility.gate import APPLIED, PlanPhase
+from compatibility.migrationplan import CREDENTIAL_LABEL
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
-__all__ = ["APPLICATION_PLAN_LABELS", "CREDENTIAL_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "phase_patch", "plans_of"]
+__all__ = ["APPLICATION_PLAN_LABELS", "CREDENTIAL_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "credential_of", "phase_patch",
+           "plans_of"]
 
 APPLICATION_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "application"}
 PLATFORM_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "platform"}
@@ -24,6 +26,12 @@ def plans_of(plans: Iterable[Mapping[str, Any]], app: str, environment: str | No
         if labels.get(NAME_LABEL) == app and (environment is None or labels.get(ENVIRONMENT_LABEL) == environment):
             out.append(plan)
     return out
+
+
+def credential_of(plan: Mapping[str, Any]) -> str | None:
+    """The SourceCredential a credential-scope plan is about, by the label the operator writes (None: none)."""
+    name = (plan.get("metadata", {}).get("labels") or {}).get(CREDENTIAL_LABEL)
+    return str(name) if name else None
 
 
 def phase_patch(plan: Mapping[str, Any], phase: PlanPhase, timestamp: str) -> dict[str, Any] | None:

@@ -35,17 +35,16 @@ from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
-from lifecycle.credential_checks import scoped_out
-from lifecycle.credential_gate import coverage_of, covers_image
-from lifecycle.credential_outputs import deployment_image
+from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image
+from lifecycle.credentials.reports import scoped_out
+from lifecycle.credentials.spec import SOURCE_CREDENTIAL
+from lifecycle.credentials.spec import read as read_credential
 from lifecycle.drift import Drift, drift, drift_note
 from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
 from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
-from lifecycle.sourcecredential import SOURCE_CREDENTIAL
-from lifecycle.sourcecredential import read as read_credential
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event

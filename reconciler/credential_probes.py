@@ -1,7 +1,7 @@
 """The I/O of a SourceCredential check (blocking, run in a thread, every step bounded): a registry's `GET /v2/`
 through platform_stack.registry's transport (the token exchange or HTTP Basic its challenge asks for), and
 `git ls-remote` with the login handed to git by GIT_ASKPASS from the environment, never on argv. What the servers
-answered is read by lifecycle.credential_checks."""
+answered is read by lifecycle.credentials.checks."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from lifecycle import credential_checks as checks
-from lifecycle.credential_outputs import Material
+from lifecycle.credentials import checks
+from lifecycle.credentials.material import Material
 from platform_stack.credentials import Credential
 from platform_stack.oci import is_loopback
 from platform_stack.registry.replies import RegistryFailure, failure_words

@@ -1,7 +1,7 @@
 """The I/O of the OpenBao backend (blocking, run in a thread, every step bounded): a KV v2 read over OpenBao's HTTP
 API with the operator's client token, from the Kubernetes auth method (its ServiceAccount token, logged in anew
 before the lease ends and after a 403) or from a token file (re-read for every request). What OpenBao answered is
-read by lifecycle.openbao. The token and the material are never logged."""
+read by lifecycle.credentials.openbao. The token and the material are never logged."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import httpx
 
-from lifecycle import openbao as core
-from lifecycle.credential_outputs import Material, Unreadable
+from lifecycle.credentials import openbao as core
+from lifecycle.credentials.material import Material, Unreadable
 from platform_stack.registry.transport import tls_failure
 from toolchain.errors import ToolFailure
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,28 +18,26 @@ from tests.argocd import overrides
 from tests.argocd.objects import edited, rendered_cr, with_base
 from tests.compatibility.cases import BASE
 from tests.reconciler.helpers import API, apply, condition, cr, plans, wait, wait_phase
-from tests.reconciler.operator_proc import Operator
-from tests.testbed.gitops import delete_ours, paused, start_operator
+from tests.reconciler.operator_proc import Fixture, Operator, operator_fixture
+from tests.testbed.gitops import ARGOCD_NAMESPACE, delete_ours, paused
 from tests.testbed.kube import KubeTestBed
 
 pytestmark = pytest.mark.testbed
 
 
 @pytest.fixture(scope="module")
-def namespace(kube: KubeTestBed, apprafter_crds: list[str]) -> str:
+def namespace(kube: KubeTestBed, apprafter_crds: list[str]) -> Iterator[str]:
+    """The module's namespace; what the operator made there is deleted once it stopped."""
     name = f"argo-health-{uuid.uuid4().hex[:8]}"
     kube.ensure_namespace(name)
-    return name
+    yield name
+    delete_ours(kube, (name,))
 
 
-@pytest.fixture(scope="module")
-def operator(kube: KubeTestBed, namespace: str, testbed_dir: Path) -> Iterator[Operator]:
-    running = start_operator(kube, testbed_dir / f"operator-{namespace}", (namespace,))
-    try:
-        yield running
-    finally:
-        running.stop()
-        delete_ours(kube, (namespace,))
+# The GitOps loop's operator (tests/testbed/gitops.py start_operator), watching the module's namespace only.
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", "--max-backoff", "5", "--argocd-namespace",
+                            ARGOCD_NAMESPACE, "--namespace", Fixture("namespace"), bed="kube",
+                            rbac=(Fixture("namespace"),), argocd=ARGOCD_NAMESPACE, name="gitops-loop")
 
 
 def live(kube: KubeTestBed, kind: str, name: str, namespace: str) -> dict[str, Any]:

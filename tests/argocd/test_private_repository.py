@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL
 from tests.argocd.objects import APP_FILE, HELLO, PROD
 from tests.reconciler.helpers import API, events, plan_phase, plans, wait
 from tests.testbed.argocd import conditions, sync_status
@@ -143,7 +143,7 @@ def test_argo_cds_precedence_holds_beside_hand_made_secrets(loop: GitOpsLoop, pr
         loop.kube.delete("v1", "Secret", "hand-shop", loop.argocd.namespace)
         _compared(loop, private, True, "synced through ours, the longer of the two left")
         # a repository Secret of the repository itself overrides every template, ours included; written with a
-        # `.git` the Application's URL has not, it is the same repository to Argo CD (lifecycle.git_urls)
+        # `.git` the Application's URL has not, it is the same repository to Argo CD (lifecycle.credentials.git_urls)
         _hand_made(loop, "hand-repository", "repository", f"{private.url}.git", WRONG)
         failed = _compared(loop, private, False, "refused with the repository Secret")
         assert "authentication required" in str(_comparison_error(failed))

@@ -23,10 +23,10 @@ import yaml
 
 from platform_stack import umbrella
 from tests.reconciler.conftest import install_our_crds
-from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.argocd import ARGOCD_API, ArgoCD, Settings, configmaps_of, start_argocd, with_component
 from tests.testbed.distribution import AuthRegistry, distribution
-from tests.testbed.gitops import DEPLOY, chart_operator
+from tests.testbed.gitops import DEPLOY
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import tool, wait_for
 from tests.testbed.redis import RedisServer, start_redis
@@ -69,21 +69,18 @@ def publisher(registry: AuthRegistry, tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, registry: AuthRegistry, publisher: Publisher,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """The operator with its chart's RBAC (here and in `argocd`), the release key and a pull-only login."""
+def stack_secrets(bed: KubeTestBed, registry: AuthRegistry, publisher: Publisher) -> None:
+    """What the operator reads here: the release key and a pull-only login."""
     for namespace in (NS, umbrella.NAMESPACE):
         bed.ensure_namespace(namespace)
     public = base64.b64encode(publisher.keys["release"][1].read_bytes()).decode()
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KEYS, "namespace": NS},
                "data": {"release.pub": public}})
     bed.apply(registry.pull_secret(CREDENTIALS, NS))
-    workdir = tmp_path_factory.mktemp("operator")
-    op = chart_operator(bed, workdir, ("--no-leader-elect", *FAST), (NS, umbrella.NAMESPACE)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+
+
+# The operator with its chart's RBAC (here and in `argocd`).
+operator = operator_fixture("--no-leader-elect", *FAST, rbac=(NS, umbrella.NAMESPACE), requires=("stack_secrets",))
 
 
 class Deployed:

@@ -1,6 +1,7 @@
 """`apprafter repo creds add` without a cluster: `-o yaml --cert FILE` prints a SealedSecret that the private key of
-that certificate opens (the sealing of tests/reconciler/test_sealing.py, through the CLI), and bad input is one line
-per problem, exit 1, nothing on stdout, never the material. With the real controller: test_repo_creds_cluster.py."""
+that certificate opens (the sealing of tests/lifecycle/credentials/test_sealing.py, through the CLI), and bad input
+is one line per problem, exit 1, nothing on stdout, never the material. With the real controller:
+test_repo_creds_cluster.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.reconciler.test_sealing import _certificate, _open
+from tests.lifecycle.credentials.test_sealing import _certificate, _open
 from tests.renderer.helpers import APPRAFTER
 
 PASSWORD = "pw-not-to-be-printed"

@@ -106,8 +106,10 @@ def test_exact_deletes_leave_an_object_made_anew_under_the_name_and_one_changed_
         assert await delete_exactly(kube, cache, old) == CHANGED  # the old uid: the new object stays
         assert cache.get(namespace, "a") == new and server.get("v1", "ConfigMap", "a", namespace) is not None
         edited = server.apply(config_map(namespace, "a", v="3"), field_manager="someone-else")
+        cache.update(edited)  # the watch brought the edit while the pass decided on what it had read
         assert await delete_exactly(kube, cache, new, unchanged=True) == CHANGED  # read before that edit
         assert server.get("v1", "ConfigMap", "a", namespace) is not None
+        assert cache.get(namespace, "a") == edited  # still there: no event would bring it back
         assert await delete_exactly(kube, cache, edited, unchanged=True) == DELETED
         assert server.get("v1", "ConfigMap", "a", namespace) is None
 

@@ -14,7 +14,7 @@ from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from renderer.manifests import KINDS
 from tests.reconciler.helpers import CREATED, forget
-from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.rollouts import RolloutStandIn, start_rollouts
 from toolchain.tools import crd_files
@@ -47,14 +47,8 @@ def bed(kube: KubeTestBed, rollouts: RolloutStandIn, tmp_path_factory: pytest.Te
     return install_our_crds(kube, tmp_path_factory.mktemp("crds"))
 
 
-@pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """One operator for the module: every namespace, no leader election, fast resync and backoff."""
-    op = Operator(bed, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", *FAST)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# One operator for the module: every namespace, no leader election, fast resync and backoff.
+operator = operator_fixture("--no-leader-elect", *FAST)
 
 
 @pytest.fixture(autouse=True)

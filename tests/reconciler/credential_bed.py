@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL
 from tests.reconciler.helpers import plan_phase, plans
-from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.operator_proc import FAST, Fixture, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitserver import GitHttpServer, GitServer, start_git_http_server, start_git_server
@@ -77,16 +77,9 @@ def credential_argocd_namespace(bed: KubeTestBed) -> str:
     return name
 
 
-@pytest.fixture(scope="module", name="operator")
-def credential_operator(bed: KubeTestBed, argocd_namespace: str,
-                        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """The operator of the credential tests: no PlatformStack controller, Argo CD in `argocd_namespace`."""
-    op = Operator(bed, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", "--no-platform-stack",
-                                                             "--argocd-namespace", argocd_namespace, *FAST)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# The operator of the credential tests: no PlatformStack controller, Argo CD in `argocd_namespace`.
+credential_operator = operator_fixture("--no-leader-elect", "--no-platform-stack", "--argocd-namespace",
+                                       Fixture("argocd_namespace"), *FAST)
 
 
 def credential_plans(bed: KubeTestBed, records: str, name: str) -> list[dict[str, Any]]:

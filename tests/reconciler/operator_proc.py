@@ -1,4 +1,5 @@
-"""`apprafter operator` as a real subprocess against the test bed: start, probe, read metrics, pause, kill."""
+"""`apprafter operator` as a real subprocess against the test bed: start, probe, read metrics, pause, kill; and the
+one fixture factory every module that runs an operator for its tests uses (operator_fixture)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,18 @@ import os
 import signal
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
 
+TRACE_ENV, TRACED = "APPRAFTER_TEST_TRACE", "tests.reconciler.traced_operator"
 FAST = ("--resync", "2", "--max-backoff", "2")
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
 
@@ -30,7 +34,8 @@ class Operator:
     def __init__(self, bed: KubeTestBed, workdir: Path, args: Sequence[str] = (), name: str = "operator",
                  kubeconfig: Path | None = None, records_namespace: str | None = None,
                  entry: str = "apprafter") -> None:
-        """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say)."""
+        """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say); with APPRAFTER_TEST_TRACE
+        set, `apprafter` runs traced (tests/reconciler/traced_operator.py)."""
         self.bed = bed
         self.name = name
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -38,8 +43,8 @@ class Operator:
         # leaves behind (a hostname held) never reaches the next.
         self.records_namespace = records_namespace or records_namespace_for(name)
         bed.ensure_namespace(self.records_namespace)
-        self.entry = entry
-        self.argv = [sys.executable, "-m", entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
+        self.entry = TRACED if entry == "apprafter" and os.environ.get(TRACE_ENV) else entry
+        self.argv = [sys.executable, "-m", self.entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
                      "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
         workdir.mkdir(parents=True, exist_ok=True)
@@ -121,3 +126,50 @@ class Operator:
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stop()
+
+
+class Fixture(NamedTuple):
+    """In operator_fixture's arguments: the value of the fixture of this name."""
+
+    name: str
+
+
+def _value(request: pytest.FixtureRequest, given: str | Fixture) -> str:
+    return str(request.getfixturevalue(given.name)) if isinstance(given, Fixture) else given
+
+
+def operator_fixture(*args: str | Fixture, bed: str = "bed", name: str = "operator",
+                     rbac: Sequence[str | Fixture] | None = None, argocd: str | Fixture | None = None,
+                     crds: bool = False, requires: Sequence[str] = ()) -> Any:
+    """One operator process for a module, as the fixture `operator` (`operator = operator_fixture(...)`):
+    `apprafter operator` with `args` on the bed the fixture `bed` names (`bed`, `kube`, `node`); as the bed's admin,
+    or with `rbac` (namespaces; () for the chart's own) as its ServiceAccount bound by the operator chart's RBAC
+    there, in its records namespace and in `argocd` (tests/testbed/gitops.py chart_operator); our CRDs installed
+    first with `crds`; the fixtures `requires` set up before it starts (and torn down after it stops). A Fixture(name)
+    in the arguments stands for that fixture's value. Started once ready, stopped at the module's end."""
+
+    @pytest.fixture(scope="module", name="operator")
+    def operator(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+        """The module's operator (tests/reconciler/operator_proc.py operator_fixture)."""
+        from tests.reconciler.conftest import install_our_crds
+        from tests.testbed.gitops import CHART_ARGOCD_NAMESPACE, OPERATOR_NAMESPACE, chart_operator
+
+        for fixture in requires:
+            request.getfixturevalue(fixture)
+        kube: KubeTestBed = request.getfixturevalue(bed)
+        workdir = Path(str(tmp_path_factory.mktemp(name)))
+        if crds:
+            install_our_crds(kube, workdir)
+        argv = [_value(request, a) for a in args]
+        if rbac is None:
+            op = Operator(kube, workdir, argv, name=name)
+        else:
+            op = chart_operator(kube, workdir, argv, tuple(_value(request, n) for n in rbac) or (OPERATOR_NAMESPACE,),
+                                name=name, argocd_namespace=_value(request, argocd or CHART_ARGOCD_NAMESPACE))
+        op.start()
+        try:
+            yield op
+        finally:
+            op.stop()
+
+    return operator

@@ -16,13 +16,11 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import pull_secret_name
+from lifecycle.credentials.outputs import pull_secret_name
 from tests.argocd import overrides
-from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import API, ARGO, cr, wait
-from tests.reconciler.operator_proc import FAST, Operator
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.distribution import AuthRegistry, start_distribution
-from tests.testbed.gitops import chart_operator
 from tests.testbed.node import NodeTestBed
 from tests.testbed.node_registry import NodeRegistry, push, serve_on_node
 
@@ -54,15 +52,9 @@ def private(node: NodeTestBed, test_app: str, tmp_path_factory: pytest.TempPathF
         registry.stop()
 
 
-@pytest.fixture(scope="module")
-def operator(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    workdir = Path(str(tmp_path_factory.mktemp("pull-operator")))
-    install_our_crds(node, workdir)
-    op = chart_operator(node, workdir, ("--no-leader-elect", "--no-platform-stack", *FAST), name="pull").start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# Our CRDs on the node and one operator for the module, as its ServiceAccount with the chart's RBAC.
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, bed="node", rbac=(), crds=True,
+                            name="pull")
 
 
 def _login(node: NodeTestBed, records: str, user: str, password: str) -> None:

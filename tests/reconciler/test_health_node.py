@@ -12,7 +12,6 @@ import contextlib
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +19,8 @@ import pytest
 from lifecycle.secrets import GRANT_ANNOTATION
 from renderer.manifests import KINDS
 from tests.argocd import overrides
-from tests.reconciler.conftest import install_our_crds
 from tests.reconciler.helpers import API, ARGO, cr, grant_referenced, set_claims_ready, wait, write_status
-from tests.reconciler.operator_proc import FAST, Operator
-from tests.testbed.gitops import chart_operator
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.node import NodeTestBed, has_condition
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
@@ -31,16 +28,9 @@ pytestmark = [pytest.mark.node, pytest.mark.testbed]
 NOT_FOR_MESSAGES = "value-4711-never-in-a-message"  # an env literal: no condition or Event may repeat it
 
 
-@pytest.fixture(scope="module")
-def operator(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """Our CRDs on the node and one operator for the module, as its ServiceAccount with the chart's RBAC."""
-    workdir = Path(str(tmp_path_factory.mktemp("health-node")))
-    install_our_crds(node, workdir)
-    op = chart_operator(node, workdir, ("--no-leader-elect", "--no-platform-stack", *FAST)).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# Our CRDs on the node and one operator for the module, as its ServiceAccount with the chart's RBAC.
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, bed="node", rbac=(), crds=True,
+                            name="health-node")
 
 
 def workload(image: str, **fields: Any) -> dict[str, Any]:

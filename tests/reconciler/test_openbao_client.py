@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from lifecycle import openbao as core
-from lifecycle.credential_outputs import Unreadable
+from lifecycle.credentials import openbao as core
+from lifecycle.credentials.material import Unreadable
 from reconciler.openbao import OpenBao, OpenBaoSettings
 from tests.testbed.procs import free_port
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL, pull_secret_name
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL, pull_secret_name
 from tests.reconciler.credential_bed import (
     Servers,
     approve,

@@ -20,10 +20,9 @@ import pytest
 from tests.platform_stack.conftest import applications, helm_template, ok
 from tests.platform_stack.conftest import cli as stack_cli
 from tests.reconciler.helpers import wait
-from tests.reconciler.operator_proc import FAST, Operator, records_namespace_for
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, distribution
-from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.kube import KubeTestBed, _rejected
 from tests.testbed.stack_releases import Publisher, build_releases, key_pairs
 
@@ -84,18 +83,9 @@ def pub(publisher: Publisher) -> str:
 
 # --- the cluster ---------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """The operator as its ServiceAccount with the operator chart's own RBAC, here and in Argo CD's namespace (what
-    an install grants it, so every test also proves those permissions are enough); fast resync and backoff."""
-    workdir = tmp_path_factory.mktemp("operator")
-    records = records_namespace_for("platformstack")
-    kubeconfig = operator_kubeconfig(bed, workdir, (NS, "argocd"), records=records)
-    op = Operator(bed, workdir, ("--no-leader-elect", *FAST), kubeconfig=kubeconfig, records_namespace=records).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# The operator as its ServiceAccount with the operator chart's own RBAC, here and in Argo CD's namespace (what an
+# install grants it, so every test also proves those permissions are enough); fast resync and backoff.
+operator = operator_fixture("--no-leader-elect", *FAST, rbac=(NS, "argocd"), name="platformstack")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from lifecycle.credential_outputs import pull_secret_name
+from lifecycle.credentials.outputs import pull_secret_name
+from tests.lifecycle.credentials.test_gate import documented_hash
 from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
     Servers,
     credential_argocd_namespace,
@@ -33,7 +34,6 @@ from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtu
 )
 from tests.reconciler.helpers import API, apply, cr, edit, fresh_namespace, plan_phase, plans, wait
 from tests.reconciler.operator_proc import Operator
-from tests.reconciler.test_sourcecredential_gate import documented_hash
 from tests.renderer.helpers import APPRAFTER
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import tool

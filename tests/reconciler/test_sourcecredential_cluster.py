@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from lifecycle.credential_outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
-from lifecycle.sourcecredential import check
+from lifecycle.credentials.outputs import CREDENTIAL_LABEL, FINALIZER, pull_secret_name
+from lifecycle.credentials.spec import check
+from tests.lifecycle.credentials.test_gate import documented_hash
 from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtures
     Servers,
     approve,
@@ -30,7 +31,6 @@ from tests.reconciler.credential_bed import (  # noqa: F401 - the module's fixtu
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, plan_phase, wait
 from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import FAST, Operator
-from tests.reconciler.test_sourcecredential_gate import documented_hash
 from tests.testbed.kube import ApplyRejected, KubeTestBed
 from tests.testbed.procs import free_port
 

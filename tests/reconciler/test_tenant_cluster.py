@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -32,9 +31,8 @@ from tests.reconciler.helpers import (
     wait,
     wait_phase,
 )
-from tests.reconciler.operator_proc import FAST, Operator, records_namespace_for
+from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
-from tests.testbed.gitops import operator_kubeconfig
 from tests.testbed.kube import KubeTestBed, ssl_context
 
 pytestmark = pytest.mark.testbed
@@ -45,18 +43,8 @@ SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info", "API_KEY": {"secret": "vendo
 HELD = edit(SIMPLE, image="ghcr.io/evil/demo:1.0.0", env={**SIMPLE["env"], "TOKEN": {"secret": "other/token"}})
 
 
-@pytest.fixture(scope="module")
-def operator(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    """The operator as its ServiceAccount, bound by the chart's RBAC only (its records namespace included)."""
-    workdir = tmp_path_factory.mktemp("operator")
-    records = records_namespace_for("tenant")
-    kubeconfig = operator_kubeconfig(bed, workdir, records=records)
-    op = Operator(bed, workdir, ("--no-leader-elect", "--no-platform-stack", *FAST), kubeconfig=kubeconfig,
-                  records_namespace=records).start()
-    try:
-        yield op
-    finally:
-        op.stop()
+# The operator as its ServiceAccount, bound by the chart's RBAC only (its records namespace included).
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, rbac=(), name="tenant")
 
 
 class Tenant:

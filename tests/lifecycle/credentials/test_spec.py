@@ -9,18 +9,17 @@ from typing import Any
 import pytest
 
 from admission.review import Settings, validating
-from lifecycle.credential_outputs import (
-    Material,
+from lifecycle.credentials.material import Material, material
+from lifecycle.credentials.outputs import (
     attachment,
     covered_deployments,
     covers,
-    material,
     pull_secret,
     pull_secrets_for,
     repo_creds,
 )
+from lifecycle.credentials.spec import Backend, Credential, Half, check, read
 from lifecycle.secrets import granted
-from lifecycle.sourcecredential import Backend, Credential, Half, check, read
 
 SEALED = Backend("login", None)
 CRED = Credential("myorg", Half(SEALED, ("github.com/myorg/", "http://git.local:3000/team/")),

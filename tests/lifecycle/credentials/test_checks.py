@@ -1,15 +1,14 @@
-"""The pure decisions of a SourceCredential check (lifecycle.credential_checks): each server answer read as Valid,
+"""The pure decisions of a SourceCredential check (lifecycle.credentials.checks): each server answer read as Valid,
 Invalid or Unverified in the server's words, when the next check is due, and what the coverage gate derives."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from lifecycle import credential_checks as checks
-from lifecycle.credential_outputs import Material, half_conditions, status
-from lifecycle.sourcecredential import Backend, Credential, Half
+from lifecycle.credentials import checks
+from lifecycle.credentials.assess import half_conditions, status
+from lifecycle.credentials.material import Material
+from lifecycle.credentials.spec import Backend, Credential, Half
 
 HALF = Half(Backend("login", None), ("ghcr.io/myorg/", "ghcr.io/other/", "registry.example:5000/team/"))
 PASSWORD = "pw-not-in-any-message"
@@ -111,24 +110,3 @@ def test_the_status_carries_the_verdict_and_when_it_was_made() -> None:
     assert document["registry"]["lastValidated"] == "2026-01-02T03:04:05Z"
     missing = half_conditions("Secret login not found", refused)[1]
     assert (missing.status, missing.reason, missing.message) == ("Unknown", "Unverified", "no material to check")
-
-
-def test_what_the_status_reports_and_what_it_adds_up_to() -> None:
-    def half(present: str, valid: str | None) -> dict[str, Any]:
-        conditions = [{"type": "Present", "status": present, "reason": "MaterialFound" if present == "True" else
-                       "MaterialMissing", "message": "m"}]
-        if valid:
-            conditions.append({"type": "Valid", "status": "x", "reason": valid, "message": "said"})
-        return {"conditions": conditions, "lastValidated": "t"}
-
-    spec = {"git": {}, "registry": {}}
-    both = checks.reported({"spec": spec, "status": {"git": half("True", checks.INVALID),
-                                                     "registry": half("False", None)}})
-    assert [(h.half, h.state, h.reason) for h in both] == [("git", checks.INVALID, checks.INVALID),
-                                                           ("registry", checks.NOT_PRESENT, "MaterialMissing")]
-    assert checks.outcome(both) == checks.INVALID  # a refusal wins over a half that could not be told
-    untold = checks.reported({"spec": spec, "status": {"git": half("True", checks.VALID)}})
-    assert [h.state for h in untold] == [checks.VALID, checks.UNVERIFIED]
-    assert checks.outcome(untold) == checks.UNVERIFIED
-    assert checks.outcome(checks.reported({"spec": {"git": {}}, "status": {"git": half("True", checks.VALID)}})) \
-        == checks.VALID

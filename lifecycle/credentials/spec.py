@@ -183,7 +183,7 @@ def read(document: Mapping[str, Any]) -> Credential:
 
 def argocd_url(prefix: str) -> str:
     """The `url` of the repo-creds Secret for a prefix: https:// when none is written (Argo CD compares whole URLs,
-    scheme included, by prefix after normalising them: lifecycle.git_urls)."""
+    scheme included, by prefix after normalising them: lifecycle.credentials.git_urls)."""
     return prefix if "://" in prefix else f"https://{prefix}"
 
 

@@ -1,6 +1,6 @@
-"""SealedSecrets' format as lifecycle.sealing writes it, opened by a decryption written out from the controller's
-pkg/crypto (singleDecrypt) with the private key the test generates; the real controller and kubeseal are the twin
-(tests/reconciler/test_repo_creds_cluster.py)."""
+"""SealedSecrets' format as lifecycle.credentials.sealing writes it, opened by a decryption written out from the
+controller's pkg/crypto (singleDecrypt) with the private key the test generates; the real controller and kubeseal are
+the twin (tests/reconciler/test_repo_creds_cluster.py)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.x509.oid import NameOID
 
-from lifecycle.sealing import certificate_key, credential_objects, seal
-from lifecycle.sourcecredential import check
+from lifecycle.credentials.sealing import certificate_key, credential_objects, seal
+from lifecycle.credentials.spec import check
 from toolchain.errors import UserError
 
 

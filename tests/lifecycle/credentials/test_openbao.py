@@ -10,9 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from apprafter.operator_cmd import operator
-from lifecycle import openbao as bao
-from lifecycle.credential_outputs import Material, Unreadable, half_conditions
-from lifecycle.sourcecredential import check
+from lifecycle.credentials import openbao as bao
+from lifecycle.credentials.assess import half_conditions
+from lifecycle.credentials.material import Material, Unreadable
+from lifecycle.credentials.spec import check
 
 TOKEN = "s.the-client-token-never-printed"
 PASSWORD = "pw-never-printed"

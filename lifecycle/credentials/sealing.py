@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from lifecycle.credential_outputs import MATERIAL_KEYS
+from lifecycle.credentials.material import MATERIAL_KEYS
 from toolchain.errors import Problem, UserError
 
 __all__ = ["SESSION_KEY_BYTES", "certificate_key", "credential_objects", "hybrid_encrypt", "seal", "strict_label"]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifecycle.credential_gate import covers_repository
-from lifecycle.git_urls import credential_index, normalize_git_url
+from lifecycle.credentials.coverage import covers_repository
+from lifecycle.credentials.git_urls import credential_index, normalize_git_url
 
 # TestSameURL: each pair is the same repository for Argo CD.
 SAME_URL = {

@@ -12,22 +12,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from controller_runtime.outcomes import NextCheck
-from lifecycle.conditions import Condition, by_type, condition_status, find_condition
-from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
-from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
+from lifecycle.conditions import Condition, condition_status
+from lifecycle.credentials.spec import Half, argocd_url, pull_key
 
-__all__ = ["CHECK_REQUEST_ANNOTATION", "CREDENTIAL_CONDITION", "GATES", "INVALID", "NOT_PRESENT", "UNVERIFIED",
-           "VALID", "Checked", "Reported", "Verdict", "after_check", "backoff_s", "check_request", "combined",
-           "derives", "fingerprint", "git_urls", "git_verdict", "image_credentials", "outcome", "registry_hosts",
-           "registry_verdict", "reported", "scoped_out", "valid_condition", "wait_before_check"]
+__all__ = ["CHECK_REQUEST_ANNOTATION", "GATES", "INVALID", "UNVERIFIED", "VALID", "Checked", "Verdict", "after_check",
+           "backoff_s", "check_request", "combined", "derives", "fingerprint", "git_urls", "git_verdict",
+           "registry_hosts", "registry_verdict", "valid_condition", "wait_before_check"]
 
 VALID, INVALID, UNVERIFIED = "Valid", "Invalid", "Unverified"
-NOT_PRESENT = "NotPresent"  # a half's state when its material was not found (nothing to check)
 # Set to a new value (`apprafter repo creds check`): every half is due at once; status.checkRequest echoes it back
 CHECK_REQUEST_ANNOTATION = "apprafter.io/check-requested"
 MAX_REQUEST = 128  # characters of a request kept (the status field's maxLength)
-CREDENTIAL_CONDITION = "SourceCredentialValid"  # on an Application whose image only Invalid credentials cover
-NAMESPACE_NOT_COVERED = "NamespaceNotCovered"  # ... or whose image credentials cover, but not in its namespace
 GATES = ("present", "confirmed")  # a half derives once its material is present, or once it is also Valid
 BACKOFF_BASE = 5.0  # seconds before the first re-check of an unverified half; doubled each time up to the cap
 WORDS = 300  # characters of the server's words kept in a message
@@ -43,17 +38,6 @@ class Verdict(NamedTuple):
 
     state: str
     message: str
-
-
-class Reported(NamedTuple):
-    """One half as a SourceCredential's status reports it: VALID / INVALID / UNVERIFIED, or NOT_PRESENT (its
-    material was not found: `reason` and `message` are Present's), and when it was last checked."""
-
-    half: str
-    state: str
-    reason: str
-    message: str
-    last_validated: str
 
 
 class Checked(NamedTuple):
@@ -178,84 +162,3 @@ def derives(gate: str, present: bool, last: Checked | None, current: str | None)
     if gate == "present":
         return True
     return last is not None and last.fingerprint == current and last.verdict.state == VALID
-
-
-def _registry_invalid(obj: Mapping[str, Any]) -> bool:
-    """Whether a SourceCredential's status says its registry half was refused (Valid False, reason Invalid)."""
-    valid = find_condition(((obj.get("status") or {}).get("registry") or {}).get("conditions"), "Valid")
-    return valid.get("status") == "False" and valid.get("reason") == INVALID
-
-
-def _serving(obj: Mapping[str, Any]) -> Coverage:
-    """What a SourceCredential serves now: the coverage last applied while a change waits for its plan (the derived
-    Secrets stay as they were), else its spec's."""
-    status = obj.get("status") or {}
-    held = applied_coverage(status) if status.get("migrationPlan") else None
-    return held if held is not None else coverage_of(read(obj))
-
-
-def _covering(image: str, credentials: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Coverage]]:
-    """The live SourceCredentials whose registry hosts cover an image, with what each serves."""
-    return [(obj, coverage) for obj in credentials if not obj["metadata"].get("deletionTimestamp")
-            and (coverage := _serving(obj)).registry and covers_image(coverage.registry, image)]
-
-
-def scoped_out(image: str | None, namespace: str, credentials: Iterable[Mapping[str, Any]]) -> bool:
-    """Whether SourceCredentials cover an image's registry but none serves the namespace (their registry half's
-    namespaces leave it out): its pods get no pull secret from any of them."""
-    covering = _covering(image, credentials) if image else []
-    return bool(covering) and not any(in_scope(c.namespaces, namespace) for _, c in covering)
-
-
-def image_credentials(image: str | None, namespace: str,
-                      credentials: Iterable[Mapping[str, Any]]) -> Condition | None:
-    """An Application's condition when SourceCredentials cover its image but none serves its namespace (reason
-    NamespaceNotCovered: nothing named, the credentials are not the tenant's), or when every one covering the image
-    in its namespace was refused by the registry (CredentialInvalid: it names them, never their material nor the
-    registry's words, which the credential's own status has). None otherwise."""
-    if not image:
-        return None
-    covering = _covering(image, credentials)
-    if covering and not any(in_scope(c.namespaces, namespace) for _, c in covering):
-        return Condition(CREDENTIAL_CONDITION, "False", NAMESPACE_NOT_COVERED,
-                         f"image {image} is under a registry host a SourceCredential covers, but none covers namespace "
-                         f"{namespace}: its pods get no pull secret (the credential's spec.registry.namespaces does "
-                         "not list this namespace)")
-    serving = [obj for obj, c in covering if in_scope(c.namespaces, namespace)]
-    if not serving or not all(_registry_invalid(obj) for obj in serving):
-        return None
-    named = ", ".join(sorted(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in serving))
-    return Condition(CREDENTIAL_CONDITION, "False", "CredentialInvalid",
-                     f"image {image} is covered only by SourceCredential {named}, whose registry login is Invalid "
-                     "(the registry refused it): pulls fail until its material is re-sealed (`kubectl describe "
-                     "sourcecredential` shows the registry's words)")
-
-
-def reported(obj: Mapping[str, Any]) -> list[Reported]:
-    """Each half the spec declares, as the status reports it (a half without a status yet: Unverified)."""
-    status = obj.get("status") or {}
-    out = []
-    for half in ("git", "registry"):
-        if half not in (obj.get("spec") or {}):
-            continue
-        given = status.get(half)
-        body: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
-        found = by_type(body.get("conditions"))
-        present, valid = found.get("Present") or {}, found.get("Valid") or {}
-        if present and present.get("status") != "True":
-            out.append(Reported(half, NOT_PRESENT, str(present.get("reason", "")), str(present.get("message", "")),
-                                ""))
-            continue
-        reason = str(valid.get("reason") or UNVERIFIED)
-        state = reason if reason in (VALID, INVALID) else UNVERIFIED
-        out.append(Reported(half, state, reason, str(valid.get("message", "")), str(body.get("lastValidated", ""))))
-    return out
-
-
-def outcome(halves: Iterable[Reported]) -> str:
-    """What the halves add up to: INVALID if one was refused, else UNVERIFIED if one could not be told (or has no
-    material), else VALID."""
-    states = {h.state for h in halves}
-    if INVALID in states:
-        return INVALID
-    return UNVERIFIED if states - {VALID} else VALID

@@ -1,5 +1,5 @@
-"""The operator's parts that need no cluster: no-op detection, conditions, the work queue, kubeconfig resolution,
-and the renderer's side of the contract (child kinds, the inverse of the effective spec)."""
+"""The operator's parts that need no cluster: no-op detection, the work queue, kubeconfig resolution, and the
+renderer's side of the contract (child kinds, the inverse of the effective spec)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from controller_runtime.compare import covers, owned_fields_wanted, up_to_date
 from controller_runtime.errors import KubeConfigError
 from controller_runtime.kubeconfig import load_config
 from controller_runtime.queue import FairGate, WorkQueue, fair_share
-from lifecycle.conditions import Condition, by_type, find_condition, render
 from renderer.effective import effective_spec, spec_for
 from renderer.load import load
 from renderer.manifests import KINDS
@@ -88,25 +87,6 @@ def test_strings_elsewhere_are_compared_as_written() -> None:
     # an env value changed from "1000" to "1e3" is a change to apply, though both read as the same quantity
     assert not covers({"env": [{"name": "N", "value": "1000"}]}, {"env": [{"name": "N", "value": "1e3"}]})
     assert not covers({"replicas": "0.5"}, {"replicas": "500m"})
-
-
-def test_conditions_keep_their_transition_time_while_the_status_holds() -> None:
-    first = render([Condition("Ready", "False", "WaitingForClaims", "w")], [], 1, "T1")
-    assert first[0]["lastTransitionTime"] == "T1" and first[0]["observedGeneration"] == 1
-    same = render([Condition("Ready", "False", "AwaitingMigrationApproval", "p")], first, 2, "T2")
-    assert same[0]["lastTransitionTime"] == "T1" and same[0]["reason"] == "AwaitingMigrationApproval"
-    flipped = render([Condition("Ready", "True", "Applied", "ok")], same, 2, "T3")
-    assert flipped[0]["lastTransitionTime"] == "T3"
-    long = render([Condition("Ready", "True", "Applied", "x" * 5000)], [], 1, "T")
-    assert len(long[0]["message"]) == 1024
-
-
-def test_a_condition_is_found_by_type_in_whatever_a_status_holds() -> None:
-    listed = [{"type": "Ready", "status": "True"}, "junk", {"type": "Synced", "status": "False", "message": "m"}]
-    assert find_condition(listed, "Synced") == {"type": "Synced", "status": "False", "message": "m"}
-    assert list(by_type(listed)) == ["Ready", "Synced"]
-    for hostile in (None, "Ready", {"type": "Ready"}, 3, [None, 1]):  # a status no API server would keep
-        assert find_condition(hostile, "Ready") == {} and by_type(hostile) == {}
 
 
 def test_the_queue_deduplicates_serialises_and_backs_off() -> None:

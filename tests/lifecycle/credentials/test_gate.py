@@ -1,10 +1,9 @@
-"""The SourceCredential gate decided without a cluster (lifecycle.credential_gate, compatibility.gate): which coverage
+"""The SourceCredential gate decided without a cluster (lifecycle.credentials.gate, compatibility.gate): which coverage
 changes take something from an Application and wait for a plan, the plan's hash by the documented formula, and
 approval binding the change."""
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 from typing import Any
@@ -15,16 +14,9 @@ from hypothesis import strategies as st
 
 from compatibility.gate import APPLIED, APPROVED, PENDING, REJECTED, SUPERSEDED, ExistingPlan, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL
-from lifecycle.credential_gate import (
-    Coverage,
-    User,
-    applied_coverage,
-    coverage_of,
-    credential_plan,
-    image_users,
-    repository_users,
-)
-from lifecycle.sourcecredential import read
+from lifecycle.credentials.coverage import Coverage, User, applied_coverage, coverage_of, image_users, repository_users
+from lifecycle.credentials.gate import credential_plan
+from lifecycle.credentials.spec import read
 
 BASE = Coverage(("https://github.com/myorg/",), ("ghcr.io/myorg",))
 USERS = [User("Argo CD Application argocd/shop", "git", "https://github.com/MyOrg/shop.git"),
@@ -172,56 +164,6 @@ def test_undoing_the_change_supersedes_the_plan() -> None:
     assert undone.outcome == "apply" and [p.phase for p in undone.phases] == [SUPERSEDED]
 
 
-def credential_object(name: str, hosts: list[str], valid: tuple[str, str] | None) -> dict[str, Any]:
-    conditions = [{"type": "Valid", "status": valid[0], "reason": valid[1], "message": "refused: HTTP 401"}] \
-        if valid else []
-    return {"metadata": {"name": name, "namespace": "apprafter-system"},
-            "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "x"}}, "hosts": hosts}},
-            "status": {"registry": {"conditions": conditions, "hosts": hosts}}}
-
-
-def test_an_image_covered_only_by_invalid_credentials_is_named() -> None:
-    from lifecycle.credential_checks import CREDENTIAL_CONDITION, image_credentials
-
-    refused = credential_object("myorg", ["ghcr.io/myorg/"], ("False", "Invalid"))
-    condition = image_credentials("ghcr.io/myorg/shop:1", "team", [refused])
-    assert condition is not None and (condition.type, condition.status, condition.reason) == (
-        CREDENTIAL_CONDITION, "False", "CredentialInvalid")
-    assert "apprafter-system/myorg" in condition.message and "HTTP 401" not in condition.message
-    working = credential_object("other", ["ghcr.io/"], ("True", "Valid"))
-    unverified = credential_object("other", ["ghcr.io/"], ("Unknown", "Unverified"))
-    assert image_credentials("ghcr.io/myorg/shop:1", "team", [refused, working]) is None  # another one may work
-    assert image_credentials("ghcr.io/myorg/shop:1", "team", [refused, unverified]) is None
-    assert image_credentials("ghcr.io/elsewhere/shop:1", "team", [refused]) is None  # not covered
-    assert image_credentials(None, "team", [refused]) is None
-    deleting = {**refused, "metadata": {**refused["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
-    assert image_credentials("ghcr.io/myorg/shop:1", "team", [deleting]) is None
-
-
-def test_an_image_covered_but_not_in_its_namespace_says_so_unnamed() -> None:
-    from lifecycle.credential_checks import NAMESPACE_NOT_COVERED, image_credentials, scoped_out
-
-    scoped = credential_object("myorg", ["ghcr.io/myorg/"], ("True", "Valid"))
-    scoped["spec"]["registry"]["namespaces"] = ["team"]
-    condition = image_credentials("ghcr.io/myorg/shop:1", "intruder", [scoped])
-    assert condition is not None and (condition.status, condition.reason) == ("False", NAMESPACE_NOT_COVERED)
-    assert "namespace intruder" in condition.message and "myorg" not in condition.message.replace("ghcr.io/myorg", "")
-    assert scoped_out("ghcr.io/myorg/shop:1", "intruder", [scoped])
-    assert image_credentials("ghcr.io/myorg/shop:1", "team", [scoped]) is None and not scoped_out(
-        "ghcr.io/myorg/shop:1", "team", [scoped])
-    assert not scoped_out("ghcr.io/elsewhere/shop:1", "intruder", [scoped]) and not scoped_out(None, "x", [scoped])
-    # another credential serving the namespace: covered there, and it is the one whose validity counts
-    everywhere = credential_object("wide", ["ghcr.io/"], ("False", "Invalid"))
-    assert not scoped_out("ghcr.io/myorg/shop:1", "intruder", [scoped, everywhere])
-    invalid = image_credentials("ghcr.io/myorg/shop:1", "intruder", [scoped, everywhere])
-    assert invalid is not None and invalid.reason == "CredentialInvalid" and "apprafter-system/wide" in invalid.message
-    assert "apprafter-system/myorg" not in invalid.message
-    # a narrowing waiting for its plan serves what it last applied (its pull secrets stay until the approval)
-    held = copy.deepcopy(scoped)
-    held["status"]["migrationPlan"] = "myorg-credential-0123456789"
-    assert not scoped_out("ghcr.io/myorg/shop:1", "intruder", [held])
-
-
 # --- the registry half's namespaces (spec.registry.namespaces) ------------------------------------------------------
 
 SCOPED = Coverage(BASE.git, BASE.registry, ("team",))
@@ -262,8 +204,8 @@ def test_hosts_and_deletion_count_only_the_namespaces_the_half_served() -> None:
 
 
 def test_the_applied_scope_is_read_back_from_the_status() -> None:
-    from lifecycle.credential_outputs import status_fields
-    from lifecycle.sourcecredential import Backend, Credential, Half
+    from lifecycle.credentials.assess import status_fields
+    from lifecycle.credentials.spec import Backend, Credential, Half
 
     scoped = Credential("myorg", None, Half(Backend("x", None), ("ghcr.io/myorg/",), ("b", "a")))
     fields = status_fields(scoped, [], [])

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from controller_runtime.outcomes import NextCheck
-from lifecycle.credential_checks import backoff_s
-from lifecycle.credential_outputs import Material, Unreadable, login_from
-from lifecycle.sourcecredential import BAO_PATH
+from lifecycle.credentials.checks import backoff_s
+from lifecycle.credentials.material import Material, Unreadable, login_from
+from lifecycle.credentials.spec import BAO_PATH
 
 __all__ = ["ACCESS_DENIED", "BACKEND_UNAVAILABLE", "MAX_REPLY", "RELOGIN_AT", "TOKEN_HEADER", "KvPath", "Read",
            "Token", "address_problem", "after_read", "kv_path", "login_reply", "login_request", "not_configured",
