@@ -321,7 +321,8 @@ def test_platformstack_override_values_are_bounded() -> None:
      "request.userInfo: 'username' is a required property"),
     (body({**review(parser_cr()), "request": {**review(parser_cr())["request"], "object": "x" * 64}}),
      "request.object: must be of type ['object', 'null']"),
-])
+], ids=["not-json", "not-an-object", "v1beta1", "no-username", "object-not-an-object"])  # ids without the random uid:
+# every pytest-xdist worker must collect the same names
 def test_an_unreadable_request_is_refused_with_what_is_wrong(raw: bytes, says: str) -> None:
     outcome = validating(raw, SETTINGS)
     assert not outcome.allowed and outcome.review["response"]["status"]["code"] == 400
