@@ -159,6 +159,7 @@ def bare_host() -> dict[str, Any]:
     return hoststate.snapshot()
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks schedule() adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that compare the host before and after a bed of their own run before any test that starts the
     session's `node` (which changes the host's sysctls until the session ends); under xdist, the units each worker

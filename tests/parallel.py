@@ -3,8 +3,9 @@
 Each worker is a pytest session of its own with its own session fixtures (its own `kube`, registry, plugin servers):
 nothing is shared between workers but the host. Tests go to workers in units: every test of the node tier (marked
 `node`, or using the `node` fixture) is one unit, because one real node runs at a time on this machine (its kubelet
-owns host-wide sysctls, and a second would double the heaviest bed); every other module is a unit, so its module
-fixtures (an Argo CD loop, a bed of its own) start once. Units are handed out longest first, from the seconds each
+owns host-wide sysctls, and a second would double the heaviest bed); every test of the fault tier is a unit (the
+kill test's shards run side by side); every other module is a unit, so its module fixtures (an Argo CD loop, a bed
+of its own) start once. Units are handed out longest first, from the seconds each
 took in a recorded run (tests/durations.json, rewritten by `APPRAFTER_RECORD_DURATIONS=1 make test`): the node
 tier and the fault tier's kill test start at once and the short modules fill in around them.
 """
@@ -26,6 +27,8 @@ def unit_of(item: pytest.Item) -> str:
     """The unit a test is scheduled in: the node tier, or its module."""
     if item.get_closest_marker("node") is not None or "node" in getattr(item, "fixturenames", ()):
         return NODE_GROUP
+    if item.get_closest_marker("faults") is not None:
+        return item.nodeid  # each long on its own (the kill shards side by side), and no module fixtures to share
     return item.nodeid.split("::", 1)[0]
 
 
@@ -41,7 +44,8 @@ def recorded_seconds() -> dict[str, float]:
 def schedule(items: list[pytest.Item], config: pytest.Config) -> None:
     """Under `--dist loadgroup`: mark each test with its unit and order the units longest first (a stable sort: the
     tests of a unit keep their order, so the node tier's bare-host tests still run before its shared node)."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    # a worker's config says `loadgroup` (xdist sets its `dist` to "no"); the controller collects nothing
+    if not getattr(config.option, "loadgroup", False) and getattr(config.option, "dist", "no") != "loadgroup":
         return
     seconds = recorded_seconds()
     for item in items:
