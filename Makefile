@@ -36,11 +36,16 @@ dist: venv
 		$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
 	@ls dist/*.whl
 
-# pytest's exit 5 ("no tests ran") is a failure here, not a pass.
+# pytest's exit 5 ("no tests ran") is a failure here, not a pass. The suite runs on TEST_WORKERS pytest-xdist
+# workers, each with beds of its own, the node tier on one of them, the longest units first (tests/parallel.py,
+# docs/test-bed.md); TEST_WORKERS=0 runs it in this process, serially. --durations: the slowest tests, to keep the
+# budget (docs/development.md "The suite's time budget").
+TEST_WORKERS ?= 3
 test: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=30; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from tests import parallel
 from tests.testbed import hoststate
 from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, start_cmp_server
@@ -158,10 +159,17 @@ def bare_host() -> dict[str, Any]:
     return hoststate.snapshot()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks schedule() adds
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that compare the host before and after a bed of their own run before any test that starts the
-    session's `node` (which changes the host's sysctls until the session ends)."""
+    session's `node` (which changes the host's sysctls until the session ends); under xdist, the units each worker
+    takes, longest first (tests/parallel.py)."""
     items.sort(key=lambda item: "bare_host" not in getattr(item, "fixturenames", ()))
+    parallel.schedule(items, config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    parallel.configure(config)
 
 
 def pytest_report_header() -> str:

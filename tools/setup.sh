@@ -164,24 +164,9 @@ build_sealed_secrets() {
 build_kubeseal() { build_sealed_secrets "$1" kubeseal; }
 build_sealed_secrets_controller() { build_sealed_secrets "$1" sealed-secrets-controller; }
 
-ensure cue "$CUE_VERSION" build_cue cue version
 # The other cue versions the tests run (CUE_TEST_VERSIONS: one inside the supported range, one outside it), cached
 # beside the pinned one and never linked into bin/ (`tools/setup.sh cue-tests` builds only these).
 build_cue_at() { GOBIN=$1 go install -trimpath "cuelang.org/go/cmd/cue@$CUE_AT"; }
-for CUE_AT in $CUE_TEST_VERSIONS; do WANT_AS=cue-tests NO_LINK=1 ensure cue "$CUE_AT" build_cue_at; done
-ensure helm "$HELM_VERSION" build_helm helm version --short
-ensure cosign "$COSIGN_VERSION" build_cosign cosign version
-ensure registry "$GGCR_REGISTRY_VERSION" build_registry
-ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
-ensure etcd "$ETCD_VERSION" build_etcd etcd --version
-ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
-for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
-  ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
-done
-ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
-# SealedSecrets' controller runs on the test bed; kubeseal is the format cross-check (tests/testbed/sealed_secrets.py).
-ensure kubeseal "$SEALED_SECRETS_VERSION" build_kubeseal
-ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_controller
 # Vault, standing in for OpenBao on the test bed (the SourceCredential openBaoPath backend's tests): OpenBao's server
 # module is not served by the module proxy. Vault's go.mod replaces its api and sdk modules with ./api and ./sdk,
 # which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
@@ -213,34 +198,82 @@ GO
    GOCACHE="$stage/go-build" go build -mod=mod -tags minimal -trimpath -ldflags "-s -w" -o "$1/vault" .) || rc=$?
   rm -rf "$stage"; return "$rc"
 }
-ensure vault "$VAULT_VERSION" build_vault vault version
+
+# The builds, in lanes that run side by side (APPRAFTER_SETUP_JOBS at a time, default 3): a Go build leaves a core
+# idle while it downloads modules and links, and the apt-get and mmdebstrap steps wait on the network and the disk.
+# A lane's tools build one after another (the Kubernetes commands share one module's packages); lanes share
+# nothing but the Go module and build caches, which the go command locks. The longest lanes start first.
+lane_small_go() {
+  ensure cue "$CUE_VERSION" build_cue cue version
+  for CUE_AT in $CUE_TEST_VERSIONS; do WANT_AS=cue-tests NO_LINK=1 ensure cue "$CUE_AT" build_cue_at; done
+  ensure helm "$HELM_VERSION" build_helm helm version --short
+  ensure cosign "$COSIGN_VERSION" build_cosign cosign version
+  ensure registry "$GGCR_REGISTRY_VERSION" build_registry
+  ensure kustomize "$KUSTOMIZE_VERSION" build_kustomize kustomize version
+  # SealedSecrets' controller runs on the test bed; kubeseal is the format cross-check (tests/testbed/sealed_secrets.py).
+  ensure kubeseal "$SEALED_SECRETS_VERSION" build_kubeseal
+  ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_controller
+}
+lane_kubernetes() {
+  ensure etcd "$ETCD_VERSION" build_etcd etcd --version
+  ensure kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver kube-apiserver --version
+  local cmd
+  for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy kubectl; do
+    ensure "$cmd" "$KUBERNETES_VERSION" "build_${cmd//-/_}"
+  done
+  # Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
+  ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause
+  # The kubelet's own image-reference parser (k8s.io/kubernetes/pkg/util/parsers, from the tools module at the
+  # Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by
+  # the pin and a hash of its source, so an edit rebuilds it.
+  ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
+}
+build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
+lane_vault() { ensure vault "$VAULT_VERSION" build_vault vault version; }
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
 # argocd-cmp-client/<version> links the current key.
-for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
-  NO_LINK=1; [[ "$argocd_version" != "$ARGOCD_VERSION" ]] || NO_LINK=""
+lane_argocd() {
+  local argocd_version=$1 client_key NO_LINK=1
+  [[ "$argocd_version" != "$ARGOCD_VERSION" ]] || NO_LINK=""
   ensure argocd "$argocd_version" build_argocd
   client_key="$argocd_version-$(cat "$here"/argocd/cmpclient/*.go "$(argocd_module "$argocd_version")/go.sum" |
     sha256sum | cut -c1-12)"
   ensure argocd-cmp-client "$client_key" build_argocd_cmp_client
   if wants argocd-cmp-client; then ln -sfn "$client_key" "$TOOLS_DIR/argocd-cmp-client/$argocd_version"; fi
-done
-NO_LINK=""
+}
+# Debian's packages and what is made of them: docker-registry; the container tools (apt-get) and the local base
+# image for `make images` and the image tests; redis-server (apt-get) and Argo CD's install manifest for the GitOps
+# loop tier; the pinned CRDs (Go module downloads). apt-install.sh waits for another apt run's lock.
+lane_packages() {
+  ensure docker-registry "$DOCKER_REGISTRY_VERSION" build_docker_registry
+  if wants images; then "$here/setup-images.sh"; fi
+  if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
+  if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
+}
 
-# The kubelet's own image-reference parser (k8s.io/kubernetes/pkg/util/parsers, from the tools module at the
-# Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by the
-# pin and a hash of its source, so an edit rebuilds it.
-build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
-ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
-
-# Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
-ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause
-
-if wants crds; then "$here/fetch-crds.sh" "$TOOLS_DIR"; fi
-# Container tools (apt-get) and the local base image for `make images` and the image tests.
-if wants images; then "$here/setup-images.sh"; fi
-# redis-server (apt-get) and Argo CD's install manifest for the GitOps loop tier.
-if wants gitops; then "$here/setup-gitops.sh" "$TOOLS_DIR"; fi
-# containerd, the CNI plugins and iptables (apt-get) and the pause image for the node tier.
+jobs_max=${APPRAFTER_SETUP_JOBS:-3}
+running=0 failed=0
+# reap: wait for one lane to end; a lane that failed fails the set-up once every running lane has ended.
+reap() { local rc=0; wait -n || rc=$?; running=$((running - 1)); ((rc == 0)) || failed=1; }
+spawn() {
+  if ((jobs_max <= 1)); then "$@"; return; fi
+  while ((running >= jobs_max)); do reap; done
+  "$@" &
+  running=$((running + 1))
+}
+join() {
+  while ((running > 0)); do reap; done
+  ((failed == 0)) || { echo "setup: a tool could not be installed (its lines above say why)" >&2; exit 2; }
+}
+spawn lane_vault
+spawn lane_argocd "$ARGOCD_VERSION"
+spawn lane_kubernetes
+spawn lane_argocd "$ARGOCD_OLDEST_VERSION"
+spawn lane_packages
+spawn lane_small_go
+join
+# containerd, the CNI plugins and iptables (apt-get) and the pause image for the node tier: after the pause binary
+# (lane_kubernetes) and the container tools (lane_packages).
 if wants node; then "$here/setup-node.sh" "$TOOLS_DIR"; fi
 log "done" "tools in $TOOLS_DIR/bin"

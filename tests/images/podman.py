@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
@@ -74,7 +75,13 @@ class Image:
 def make_images(prefix: str = PREFIX) -> dict[str, Image]:
     """`make images` as a user runs it (tags under `prefix`); name -> Image."""
     venv = Path(sys.executable).parent.parent
-    run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200, extra_env={"IMAGE_PREFIX": prefix})
+    (REPO / "build").mkdir(exist_ok=True)
+    # One build at a time in this checkout: pytest-xdist workers ask for the images at once (tests/parallel.py);
+    # the second finds them built (same inputs, same hash) and builds nothing.
+    with open(REPO / "build" / ".make-images.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200,
+            extra_env={"IMAGE_PREFIX": prefix})
     images = {}
     for name in IMAGES:
         ref = f"{prefix}/{name}:{tag(name)}"

@@ -21,7 +21,10 @@ from tests.testbed.kube import KubeTestBed
 
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
-KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "200"))  # at least this many over the test
+KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "200"))  # at least this many over the shards
+# The kills run in shards of their own (each its namespaces and operator, its own draws from the seed), so the
+# suite's workers run them side by side (tests/parallel.py: a fault test is a unit of its own).
+SHARDS = 4
 APPS = 4
 CHANCE = 0.12
 SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info"})
@@ -57,15 +60,17 @@ def ended(op: Operator, bed: KubeTestBed, namespace: str, names: list[str], phas
     return lambda: (not op.alive()) or settled(bed, namespace, names, phase) or None
 
 
-def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Path) -> None:
-    draw = rng("kills")
-    print(f"fault seed {SEED} ({KILLS} kills wanted)")
+@pytest.mark.parametrize("shard", range(SHARDS))
+def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Path, shard: int) -> None:
+    draw = rng(f"kills:{shard}")
+    wanted = -(-KILLS // SHARDS)
+    print(f"fault seed {SEED}, shard {shard} ({wanted} kills wanted)")
     kills: collections.Counter[str] = collections.Counter()
     applied_at: dict[str, str] = {}
     cycle = 0
-    while sum(kills.values()) < KILLS:
+    while sum(kills.values()) < wanted or cycle < 2:  # two cycles at least: each kind of write is cut
         cycle += 1
-        assert cycle <= 40, f"seed {SEED}: only {sum(kills.values())} kills in 40 cycles"
+        assert cycle <= 40, f"seed {SEED}, shard {shard}: only {sum(kills.values())} kills in 40 cycles"
         ns = fresh_namespace(bed, "kill")
         names = [f"app{i}" for i in range(APPS)]
         op = Operator(bed, tmp_path / f"cycle{cycle}", ("--no-leader-elect", "--namespace", ns, "--resync", "2",
@@ -86,7 +91,7 @@ def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Pat
                         apply(bed, cr(ns, spec, name=n))
                     if phase == "Ready":
                         targets = {n: effective(ns, n, spec) for n in names}
-                where = f"seed {SEED}, cycle {cycle}, {what}"
+                where = f"seed {SEED}, shard {shard}, cycle {cycle}, {what}"
                 for attempt in range(16):  # kill, restart, ... until a run outlives its kill points
                     killing = attempt < 15
                     # each write is a kill point twice (before it is sent, after its reply): a run dies at one of
@@ -110,14 +115,15 @@ def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Pat
                     assert live(bed, ns, n) == rendered(ns, n, targets[n]), f"{where}: {n}"
                 op.stop()
             mine = collections.Counter(p["metadata"]["labels"]["app.kubernetes.io/name"] for p in plans(bed, ns))
-            assert mine == dict.fromkeys(names, 2), f"seed {SEED}, cycle {cycle}: one plan per gated change: {mine}"
+            assert mine == dict.fromkeys(names, 2), \
+                f"seed {SEED}, shard {shard}, cycle {cycle}: one plan per gated change: {mine}"
             assert all(plan_phase(bed, ns, p["metadata"]["name"]) in ("applied", "pending-approval")
                        for p in plans(bed, ns)), "the second change waits for its own approval"
         finally:
             op.stop()
             for n in names:  # out of later cycles' way (no garbage collector here: the children stay)
                 bed.delete("apprafter.io/v1alpha1", "Application", n, ns)
-    print(f"fault seed {SEED}: {sum(kills.values())} kills in {cycle} cycles: " + ", ".join(
+    print(f"fault seed {SEED}, shard {shard}: {sum(kills.values())} kills in {cycle} cycles: " + ", ".join(
         f"{k} {v}" for k, v in sorted(kills.items())))
     # the kills landed where the issue asks: between child applies, between children and status, around a plan
     assert any(k.startswith("after apply") and "MigrationPlan" not in k and "status" not in k for k in kills), kills

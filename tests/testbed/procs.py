@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,6 +17,7 @@ from typing import TypeVar
 
 import pytest
 
+from tests.parallel import port_range
 from toolchain.tools import ToolError, resolve
 
 T = TypeVar("T")
@@ -43,10 +45,18 @@ def system_tool(name: str, remedy: str) -> str:
 
 
 def free_port() -> int:
-    """A TCP port that is free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port that is free on 127.0.0.1 right now, from this pytest worker's own range (tests/parallel.py): a
+    port the kernel picked (bind to 0) could be picked again by another worker before our server binds it."""
+    ports = list(port_range())
+    random.shuffle(ports)
+    for port in ports:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BedError(f"no free port in {ports[0]}-{ports[-1]} on 127.0.0.1")
 
 
 def wait_for(
