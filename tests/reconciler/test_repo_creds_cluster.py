@@ -128,9 +128,10 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     listed = cli(bed, "list", "-n", records)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["NAME", "GIT", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
-    assert [r.split()[:7] for r in rows if r.startswith("myorg ")] == [
-        ["myorg", prefix, host, "<all>", "Valid", "Valid", "-"]]
+    assert header.split() == ["NAME", "GIT", "PROJECTS", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID",
+                              "PLAN", "AGE"]
+    assert [r.split()[:8] for r in rows if r.startswith("myorg ")] == [
+        ["myorg", prefix, "<all>", host, "<all>", "Valid", "Valid", "-"]]
     as_json = cli(bed, "list", "-n", records, "-o", "json")
     assert "myorg" in [o["metadata"]["name"] for o in json.loads(as_json.stdout)["items"]]
 
