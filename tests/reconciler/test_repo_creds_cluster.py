@@ -162,7 +162,7 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     wait("its registry half Valid", lambda: _conditions(_status(bed, records, "from-repo"), "registry")
          .get("Valid") == ("True", "Valid") or None)
     scoped = cli(bed, "list", "-n", records)
-    assert [r.split()[3] for r in scoped.stdout.splitlines() if r.startswith("from-repo ")] == ["shop"]
+    assert [r.split()[4] for r in scoped.stdout.splitlines() if r.startswith("from-repo ")] == ["shop"]
 
 
 def test_a_login_sealed_for_another_cluster_is_not_present(
