@@ -63,6 +63,10 @@ def creds() -> None:
 @click.argument("name")
 @click.option("--git-prefix", "git_prefixes", multiple=True, metavar="PREFIX",
               help="A repository URL prefix Argo CD gets the login for ([http(s)://]host[:port][/path/]; repeatable).")
+@click.option("--project", "projects", multiple=True, metavar="PROJECT",
+              help="An Argo CD project whose Applications get the git login (repeatable; default: every project). "
+              "Scoped, the operator derives a project-scoped repository Secret per repository an Application of "
+              "the project syncs instead of a template.")
 @click.option("--registry-host", "registry_hosts", multiple=True, metavar="HOST",
               help="A registry host[:port][/path/] the workloads pull from with the login (repeatable).")
 @click.option("--registry-namespace", "registry_namespaces", multiple=True, metavar="NS",
@@ -89,7 +93,8 @@ def creds() -> None:
                "SourceCredential (for a config repository), write nothing.")
 @reported
 def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefixes: tuple[str, ...],
-        registry_hosts: tuple[str, ...], registry_namespaces: tuple[str, ...], registry_all_namespaces: bool,
+        projects: tuple[str, ...], registry_hosts: tuple[str, ...], registry_namespaces: tuple[str, ...],
+        registry_all_namespaces: bool,
         from_secret: Path | None, username: str | None, password_stdin: bool, cert: str | None,
         controller_name: str, controller_namespace: str, upsert: bool, argocd_namespace: str,
         namespace: str | None, output: str) -> None:
@@ -98,6 +103,8 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
     --registry-namespace NS (repeatable) or --registry-all-namespaces."""
     namespace = namespace or RECORDS
     scope = _scope(registry_hosts, registry_namespaces, registry_all_namespaces)
+    if projects and not git_prefixes:
+        raise fail("--project", "scopes the git half: give --git-prefix too")
     if from_secret is not None and (username is not None or password_stdin):
         raise fail("--from-secret", "excludes --username/--password-stdin: the login comes from one place")
     if from_secret is None and not (username and password_stdin):
@@ -111,7 +118,7 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
         from lifecycle.credentials.sealing import certificate_key, credential_objects
 
         objects = credential_objects(certificate_key(pem, source), name, namespace, *login, git_prefixes,
-                                     registry_hosts, scope)
+                                     registry_hosts, scope, projects or None)
         _checked(objects[1], namespace)
         return objects
 
@@ -198,9 +205,9 @@ async def _write(kube: Kube, objects: list[dict[str, Any]], upsert: bool, argocd
 @output_option("repo creds list", help="text: a table; json: a v1 List of the SourceCredentials; yaml: the same.")
 @reported
 def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str | None, output: str) -> None:
-    """The SourceCredentials: what each covers (the registry half's NAMESPACES: `<all>` when unscoped), each half's
-    state (Valid / Invalid / Unverified, or why its material is not Present) and the MigrationPlan a change waits
-    for."""
+    """The SourceCredentials: what each covers (the git half's Argo CD PROJECTS and the registry half's NAMESPACES:
+    `<all>` when unscoped), each half's state (Valid / Invalid / Unverified, or why its material is not Present) and
+    the MigrationPlan a change waits for."""
 
     async def listed(kube: Kube, _: str) -> list[dict[str, Any]]:
         items, _version = await kube.list(SOURCE_CREDENTIAL, namespace or RECORDS)
@@ -214,8 +221,8 @@ def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str
     if not found:
         click.echo(f"No SourceCredentials found in namespace {namespace or RECORDS}.", err=True)
         return
-    sys.stdout.write(table([["NAME", "GIT", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"],
-                            *map(row, found)]))
+    header = ["NAME", "GIT", "PROJECTS", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
+    sys.stdout.write(table([header, *map(row, found)]))
 
 
 # --- check ---------------------------------------------------------------------------------------------------------

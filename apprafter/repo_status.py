@@ -11,7 +11,7 @@ from controller_runtime.kinds import GroupVersionKind
 from lifecycle.conditions import by_type, find_condition
 from lifecycle.credentials import reports
 from lifecycle.credentials.checks import INVALID, VALID
-from lifecycle.credentials.spec import Credential, read
+from lifecycle.credentials.spec import Half, read
 from toolchain.timestamps import age
 
 if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
@@ -32,18 +32,22 @@ def _half_state(obj: Mapping[str, Any], half: str) -> str:
     return f"{reports.NOT_PRESENT}({found[0].reason})" if found[0].state == reports.NOT_PRESENT else found[0].reason
 
 
-def _scope_column(credential: Credential) -> str:
-    """Where the registry half's pull secret may go: its namespaces, `<all>` (no scope), `-` (no registry half)."""
-    if credential.registry is None:
+def _scope_column(half: Half | None, scope: tuple[str, ...] | None) -> str:
+    """Whom a half serves: the registry half's namespaces or the git half's Argo CD projects, `<all>` (no scope), `-`
+    (no such half)."""
+    if half is None:
         return "-"
-    return ",".join(credential.registry.namespaces) if credential.registry.namespaces is not None else "<all>"
+    return ",".join(scope) if scope is not None else "<all>"
 
 
 def row(obj: Mapping[str, Any]) -> list[str]:
-    """A credential's row of `repo creds list`: name, coverage, scope, each half's state, plan, age."""
+    """A credential's row of `repo creds list`: name, git coverage and projects, registry coverage and namespaces,
+    each half's state, plan, age."""
     credential = read(obj)
-    return [obj["metadata"]["name"], ",".join(credential.git.covers) if credential.git else "-",
-            ",".join(credential.registry.covers) if credential.registry else "-", _scope_column(credential),
+    git, registry = credential.git, credential.registry
+    return [obj["metadata"]["name"], ",".join(git.covers) if git else "-",
+            _scope_column(git, git.projects if git else None), ",".join(registry.covers) if registry else "-",
+            _scope_column(registry, registry.namespaces if registry else None),
             _half_state(obj, "git"), _half_state(obj, "registry"),
             (obj.get("status") or {}).get("migrationPlan") or "-", age(obj["metadata"].get("creationTimestamp"))]
 

@@ -93,7 +93,7 @@ _ALL = [
          "a platform component change classified breaking"),
     # Credential scope (spec §3.12): a SourceCredential's coverage against what matches it (lifecycle.credentials.gate).
     Rule("AR-SC000", "credential-coverage-changed", SAFE,
-         "coverage widened, or an entry (a prefix, host or namespace) removed that no Application matches"),
+         "coverage widened, or an entry (a prefix, host, namespace or project) removed that no Application matches"),
     Rule("AR-SC001", "credential-repository-uncovered", BREAKING,
          "a repository an Argo CD Application syncs is no longer covered (a prefix removed or narrowed, the git "
          "half removed)"),
@@ -103,6 +103,9 @@ _ALL = [
     Rule("AR-SC004", "credential-namespace-uncovered", BREAKING,
          "an Application runs an image under the registry half's hosts in a namespace its scope no longer lists "
          "(spec.registry.namespaces narrowed, or set where it was absent)"),
+    Rule("AR-SC005", "credential-project-uncovered", BREAKING,
+         "an Argo CD Application syncs a repository under the git half's prefixes in a project its scope no longer "
+         "lists (spec.git.projects narrowed, or set where it was absent)"),
 ]
 
 RULES: dict[str, Rule] = {rule.id: rule for rule in _ALL}

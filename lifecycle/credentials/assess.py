@@ -27,6 +27,7 @@ from lifecycle.credentials.outputs import (
     half_of,
     pull_secret,
     repo_creds,
+    repository_secrets,
 )
 from lifecycle.credentials.spec import HALVES, Credential, argocd_url, pull_key, read
 from lifecycle.plans import credential_of
@@ -144,7 +145,7 @@ def _applied(obj: Mapping[str, Any], decision: GateDecision, cluster: Cluster, m
     last, current, check_waits = looks.checked(credential, found, memory, observed, now, timestamp, timing,
                                                requested)
     deriving = {h: h in current and derives(settings.gate, True, last.get(h), current[h]) for h in HALVES}
-    derive = _derive(credential, found, deriving, cluster.deployments, settings.argocd_namespace)
+    derive = _derive(credential, found, deriving, cluster, settings.argocd_namespace)
     # a half held by the `confirmed` gate, or whose backend could not tell, keeps what it derived before as it was
     holding = {h for h in HALVES if isinstance(found.get(h), Unreadable)
                or (isinstance(found.get(h), Material) and not deriving[h])}
@@ -163,15 +164,18 @@ def _applied(obj: Mapping[str, Any], decision: GateDecision, cluster: Cluster, m
         (), _consumed(decision), looks.Memory(reads, last), soonest([*read_waits, *check_waits]))
 
 
-def _derive(credential: Credential, found: Mapping[str, Found], deriving: Mapping[str, bool],
-            deployments: Sequence[Mapping[str, Any]], argocd_namespace: str) -> list[dict[str, Any]]:
-    """The Secrets the halves that derive write now: the repo-creds, a pull secret per namespace it serves."""
+def _derive(credential: Credential, found: Mapping[str, Found], deriving: Mapping[str, bool], cluster: Cluster,
+            argocd_namespace: str) -> list[dict[str, Any]]:
+    """The Secrets the halves that derive write now: the repo-creds (or, scoped to Argo CD projects, a repository
+    Secret per repository an Application of those projects syncs), a pull secret per namespace it serves."""
     out: list[dict[str, Any]] = []
     git, registry = found.get("git"), found.get("registry")
     if isinstance(git, Material) and deriving["git"]:
-        out += repo_creds(credential, git, argocd_namespace)
+        assert credential.git is not None
+        out += (repo_creds(credential, git, argocd_namespace) if credential.git.projects is None
+                else repository_secrets(credential, git, argocd_namespace, cluster.argo_applications))
     if isinstance(registry, Material) and deriving["registry"]:
-        covered = covered_deployments(credential, deployments)
+        covered = covered_deployments(credential, cluster.deployments)
         out += [pull_secret(credential, registry, ns) for ns in sorted({d["metadata"]["namespace"] for d in covered})]
     return out
 
@@ -202,6 +206,8 @@ def status_fields(credential: Credential, repo_secrets: Sequence[str], pulls: Se
     fields: dict[str, Any] = {"repoCredsSecrets": sorted(repo_secrets) or None, "pullSecrets": sorted(pulls) or None}
     if credential.git is not None:
         fields["git"] = {"repoPrefixes": sorted(argocd_url(p) for p in credential.git.covers)}
+        if credential.git.projects is not None:
+            fields["git"]["projects"] = sorted(credential.git.projects)
     if credential.registry is not None:
         fields["registry"] = {"hosts": sorted(pull_key(h) for h in credential.registry.covers)}
         if credential.registry.namespaces is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.credentials.git_urls import template_covers
-from lifecycle.credentials.spec import Backend, Credential, Half, argocd_url, pull_key, read
+from lifecycle.credentials.spec import Backend, Credential, Half, argocd_project, argocd_url, pull_key, read
 from renderer.imageref import split_image
 from renderer.names import NAME_LABEL
 
@@ -22,30 +22,33 @@ APP_CONTAINER = "app"  # the renderer's container name in every Deployment (rend
 
 class Coverage(NamedTuple):
     """What a credential covers, as derived: Argo CD's url prefixes and the pull secret's host keys (None: no half),
-    and the registry half's namespaces (None: every namespace)."""
+    the registry half's namespaces and the git half's Argo CD projects (None: every one)."""
 
     git: tuple[str, ...] | None
     registry: tuple[str, ...] | None
     namespaces: tuple[str, ...] | None = None
+    projects: tuple[str, ...] | None = None
 
 
 class User(NamedTuple):
-    """Something a credential's coverage serves: who (for the plan's reason), the repository URL or image, and for
-    an image the namespace it runs in."""
+    """Something a credential's coverage serves: who (for the plan's reason), the repository URL or image, for an
+    image the namespace it runs in, for a repository the Argo CD project of the Application that syncs it."""
 
     who: str
     half: str  # "git" (a repository URL) | "registry" (an image reference)
     target: str
     namespace: str = ""
+    project: str = ""
 
 
 def coverage_of(credential: Credential) -> Coverage:
     """The coverage a credential's spec asks for."""
-    registry = credential.registry
-    return Coverage(tuple(sorted({argocd_url(p) for p in credential.git.covers})) if credential.git else None,
+    git, registry = credential.git, credential.registry
+    return Coverage(tuple(sorted({argocd_url(p) for p in git.covers})) if git else None,
                     tuple(sorted({pull_key(h) for h in registry.covers})) if registry else None,
                     tuple(sorted(set(registry.namespaces))) if registry and registry.namespaces is not None
-                    else None)
+                    else None,
+                    tuple(sorted(set(git.projects))) if git and git.projects is not None else None)
 
 
 def _strings(entries: Any) -> tuple[str, ...] | None:
@@ -55,7 +58,8 @@ def _strings(entries: Any) -> tuple[str, ...] | None:
 def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
     """The coverage last applied, as the status records it (the gate's baseline); None before the first pass wrote
     it. An entry that is not a string is dropped (a status only the operator writes); a status without the registry
-    half's namespaces (absent, or written before the field existed) applied it to every namespace."""
+    half's namespaces (or the git half's projects: absent, or written before the field existed) applied it to every
+    namespace (project)."""
     status = status or {}
     halves: dict[str, Mapping[str, Any] | None] = {
         half: body if isinstance(body := status.get(half), Mapping) else None for half in ("git", "registry")}
@@ -63,20 +67,22 @@ def applied_coverage(status: Mapping[str, Any] | None) -> Coverage | None:
     registry = _strings((halves["registry"] or {}).get("hosts"))
     if git is None and registry is None:
         return None
-    return Coverage(git, registry, _strings((halves["registry"] or {}).get("namespaces")) if registry else None)
+    return Coverage(git, registry, _strings((halves["registry"] or {}).get("namespaces")) if registry else None,
+                    _strings((halves["git"] or {}).get("projects")) if git else None)
 
 
 def as_applied(credential: Credential, applied: Coverage | None) -> Credential:
-    """A held credential as it was last applied: its coverage (hosts and namespaces) from the status, the backends of
-    its spec."""
+    """A held credential as it was last applied: its coverage (prefixes and projects, hosts and namespaces) from the
+    status, the backends of its spec."""
     if applied is None:
         return credential
 
-    def half(spec: Half | None, entries: tuple[str, ...] | None,
-             namespaces: tuple[str, ...] | None = None) -> Half | None:
-        return None if entries is None else Half(spec.backend if spec else Backend(None, None), entries, namespaces)
+    def half(spec: Half | None, entries: tuple[str, ...] | None, namespaces: tuple[str, ...] | None = None,
+             projects: tuple[str, ...] | None = None) -> Half | None:
+        backend = spec.backend if spec else Backend(None, None)
+        return None if entries is None else Half(backend, entries, namespaces, projects)
 
-    return credential._replace(git=half(credential.git, applied.git),
+    return credential._replace(git=half(credential.git, applied.git, projects=applied.projects),
                                registry=half(credential.registry, applied.registry, applied.namespaces))
 
 
@@ -129,13 +135,14 @@ def deployment_image(deployment: Mapping[str, Any]) -> str | None:
 
 
 def repository_users(argo_applications: Iterable[Mapping[str, Any]]) -> list[User]:
-    """Every repository an Argo CD Application syncs (spec.source and spec.sources[]), as git users."""
+    """Every repository an Argo CD Application syncs (spec.source and spec.sources[]), as git users of its project."""
     out = []
     for app in argo_applications:
         spec = app.get("spec") or {}
         sources = [spec.get("source"), *(spec.get("sources") or [])]
         who = f"Argo CD Application {app['metadata'].get('namespace', '')}/{app['metadata']['name']}"
-        out += [User(who, "git", str(s["repoURL"])) for s in sources if isinstance(s, Mapping) and s.get("repoURL")]
+        out += [User(who, "git", str(s["repoURL"]), project=argocd_project(app)) for s in sources
+                if isinstance(s, Mapping) and s.get("repoURL")]
     return out
 
 

@@ -1,7 +1,8 @@
 """What a SourceCredential derives (spec §3.12), decided without a cluster: the Argo CD repo-creds Secrets (one per
-repository prefix), the dockerconfigjson pull secret of each workload namespace in the registry half's scope whose
-rendered image it covers, and which pull secrets a Deployment's pods reference. Only these objects carry the
-material."""
+repository prefix) or, for a git half scoped to Argo CD projects, a project-scoped repository Secret per repository an
+Application of a listed project syncs; the dockerconfigjson pull secret of each workload namespace in the registry
+half's scope whose rendered image it covers, and which pull secrets a Deployment's pods reference. Only these objects
+carry the material."""
 
 from __future__ import annotations
 
@@ -11,14 +12,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lifecycle.credentials.coverage import covers_image, deployment_image, serving
+from lifecycle.credentials.coverage import covers_image, covers_repository, deployment_image, repository_users, serving
+from lifecycle.credentials.git_urls import normalize_git_url
 from lifecycle.credentials.material import Material
 from lifecycle.credentials.spec import Credential, Half, argocd_url, in_scope, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
 __all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "attached", "attachment", "attachments",
            "covered_deployments", "covers", "derived_by", "derived_from", "half_of", "pull_secret", "pull_secret_name",
-           "pull_secrets_for", "repo_creds", "serves"]
+           "pull_secrets_for", "repo_creds", "repository_secrets", "serves"]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
 # ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
@@ -72,6 +74,29 @@ def repo_creds(credential: Credential, login: Material, namespace: str) -> list[
                                  "labels": {**_labels(credential), ARGOCD_SECRET_TYPE: "repo-creds"}},
                     "data": {"type": _b64("git"), "url": _b64(url), "username": _b64(login.username),
                              "password": _b64(login.password)}})
+    return sorted(out, key=lambda s: s["metadata"]["name"])
+
+
+def repository_secrets(credential: Credential, login: Material, namespace: str,
+                       argo_applications: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A git half scoped to Argo CD projects: one project-scoped repository Secret (label secret-type repository;
+    `type`, `url`, `project`, `username`, `password`) per repository URL an Application of a listed project syncs
+    under the prefixes, and no template. Argo CD gives a repository Secret with a `project` only to that project's
+    Applications (getRepositorySecret: same URL, same project); a repo-creds template has no project in Argo CD
+    (v3.1 and v3.6 match templates by URL alone), so a template would serve every project."""
+    assert credential.git is not None and credential.git.projects is not None
+    prefixes = [argocd_url(p) for p in credential.git.covers]
+    wanted = {(user.project, normalize_git_url(user.target)): user.target
+              for user in sorted(repository_users(argo_applications), key=lambda u: (u.project, u.target))
+              if user.project in credential.git.projects and covers_repository(prefixes, user.target)}
+    out = []
+    for (project, normal), url in sorted(wanted.items()):
+        name = f"apprafter-{credential.name}-repo-{_short(f'{project} {normal}')}"[:253]
+        out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": name, "namespace": namespace,
+                                 "labels": {**_labels(credential), ARGOCD_SECRET_TYPE: "repository"}},
+                    "data": {"type": _b64("git"), "url": _b64(url), "project": _b64(project),
+                             "username": _b64(login.username), "password": _b64(login.password)}})
     return sorted(out, key=lambda s: s["metadata"]["name"])
 
 

@@ -69,16 +69,19 @@ def seal(public_key: rsa.RSAPublicKey, namespace: str, name: str, secret_type: s
 
 def credential_objects(public_key: rsa.RSAPublicKey, name: str, namespace: str, username: str, password: str,
                        git_prefixes: Sequence[str], registry_hosts: Sequence[str],
-                       registry_namespaces: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                       registry_namespaces: Sequence[str] | None = None,
+                       git_projects: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """What `repo creds add` writes: the login sealed as a basic-auth Secret named after the credential, and the
     SourceCredential whose halves name it (a half for each of --git-prefix / --registry-host given; the registry
-    half's namespaces as given, None: every namespace)."""
+    half's namespaces and the git half's Argo CD projects as given, None: every one)."""
     username_key, password_key = MATERIAL_KEYS
     sealed = seal(public_key, namespace, name, BASIC_AUTH, {username_key: username, password_key: password})
     backend = {"sealedSecretRef": {"name": name}}
     spec: dict[str, Any] = {}
     if git_prefixes:
         spec["git"] = {"backend": backend, "repoPrefixes": list(git_prefixes)}
+        if git_projects is not None:
+            spec["git"]["projects"] = list(git_projects)
     if registry_hosts:
         spec["registry"] = {"backend": backend, "hosts": list(registry_hosts)}
         if registry_namespaces is not None:

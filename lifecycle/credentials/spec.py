@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 
 from renderer.crds import AGE, STATUS_FILE, Column, CrdSource, SchemaPatch, cel
 
-__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_url", "check", "in_scope",
+__all__ = ["HALVES", "SOURCE_CREDENTIAL", "Backend", "Credential", "Half", "argocd_project", "argocd_url", "check",
+           "in_scope",
            "pull_key", "read"]
 
 HALVES = ("git", "registry")
@@ -39,6 +40,15 @@ NAMESPACE_MESSAGE = ("a namespace is a Kubernetes namespace name: lowercase lett
                      "starting and ending with a letter or digit")
 SCOPE_MESSAGE = (f"1 to {MAX_ENTRIES} namespaces; leave spec.registry.namespaces out for every namespace, or remove "
                  "the registry half for none")
+# The git half's scope: Argo CD AppProject names (Kubernetes object names); an empty list is refused as above.
+PROJECT = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+PROJECT_MESSAGE = ("a project is an Argo CD AppProject's name: lowercase letters, digits, '-' and '.', at most 253, "
+                   "starting and ending with a letter or digit")
+PROJECTS_MESSAGE = (f"1 to {MAX_ENTRIES} Argo CD projects; leave spec.git.projects out for every project, or remove "
+                    "the git half for none")
+# Each half's scope: its field, the longest name, the name's rule and the messages (the CRD's CEL and the twin's).
+SCOPES = {"git": ("projects", 253, PROJECT, PROJECT_MESSAGE, PROJECTS_MESSAGE, "project"),
+          "registry": ("namespaces", 63, NAMESPACE, NAMESPACE_MESSAGE, SCOPE_MESSAGE, "namespace")}
 
 
 def _half_patches(half: str) -> tuple[SchemaPatch, ...]:
@@ -46,14 +56,16 @@ def _half_patches(half: str) -> tuple[SchemaPatch, ...]:
     listed = SchemaPatch(("spec", half, entries), {"minItems": 1, "maxItems": MAX_ENTRIES,
                                                      "x-kubernetes-list-type": "set"})
     backend = cel(("spec", half, "backend", "openBaoPath"), f"self.matches('{BAO_PATH}')", BAO_MESSAGE)
+    field, _, rule, message, size_message, _ = SCOPES[half]
+    scope = ("spec", half, field)
+    scoped = (SchemaPatch(scope, {"maxItems": MAX_ENTRIES, "x-kubernetes-list-type": "set"}),
+              cel(scope, "size(self) > 0", size_message), cel((*scope, "[]"), f"self.matches('{rule}')", message))
     if half == "git":
-        return (listed, backend, cel(("spec", half, entries, "[]"), f"self.matches('{PREFIX}')", PREFIX_MESSAGE))
-    scope = ("spec", half, "namespaces")
+        return (listed, backend, cel(("spec", half, entries, "[]"), f"self.matches('{PREFIX}')", PREFIX_MESSAGE),
+                *scoped)
     return (listed, backend, cel(("spec", half, entries, "[]"), f"!self.contains('{SCHEME}')", SCHEME_MESSAGE),
             cel(("spec", half, entries, "[]"), f"self.contains('{SCHEME}') || self.matches('{HOST}')", HOST_MESSAGE),
-            SchemaPatch(scope, {"maxItems": MAX_ENTRIES, "x-kubernetes-list-type": "set"}),
-            cel(scope, "size(self) > 0", SCOPE_MESSAGE),
-            cel((*scope, "[]"), f"self.matches('{NAMESPACE}')", NAMESPACE_MESSAGE))
+            *scoped)
 
 
 _STATUS_LISTS = tuple(SchemaPatch(("status", half, "conditions"), {"x-kubernetes-list-type": "map",
@@ -84,11 +96,12 @@ class Backend(NamedTuple):
 
 class Half(NamedTuple):
     """One half of a credential: its backend and what it covers, as written; a registry half's `namespaces` are
-    where its pull secret may go (None: every namespace)."""
+    where its pull secret may go, a git half's `projects` the Argo CD projects its login serves (None: every one)."""
 
     backend: Backend
     covers: tuple[str, ...]
     namespaces: tuple[str, ...] | None = None
+    projects: tuple[str, ...] | None = None
 
 
 class Credential(NamedTuple):
@@ -136,19 +149,21 @@ def check(document: Mapping[str, Any], namespace: str | None = None) -> list[tup
         path = backend.get("openBaoPath")
         if isinstance(path, str) and not re.fullmatch(BAO_PATH, path):
             problems.append((f"spec.{half}.backend.openBaoPath", BAO_MESSAGE))
-        if half == "registry" and body.get("namespaces") is not None:  # null: absent, as read() takes it
-            problems += _scope_problems(body.get("namespaces"))
+        if body.get(SCOPES[half][0]) is not None:  # null: absent, as read() takes it
+            problems += _scope_problems(half, body.get(SCOPES[half][0]))
     return problems
 
 
-def _scope_problems(scope: Any) -> list[tuple[str, str]]:
-    """What is wrong with a registry half's namespaces (the CRD's maxItems, set and CEL rules again)."""
-    where = "spec.registry.namespaces"
+def _scope_problems(half: str, scope: Any) -> list[tuple[str, str]]:
+    """What is wrong with a half's scope, the registry's namespaces or git's projects (the CRD's maxItems, set and
+    CEL rules again)."""
+    field, longest, rule, message, size_message, noun = SCOPES[half]
+    where = f"spec.{half}.{field}"
     if not isinstance(scope, list) or not 1 <= len(scope) <= MAX_ENTRIES:
-        return [(where, SCOPE_MESSAGE)]
-    problems = [(where, "a namespace is listed twice")] if len(set(map(str, scope))) != len(scope) else []
-    return problems + [(f"{where}[{index}]", NAMESPACE_MESSAGE) for index, name in enumerate(scope)
-                       if not isinstance(name, str) or len(name) > 63 or not re.fullmatch(NAMESPACE, name)]
+        return [(where, size_message)]
+    problems = [(where, f"a {noun} is listed twice")] if len(set(map(str, scope))) != len(scope) else []
+    return problems + [(f"{where}[{index}]", message) for index, name in enumerate(scope)
+                       if not isinstance(name, str) or len(name) > longest or not re.fullmatch(rule, name)]
 
 
 def _entry_problems(half: str, entry: str) -> list[str]:
@@ -167,10 +182,11 @@ def _half(body: Any, entries: str) -> Half | None:
     ref = backend.get("sealedSecretRef")
     sealed = str(ref["name"]) if isinstance(ref, Mapping) and ref.get("name") else None
     path = backend.get("openBaoPath")
-    scope = body.get("namespaces") if entries == "hosts" else None
+    scope = body.get("namespaces" if entries == "hosts" else "projects")
+    names = tuple(sorted({str(n) for n in scope})) if isinstance(scope, list) else None
     return Half(Backend(sealed, str(path) if isinstance(path, str) else None),
                 tuple(str(e) for e in _entries(body.get(entries))),
-                tuple(sorted({str(n) for n in scope})) if isinstance(scope, list) else None)
+                names if entries == "hosts" else None, names if entries == "repoPrefixes" else None)
 
 
 def read(document: Mapping[str, Any]) -> Credential:
@@ -193,6 +209,12 @@ def pull_key(host: str) -> str:
     return host.rstrip("/")
 
 
-def in_scope(namespaces: Sequence[str] | None, namespace: str) -> bool:
-    """Whether a registry half's namespaces (None: every namespace) include a namespace."""
-    return namespaces is None or namespace in namespaces
+def in_scope(scope: Sequence[str] | None, name: str) -> bool:
+    """Whether a half's scope, the registry's namespaces or git's Argo CD projects (None: every one), includes a
+    name."""
+    return scope is None or name in scope
+
+
+def argocd_project(app: Mapping[str, Any]) -> str:
+    """The AppProject an Argo CD Application belongs to (Argo CD reads an empty spec.project as `default`)."""
+    return str((app.get("spec") or {}).get("project") or "default")

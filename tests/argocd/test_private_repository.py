@@ -3,8 +3,10 @@ else: the repository on the bed's Basic-auth git HTTP server, the login in the S
 would unseal, the operator deriving the template in Argo CD's namespace. Argo CD's own precedence holds with ours
 beside hand-made ones (the longest template wins, a repository Secret overrides any template); removing the
 credential waits for its MigrationPlan, and once approved Argo CD's hard refresh fails in its own words
-(`failed to list refs: authentication required`). No
-password in any log of the loop, in an Event or in a status."""
+(`failed to list refs: authentication required`). Scoped to an Argo CD project (spec.git.projects), the credential
+derives a project-scoped repository Secret in place of the template: the project's Application still syncs, an
+Application of another project naming the same repository gets no login. No password in any log of the loop, in an
+Event or in a status."""
 
 from __future__ import annotations
 
@@ -16,17 +18,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lifecycle.credentials.outputs import CREDENTIAL_LABEL
 from tests.argocd.objects import APP_FILE, HELLO, PROD
 from tests.reconciler.helpers import API, events, plan_phase, plans, wait
 from tests.testbed.argocd import conditions, sync_status
-from tests.testbed.gitops import GitOpsLoop
+from tests.testbed.gitops import DEPLOY, GitOpsLoop
 from tests.testbed.gitserver import GitHttpServer, start_git_http_server
 
 pytestmark = pytest.mark.gitops
 
 APP = "private"
+OTHER = "other-team"  # an Argo CD Application of the tenant project naming the same private repository
+TENANTS = "apprafter-tenants"
 USER = "deploy"
 PASSWORD = f"pw-{uuid.uuid4().hex}"  # grepped for in every log the loop wrote
 WRONG = f"wrong-{uuid.uuid4().hex}"
@@ -50,10 +55,12 @@ def private(loop: GitOpsLoop, tmp_path_factory: pytest.TempPathFactory) -> Itera
         server.stop()
 
 
-def _credential(loop: GitOpsLoop, prefixes: list[str]) -> dict[str, Any]:
+def _credential(loop: GitOpsLoop, prefixes: list[str], projects: list[str] | None = None) -> dict[str, Any]:
+    git: dict[str, Any] = {"backend": {"sealedSecretRef": {"name": "myorg-login"}}, "repoPrefixes": prefixes}
+    if projects is not None:
+        git["projects"] = projects
     return {"apiVersion": API, "kind": "SourceCredential",
-            "metadata": {"name": "myorg", "namespace": loop.operator.records_namespace},
-            "spec": {"git": {"backend": {"sealedSecretRef": {"name": "myorg-login"}}, "repoPrefixes": prefixes}}}
+            "metadata": {"name": "myorg", "namespace": loop.operator.records_namespace}, "spec": {"git": git}}
 
 
 def _argocd_secrets(loop: GitOpsLoop) -> list[dict[str, Any]]:
@@ -81,12 +88,14 @@ def _comparison_error(app: dict[str, Any]) -> str | None:
     return str(found[0]["message"]) if found else None
 
 
-def _compared(loop: GitOpsLoop, private: Private, ok: bool, what: str) -> dict[str, Any]:
+def _compared(loop: GitOpsLoop, private: Private, ok: bool, what: str, name: str = APP) -> dict[str, Any]:
     """Hard-refresh the Application (Argo CD lists the refs anew, with the credential it picks now) until the
     comparison succeeds (Synced/Healthy at the commit, no ComparisonError) or fails with a ComparisonError. Each
     refresh follows the last one's result: the controller may have compared before its informer saw a Secret
-    change, and nothing else makes it look again."""
-    loop.argocd.refresh(APP, "hard")
+    change, and nothing else makes it look again. A hard refresh passes Argo CD's repo-server caches (refs and
+    manifests are cached by URL and revision, not by login): the clone is made with the login Argo CD picks for the
+    Application's project now."""
+    loop.argocd.refresh(name, "hard")
 
     def done(app: dict[str, Any]) -> bool:
         if "argocd.argoproj.io/refresh" in (app["metadata"].get("annotations") or {}):
@@ -94,10 +103,10 @@ def _compared(loop: GitOpsLoop, private: Private, ok: bool, what: str) -> dict[s
         error = _comparison_error(app)
         if (error is None and sync_status(app) == ("Synced", "Healthy", private.revision)) if ok else error:
             return True
-        loop.argocd.refresh(APP, "hard")
+        loop.argocd.refresh(name, "hard")
         return False
 
-    return loop.wait(APP, what, done)
+    return loop.wait(name, what, done)
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +161,46 @@ def test_argo_cds_precedence_holds_beside_hand_made_secrets(loop: GitOpsLoop, pr
     finally:
         for name in ("hand-host", "hand-shop", "hand-repository"):
             loop.kube.delete("v1", "Secret", name, loop.argocd.namespace)
+
+
+def _decoded(secret: dict[str, Any]) -> dict[str, str]:
+    """A derived Secret's fields but the login (never read back out in a test's output)."""
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items() if k not in ("username", "password")}
+
+
+def test_scoped_to_a_project_the_login_serves_that_projects_applications_only(
+        loop: GitOpsLoop, private: Private, synced: dict[str, Any]) -> None:
+    # absent -> [default]: no Application of another project syncs under the prefix yet, so nothing waits for a plan
+    loop.kube.apply(_credential(loop, [private.server.url("myorg/")], ["default"]))
+
+    def scoped() -> list[dict[str, Any]] | None:
+        ours = _ours(loop)
+        return ours if [s["metadata"]["labels"][SECRET_TYPE] for s in ours] == ["repository"] else None
+
+    [repository] = wait("the template replaced by a project-scoped repository Secret", scoped, timeout=60)
+    assert _decoded(repository) == {"type": "git", "url": private.url, "project": "default"}
+    _compared(loop, private, True, "synced through the project-scoped repository Secret")
+
+    project = yaml.safe_load((DEPLOY / "tenant-project.yaml").read_text())
+    project["metadata"]["namespace"] = loop.argocd.namespace
+    loop.kube.apply(project, field_manager="platform-admin")
+    other = loop.application(OTHER, "unused", PROD, environment="prod")
+    other["spec"]["project"] = TENANTS
+    other["spec"]["source"]["repoURL"] = private.url
+    del other["spec"]["syncPolicy"]  # compared only: nothing of it is ever applied
+    try:
+        loop.argocd.apply(other)
+        failed = _compared(loop, private, False, "the other project's Application refused by the git server", OTHER)
+        message = str(_comparison_error(failed))
+        assert "failed to list refs: authentication required" in message, message
+        # nothing derived for the tenant project, and nobody lost anything: no plan
+        assert [s["metadata"]["name"] for s in _ours(loop)] == [repository["metadata"]["name"]]
+        credential = loop.kube.get(API, "SourceCredential", "myorg", loop.operator.records_namespace)
+        assert credential is not None and credential["status"]["git"]["projects"] == ["default"]
+        assert not credential["status"].get("migrationPlan")
+        _compared(loop, private, True, "the project's own Application still synced")
+    finally:
+        loop.kube.delete("argoproj.io/v1alpha1", "Application", OTHER, loop.argocd.namespace)
 
 
 def test_removing_the_credential_waits_for_its_plan_then_argo_cd_says_authentication(

@@ -37,9 +37,9 @@ def add(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 
 
 def test_yaml_for_a_config_repository_opens_with_the_clusters_key(cert: Path, key: rsa.RSAPrivateKey) -> None:
-    result = add("myorg", "--git-prefix", "github.com/myorg/", "--registry-host", "ghcr.io/myorg/", "--username",
-                 "deploy", "--password-stdin", "--registry-namespace", "shop", "--registry-namespace", "billing",
-                 "--cert", str(cert), "-o", "yaml", stdin=PASSWORD + "\n")
+    result = add("myorg", "--git-prefix", "github.com/myorg/", "--project", "shop", "--registry-host",
+                 "ghcr.io/myorg/", "--username", "deploy", "--password-stdin", "--registry-namespace", "shop",
+                 "--registry-namespace", "billing", "--cert", str(cert), "-o", "yaml", stdin=PASSWORD + "\n")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert PASSWORD not in result.stdout and base64.b64encode(PASSWORD.encode()).decode() not in result.stdout
     sealed, credential = yaml.safe_load_all(result.stdout)
@@ -48,7 +48,7 @@ def test_yaml_for_a_config_repository_opens_with_the_clusters_key(cert: Path, ke
     assert _open(key, encrypted["password"], b"apprafter-system/myorg") == PASSWORD.encode()  # one trailing \n off
     assert _open(key, encrypted["username"], b"apprafter-system/myorg") == b"deploy"
     assert credential["spec"]["git"] == {"backend": {"sealedSecretRef": {"name": "myorg"}},
-                                         "repoPrefixes": ["github.com/myorg/"]}
+                                         "repoPrefixes": ["github.com/myorg/"], "projects": ["shop"]}
     assert credential["spec"]["registry"] == {"backend": {"sealedSecretRef": {"name": "myorg"}},
                                               "hosts": ["ghcr.io/myorg/"], "namespaces": ["shop", "billing"]}
 
@@ -92,6 +92,12 @@ BAD = [
     ("a namespace that is none", ["--registry-host", "ghcr.io/o/", "--registry-namespace", "Team_A", "--username",
                                   "u", "--password-stdin"], PASSWORD,
      "spec.registry.namespaces[0]: a namespace is a Kubernetes namespace name"),
+    ("a project without a git half", ["--registry-host", "ghcr.io/o/", "--registry-all-namespaces", "--project", "a",
+                                      "--username", "u", "--password-stdin"], PASSWORD,
+     "--project: scopes the git half: give --git-prefix too"),
+    ("a project that is none", ["--git-prefix", "github.com/o/", "--project", "Team/A", "--username", "u",
+                                "--password-stdin"], PASSWORD,
+     "spec.git.projects[0]: a project is an Argo CD AppProject's name"),
 ]
 
 

@@ -128,9 +128,10 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     listed = cli(bed, "list", "-n", records)
     assert listed.returncode == 0, listed.stderr
     header, *rows = listed.stdout.splitlines()
-    assert header.split() == ["NAME", "GIT", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
-    assert [r.split()[:7] for r in rows if r.startswith("myorg ")] == [
-        ["myorg", prefix, host, "<all>", "Valid", "Valid", "-"]]
+    assert header.split() == ["NAME", "GIT", "PROJECTS", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID",
+                              "PLAN", "AGE"]
+    assert [r.split()[:8] for r in rows if r.startswith("myorg ")] == [
+        ["myorg", prefix, "<all>", host, "<all>", "Valid", "Valid", "-"]]
     as_json = cli(bed, "list", "-n", records, "-o", "json")
     assert "myorg" in [o["metadata"]["name"] for o in json.loads(as_json.stdout)["items"]]
 
@@ -161,7 +162,7 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     wait("its registry half Valid", lambda: _conditions(_status(bed, records, "from-repo"), "registry")
          .get("Valid") == ("True", "Valid") or None)
     scoped = cli(bed, "list", "-n", records)
-    assert [r.split()[3] for r in scoped.stdout.splitlines() if r.startswith("from-repo ")] == ["shop"]
+    assert [r.split()[4] for r in scoped.stdout.splitlines() if r.startswith("from-repo ")] == ["shop"]
 
 
 def test_a_login_sealed_for_another_cluster_is_not_present(

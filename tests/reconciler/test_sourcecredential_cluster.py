@@ -85,6 +85,10 @@ BAD = [
      "duplicate entries for key"),  # server-side apply of a list-type set
     ("too many namespaces", {"registry": {"backend": SEALED, "hosts": ["ghcr.io/o/"],
                                           "namespaces": [f"ns-{i}" for i in range(65)]}}, "must have at most 64 items"),
+    ("an empty project list", {"git": {"backend": SEALED, "repoPrefixes": ["github.com/o/"], "projects": []}},
+     "1 to 64 Argo CD projects; leave spec.git.projects out for every project"),
+    ("a project that is none", {"git": {"backend": SEALED, "repoPrefixes": ["github.com/o/"],
+                                        "projects": ["team/a"]}}, "a project is an Argo CD AppProject's name"),
 ]
 
 
