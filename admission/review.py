@@ -37,6 +37,10 @@ _REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest
 # The request uid where the API server writes it (request.uid is the first "uid" of its JSON), read without
 # parsing a body the server will not parse on its event loop.
 _UID = re.compile(rb'"uid"\s*:\s*"([^"\\]{1,128})"')
+# Who writes, and where, read the same way for the webhook's fair shares (the API server writes request.namespace
+# and request.userInfo.username before the object).
+_USER = re.compile(rb'"userInfo"\s*:\s*\{\s*"username"\s*:\s*"([^"\\]{1,256})"')
+_NAMESPACE = re.compile(rb'"namespace"\s*:\s*"([^"\\]{1,63})"')
 
 # What a request must carry for any rule to read it (the API server always sends these).
 _OBJECT = {"type": ["object", "null"]}
@@ -213,14 +217,24 @@ def too_large(limit: int = MAX_BODY_BYTES) -> Outcome:
     return Outcome(_answer("", False, TOO_LARGE, message), "-", "-", False)
 
 
-def uid_hint(body: bytes) -> str:
+def uid_hint(body: bytes | bytearray) -> str:
     """The request uid from the first 4 KiB of a body, "" when none is there (the API server then refuses the
     answer, which with failurePolicy Fail refuses the write too)."""
-    found = _UID.search(body[:4096])
+    found = _UID.search(bytes(body[:4096]))
     return found.group(1).decode("utf-8", "replace") if found else ""
 
 
-def over_budget(body: bytes, what: str) -> Outcome:
+def writer_hint(body: bytes | bytearray) -> tuple[str, str]:
+    """(username, namespace) of the request from the first 4 KiB of a body, "" for each not found there: what the
+    webhook's fair shares key a review by before anyone parses it (a body sent past the API server may name anyone:
+    the shares key it by its client too)."""
+    head = bytes(body[:4096])
+    user, namespace = _USER.search(head), _NAMESPACE.search(head)
+    return (user.group(1).decode("utf-8", "replace") if user else "",
+            namespace.group(1).decode("utf-8", "replace") if namespace else "")
+
+
+def over_budget(body: bytes | bytearray, what: str) -> Outcome:
     """The answer to a review that ran out of `what` (CPU time, memory, time): refused, not retried: the same
     object costs the same again."""
     message = (f"refused: reviewing this object took more than the admission webhook's budget ({what}); nothing "
@@ -229,7 +243,7 @@ def over_budget(body: bytes, what: str) -> Outcome:
     return Outcome(_answer(uid_hint(body), False, TOO_LARGE, message), "-", "-", False)
 
 
-def busy(body: bytes, why: str) -> Outcome:
+def busy(body: bytes | bytearray, why: str) -> Outcome:
     """The answer when the webhook has no room for another review now (a 429 the writer may retry)."""
     message = f"refused for now: the admission webhook is at capacity ({why}); nothing was admitted: retry"
     return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
