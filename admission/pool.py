@@ -104,7 +104,8 @@ class ReviewPool:
         self.limits = limits
         self.operator_user = settings.operator_user
         self.config = {"operator_user": settings.operator_user, "context": settings.context._asdict(),
-                       "cpu_seconds": limits.cpu_seconds, "memory_mb": limits.memory_mb}
+                       "claim_status_users": list(settings.claim_status_users), "cpu_seconds": limits.cpu_seconds,
+                       "memory_mb": limits.memory_mb}
         self.idle: list[_Worker] = []
         self.shares = Shares(limits.workers, limits.queue, limits.reserved_queue)
         self.waiters: dict[Ticket, asyncio.Future[_Worker | None]] = {}  # None: pushed out of the wait

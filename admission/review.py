@@ -24,6 +24,7 @@ from lifecycle import sourcecredential
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
+from renderer.selectors import selector_problems
 from toolchain.errors import USER_EXIT, AppRafterError
 
 API_VERSION = "admission.k8s.io/v1"
@@ -73,10 +74,16 @@ REQUEST_SCHEMA: dict[str, Any] = {
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What the rules need from the command line: who the operator is, the platform (tier) for warnings."""
+    """What the rules need from the command line: who the operator is, the platform (tier) for warnings, who
+    provides claims."""
 
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
+    claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
+
+    @property
+    def claim_providers(self) -> tuple[str, ...]:
+        return self.claim_status_users or (self.operator_user,)
 
     @property
     def operator_namespace(self) -> str | None:
@@ -327,6 +334,16 @@ def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(problems), FORBIDDEN)
 
 
+def _resource_claim(req: _Request, settings: Settings) -> _Verdict:
+    selector = (req.obj.get("spec") or {}).get("selector") or {}
+    return _Verdict(tuple((f"spec.selector.{key}", why) for key, why in selector_problems(selector)), FORBIDDEN)
+
+
+def _claim_status(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.claim_status_writer(req.user, settings.claim_providers)
+    return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
+
+
 def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(platform_stack.check(req.obj)))
 
@@ -349,6 +366,8 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("PublicHostname", "status"): _operator_status,
     ("SourceCredential", ""): _source_credential,
     ("SourceCredential", "status"): _operator_status,
+    ("ResourceClaim", ""): _resource_claim,
+    ("ResourceClaim", "status"): _claim_status,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

@@ -19,7 +19,7 @@ import sys
 from types import FrameType
 from typing import IO, Any
 
-from admission import review
+from admission import memory, review
 from renderer.context import PlatformContext
 from toolchain.errors import ToolFailure
 
@@ -74,7 +74,7 @@ def _tuples(value: Any) -> Any:
 
 def _settings(config: dict[str, Any]) -> review.Settings:
     context: dict[str, Any] = {k: _tuples(v) for k, v in config["context"].items() if k in PlatformContext._fields}
-    return review.Settings(config["operator_user"], PlatformContext(**context))
+    return review.Settings(config["operator_user"], PlatformContext(**context), tuple(config["claim_status_users"]))
 
 
 def _answer(path: str, body: bytes, settings: review.Settings, now: str, cpu_seconds: float) -> tuple[
@@ -111,6 +111,7 @@ def main() -> None:
         return
     config = json.loads(first)
     settings = _settings(config)
+    memory.tune()
     review.warm_up()
     signal.signal(signal.SIGPROF, _on_sigprof)
     _limit_memory(int(config["memory_mb"]))
@@ -124,7 +125,10 @@ def main() -> None:
             outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
         except _OverBudget:  # the timer fired as the review ended, before it was stopped
             outcome, spent = review.over_budget(body, f"{config['cpu_seconds']:g} s of CPU time"), "cpu"
+        large = len(body) > memory.MMAP_THRESHOLD
         del body
+        if large:  # what a large object's review took goes back to the system, not only to the allocator
+            memory.trim()
         leave = spent == "memory"
         write_frame(out, json.dumps({"outcome": outcome.to_json(), "spent": spent, "leave": leave}).encode())
         if leave:

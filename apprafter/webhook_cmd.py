@@ -22,6 +22,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--port", default=9443, show_default=True, type=click.IntRange(1, 65535), help="HTTPS port.")
 @click.option("--operator-user", default="system:serviceaccount:apprafter-system:apprafter-operator",
               show_default=True, help="The operator's username: the only writer of status, never an approver.")
+@click.option("--claim-status-user", "claim_status_users", multiple=True,
+              help="A claim provider's username: who may write ResourceClaim status (repeat for several; none "
+                   "given: the operator).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Also serve /metrics over plain HTTP here.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Platform settings file (tier, ...) for the renderer's warnings, as `apprafter render`.")
@@ -56,7 +59,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "it); past it a write gets 429.")
 @reported
 def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str,
-            metrics_port: int | None, platform_file: Path | None, tier: str | None, cert_poll_seconds: float,
+            claim_status_users: tuple[str, ...], metrics_port: int | None, platform_file: Path | None,
+            tier: str | None, cert_poll_seconds: float,
             workers: int, review_cpu_seconds: float, review_memory_mb: int, review_deadline_seconds: float,
             read_timeout: float, head_timeout: float, review_queue: int, max_connections: int,
             client_fresh_connections: int, handshake_timeout: float, max_buffered_mb: int) -> None:
@@ -70,7 +74,7 @@ def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     given = {"tier": settings.Given(tier, settings.Origin("--tier")) if tier else None}
-    rules = Settings(operator_user, settings.platform_context(platform_file, given))
+    rules = Settings(operator_user, settings.platform_context(platform_file, given), claim_status_users)
     limits = Limits(workers, review_cpu_seconds, review_memory_mb, review_deadline_seconds, queue=review_queue)
     bounds = Bounds(MAX_BODY_BYTES, read_timeout, max_buffered_mb << 20)
     connections = ConnectionLimits(max_connections, client_fresh_connections, handshake_timeout)

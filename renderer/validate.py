@@ -20,6 +20,7 @@ from renderer.fieldpos import Positions
 from renderer.health import health_problems
 from renderer.load import LoadedApp
 from renderer.redact import Redactor
+from renderer.selectors import selector_problems
 
 __all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
            "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
@@ -183,6 +184,9 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     elif not NO_BLANKS.fullmatch(eff["image"]):
         c.add(c.where(env, "image"), "an image reference has no blanks or line breaks")
     needs = eff.get("needs", {})
+    for need, fields in needs.items():
+        for key, why in selector_problems((fields or {}).get("selector") or {}):
+            c.add(c.where(env, "needs", need, "selector", key), why)
     for key, value in eff.get("env", {}).items():
         if isinstance(value, dict) and "claim" in value:
             need = value["claim"].split("/", 1)[0]

@@ -175,10 +175,11 @@ def fresh_namespace(bed: KubeTestBed, prefix: str = "adm") -> str:
 
 
 def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
-    """The roles a cluster administrator gives: the editor writes apps (and, to show the webhook's refusal, their
-    status) but not plan status; the approver gets the chart's approver role; the operator everything."""
+    """The roles a cluster administrator gives: the editor writes apps and claims (and, to show the webhook's refusal,
+    their status) but not plan status; the approver gets the chart's approver role; the operator everything."""
     rules = [{"apiGroups": ["apprafter.io"], "resources": ["applications", "applications/status", "platformstacks",
-                                                           "platformstacks/status", "migrationplans"],
+                                                           "platformstacks/status", "migrationplans", "resourceclaims",
+                                                           "resourceclaims/status"],
               "verbs": ["*"]}]
     operator_rules = [{"apiGroups": ["apprafter.io"], "resources": ["*"], "verbs": ["*"]}]
     approver_role = next(d for d in chart_objects() if d["metadata"]["name"] == "apprafter:migration-approver")
