@@ -44,9 +44,9 @@ def test_a_claims_status_is_its_providers(admission_bed: KubeTestBed, webhook: W
     with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
         made = claim(ns)
         ok(apply(operator, admission_bed, made))
-        for write in (lambda: merge_status(tenant, admission_bed, made, {"ready": True}),
-                      lambda: apply(tenant, admission_bed, {**made, "status": {"ready": True}}, status=True)):
-            text = message(write())
+        for refused in (merge_status(tenant, admission_bed, made, {"ready": True}),
+                        apply(tenant, admission_bed, {**made, "status": {"ready": True}}, status=True)):
+            text = message(refused)
             assert CLAIMS in text and f"only the claim's provider ({OPERATOR}) may write ResourceClaim status" in text
         stored = ok(merge_status(operator, admission_bed, made, {"ready": True, "message": "bound"}))
         assert stored["status"]["ready"] is True
