@@ -87,6 +87,10 @@ class Webhook:
                     total += int(line.split()[1]) * 1024
         return total
 
+    def reviews(self) -> list[dict[str, Any]]:
+        """The webhook's log line of each review so far (object, user, verdict, "ms": body read to answer)."""
+        return [json.loads(line[line.index('{"webhook"'):]) for line in self.log().splitlines() if '{"webhook"' in line]
+
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of `name` on the metrics port whose labels include `labels`."""
         from prometheus_client.parser import text_string_to_metric_families
@@ -174,7 +178,7 @@ def fresh_namespace(bed: KubeTestBed, prefix: str = "adm") -> str:
     return name
 
 
-def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
+def rbac(bed: KubeTestBed, editors: tuple[str, ...], approver: str) -> None:
     """The roles a cluster administrator gives: the editor writes apps and claims (and, to show the webhook's refusal,
     their status) but not plan status; the approver gets the chart's approver role; the operator everything."""
     rules = [{"apiGroups": ["apprafter.io"], "resources": ["applications", "applications/status", "platformstacks",
@@ -191,13 +195,14 @@ def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
         approver_role,
     ]
     namespace, sa = OPERATOR.split(":")[2:]
-    bindings = [("test-editor", {"kind": "User", "name": editor, "apiGroup": "rbac.authorization.k8s.io"}),
-                ("test-operator", {"kind": "ServiceAccount", "name": sa, "namespace": namespace}),
-                (approver_role["metadata"]["name"], {"kind": "User", "name": approver,
-                                                      "apiGroup": "rbac.authorization.k8s.io"})]
+    bindings = [("test-editor", [{"kind": "User", "name": editor, "apiGroup": "rbac.authorization.k8s.io"}
+                                 for editor in editors]),
+                ("test-operator", [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]),
+                (approver_role["metadata"]["name"], [{"kind": "User", "name": approver,
+                                                       "apiGroup": "rbac.authorization.k8s.io"}])]
     objects += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": role}, "subjects": [subject],
+                 "metadata": {"name": role}, "subjects": subjects,
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}}
-                for role, subject in bindings]
+                for role, subjects in bindings]
     for obj in objects:
         bed.apply(obj, field_manager="admission-test")
