@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from admission.policies import PolicySource
 from admission.review import Outcome, Settings, busy, over_budget
 from admission.shares import LANES, LARGE, RESERVED, SMALL, Flow, Shares, Ticket
 from admission.worker import HEADER
@@ -53,6 +54,7 @@ class _Worker:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
+        self.policies = -1  # the version of the HostnamePolicies it holds (admission.policies): none yet
 
     @classmethod
     async def start(cls, config: Mapping[str, Any], timeout: float) -> _Worker:
@@ -100,8 +102,9 @@ class _Worker:
 class ReviewPool:
     """Runs reviews in worker processes; `review` always returns an Outcome (refusals included), never raises."""
 
-    def __init__(self, settings: Settings, limits: Limits) -> None:
+    def __init__(self, settings: Settings, limits: Limits, policies: PolicySource | None = None) -> None:
         self.limits = limits
+        self.policies = policies
         self.operator_user = settings.operator_user
         self.config = {"operator_user": settings.operator_user, "context": settings.context._asdict(),
                        "claim_status_users": list(settings.claim_status_users), "cpu_seconds": limits.cpu_seconds,
@@ -208,7 +211,11 @@ class ReviewPool:
         """(the outcome, whether the worker may review again)."""
         try:
             async with asyncio.timeout_at(asyncio.get_running_loop().time() + max(0.0, deadline - time.monotonic())):
-                await worker.send(json.dumps({"path": path, "now": now}).encode())
+                header: dict[str, Any] = {"path": path, "now": now}
+                if self.policies is not None and worker.policies != self.policies.version:
+                    header["policies"] = self.policies.snapshot()
+                    worker.policies = self.policies.version
+                await worker.send(json.dumps(header).encode())
                 await worker.send(body)
                 answer = await worker.receive()
         except TimeoutError:

@@ -20,7 +20,7 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
-from lifecycle import sourcecredential
+from lifecycle import hostname_policy, hostnames, sourcecredential
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
@@ -80,6 +80,8 @@ class Settings:
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
     claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
+    # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
+    hostname_policies: tuple[hostname_policy.Policy, ...] = ()
 
     @property
     def claim_providers(self) -> tuple[str, ...]:
@@ -294,7 +296,31 @@ def _application(req: _Request, settings: Settings) -> _Verdict:
         return _Verdict(tuple(problems))  # metadata-only update: an object admitted before stays writable
     checked = check_application(req.obj, settings.context, req.who)
     problems += [(p.field, p.message) for p in checked.problems]
-    return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+    if problems:
+        return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+    return _Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, tuple(checked.warnings))
+
+
+def _hostname_problems(req: _Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """HostnameNotAllowed, as the operator says it (lifecycle.hostname_policy), for each public hostname the object's
+    render routes; the field is where the hostname is written (the app's name, for its default one)."""
+    spec = req.obj.get("spec") or {}
+    environment, app = str(spec.get("environment")), str((req.obj.get("metadata") or {}).get("name"))
+    field = "metadata.name"
+    for where in (("environments", environment), ("base",)):
+        node: Any = spec
+        for key in where:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and (node.get("expose") or {}).get("hostname"):
+            field = ".".join(("spec", *where, "expose", "hostname"))
+            break
+    problems = []
+    for host in hostnames.hostnames(objects):
+        why = hostname_policy.refusal(host, app, environment, req.namespace, settings.context,
+                                      settings.hostname_policies)
+        if why:
+            problems.append((field, f"{hostname_policy.NOT_ALLOWED}: {why}"))
+    return problems
 
 
 def _operator_status(req: _Request, settings: Settings) -> _Verdict:
@@ -344,6 +370,10 @@ def _claim_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
 
 
+def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
+    return _Verdict(tuple(hostname_policy.check(req.obj)))
+
+
 def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(platform_stack.check(req.obj)))
 
@@ -368,6 +398,7 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("SourceCredential", "status"): _operator_status,
     ("ResourceClaim", ""): _resource_claim,
     ("ResourceClaim", "status"): _claim_status,
+    ("HostnamePolicy", ""): _hostname_policy,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

@@ -25,6 +25,7 @@ from admission import memory, review
 from admission.app import Bounds, make_app
 from admission.connections import OPEN, Connection, Listener, Registry, limit_read_ahead
 from admission.connections import Limits as ConnectionLimits
+from admission.policies import PolicySource, in_cluster
 from admission.pool import Limits, ReviewPool
 from admission.tls import ReloadingCertificate
 from renderer.errors import ToolFailure
@@ -45,6 +46,7 @@ class Options:
     limits: Limits = dataclasses.field(default_factory=Limits)
     bounds: Bounds = dataclasses.field(default_factory=Bounds)
     connections: ConnectionLimits = dataclasses.field(default_factory=ConnectionLimits)
+    kubeconfig: Path | None = None  # where HostnamePolicies are read (else the pod's account; else none)
     head_seconds: float = 10.0  # a request head (line and headers) must arrive within this of the connection's
     # opening or of the answer before it
 
@@ -130,26 +132,36 @@ class _Server(uvicorn.Server):
         self.servers.append(listener)  # type: ignore[arg-type]  # closed like a Server at shutdown
 
 
-async def _serve(server: uvicorn.Server, cert: ReloadingCertificate, interval: float, pool: ReviewPool) -> None:
+async def _serve(server: uvicorn.Server, cert: ReloadingCertificate, interval: float, pool: ReviewPool,
+                 policies: PolicySource | None) -> None:
     try:
         await pool.start()
     except (OSError, RuntimeError, TimeoutError, EOFError, asyncio.IncompleteReadError) as e:
         raise ToolFailure(f"the review workers did not start ({type(e).__name__}: {e}): see the lines above") from e
+    if policies is not None:
+        await policies.start()
     watcher = asyncio.create_task(_watch(cert, server, interval))
     try:
         await server.serve()
     finally:
         watcher.cancel()
         pool.close()
+        if policies is not None:
+            policies.close()
 
 
-def config(options: Options, settings: review.Settings, cert: ReloadingCertificate, pool: ReviewPool) -> uvicorn.Config:
+def config(options: Options, settings: review.Settings, cert: ReloadingCertificate, pool: ReviewPool,
+           policies: PolicySource | None = None) -> uvicorn.Config:
     """The uvicorn configuration: our HTTP protocol, no TLS of uvicorn's own (admission.connections does it), no
     access log (the app logs one line per review)."""
     protocol = type("HeadDeadline", (_HeadDeadline,), {"head_seconds": options.head_seconds,
                                                        "limits": options.connections})
+
+    def ready() -> bool:
+        return cert.valid() and pool.ready() and (policies is None or policies.ready())
+
     return uvicorn.Config(
-        make_app(settings, ready=lambda: cert.valid() and pool.ready(), bounds=options.bounds, pool=pool),
+        make_app(settings, ready=ready, bounds=options.bounds, pool=pool),
         host=options.host, port=options.port, http=protocol, loop="uvloop", lifespan="off", access_log=False,
         log_config=None, server_header=False, timeout_graceful_shutdown=10,
     )
@@ -166,9 +178,13 @@ def serve(options: Options, settings: review.Settings) -> None:
     review.warm_up()
     if options.metrics_port is not None:
         start_http_server(options.metrics_port, addr=options.host)
-    pool = ReviewPool(settings, options.limits)
-    server = _Server(config(options, settings, cert, pool), options, cert)
+    policies = PolicySource(options.kubeconfig) if options.kubeconfig is not None or in_cluster() else None
+    if policies is None:
+        log.warning("no cluster to read HostnamePolicies from (no --kubeconfig, not in a pod): only the apps' default "
+                    "hostnames are allowed")
+    pool = ReviewPool(settings, options.limits, policies)
+    server = _Server(config(options, settings, cert, pool, policies), options, cert)
     log.info("serving https://%s:%d (validate, mutate), certificate serial %x, %d review workers", options.host,
              options.port, cert.loaded.serial, options.limits.workers)
     with asyncio.Runner(loop_factory=server.config.get_loop_factory()) as runner:
-        runner.run(_serve(server, cert, options.cert_poll_seconds, pool))
+        runner.run(_serve(server, cert, options.cert_poll_seconds, pool, policies))

@@ -3,13 +3,15 @@ each within a CPU budget (ITIMER_PROF), in a data segment capped at its size aft
 
 Frames both ways are a 4-byte big-endian length and that many bytes. The first frame from the server is the
 worker's configuration (JSON); the worker answers `ready` once the rules are warm, then, per review, reads a
-header frame (JSON: path, now) and a body frame and writes the Outcome as JSON. A review over its CPU budget is
+header frame (JSON: path, now, and the HostnamePolicies when they changed) and a body frame and writes the Outcome
+as JSON. A review over its CPU budget is
 refused with a clear message and the worker carries on; one over its memory budget is refused and the worker
 exits (the server starts another), since a MemoryError can leave any object half-built.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -20,6 +22,7 @@ from types import FrameType
 from typing import IO, Any
 
 from admission import memory, review
+from lifecycle import hostname_policy
 from renderer.context import PlatformContext
 from toolchain.errors import ToolFailure
 
@@ -121,6 +124,8 @@ def main() -> None:
         if header is None or body is None:
             return
         request = json.loads(header)
+        if "policies" in request:  # the cluster's HostnamePolicies changed since this worker's last review
+            settings = dataclasses.replace(settings, hostname_policies=hostname_policy.read_all(request["policies"]))
         try:
             outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
         except _OverBudget:  # the timer fired as the review ended, before it was stopped

@@ -25,6 +25,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--claim-status-user", "claim_status_users", multiple=True,
               help="A claim provider's username: who may write ResourceClaim status (repeat for several; none "
                    "given: the operator).")
+@click.option("--kubeconfig", type=_FILE, help="Read HostnamePolicies from this cluster (in a pod: its own account; "
+              "neither: only the apps' default hostnames are allowed).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Also serve /metrics over plain HTTP here.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Platform settings file (tier, ...) for the renderer's warnings, as `apprafter render`.")
@@ -59,7 +61,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "it); past it a write gets 429.")
 @reported
 def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str,
-            claim_status_users: tuple[str, ...], metrics_port: int | None, platform_file: Path | None,
+            claim_status_users: tuple[str, ...], kubeconfig: Path | None, metrics_port: int | None,
+            platform_file: Path | None,
             tier: str | None, cert_poll_seconds: float,
             workers: int, review_cpu_seconds: float, review_memory_mb: int, review_deadline_seconds: float,
             read_timeout: float, head_timeout: float, review_queue: int, max_connections: int,
@@ -79,4 +82,4 @@ def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user
     bounds = Bounds(MAX_BODY_BYTES, read_timeout, max_buffered_mb << 20)
     connections = ConnectionLimits(max_connections, client_fresh_connections, handshake_timeout)
     serve(Options(cert_file, key_file, host, port, metrics_port, cert_poll_seconds, limits, bounds, connections,
-                  head_timeout), rules)
+                  kubeconfig=kubeconfig, head_seconds=head_timeout), rules)

@@ -115,6 +115,18 @@ def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def webhook_kubeconfig(bed: KubeTestBed, workdir: Path) -> Path:
+    """A kubeconfig for the webhook's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
+    chart's own RBAC for it (it reads HostnamePolicies) and nothing else."""
+    namespace, account = "apprafter-system", "apprafter-admission"
+    token = bed.service_account_token(namespace, account)
+    for obj in chart_objects():
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding") and obj["metadata"]["name"] == "apprafter:admission":
+            bed.apply(obj, field_manager="admission-test")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return bed.kubeconfig_for(workdir / "webhook.kubeconfig", token, f"system:serviceaccount:{namespace}:{account}")
+
+
 def register(bed: KubeTestBed, webhook_url: str, ca_pem: bytes) -> None:
     for config in configurations(webhook_url, ca_pem):
         bed.apply(config, field_manager="admission-test")

@@ -9,7 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.admission.cluster import Webhook, apply, eventually, fresh_namespace, merge_status, ok, rbac, register
+from tests.admission.cluster import (
+    Webhook,
+    apply,
+    eventually,
+    fresh_namespace,
+    merge_status,
+    ok,
+    rbac,
+    register,
+    webhook_kubeconfig,
+)
 from tests.admission.reviews import APPROVER, EDITOR, FLOODER, OPERATOR, parser_cr, plan
 from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed, start_kube
@@ -36,7 +46,8 @@ def admission_bed(testbed_dir: Path) -> Iterator[KubeTestBed]:
 
 @pytest.fixture(scope="session")
 def webhook_server(admission_bed: KubeTestBed, testbed_dir: Path) -> Iterator[Webhook]:
-    server = Webhook(testbed_dir / "webhook")
+    server = Webhook(testbed_dir / "webhook", ("--kubeconfig", str(webhook_kubeconfig(admission_bed,
+                                                                                     testbed_dir / "webhook"))))
     try:
         yield server
     finally:
