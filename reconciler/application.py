@@ -45,6 +45,7 @@ from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
+from lifecycle.private_images import private_hosts, pull_always
 from lifecycle.sourcecredential import SOURCE_CREDENTIAL
 from lifecycle.sourcecredential import read as read_credential
 from reconciler.plans import ensure as ensure_plans
@@ -194,6 +195,8 @@ class ApplicationPass:
                          recorded=recorded, field_manager=self.kube.field_manager)
         if isinstance(desired, Refusal):
             return await self.refuse(desired)
+        credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
+        desired = desired._replace(children=pull_always(desired.children, private_hosts(credentials)))
         try:
             refusal = await self.tenancy.refusal(desired)
         except KubeError as e:
