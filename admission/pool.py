@@ -43,7 +43,8 @@ class Limits:
     cpu_seconds: float = 2.0  # per review, in its worker
     memory_mb: int = 96  # growth of a worker's data segment past its warm size
     deadline_seconds: float = 4.0  # request to answer, queueing included: below the configuration's timeoutSeconds
-    large_body: int = 256 << 10  # bodies above this are "large": they never take the last free worker
+    heavy_body: int = 64 << 10  # reviews of bodies above this never take the last free worker
+    large_body: int = 256 << 10  # bodies above this are "large": they wait in a lane of their own
     queue: int = 32  # reviews that may wait for a worker (large ones: at most `workers`)
     reserved_queue: int = 8  # the operator's reviews that may wait (their own lane, served first)
     start_seconds: float = 60.0  # a worker's warm-up (cue builds the schema once)
@@ -141,7 +142,7 @@ class ReviewPool:
     def ticket(self, flow: Flow, size: int) -> Ticket:
         """The place a review of `size` bytes by `flow` asks for: the operator's lane, else by its size."""
         lane = RESERVED if flow.user == self.operator_user else LARGE if size > self.limits.large_body else SMALL
-        return Ticket(flow, lane)
+        return Ticket(flow, lane, heavy=size > self.limits.heavy_body)
 
     def full(self, flow: Flow, size: int) -> str | None:
         """Why a body of `size` bytes from `flow` would be refused at once (its lane's wait is full and it cannot

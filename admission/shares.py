@@ -1,9 +1,9 @@
 """Fair shares of the review workers and of the wait for one, on the model of Kubernetes API Priority and Fairness:
 each writer's reviews are a flow (client address, user, namespace) queued apart; a free worker goes to the flow
-served least (fair queuing); a flow never holds the last free worker while it holds one already; when a wait is
-full, the flow with the most reviews waiting gives up its newest one, so a flood is refused before anyone else's
-write is. The operator's reviewed writes wait in a lane of their own and go first. Pure bookkeeping: no clock, no
-I/O."""
+served least (fair queuing); a review of a heavy body (over 64 KiB) never takes the last free worker, which stays for
+the ordinary ones; when a wait is full, the flow with the most reviews waiting gives up its newest one, so a flood is
+refused before anyone else's write is. The operator's reviewed writes wait in a lane of their own and go first.
+Pure bookkeeping: no clock, no I/O."""
 
 from __future__ import annotations
 
@@ -29,10 +29,12 @@ class Flow(NamedTuple):
 
 @dataclasses.dataclass(eq=False)
 class Ticket:
-    """One review's place: in a lane's wait, then on a worker."""
+    """One review's place: in a lane's wait, then on a worker; a heavy one (a body over 64 KiB, every large one)
+    never takes the last free worker."""
 
     flow: Flow
     lane: str
+    heavy: bool = False
 
 
 class _Lane:
@@ -81,10 +83,11 @@ class _Lane:
             self.count -= 1
             self._drop_empty(ticket.flow)
 
-    def take(self, eligible: Callable[[Flow], bool], served: Callable[[Flow], int]) -> Ticket | None:
-        """The oldest review of the eligible flow served least so far (fair queuing with unit costs: a writer that
-        has had nothing goes before one that has had much; ties in turn, and the flow served goes to the back)."""
-        chosen = min((flow for flow in self.flows if eligible(flow)), key=served, default=None)
+    def take(self, eligible: Callable[[Ticket], bool], served: Callable[[Flow], int]) -> Ticket | None:
+        """The oldest review of the flow served least so far whose oldest is eligible (fair queuing with unit costs:
+        a writer that has had nothing goes before one that has had much; ties in turn, and the flow served goes to
+        the back)."""
+        chosen = min((flow for flow, queue in self.flows.items() if eligible(queue[0])), key=served, default=None)
         if chosen is None:
             return None
         queue = self.flows[chosen]
@@ -114,11 +117,6 @@ class Shares:
         # Reviews each flow has had since it last had none waiting or running (its place in the fair turn).
         self.served: collections.Counter[Flow] = collections.Counter()
 
-    @property
-    def per_flow(self) -> int:
-        """Workers one flow may hold at once: all but one, so another writer always finds one free."""
-        return max(1, self.workers - 1)
-
     def refusal(self, ticket: Ticket) -> str | None:
         """Why `ticket` would be refused now (None: it would get a place); nothing changes."""
         return self.lanes[ticket.lane].refusal(ticket.flow)
@@ -139,13 +137,18 @@ class Shares:
         if idle <= 0:
             return None
         served = self.served.__getitem__
-        ticket = self.lanes[RESERVED].take(lambda flow: True, served)
+        # A heavy review never takes the last free worker (while one is being replaced, the live ones count): it
+        # stays for the ordinary reviews, whoever floods; with a single worker configured there is no other to keep.
+        spare = self.workers == 1 or idle >= 2
+
+        def may_run(ticket: Ticket) -> bool:
+            return spare or not ticket.heavy
+
+        ticket = self.lanes[RESERVED].take(lambda ticket: True, served)
         if ticket is None:
-            ticket = self.lanes[SMALL].take(self._may_run, served)
-        # A large review waits while a small one may go, and never takes the last free worker (while one is being
-        # replaced, the live ones count); with a single worker configured there is no other to keep.
-        if ticket is None and (self.workers == 1 or idle >= 2):
-            ticket = self.lanes[LARGE].take(self._may_run, served)
+            ticket = self.lanes[SMALL].take(may_run, served)
+        if ticket is None:  # a large review waits while a small one may go
+            ticket = self.lanes[LARGE].take(may_run, served)
         if ticket is not None:
             self.running[ticket.flow] += 1
             self.running_lanes[ticket.lane] += 1
@@ -163,9 +166,6 @@ class Shares:
         """A flow with nothing waiting or running starts its next busy spell with a clean slate."""
         if flow not in self.running and not any(lane.waiting(flow) for lane in self.lanes.values()):
             self.served.pop(flow, None)
-
-    def _may_run(self, flow: Flow) -> bool:
-        return self.running[flow] < self.per_flow
 
     def flows(self) -> int:
         """Flows with a review waiting or running."""

@@ -1,6 +1,6 @@
 """admission.shares alone (pure bookkeeping; tests/admission/test_fairness.py proves the same through the API server
-and the real webhook): flows served in turn, the last worker kept from a flow that holds one, a full wait taken from
-the flow with the most waiting, the operator's lane first."""
+and the real webhook): flows served least first, the last worker kept from heavy reviews, a full wait taken from the
+flow with the most waiting, the operator's lane first."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_a_flood_is_refused_before_another_writer_is() -> None:
     assert enter(shares, OTHER)[1] is not None
 
 
-def test_flows_take_turns_and_one_never_holds_the_last_worker() -> None:
+def test_flows_take_turns_least_served_first() -> None:
     shares = Shares(workers=3, queue=32, reserved=8)
     for _ in range(5):
         enter(shares, FLOOD)
@@ -41,11 +41,21 @@ def test_flows_take_turns_and_one_never_holds_the_last_worker() -> None:
     assert first is not None and first.flow == FLOOD
     assert shares.next(idle=2) is other  # the turn passes to the other flow
     second = shares.next(idle=1)
-    assert second is not None and second.flow == FLOOD  # two of three workers: its share
-    assert shares.next(idle=1) is None  # the flood may not take the last one
+    assert second is not None and second.flow == FLOOD  # nobody else waits: the flood may have every worker
     shares.finish(first)
     late, _, _ = enter(shares, THIRD)
-    assert shares.next(idle=2) is late
+    assert shares.next(idle=1) is late  # served least (nothing yet): before the flood's third
+
+
+def test_a_heavy_review_never_takes_the_last_worker() -> None:
+    shares = Shares(workers=2, queue=32, reserved=8)
+    heavy = [Ticket(FLOOD, SMALL, heavy=True) for _ in range(3)]
+    for ticket in heavy:
+        shares.enter(ticket)
+    assert shares.next(idle=2) is heavy[0]
+    assert shares.next(idle=1) is None  # the last free worker stays for an ordinary review
+    ordinary, _, _ = enter(shares, OTHER)
+    assert shares.next(idle=1) is ordinary
 
 
 def test_a_single_worker_serves_one_flow() -> None:
@@ -56,7 +66,8 @@ def test_a_single_worker_serves_one_flow() -> None:
 
 def test_large_reviews_wait_for_small_ones_and_never_take_the_last_worker() -> None:
     shares = Shares(workers=2, queue=8, reserved=2)
-    large, _, _ = enter(shares, FLOOD, LARGE)
+    large = Ticket(FLOOD, LARGE, heavy=True)
+    shares.enter(large)
     small, _, _ = enter(shares, OTHER, SMALL)
     assert shares.next(idle=2) is small
     assert shares.next(idle=1) is None  # the last free worker is not a large review's
