@@ -36,7 +36,7 @@ class Limits:
     """What connections may take (docs/admission.md "Bounds")."""
 
     max_connections: int = 128  # all connections at once, handshakes included
-    fresh_per_client: int = 16  # a client's connections that have sent no request head yet, handshakes included
+    fresh_per_client: int = 64  # a client's connections that have sent no request head yet, handshakes included
     handshake_seconds: float = 5.0  # TLS handshake, from the connection's opening
     shutdown_seconds: float = 2.0  # how long a closing TLS connection waits for the client's close_notify
     read_buffer: int = 64 << 10  # TLS bytes read ahead of the HTTP protocol, per connection (limit_read_ahead)

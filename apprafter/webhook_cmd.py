@@ -51,7 +51,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--max-connections", default=128, show_default=True, type=click.IntRange(1, 100000),
               help="Connections at once; past it, the client holding the most gives up an idle one, or the new one "
                    "is closed.")
-@click.option("--client-fresh-connections", default=16, show_default=True, type=click.IntRange(1, 100000),
+@click.option("--client-fresh-connections", default=64, show_default=True, type=click.IntRange(1, 100000),
               help="Connections one client address may hold that have sent no request yet (TLS handshakes "
                    "included); past it, its new ones are closed at once.")
 @click.option("--handshake-timeout", default=5.0, show_default=True, type=click.FloatRange(0.1, 60),

@@ -95,14 +95,14 @@ def test_a_flood_from_one_tenant_is_refused_before_another_tenants_write(admissi
         flood_ns, other_ns = fresh_namespace(bed, "flood"), fresh_namespace(bed, "other")
         eventually("this webhook honoured", lambda: server.metric("apprafter_webhook_requests_total") > 0 or None
                    if ok(apply(bed.as_user(EDITOR), bed, parser_cr(other_ns))) else None)
-        calm, calm_refused = writes(bed, other_ns, 15, "calm")
+        calm, calm_refused = writes(bed, other_ns, 10, "calm")
         pending = plan(other_ns)
         with bed.as_user(OPERATOR) as operator:
             ok(apply(operator, bed, pending))  # spared by matchConditions: its identity allows it
             ok(merge_status(operator, bed, pending, {"phase": "pending-approval"}))
         with flooding(bed, flood_ns) as outcomes:
             eventually("the flood refused at capacity", lambda: outcomes.get("429 at capacity") or None, 120)
-            during, during_refused = writes(bed, other_ns, 20, "during")
+            during, during_refused = writes(bed, other_ns, 15, "during")
             with bed.as_user(OPERATOR) as operator:  # reviewed (it may not approve), in the operator's own lane
                 superseded = ok(merge_status(operator, bed, pending, {"phase": "superseded"}))
             assert superseded["status"]["phase"] == "superseded"
