@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
 
-.PHONY: setup tools venv example test lint bench images chart publish
+.PHONY: setup tools venv example dist test lint bench images chart publish
 
 setup: tools venv
 
@@ -15,18 +15,26 @@ venv: $(VENV)/.installed
 
 # Quiet on stdout: `make example`'s stdout is the rendered objects alone, also on a fresh checkout.
 $(VENV)/.installed: pyproject.toml
-	@echo "venv: python3 -m venv $(VENV); pip install -e '.[dev]'" >&2
+	@echo "venv: python3 -m venv $(VENV); pip install -e '.[all,dev]'" >&2
 	@python3 -m venv $(VENV) >&2
 	@$(PY) -m pip install --quiet --upgrade pip >&2
-	@$(PY) -m pip install --quiet -e '.[dev]' >&2
+	@$(PY) -m pip install --quiet -e '.[all,dev]' >&2
 	@touch $@
 
 # The main job on the bundled example: render the parser app's prod environment to stdout.
 # Rendering needs only cue, so this installs just that (the test suite installs the rest).
 example: venv
 	@tools/setup.sh cue >&2
-	@$(VENV)/bin/apprafter doctor --users-only >&2
+	@$(VENV)/bin/apprafter doctor >&2
 	@$(VENV)/bin/apprafter render examples/parser --env prod --mode manifests
+
+# The wheel an app developer installs (`pip install dist/apprafter_render-<version>-py3-none-any.whl`: the base install;
+# extras as `...whl[cluster]`), stamped with the last commit's time so the same commit gives the same bytes.
+dist: venv
+	@rm -rf dist
+	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
+		$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
+	@ls dist/*.whl
 
 # pytest's exit 5 ("no tests ran") is a failure here, not a pass.
 test: setup

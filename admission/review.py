@@ -293,7 +293,9 @@ def internal_error(body: bytes) -> Outcome:
 def _application(req: _Request, settings: Settings) -> _Verdict:
     problems = [(p.field, p.message) for p in validate.check_update(req.old, req.obj)] if req.old else []
     if req.old and req.old.get("spec") == req.obj.get("spec"):
-        return _Verdict(tuple(problems))  # metadata-only update: an object admitted before stays writable
+        # metadata-only update: an object admitted before stays writable, but gains no instruction to Argo CD
+        problems += [(p.field, p.message) for p in validate.check_annotations_added(req.old, req.obj)]
+        return _Verdict(tuple(problems))
     checked = check_application(req.obj, settings.context, req.who)
     problems += [(p.field, p.message) for p in checked.problems]
     if problems:

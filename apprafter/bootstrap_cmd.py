@@ -66,6 +66,14 @@ def _sidecar(image: str | None) -> list[dict[str, Any]]:
     return sidecar_objects(component, patches, image)
 
 
+def _tenant_project() -> dict[str, Any]:
+    """deploy/argocd/tenant-project.yaml: the AppProject tenants' Argo CD Applications belong in."""
+    import yaml
+
+    project: dict[str, Any] = yaml.safe_load((sidecar_directory() / "tenant-project.yaml").read_text())
+    return project
+
+
 def _manifest(path: Path) -> list[dict[str, Any]]:
     """The objects of an Argo CD install manifest (a YAML stream); one line naming the file on anything else."""
     import yaml
@@ -133,10 +141,11 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool, tier: str
     controller reads it (a Helm chart of that version: its minimumKubernetesVersion)."""
     from compatibility.versions import InvalidVersion, stack_version
     from lifecycle.bootstrap import Stack
+    from platform_stack.check_result import version_tag
     from platform_stack.oci import Reference, is_loopback, parse_reference
     from platform_stack.registry import connect
     from platform_stack.signing import verify
-    from platform_stack.upstream import Session, Upstream, version_tag
+    from platform_stack.upstream import Session, Upstream
 
     try:
         stack_version(version)
@@ -334,7 +343,8 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
         if manifest is not None:
             placed = namespaced_in(manifest, ARGOCD_NAMESPACE, await _scopes(kube, manifest, str(argocd_manifest)))
         request = Request(stack, values, channel, tier == "solo" if auto_upgrade is None else auto_upgrade,
-                          public_key, sidecar, crds, placed, str(argocd_manifest), registry_secret)
+                          public_key, sidecar, crds, placed, str(argocd_manifest), registry_secret,
+                          tenant_project=_tenant_project())
         decided = plan(request, await _read(kube, reads(request)))
         if dry_run:
             return decided

@@ -12,7 +12,13 @@ __all__ = ["environment_names"]
 
 
 def _app_path(ctx: click.Context) -> Path:
-    """The app the command line names so far: PATH, plan's --to, else the current directory."""
+    """The app the command line names so far: PATH, plan's --to, else the current directory.
+
+    While the option being completed still lacks its value (`render PATH -e <TAB>`), click's resilient parse stops
+    there and leaves the positional PATH unassigned, in ctx.args: it is read from there first."""
+    positional = [arg for arg in ctx.args if not arg.startswith("-")]
+    if positional:
+        return Path(positional[0])
     for key in ("path", "to"):
         value = ctx.params.get(key)
         if value and not str(value).startswith("git:"):

@@ -29,12 +29,14 @@ SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR)
 
 # What each command that prints data can print (`-o`), by its path; the first is the default. `yaml` is always the
 # `json` document in YAML, except for `render`, `crds`, `cluster-bootstrap` and `repo creds add` (which writes
-# nothing with it), whose YAML is the Kubernetes stream.
+# nothing with it), whose YAML is the Kubernetes stream; `name` is kubectl's: one `kind[.group]/name` per object.
 OUTPUTS: dict[str, tuple[str, ...]] = {
-    "render": ("yaml", "json"),
+    "render": ("yaml", "json", "name"),
     "validate": ("text", "json", "yaml"),
+    "lint": ("text", "json", "yaml"),
     "envs": ("text", "json", "yaml"),
-    "crds": ("yaml", "json"),
+    "crds": ("yaml", "json", "name"),
+    "schema": ("jsonschema", "cue"),
     "cluster-bootstrap": ("yaml", "json"),
     "plan": ("text", "json", "yaml", "markdown"),
     "doctor": ("text", "json", "yaml"),

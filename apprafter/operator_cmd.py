@@ -1,17 +1,18 @@
 """`apprafter operator`: run the Application reconciler and the PlatformStack controller (leader-elected, with
-probes and metrics) until SIGTERM."""
+probes and metrics) until SIGTERM. Its flags are grouped by apprafter.operator_settings."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
+from apprafter.operator_settings import LEASE_NAME, LOGGER_ROOT, METRIC_PREFIX, OperatorSettings
 from apprafter.options import namespace_option
 from renderer import settings as settings_
 from renderer.context import TIERS
@@ -20,9 +21,6 @@ from renderer.names import OPERATOR_FIELD_MANAGER
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
     from lightkube import KubeConfig
 
-    from controller_runtime.lease import LeaseSettings
-    from controller_runtime.manager import Settings
-    from reconciler.openbao import OpenBaoSettings
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
@@ -31,36 +29,6 @@ RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless th
 
 # the pod's projected ServiceAccount token (reconciler.openbao.JWT_FILE: not imported for --help)
 JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
-
-
-class SourceCredentialSettings(NamedTuple):
-    """The SourceCredential controller's flags: Argo CD's namespace, the coverage gate, the check interval, and
-    OpenBao (None: not configured)."""
-
-    argocd_namespace: str
-    gate: str
-    check_interval: float
-    openbao: OpenBaoSettings | None = None
-
-
-def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, token_file: Path | None,
-             ca_file: Path | None) -> OpenBaoSettings | None:
-    """The OpenBao flags checked together: an address wants exactly one way to log in, a login wants an address."""
-    from lifecycle.openbao import address_problem
-    from reconciler.openbao import OpenBaoSettings
-
-    if address is None:
-        if role or token_file or ca_file:
-            raise click.UsageError("--openbao-auth-role, --openbao-token-file and --openbao-ca-file need "
-                                   "--openbao-address")
-        return None
-    problem = address_problem(address)
-    if problem:
-        raise click.BadParameter(problem, param_hint="--openbao-address")
-    if (role is None) == (token_file is None):
-        raise click.UsageError("--openbao-address wants exactly one of --openbao-auth-role (the Kubernetes auth "
-                               "method) and --openbao-token-file")
-    return OpenBaoSettings(address, role, mount, jwt_file, token_file, ca_file)
 
 
 @click.command()
@@ -95,7 +63,7 @@ def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, 
               metavar="SECONDS", help="How often the leader renews and a standby tries.")
 @click.option("--leader-elect-resource-namespace", metavar="NS",
               help="Namespace of the Lease (default: the pod's namespace, else the kubeconfig context's).")
-@click.option("--leader-elect-resource-name", default="apprafter-operator", show_default=True, metavar="NAME")
+@click.option("--leader-elect-resource-name", default=LEASE_NAME, show_default=True, metavar="NAME")
 @click.option("--records-namespace", metavar="NS",
               help="Where the operator keeps its ApplicationBaselines and PublicHostnames (default: the pod's "
                    "namespace, else the kubeconfig context's); only the operator may write there.")
@@ -135,71 +103,50 @@ def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, 
               show_default=True)
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @reported
-def operator(kubeconfig: Path | None, kube_context: str | None, namespaces: tuple[str, ...], resync: float,
-             workers: int, max_backoff: float, render_timeout: float | None, watch_timeout: int,
-             health_port: int, metrics_port: int, bind_address: str,
-             leader_elect: bool, leader_elect_lease_duration: float, leader_elect_renew_deadline: float,
-             leader_elect_retry_period: float, leader_elect_resource_namespace: str | None,
-             leader_elect_resource_name: str, records_namespace: str | None, argocd_namespace: str,
-             credential_gate: str, credential_check_interval: float, openbao_address: str | None,
-             openbao_auth_role: str | None, openbao_auth_mount: str, openbao_jwt_file: Path,
-             openbao_token_file: Path | None, openbao_ca_file: Path | None, identity: str | None,
-             field_manager: str, platform_stack: bool,
-             platform_file: Path | None, domain: str | None, tier: str | None, log_level: str,
-             log_format: str) -> None:
+def operator(**flags: Any) -> None:
     """Reconcile Applications into their children and gate destructive changes; keep the platform stack at the
     verified version its PlatformStack asks for (docs/operator.md, docs/platform-stack.md)."""
+    sys.exit(_run(OperatorSettings.of(flags)))
+
+
+def _run(settings: OperatorSettings) -> int:
+    """Check what the operator needs (cue, cosign, a cluster), then run it; the exit code."""
     import asyncio
 
     from compatibility.inputs import document_schema
     from controller_runtime import logs
     from controller_runtime.kubeconfig import default_namespace, load_config
-    from controller_runtime.lease import LeaseSettings, default_identity
-    from controller_runtime.manager import Settings
     from toolchain.tools import resolve
 
-    openbao = _openbao(openbao_address, openbao_auth_role, openbao_auth_mount, openbao_jwt_file, openbao_token_file,
-                       openbao_ca_file)
-    logs.setup(log_level, log_format)
+    logs.setup(settings.log_level, settings.log_format)
+    platform = settings.platform
     # the renderer reads its budget from the environment when it runs cue (renderer.settings.limits)
-    if render_timeout is not None or not os.environ.get(settings_.TIMEOUT_ENV):
-        os.environ[settings_.TIMEOUT_ENV] = repr(render_timeout or RENDER_TIMEOUT)
-    given = {"domain": settings_.Given(domain, settings_.Origin("--domain")) if domain else None,
-             "tier": settings_.Given(tier, settings_.Origin("--tier")) if tier else None}
-    context = settings_.platform_context(platform_file, given)
-    config = load_config(kubeconfig, kube_context)
+    if platform.render_timeout is not None or not os.environ.get(settings_.TIMEOUT_ENV):
+        os.environ[settings_.TIMEOUT_ENV] = repr(platform.render_timeout or RENDER_TIMEOUT)
+    given = {"domain": settings_.Given(platform.domain, settings_.Origin("--domain")) if platform.domain else None,
+             "tier": settings_.Given(platform.tier, settings_.Origin("--tier")) if platform.tier else None}
+    context = settings_.platform_context(platform.platform_file, given)
+    config = load_config(settings.cluster.kubeconfig, settings.cluster.context)
     document_schema()  # runs cue once, now: a missing cue is a start-up failure (exit 2), not a failed reconcile
-    if platform_stack:
+    if platform.platform_stack:
         resolve("cosign")  # the same for cosign, which verifies every platform-stack version before it is applied
-    lease = LeaseSettings(namespace=leader_elect_resource_namespace or default_namespace(config),
-                          name=leader_elect_resource_name, identity=identity or default_identity(),
-                          lease_duration=leader_elect_lease_duration, renew_deadline=leader_elect_renew_deadline,
-                          retry_period=leader_elect_retry_period)
-    if lease.renew_deadline >= lease.lease_duration or lease.retry_period >= lease.renew_deadline:
-        raise click.UsageError("want --leader-elect-retry-period < --leader-elect-renew-deadline < "
-                               "--leader-elect-lease-duration")
-    settings = Settings(namespaces=namespaces, resync=resync, workers=workers, max_backoff=max_backoff)
-    records = records_namespace or default_namespace(config)
-    code = asyncio.run(_serve(config, field_manager, settings, context, lease if leader_elect else None,
-                              bind_address, health_port, metrics_port, platform_stack, watch_timeout, records,
-                              SourceCredentialSettings(argocd_namespace, credential_gate, credential_check_interval,
-                                                       openbao)))
-    sys.exit(code)
+    here = default_namespace(config)  # the pod's (in-cluster), else the kubeconfig context's
+    return asyncio.run(_serve(settings, config, context, records_namespace=settings.records_namespace or here,
+                              lease_namespace=settings.lease.namespace or here))
 
 
-async def _serve(config: KubeConfig, field_manager: str, settings: Settings, context: PlatformContext,
-                 lease: LeaseSettings | None, bind: str, health_port: int, metrics_port: int,
-                 platform_stack: bool, watch_timeout: int, records_namespace: str,
-                 credentials: SourceCredentialSettings) -> int:
+async def _serve(settings: OperatorSettings, config: KubeConfig, context: PlatformContext, *,
+                 records_namespace: str, lease_namespace: str) -> int:
     """Run the manager until SIGTERM/SIGINT; the exit code."""
     import asyncio
     import signal
 
     from controller_runtime.client import Kube
     from controller_runtime.events import Recorder
-    from controller_runtime.lease import LeaderElector
-    from controller_runtime.manager import Controller, Manager, Runtime
+    from controller_runtime.lease import LeaderElector, LeaseSettings, default_identity
+    from controller_runtime.manager import Controller, Manager, Runtime, Settings
     from controller_runtime.probes import Health, Servers
+    from controller_runtime.telemetry import Telemetry
     from reconciler.application import ApplicationController
     from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
@@ -209,23 +156,33 @@ async def _serve(config: KubeConfig, field_manager: str, settings: Settings, con
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    kube = Kube(config, field_manager, watch_timeout=watch_timeout)
+    field_manager, flags = settings.cluster.field_manager, settings.lease
+    telemetry = Telemetry(METRIC_PREFIX, LOGGER_ROOT)
+    kube = Kube(config, field_manager, watch_timeout=settings.cluster.watch_timeout, telemetry=telemetry)
     # The Lease on a connection of its own: renewals never queue behind the workers' requests, and a request
     # cancelled at shutdown cannot take the connection that releases the Lease down with it.
-    lease_kube = Kube(config, field_manager, http2=False)
+    lease_kube = Kube(config, field_manager, http2=False, telemetry=telemetry)
+    lease = LeaseSettings(namespace=lease_namespace, name=flags.name, identity=flags.identity or default_identity(),
+                          lease_duration=flags.duration, renew_deadline=flags.renew_deadline,
+                          retry_period=flags.retry_period) if flags.elect else None
     health = Health()
-    servers = Servers(health, bind, health_port, metrics_port)
+    serving = settings.serving
+    servers = Servers(health, serving.bind_address, serving.health_port, serving.metrics_port)
     identity = lease.identity if lease is not None else field_manager
+    credentials = settings.credentials
     openbao = OpenBao(credentials.openbao) if credentials.openbao is not None else None
+    loop_flags = settings.loop
+    manager_settings = Settings(namespaces=loop_flags.namespaces, resync=loop_flags.resync,
+                                workers=loop_flags.workers, max_backoff=loop_flags.max_backoff)
     try:
-        runtime = Runtime(kube, settings, Recorder(kube, REPORTING_CONTROLLER, identity))
+        runtime = Runtime(kube, manager_settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
         controllers: list[Controller] = [ApplicationController(context, records_namespace),
                                          SourceCredentialController(
                                              records_namespace, credentials.argocd_namespace,
                                              f"{field_manager}-credentials", credentials.gate,
-                                             credentials.check_interval, settings.max_backoff, openbao)]
-        if platform_stack:
+                                             credentials.check_interval, manager_settings.max_backoff, openbao)]
+        if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:

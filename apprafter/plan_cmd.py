@@ -25,45 +25,56 @@ GATED_EXIT = 2  # under --detailed-exitcode, and nothing else exits 2 there
 
 
 @click.command()
+@click.argument("path", required=False, type=click.Path(path_type=Path))
 @click.option("--from", "from_", metavar="OLD",
-              help="The applied version: .cue file or dir, YAML/JSON Application CR, or git:<rev>[:<path>]; with "
-                   "--all, git:<rev> or a directory.")
-@click.option("--to", "to", metavar="NEW", help="The candidate version (same forms; not with --all).")
+              help="The applied version: a directory, a .cue file, a YAML/JSON Application CR, or git:<rev>[:<path>] "
+                   "(with PATH: git:<rev> or a directory). Default: git:<the merge-base of HEAD and the default "
+                   "branch> (origin/HEAD, else main, else master).")
+@click.option("--to", "to", metavar="NEW", help="One app's candidate version (same forms), with one --env: prints "
+                                                "that environment's MigrationPlan (not with PATH).")
 @click.option("--all", "all_dir", type=click.Path(path_type=Path, file_okay=False), metavar="DIR",
-              help="Plan every app under DIR (the candidate, in this working tree) against --from.")
-@env_option("Environment whose effective spec is compared (repeatable with --all: only these; default all).",
+              help="Same as PATH DIR (kept for scripts).")
+@env_option("Environment whose effective spec is compared (repeatable with PATH: only these; default all).",
             multiple=True, complete=environment_names)
 @output_option("plan", help="text (like terraform plan), json, yaml, or markdown (a pull-request comment).")
 @click.option("--detailed-exitcode", is_flag=True,
               help="Exit 2 when a change is gated, and only then (0 not gated; 1 any error, usage and tool "
                    "failures included).")
-@namespace_option("The app's namespace (for the MigrationPlan; default metadata.namespace).")
+@namespace_option("The app's namespace (for the MigrationPlan, with --to; default metadata.namespace).")
 @click.option("--domain", help="Platform domain of default hostnames {app}.{env}.{domain}.")
-@click.option("--approver", "approvers", multiple=True, help="spec.approvers of the MigrationPlan (repeatable).")
+@click.option("--approver", "approvers", multiple=True, help="spec.approvers of the MigrationPlan (with --to; "
+                                                             "repeatable).")
 @no_color_option()
-def plan(from_: str | None, to: str | None, all_dir: Path | None, environment: tuple[str, ...], output: str,
-         detailed_exitcode: bool, namespace: str | None, domain: str | None, approvers: tuple[str, ...],
+def plan(path: Path | None, from_: str | None, to: str | None, all_dir: Path | None, environment: tuple[str, ...],
+         output: str, detailed_exitcode: bool, namespace: str | None, domain: str | None, approvers: tuple[str, ...],
          no_color: bool) -> None:
-    """Classify the change from OLD to NEW, like `terraform plan` (docs/plan.md): one app with --to and --env, or
-    every app of a monorepo with --all DIR."""
+    """Classify the change from OLD to PATH (default .), like `terraform plan` (docs/plan.md): every app below a
+    directory, or the app of a file, in every environment; --to NEW --env ENV for one app's MigrationPlan."""
     # Usage errors exit 1 (apprafter.cli), never the gated code.
-    if from_ is None:
-        raise click.UsageError("Missing option '--from'.")
-    if all_dir is None and (to is None or len(environment) != 1):
-        raise click.UsageError("Want --to NEW and one --env ENV (or --all DIR).")
-    if all_dir is not None and (to is not None or namespace or approvers):
-        raise click.UsageError("--all DIR plans DIR against --from: --to, --namespace and --approver are for one "
-                               "app.")
+    if path is not None and all_dir is not None:
+        raise click.UsageError("give PATH or --all DIR, not both")
+    if to is not None and (path is not None or all_dir is not None):
+        raise click.UsageError("--to NEW plans one app: not with PATH or --all")
+    if to is not None and len(environment) != 1:
+        raise click.UsageError("--to NEW wants one --env ENV")
+    if to is None and (namespace or approvers):
+        raise click.UsageError("--namespace and --approver are for one app's MigrationPlan: with --to NEW --env ENV")
     colour = colour_wanted(no_color, sys.stdout.isatty())
     try:
         from apprafter.budget import limit_own_memory
 
         limit_own_memory()
-        if all_dir is not None:
-            gated = _plan_all(from_, all_dir, environment, output, domain, colour)
-        else:
-            assert to is not None
+        target = Path(to) if to is not None and not to.startswith("git:") else (path or all_dir or Path("."))
+        if from_ is None:
+            from apprafter.plan_base import default_base
+
+            base = default_base(target)
+            from_ = base.spec
+            click.echo(f"apprafter plan: comparing with {base.spec} ({base.how})", err=True)
+        if to is not None:
             gated = _plan_one(from_, to, environment[0], output, namespace, domain, approvers, colour)
+        else:
+            gated = _plan_tree(from_, path or all_dir or Path("."), environment, output, domain, colour)
     except (AppRafterError, MemoryError) as error:
         code = report(error)
         sys.exit(USER_EXIT if detailed_exitcode else code)  # with it, 2 means only "gated"
@@ -128,9 +139,9 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
                   "the cluster holds a deletion (no MigrationPlan); classified as the app scaled to zero, holding "
                   "nothing")
     elif before is None:
-        result, status = first_deployment(after), "first-deployment"
-        header = (f"apprafter plan: {after.app}, environment {environment} is new in {to}: first deployment, "
-                  "no baseline to compare")
+        result, status = first_deployment(after, domain), "first-deployment"
+        header = (f"apprafter plan: {after.app}, environment {environment} is new in {to}: first deployment of "
+                  f"{after.spec['image']}, no baseline to compare")
     else:
         result = make_plan(before, after, domain)
         status = "changed" if result.changes else "unchanged"
@@ -143,7 +154,8 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
         document["approvedSpecHash"] = entry.approved_spec_hash
         _write(json.dumps(document, indent=2, sort_keys=False) + "\n")
     else:
-        _write(render_text(result, colour=colour, header=header, migration_plan=status != "removed"))
+        _write(render_text(result, colour=colour, header=header, migration_plan=status != "removed",
+                           first=status == "first-deployment"))
     return result.gated
 
 
@@ -153,19 +165,40 @@ def _nothing(from_: str, to: str) -> Problem:
     return Problem(to, 1, 1, "", f"neither {from_} nor {to} has an Application: nothing to plan")
 
 
-def _plan_all(from_: str, directory: Path, environments: tuple[str, ...], output: str, domain: str | None,
-              colour: bool) -> bool:
-    from apprafter.plan_sides import keyed, load_tree
+def _plan_tree(from_: str, path: Path, environments: tuple[str, ...], output: str, domain: str | None,
+               colour: bool) -> bool:
+    """Every app below the directory PATH (or the app of the file PATH), every environment (or those asked),
+    against the same place at --from; an app gone from PATH is removed, one new in it a first deployment."""
+    from apprafter.plan_sides import CR_SUFFIXES, keyed, load_side, load_tree
     from compatibility.application import DEFAULT_DOMAIN
     from compatibility.monorepo import plan_all, plan_document
     from compatibility.text import render_entries
-    from renderer.errors import UserError
-    from renderer.render import load_all
+    from renderer.errors import Problem, UserError
+    from renderer.load import APP_DIR
+    from renderer.render import discover, load_many
 
-    new, problems = load_all(directory)
-    after = keyed(new, directory)
-    before, old_problems = load_tree(from_, directory)
-    problems += old_problems
+    problems: list[Problem] = []
+    if path.is_file() or path.name == APP_DIR or path.suffix in (".cue", *CR_SUFFIXES):  # one app, keyed "."
+        after: dict[str, LoadedApp] = {}
+        before: dict[str, LoadedApp] = {}
+        for side, spec, other in ((after, str(path), None), (before, from_, str(path))):
+            if side is after and not path.exists():  # gone: the app's removal
+                continue
+            try:
+                app = load_side(spec, other)
+            except UserError as e:
+                problems += e.problems
+                continue
+            if app is not None:
+                side["."] = app
+    else:  # a directory (possibly gone: the last app removed)
+        new, problems = load_many(discover(path), path) if path.is_dir() else ([], [])
+        after = keyed(new, path)
+        before, old_problems = load_tree(from_, path)
+        problems += old_problems
+    if not problems and not before and not after:
+        raise UserError([Problem(str(path), 0, 0, "", f"no app to plan: no {APP_DIR}/Application.cue below it, "
+                                 f"neither here nor in {from_}")])
     try:
         entries = plan_all(before, after, set(environments) or None, domain or DEFAULT_DOMAIN)
     except UserError as e:
@@ -180,4 +213,3 @@ def _plan_all(from_: str, directory: Path, environments: tuple[str, ...], output
     else:
         _write(render_entries(entries, colour))
     return any(e.gated for e in entries)
-

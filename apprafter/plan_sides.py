@@ -16,7 +16,7 @@ from pathlib import Path
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, MAX_FILE_BYTES, LoadedApp
 
-__all__ = ["CR_SUFFIXES", "GIT_PREFIX", "keyed", "load_side", "load_tree"]
+__all__ = ["CR_SUFFIXES", "GIT_PREFIX", "existing", "git", "keyed", "load_side", "load_tree", "top"]
 
 CR_SUFFIXES = (".yaml", ".yml", ".json")
 GIT_PREFIX = "git:"
@@ -58,7 +58,7 @@ def _app_file(path: Path) -> Path:
     return path / APP_FILE if path.name == APP_DIR else path / APP_DIR / APP_FILE
 
 
-def _git(args: list[str], cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def git(args: list[str], cwd: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=GIT_TIMEOUT, check=False,
                               input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL)
@@ -75,16 +75,27 @@ def _revision(spec: str) -> str:
     return rev
 
 
-def _top(spec: str) -> Path:
-    top = _git(["rev-parse", "--show-toplevel"], Path.cwd())
-    if top.returncode != 0:
-        raise UserError([Problem(spec, 1, 1, "", "not inside a git repository")])
-    return Path(os.path.realpath(top.stdout.decode().strip()))
+def existing(path: Path) -> Path:
+    """path, or its nearest ancestor that exists (a planned path may be gone: a removal)."""
+    path = Path(os.path.abspath(path))
+    while not path.is_dir() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def top(spec: str, where: Path) -> Path:
+    """The root of the git repository that holds `where` (the planned path), or UserError naming `spec`."""
+    from renderer import userfile
+
+    found = git(["rev-parse", "--show-toplevel"], existing(where))
+    if found.returncode != 0:
+        raise UserError([Problem(spec, 1, 1, "", f"{userfile.shown(where)} is not inside a git repository")])
+    return Path(os.path.realpath(found.stdout.decode().strip()))
 
 
 def _commit(where: str, rev: str, root: Path) -> None:
     """UserError unless `rev` names a commit (a typo must not read as "nothing there": a first deployment)."""
-    if _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root).returncode != 0:
+    if git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], root).returncode != 0:
         raise UserError([Problem(where, 1, 1, "", f"unknown revision {rev!r} (is it fetched? a shallow clone "
                                  "needs fetch-depth: 0)")])
 
@@ -125,14 +136,14 @@ def load_git(spec: str, other: str | None) -> LoadedApp | None:
     default = (other[len(GIT_PREFIX):].partition(":")[2] if other.startswith(GIT_PREFIX) else other) if other else ""
     default = default or "."
     target = _app_file(Path(rel_arg or default))
-    root = _top(spec)
+    root = top(spec, target.parent)
     rel = _inside(spec, root, target.parent) + "/" + target.name
     rel = rel.removeprefix("./")
     display = f"git:{rev}:{rel}"
     _commit(display, rev, root)
-    if _git(["cat-file", "-e", f"{rev}:{rel}"], root).returncode != 0:
+    if git(["cat-file", "-e", f"{rev}:{rel}"], root).returncode != 0:
         return None
-    shown = _git(["show", f"{rev}:{rel}"], root)
+    shown = git(["show", f"{rev}:{rel}"], root)
     if shown.returncode != 0:
         message = shown.stderr.decode(errors="replace").strip().splitlines()
         raise UserError([Problem(display, 1, 1, "", message[0] if message else "git show failed")])
@@ -181,10 +192,10 @@ def _git_tree(spec: str, directory: Path) -> tuple[dict[str, LoadedApp], list[Pr
     from renderer.render import discover, load_many
 
     rev = _revision(spec)
-    root = _top(spec)
+    root = top(spec, directory)
     _commit(spec, rev, root)
     prefix = _inside(spec, root, directory)
-    listed = _git(["ls-tree", "-r", "-z", "--full-tree", rev, *([] if prefix == "." else ["--", prefix])], root)
+    listed = git(["ls-tree", "-r", "-z", "--full-tree", rev, *([] if prefix == "." else ["--", prefix])], root)
     if listed.returncode != 0:
         message = listed.stderr.decode(errors="replace").strip().splitlines()
         raise UserError([Problem(spec, 1, 1, "", message[0] if message else "git ls-tree failed")])
@@ -235,7 +246,7 @@ def _blobs(spec: str, root: Path, oids: list[str]) -> list[bytes]:
     """The contents of these blobs, in order, from one `git cat-file --batch`."""
     if not oids:
         return []
-    out = _git(["cat-file", "--batch"], root, stdin="".join(f"{oid}\n" for oid in oids).encode())
+    out = git(["cat-file", "--batch"], root, stdin="".join(f"{oid}\n" for oid in oids).encode())
     if out.returncode != 0:
         raise ToolFailure(f"git cat-file failed: {out.stderr.decode(errors='replace').strip()[:200]}")
     data, at, blobs = out.stdout, 0, []

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import click
 
-from apprafter.cli import main
+from apprafter.cli import COMMANDS, SECTIONS, main
 from apprafter.convention import ALIASES, OUTPUTS, SPELLINGS, VALUE_ALIASES
 
 __all__ = ["EXIT_CODES", "reference"]
@@ -19,7 +19,8 @@ EXIT_CODES = (
     ("0", "done; under `--detailed-exitcode` (`plan`, `stack plan`): done and nothing is gated"),
     ("1", "the user's input: a problem in a file (`file:line:col: field: message`, one line each, all at once), a "
           "usage error (an unknown flag, a missing or bad argument: never click's 2), a request the cluster refused; "
-          "`doctor`: a tool missing or unsupported; `cmp discover`: not an app; under `--detailed-exitcode` also "
+          "`lint --strict`: a warning too; `doctor`: a tool missing or unsupported; `cmp discover`: not an app; "
+          "under `--detailed-exitcode` also "
           "every tool failure, so that 2 keeps one meaning"),
     ("2", "a tool or environment failure, with its remedy on stderr (cue missing or outside the supported "
           "range, cue out of its time or memory budget, git missing, a cluster or registry unreachable); under "
@@ -60,7 +61,8 @@ def reference() -> str:
         flags = ", ".join(f"`{f}`" for f in (spelling.short, spelling.long) if f)
         lines.append(f"| {flags} | {spelling.help} |")
     lines += ["", "What `-o` offers, per command (the first is the default; `yaml` is the `json` document in YAML, "
-              "except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream):", "",
+              "except for `render`, `crds` and `cluster-bootstrap`, whose YAML is the Kubernetes stream; `name` is "
+              "kubectl's `kind[.group]/name`, one line per object):", "",
               "| command | `-o` | old spellings (hidden, one deprecation line on stderr) |", "|---|---|---|"]
     for path, formats in OUTPUTS.items():
         old = [f"`{flag}`" for flag in ALIASES.get(path, ())]
@@ -68,13 +70,32 @@ def reference() -> str:
         lines.append(f"| `{path}` | {', '.join(formats)} | {', '.join(old) or '-'} |")
     lines += ["", "Colour only on a terminal, never with `--no-color` or a non-empty `NO_COLOR`. Completion: "
               "`source <(apprafter completion bash)` (zsh, fish alike) completes commands, flags and, for `-e`, the "
-              "environments the app declares.", "",
+              "environments the app declares (the app the command line names: `apprafter render apps/shop -e "
+              "<TAB>`).", "",
               "## Exit codes (every command)", "", "| code | meaning |", "|---|---|"]
     lines += [f"| {code} | {meaning} |" for code, meaning in EXIT_CODES]
-    lines += ["", "## Commands", ""]
-    for path, command in _commands(main, "apprafter"):
-        lines += [f"### `{path}`", "", "```text", _help(path, command).rstrip(), "```", ""]
+    lines += ["", "## Commands", "", "`apprafter --help` lists them by audience, as here; `--no-color` is accepted by "
+              "every command and before any (`apprafter --no-color plan`).", "",
+              "```text", _root_help().rstrip(), "```", ""]
+    ctx = click.Context(main)
+    for title, names in SECTIONS:
+        lines += [f"### {title}", ""]
+        for name in names:
+            command = main.get_command(ctx, name) if name in COMMANDS else None
+            if command is None or command.hidden:
+                continue
+            path = f"apprafter {name}"
+            lines += [f"#### `{path}`", "", "```text", _help(path, command).rstrip(), "```", ""]
+            if isinstance(command, click.Group):
+                for sub_path, sub in _commands(command, path):
+                    lines += [f"#### `{sub_path}`", "", "```text", _help(sub_path, sub).rstrip(), "```", ""]
     return "\n".join(lines)
+
+
+def _root_help() -> str:
+    ctx = click.Context(main, info_name="apprafter", terminal_width=WIDTH, max_content_width=WIDTH,
+                        **main.context_settings)
+    return main.get_help(ctx)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,14 @@ def _write(text: str) -> None:
 def _render_options(func: Callable[..., None]) -> Callable[..., None]:
     """The click options of `render`, from the one table the click-free parser reads too."""
     for option in reversed(RENDER_OPTIONS):
+        flags = [option.short, option.flag] if option.short else [option.flag]
+        if option.is_flag:
+            func = click.option(*flags, option.dest, is_flag=True, help=option.help)(func)
+            continue
         kind: Any = click.Choice(option.choices) if option.choices else None
         if option.is_path:
             kind = click.Path(path_type=Path, dir_okay=option.dest != "platform_file",
                               file_okay=option.dest != "all_dir")
-        flags = [option.short, option.flag] if option.short else [option.flag]
         complete = environment_names if option.dest == "environment" else None
         func = click.option(*flags, option.dest, type=kind, default=option.default, shell_complete=complete,
                             show_default=option.default is not None, help=option.help)(func)
@@ -41,54 +44,52 @@ def _render_options(func: Callable[..., None]) -> Callable[..., None]:
 @_render_options
 @reported
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
-           tier: str | None, platform_file: Path | None, all_dir: Path | None, output: str) -> None:
-    """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
-    run_render(path, environment, mode, namespace, domain, tier, platform_file, all_dir, output)
+           tier: str | None, platform_file: Path | None, all_dir: Path | None, all_envs: bool, output: str,
+           no_color: bool) -> None:
+    """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment (or --all-envs) as a YAML
+    stream."""
+    run_render(path, environment, mode, namespace, domain, tier, platform_file, all_dir, output, all_envs, no_color)
 
 
 @click.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--all", "all_dir", type=click.Path(path_type=Path, file_okay=False),
               help="Validate every app under this directory, in one cue process.")
-@output_option("validate", help="text: one confirmation line per app on stderr; json/yaml: the report on stdout.")
+@output_option("validate", help="text: one confirmation line per app on stderr; json/yaml: the report on stdout, "
+                                  "also when a file is invalid (then with its problems, exit 1).")
 @reported
 def validate(paths: tuple[Path, ...], all_dir: Path | None, output: str) -> None:
     """Check each PATH (default .; repo root, apprafter/ dir or .cue file) in every environment.
 
-    Every problem of every app is reported at once (exit 1); when all are valid, one line per app on stderr.
+    Every problem of every app is reported at once (exit 1), with `apprafter lint`'s rules (a directory of apps is
+    every app below it); when all are valid, its warnings and one line per app on stderr.
     """
     from apprafter.budget import limit_own_memory
+    from apprafter.lint_cmd import collect, problem_json
+    from renderer import lint
     from renderer import validate as checks
     from renderer.errors import UserError
-    from renderer.load import LoadedApp, load
-    from renderer.render import load_all, load_many
 
     limit_own_memory()
-    apps: list[LoadedApp]
-    if all_dir is not None:
-        if paths:
-            raise click.UsageError("give PATH arguments or --all DIR, not both")
-        apps, problems = load_all(all_dir)
-    elif len(paths) <= 1:
-        apps, problems = [load(paths[0] if paths else Path("."))], []
-    else:
-        apps, problems = load_many(list(paths))
+    apps, problems = collect(paths, all_dir)
+    errors = lint.lint(apps, problems).errors
+    report: list[dict[str, Any]] = []
     for app in apps:
-        problems += checks.check(app)
-    if problems:
-        raise UserError(problems)
-    report = []
-    for app in apps:
-        warnings = [str(w) for w in checks.interpolation_warnings(app)]
-        for warning in warnings:
-            click.echo(f"warning: {warning}", err=True)
+        failed = any(p.file == app.source.display for p in errors)
+        warnings = [str(w) for w in lint.warnings(app)] if not failed else []
         report.append({"file": app.source.display, "app": app.name, "environments": checks.environments(app),
-                       "warnings": warnings})
-    if output == "json":
-        _write(json.dumps({"valid": True, "apps": report}, indent=2) + "\n")
-        return
+                       "valid": not failed, "warnings": warnings})
+    if output == "json":  # the report whatever it says; the problems' lines go to stderr as always
+        document = {"valid": not errors, "apps": report, "problems": [problem_json(p) for p in errors]}
+        _write(json.dumps(document, indent=2) + "\n")
+    if errors:
+        raise UserError(errors)
     for entry in report:
-        click.echo(f"{entry['file']}: valid ({', '.join(entry['environments'])})", err=True)
+        for warning in entry["warnings"]:
+            click.echo(f"warning: {warning}", err=True)
+    if output != "json":
+        for entry in report:
+            click.echo(f"{entry['file']}: valid ({', '.join(entry['environments'])})", err=True)
 
 
 @click.command()
@@ -107,7 +108,8 @@ def envs(path: Path, output: str) -> None:
 
 
 @click.command()
-@output_option("crds", help="yaml: the YAML stream to apply; json: one JSON List of the CRDs.")
+@output_option("crds", help="yaml: the YAML stream to apply; json: one JSON List of the CRDs; name: "
+                            "kind.group/name of each.")
 @reported
 def crds(output: str) -> None:
     """Print the CRDs (Application, ApplicationBaseline, MigrationPlan, PlatformStack, PublicHostname, ResourceClaim)
@@ -118,6 +120,11 @@ def crds(output: str) -> None:
     from renderer.emit import dump_stream
 
     documents = crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))
+    if output == "name":
+        from renderer.emit import dump_names
+
+        _write(dump_names(documents))
+        return
     if output == "json":
         _write(json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}, indent=2) + "\n")
         return

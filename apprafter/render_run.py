@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
-from apprafter.convention import ENVIRONMENT, NAMESPACE, OUTPUT, OUTPUTS
+from apprafter.convention import ENVIRONMENT, NAMESPACE, NO_COLOR, OUTPUT, OUTPUTS
 from renderer.context import TIERS
 from renderer.render import MODES
 
@@ -29,6 +29,7 @@ class Option(NamedTuple):
     default: str | None = None
     is_path: bool = False
     short: str | None = None
+    is_flag: bool = False
 
 
 RENDER_OPTIONS = (
@@ -44,15 +45,19 @@ RENDER_OPTIONS = (
            is_path=True),
     Option("--all", "all_dir", "Render every app under this directory, each environment, in one cue process.",
            is_path=True),
-    Option(OUTPUT.long, "output", "yaml: the Kubernetes YAML stream; json: one JSON List of the same objects.",
-           OUTPUTS["render"], OUTPUTS["render"][0], short=OUTPUT.short),
+    Option("--all-envs", "all_envs", "Render every environment PATH declares (each after a `# app/env` line).",
+           is_flag=True),
+    Option(OUTPUT.long, "output", "yaml: the Kubernetes YAML stream; json: one JSON List of the same objects; "
+           "name: one kind[.group]/name per object, as kubectl prints.", OUTPUTS["render"], OUTPUTS["render"][0],
+           short=OUTPUT.short),
+    Option(NO_COLOR.long, "no_color", NO_COLOR.help, is_flag=True),
 )
 
 
 def parse(argv: list[str]) -> dict[str, object] | None:
     """The arguments of a well-formed `render` command line, or None for click to handle (help, mistakes)."""
     by_flag = {o.flag: o for o in RENDER_OPTIONS} | {o.short: o for o in RENDER_OPTIONS if o.short}
-    values: dict[str, object] = {o.dest: o.default for o in RENDER_OPTIONS}
+    values: dict[str, object] = {o.dest: False if o.is_flag else o.default for o in RENDER_OPTIONS}
     path: str | None = None
     i = 0
     while i < len(argv):
@@ -60,8 +65,12 @@ def parse(argv: list[str]) -> dict[str, object] | None:
         if arg.startswith("-"):
             flag, eq, value = arg.partition("=")
             option = by_flag.get(flag)
-            if option is None:
+            if option is None or (option.is_flag and eq):
                 return None
+            if option.is_flag:
+                values[option.dest] = True
+                i += 1
+                continue
             if not eq:
                 if i + 1 >= len(argv):
                     return None
@@ -80,14 +89,14 @@ def parse(argv: list[str]) -> dict[str, object] | None:
 
 
 def render(path: Path, environment: str | None, mode: str, namespace: str | None, domain: str | None,
-           tier: str | None, platform_file: Path | None, all_dir: Path | None, output: str = "yaml") -> None:
+           tier: str | None, platform_file: Path | None, all_dir: Path | None, output: str = "yaml",
+           all_envs: bool = False, no_color: bool = False) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
     from apprafter.budget import limit_own_memory
     from renderer import settings
-    from renderer.emit import dump_stream
     from renderer.errors import Problem, UserError
     from renderer.load import load
-    from renderer.render import Mode, render_all, render_loaded
+    from renderer.render import Mode, Rendered, render_all, render_loaded
     from renderer.validate import environments, interpolation_warnings
 
     def flag(value: str | None, name: str) -> settings.Given | None:
@@ -98,26 +107,61 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
                                                         "tier": flag(tier, "--tier")})
     namespace = settings.namespace(flag(namespace, "--namespace"))
     if all_dir is not None:
+        if all_envs or environment:
+            raise UserError([Problem("--all", 0, 0, "", "renders every environment of every app: not with "
+                                     "--all-envs or --env")])
         rendered, problems = render_all(all_dir, cast(Mode, mode), context)
         if problems:
             raise UserError(problems)
-        chunks = []
-        for r in rendered:
-            chunks.append(f"# {r.app}/{r.environment}\n" + dump_stream(r.objects))
-            for warning in r.warnings:
-                print(f"warning: {warning}", file=sys.stderr)
-        _write(_json_list([o for r in rendered for o in r.objects]) if output == "json" else "".join(chunks))
+        _write_many(rendered, output)
+        return
+    app = load(path)
+    declared = environments(app)
+    if all_envs:
+        if environment:
+            raise UserError([Problem("--all-envs", 0, 0, "", "renders every environment: not with --env")])
+        many: list[Rendered] = []
+        problems = []
+        for env in declared:
+            try:
+                many.append(render_loaded(app, env, cast(Mode, mode), namespace, context))
+            except UserError as e:
+                problems += e.problems
+        if problems:
+            raise UserError(problems)
+        for warning in map(str, interpolation_warnings(app)):
+            print(f"warning: {warning}", file=sys.stderr)
+        _write_many(many, output)
         return
     if not environment:
-        app = load(path)
-        declared = environments(app)
-        raise UserError([Problem(app.source.display, 1, 1, "", f"--env is required; declared environments: "
-                                 f"{', '.join(declared)}")])
-    app = load(path)
+        raise UserError([Problem(app.source.display, 1, 1, "", f"--env is required (or --all-envs); declared "
+                                 f"environments: {', '.join(declared)}")])
     result = render_loaded(app, environment, cast(Mode, mode), namespace, context)
     for warning in [*map(str, interpolation_warnings(app)), *result.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
-    _write(_json_list(result.objects) if output == "json" else dump_stream(result.objects))
+    _write(_formatted(result.objects, output))
+
+
+def _write_many(rendered: list[Any], output: str) -> None:
+    """Several apps or environments: the warnings, then one stream (each part after a `# app/env` line), one
+    JSON List, or the names."""
+    from renderer.emit import dump_stream
+
+    for r in rendered:
+        for warning in r.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+    if output == "yaml":
+        _write("".join(f"# {r.app}/{r.environment}\n" + dump_stream(r.objects) for r in rendered))
+    else:
+        _write(_formatted([o for r in rendered for o in r.objects], output))
+
+
+def _formatted(objects: list[dict[str, Any]], output: str) -> str:
+    from renderer.emit import dump_names, dump_stream
+
+    if output == "json":
+        return _json_list(objects)
+    return dump_names(objects) if output == "name" else dump_stream(objects)
 
 
 def _json_list(objects: list[dict[str, Any]]) -> str:

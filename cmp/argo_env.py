@@ -1,4 +1,10 @@
-"""Reads Argo CD's plugin contract from the environment: parameters, plugin env, app name, source path."""
+"""Reads Argo CD's plugin contract from the environment: parameters, plugin env, app name, source path.
+
+Everything here is the tenant's to set (an Application's parameters and `plugin.env`, which a repository can also set
+through `.argocd-source.yaml`, which Argo CD's repo-server merges over the source), so it chooses only the
+environment, and the renderer checks it; how the plugin renders is the sidecar's own configuration
+(renderer.settings.mode, the platform file), which no `ARGOCD_ENV_*` or `PARAM_*` name can reach.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,9 @@ __all__ = ["ContractError", "EnvironmentChoice", "choose_environment", "repo_roo
 
 ENV_PREFIX = "ARGOCD_ENV_"
 SETTING_PREFIX = "APPRAFTER_"
+TENANT_SETTINGS = ("ENVIRONMENT",)  # the one plugin env a repository or an Application may set
+# Plugin env before issue 34, now the sidecar's alone: named in the refusal so an old Application gets told why.
+PLATFORM_SETTINGS = ("MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE")
 PARAMETER = "environment"
 MAX_PARAMETERS_BYTES = 64 << 10  # Argo CD's parameters for one app: a few names and values
 
@@ -93,10 +102,12 @@ def choose_environment(env: Mapping[str, str], declared: list[str]) -> Environme
 
 
 def settings(env: Mapping[str, str]) -> dict[str, Given]:
-    """Plugin env APPRAFTER_<X> entries (ARGOCD_ENV_APPRAFTER_<X>), keyed by X upper-cased.
+    """Plugin env APPRAFTER_<X> entries (ARGOCD_ENV_APPRAFTER_<X>), keyed by X upper-cased: only TENANT_SETTINGS.
 
     Argo CD passes plugin env names as written, so `apprafter_environment` is the same setting as
-    `APPRAFTER_ENVIRONMENT` (a user means it); two spellings of one setting are refused, not ranked.
+    `APPRAFTER_ENVIRONMENT` (a user means it); two spellings of one setting are refused, not ranked. A setting of the
+    platform's (the mode, the platform context) is refused, naming it, rather than ignored: a render it would have
+    changed must not pass for one it did not.
     """
     out: dict[str, Given] = {}
     written: dict[str, str] = {}
@@ -109,6 +120,15 @@ def settings(env: Mapping[str, str]) -> dict[str, Given]:
             raise ContractError(f"plugin env {written[setting]} and {name} set the same setting: keep one")
         written[setting] = name
         out[setting] = Given(env[key], Origin(f"plugin env {name}"))
+    platform = sorted(written[s] for s in out if s in PLATFORM_SETTINGS)
+    if platform:
+        raise ContractError(f"plugin env {', '.join(platform)}: how the plugin renders is the platform's setting, made "
+                            "in the sidecar's own configuration; an Application's plugin.env or a repository's "
+                            ".argocd-source*.yaml cannot set it: remove it")
+    unknown = sorted(written[s] for s in out if s not in TENANT_SETTINGS)
+    if unknown:
+        raise ContractError(f"unknown plugin env {', '.join(unknown)}; known: "
+                            f"{', '.join(SETTING_PREFIX + s for s in TENANT_SETTINGS)}")
     return out
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -14,24 +13,16 @@ from renderer.context import PlatformContext
 from renderer.emit import dump_json_stream
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, load
-from renderer.render import MODES, Mode, Rendered, render_loaded
+from renderer.render import Mode, Rendered, render_loaded
 from renderer.validate import environments
 
 __all__ = ["discover", "generate", "generate_stream", "parameters", "parameters_json"]
 
-KNOWN_SETTINGS = frozenset({"ENVIRONMENT", "MODE", "DOMAIN", "TIER", "GATEWAY_NAME", "GATEWAY_NAMESPACE"})
 
-
-def _context(given: Mapping[str, settings.Given]) -> PlatformContext:
-    unknown = sorted(given[k].origin.setting.removeprefix("plugin env ") for k in set(given) - KNOWN_SETTINGS)
-    if unknown:
-        raise argo_env.ContractError(f"unknown plugin env {', '.join(unknown)}; known: "
-                                     f"{', '.join('APPRAFTER_' + k for k in sorted(KNOWN_SETTINGS))}")
-    platform_file = os.environ.get("APPRAFTER_PLATFORM_FILE")  # the sidecar's own config, not the repo's
-    return settings.platform_context(Path(platform_file) if platform_file else None,
-                                     {"domain": given.get("DOMAIN"), "tier": given.get("TIER"),
-                                      "gateway_name": given.get("GATEWAY_NAME"),
-                                      "gateway_namespace": given.get("GATEWAY_NAMESPACE")})
+def _context(env: Mapping[str, str]) -> PlatformContext:
+    """The platform context from the sidecar's own platform file (APPRAFTER_PLATFORM_FILE), never the Application's."""
+    platform_file = env.get("APPRAFTER_PLATFORM_FILE")
+    return settings.platform_context(Path(platform_file) if platform_file else None)
 
 
 def _load(env: Mapping[str, str], cwd: Path) -> LoadedApp:
@@ -42,9 +33,9 @@ def _load(env: Mapping[str, str], cwd: Path) -> LoadedApp:
 
 def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
     """Render the app in cwd for the environment Argo CD's contract selects. Never returns zero objects."""
-    given = argo_env.settings(env)
-    mode = settings.choice(given["MODE"], MODES) if "MODE" in given else "cr"
-    context = _context(given)
+    argo_env.settings(env)  # a plugin env of the platform's is refused before anything is read
+    mode = settings.mode(env)
+    context = _context(env)
     namespace = settings.namespace(settings.Given(env.get("ARGOCD_APP_NAMESPACE"),
                                                   settings.Origin("ARGOCD_APP_NAMESPACE")))
     app = _load(env, cwd)

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from compatibility.diff import leaf_diff
-from compatibility.images import is_digest_pinned, split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
 from compatibility.rules import RULES
 from compatibility.shape import Unreadable, check_spec, env_value, json_value, mapping
@@ -16,6 +15,7 @@ from compatibility.versions import need_major
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.health import PROBES, describe, probes, progress_deadline
+from renderer.imageref import is_digest_pinned, split_image
 from renderer.manifests.network import default_hostname
 from renderer.manifests.workload import BUDGET_SEEDS
 from renderer.redact import digest
@@ -174,8 +174,9 @@ class _Classifier:
             self.add("AR-RR002", "expose.network", n_old, n_new if n_new != "none" else None,
                      "removes external reachability: the public route is deleted")
         elif n_old != "public" and n_new == "public":
+            host = new.get("hostname") or self.default_host(self.after)
             self.add("AR-SB004", "expose.network", n_old if n_old != "none" else None, n_new,
-                     "the blast radius widens from the cluster to the public Gateway")
+                     f"the blast radius widens from the cluster to the public Gateway: {host}")
         elif n_old == n_new == "public":
             handled |= {"hostname", "port"}
             self.public_hostname(old, new)

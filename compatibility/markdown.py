@@ -1,41 +1,66 @@
 """The plan as a pull-request comment (GitHub-flavoured Markdown), from the document `plan --all -o json` prints.
 
 A summary line and table (app, environment, verdict, primary class, counts), then one `<details>` per app and
-environment that changes, with its changes and the MigrationPlan it will create. Same input, same bytes: the
-order is the document's. Past `limit` characters the details of the least severe entries are left out, with a
-note saying so, and the table is cut last. Every value shown is the plan's (env literals only as their
-sha256) and escaped, so nothing a user wrote can become markup, a link or a mention.
+environment that changes (or is deployed for the first time), with its changes and the MigrationPlan it will create.
+Same input, same bytes: the order is the document's. Past `limit` characters the details of the least severe
+entries are left out, with a note saying so, and the table is cut last.
+
+Written to be read raw as well as rendered: every value is a code span (inert in GitHub's Markdown: no markup, link,
+mention or issue reference), our sentences escape only what Markdown would read as syntax (a backslash before it),
+and the `<summary>` lines, which are HTML, escape only `&` and `<`. Env literals appear only as their sha256.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compatibility.text import MAX_VALUE, SYMBOLS, approve_command
+from toolchain.errors import one_line
 
 __all__ = ["GITHUB_LIMIT", "TITLE", "render_failure", "render_markdown"]
 
 TITLE = "## AppRafter plan"
 # GitHub refuses a comment body over 65536 characters; leave room for the marker and the footer.
 GITHUB_LIMIT = 60_000
-VERDICTS = {"first-deployment": "first deployment", "unchanged": "no changes", "removed": "**removed**"}
+VERDICTS = {"unchanged": "no changes", "removed": "**removed**"}
 # Which details stay when the comment is too long: the most severe first (lower = kept longer).
 _KEEP_ORDER = {"removed": 0, "changed": 1, "first-deployment": 2, "unchanged": 3}
+# What Markdown reads as syntax in running text (emphasis, code, links, HTML, a table cell's end, strikethrough,
+# math, entities): a backslash before each makes it the character itself.
+_SYNTAX = re.compile(r"([\\`*_\[\]<>|~$&])")
+# What GitHub would turn into a link: `www.` and `scheme://` (a backslash before the dot or colon stops it).
+_AUTOLINK = re.compile(r"(?i)\b(www)\.|:(?=//)")
+_BACKTICKS = re.compile(r"`+")
 
 
-# What could become HTML, a table cell's end, emphasis, a link, math, a mention, an issue reference or an autolink
-# (http:, www.) in GitHub's Markdown: written as character references, which render as the character itself.
-_ACTIVE = frozenset("&<>|\\`*_~[]()!@#:.$\n\r")
+def _code(value: Any, table: bool = True) -> str:
+    """A code span: Markdown, links and mentions are inert inside one. In a table a `|` still ends the cell unless
+    escaped (GitHub reads `\\|` inside a span as `|`)."""
+    text = one_line(str(value))
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or text.startswith(" ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _text(value: Any) -> str:
-    """Escaped for Markdown and HTML alike."""
-    return "".join(f"&#{ord(ch)};" if ch in _ACTIVE else ch for ch in str(value))
+def _text(value: Any, table: bool = True) -> str:
+    """Running text: syntax characters escaped, autolinks broken; a word with `@` or `#` (a mention or an issue
+    reference, which GitHub makes out of plain text whatever the escaping) as a code span."""
+    words = []
+    for word in one_line(str(value)).split(" "):
+        if "@" in word or "#" in word:
+            words.append(_code(word, table))
+        else:
+            words.append(_AUTOLINK.sub(lambda m: f"{m[1]}\\." if m[1] else "\\:", _SYNTAX.sub(r"\\\1", word)))
+    return " ".join(words)
 
 
-def _code(value: Any) -> str:
-    return f"<code>{_text(value)}</code>"
+def _html(value: Any) -> str:
+    """Text inside the `<summary>` HTML: only `&` and `<` escaped."""
+    return one_line(str(value)).replace("&", "&amp;").replace("<", "&lt;")
 
 
 def _value(value: Any) -> str:
@@ -47,18 +72,28 @@ def _value(value: Any) -> str:
     return _code(shown if len(shown) <= MAX_VALUE else shown[: MAX_VALUE - 1] + "…")
 
 
-def _verdict(entry: Mapping[str, Any]) -> str:
+def _verdict(entry: Mapping[str, Any], code: Any = _code) -> str:
+    """The verdict in a table cell (names as code spans) or, with code=_html, in the `<summary>` line."""
     status = entry["status"]
     if status == "changed":
         if entry["gated"]:
-            return f"**gated**: approve MigrationPlan {_code(entry['migrationPlanName'])}"
+            gated = "**gated**" if code is _code else "gated"
+            return f"{gated}: approve MigrationPlan {code(entry['migrationPlanName'])}"
         return "applies without approval"
-    return VERDICTS[status]
+    if status == "first-deployment":
+        return "first deployment, for review" if _reviewed(entry) else "first deployment"
+    return VERDICTS[status] if code is _code else VERDICTS[status].strip("*")
+
+
+def _reviewed(entry: Mapping[str, Any]) -> int:
+    """How many changes would gate as a change (for a first deployment: the additions a reviewer looks at)."""
+    return sum(c["classification"] != "safe" for c in entry["changes"])
 
 
 def _counts(entry: Mapping[str, Any]) -> str:
-    changes = entry["changes"]
-    gated = sum(c["classification"] != "safe" for c in changes)
+    changes, gated = entry["changes"], _reviewed(entry)
+    if entry["status"] == "first-deployment":
+        return f"{len(changes)} to add ({gated} for review)" if gated else f"{len(changes)} to add"
     return f"{len(changes)} ({gated} gated)" if gated else str(len(changes))
 
 
@@ -73,10 +108,6 @@ def _summary_line(summary: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _title(entry: Mapping[str, Any]) -> str:
-    return f"{_code(entry['app'])} / {_code(entry['environment'])}"
-
-
 def _row(entry: Mapping[str, Any]) -> str:
     primary = entry["primary"] if entry["changes"] else "-"
     return f"| {_code(entry['app'])} | {_code(entry['environment'])} | {_verdict(entry)} | {primary} | " \
@@ -85,21 +116,23 @@ def _row(entry: Mapping[str, Any]) -> str:
 
 def _explanation(entry: Mapping[str, Any]) -> str | None:
     if entry["status"] == "first-deployment":
-        return "New in this pull request: no baseline to compare, nothing is gated."
+        return ("New in this pull request: there is no baseline, so nothing is gated (the cluster applies it without "
+                "approval). What it adds, each with the class it would have as a change:")
     if entry["status"] == "removed":
         return ("Gone in this pull request. Nothing in the cluster holds a deletion (no MigrationPlan): once its "
                 "Argo CD Application goes, its objects and claims are pruned. Classified as the app scaled to zero, "
                 "holding nothing:")
     if entry["gated"]:
         name = entry["migrationPlanName"]
-        return (f"After the merge the operator holds this change and creates MigrationPlan {_code(name)} "
-                f"(approvedSpecHash {_code(entry['approvedSpecHash'])}); it applies once approved: "
-                f"{_code(approve_command(name))}.")
+        return (f"After the merge the operator holds this change and creates MigrationPlan {_code(name, False)} "
+                f"(approvedSpecHash {_code(entry['approvedSpecHash'], False)}); it applies once approved: "
+                f"{_code(approve_command(name), False)}.")
     return None
 
 
 def _details(entry: Mapping[str, Any]) -> str:
-    lines = [f"<details><summary>{_title(entry)} ({_code(entry['path'])}): {_verdict(entry)}</summary>", ""]
+    title = f"{_html(entry['app'])} / {_html(entry['environment'])} ({_html(entry['path'])})"
+    lines = [f"<details><summary>{title}: {_verdict(entry, _html)}</summary>", ""]
     explanation = _explanation(entry)
     if explanation:
         lines += [explanation, ""]
@@ -108,7 +141,7 @@ def _details(entry: Mapping[str, Any]) -> str:
         for c in entry["changes"]:
             symbol = SYMBOLS["added"] if c["from"] is None else SYMBOLS["removed"] if c["to"] is None \
                 else SYMBOLS["changed"]
-            lines.append(f"| {_text(symbol)} | {_code(c['field'])} | {_value(c['from'])} | {_value(c['to'])} | "
+            lines.append(f"| {_code(symbol)} | {_code(c['field'])} | {_value(c['from'])} | {_value(c['to'])} | "
                          f"{c['classification']} | {c['rule']} | {_text(c['reason'])} |")
         lines.append("")
     lines += ["</details>", ""]
@@ -149,7 +182,9 @@ def render_markdown(document: Mapping[str, Any], limit: int = GITHUB_LIMIT) -> s
 
 
 def render_failure(lines: Sequence[str], invalid: bool) -> str:
-    """The comment body when no plan could be made: the input is invalid (exit 1), or a tool failed (exit 2)."""
+    """The comment body when no plan could be made: the input is invalid (exit 1), or a tool failed (exit 2); the
+    lines as a fenced code block (literal, whatever they hold)."""
     what = "the input is invalid" if invalid else "a tool failed"
-    body = "\n".join(_text(line) for line in lines)
-    return f"{TITLE}\n\n**No plan: {what}.** Fix it and push again:\n\n<pre>\n{body}\n</pre>\n"
+    body = "\n".join(one_line(line) for line in lines)
+    fence = "`" * max(3, max((len(m) for m in _BACKTICKS.findall(body)), default=0) + 1)
+    return f"{TITLE}\n\n**No plan: {what}.** Fix it and push again:\n\n{fence}text\n{body}\n{fence}\n"

@@ -2,11 +2,12 @@
 
 Pure: both sides arrive loaded (renderer.render.load_all evaluates each side in one cue process); every pair
 is classified by the one classifier (compatibility.application.plan), and every problem of either side is
-reported at once, never classified. A pair present only on the new side is a first deployment (no baseline:
-nothing is gated, as in the cluster); one present only on the old side is removed, classified as the change to
-an app scaled to zero that holds nothing (its needs, env references and exposure dropped), which is gated
-whenever it ran. Nothing in the cluster can hold a deletion, so a removal gets no MigrationPlan: the pull
-request is where it is reviewed.
+reported at once, never classified. A pair present only on the new side is a first deployment: its additions are
+listed with the class each would have as a change from an app that holds nothing (a new public endpoint, a claim,
+a secret reference: what a reviewer looks at), yet nothing is gated, as in the cluster, which has no baseline to
+hold against. One present only on the old side is removed, classified as the change to an app scaled to zero
+that holds nothing (its needs, env references and exposure dropped), which is gated whenever it ran. Nothing in
+the cluster can hold a deletion, so a removal gets no MigrationPlan: the pull request is where it is reviewed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from compatibility.application import DEFAULT_DOMAIN, Deployment
 from compatibility.application import plan as classify_pair
 from compatibility.migrationplan import name as plan_name
-from compatibility.plan import Plan, Subject
+from compatibility.plan import Plan
 from compatibility.sides import side
 from renderer import validate
 from renderer.errors import Problem, UserError
@@ -56,9 +57,11 @@ class Entry:
         return self.plan.approved_spec_hash if self.status != "removed" else None
 
 
-def first_deployment(after: Deployment) -> Plan:
-    """The plan of an environment with no baseline: no changes, nothing gated (the cluster has nothing to hold)."""
-    return Plan(Subject("application", after.app, after.namespace, after.environment), (), "safe", (), None)
+def first_deployment(after: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
+    """The plan of an environment with no baseline: every addition, classified as the change from the same image
+    holding nothing, and nothing gated (the cluster has nothing to hold: no approvedSpecHash)."""
+    nothing = dataclasses.replace(after, spec={"image": after.spec["image"]})
+    return dataclasses.replace(classify_pair(nothing, after, domain), approved_spec_hash=None)
 
 
 def removal(before: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
@@ -102,7 +105,7 @@ def plan_all(before: Mapping[str, LoadedApp], after: Mapping[str, LoadedApp],
             result = classify_pair(was, now, domain)
             status: Status = "changed" if result.changes else "unchanged"
         elif now is not None:
-            result, status = first_deployment(now), "first-deployment"
+            result, status = first_deployment(now, domain), "first-deployment"
         else:
             assert was is not None
             result, status = removal(was, domain), "removed"

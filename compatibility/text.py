@@ -46,9 +46,11 @@ def _paint(text: str, classification: str, colour: bool) -> str:
     return f"\x1b[{COLOURS.get(classification, '0')}m{text}\x1b[0m" if colour else text
 
 
-def render_text(plan: Plan, colour: bool = False, header: str = "", migration_plan: bool = True) -> str:
+def render_text(plan: Plan, colour: bool = False, header: str = "", migration_plan: bool = True,
+                first: bool = False) -> str:
     """The plan as lines of text; ANSI colour only when `colour` (a TTY). A gated plan names the MigrationPlan the
-    cluster will create for it (`migration_plan`: False for a change nothing in the cluster can hold)."""
+    cluster will create for it (`migration_plan`: False for a change nothing in the cluster can hold); a first
+    deployment (`first`) lists its additions, each with the class it would have as a change, and gates nothing."""
     s = plan.subject
     lines = [header or (f"apprafter plan: {s.name}, environment {s.environment}" if s.scope == "application"
                         else f"apprafter plan: platform stack {s.from_version} -> {s.to_version}"), ""]
@@ -60,7 +62,13 @@ def render_text(plan: Plan, colour: bool = False, header: str = "", migration_pl
     lines.append("")
     n = len(plan.changes)
     counts = f"{n} change{'s' if n != 1 else ''}, {len(plan.gated_changes)} gated"
-    if plan.gated:
+    if first:
+        review = len(plan.gated_changes)
+        reviewed = f", {review} for review ({', '.join(c for c in plan.classifications if c != SAFE)})" if review \
+            else ""
+        lines.append(_paint(f"Plan: {n} to add{reviewed}. Not gated: a first deployment has no baseline, so the "
+                            "cluster applies it without approval.", plan.primary if review else SAFE, colour))
+    elif plan.gated:
         classes = ", ".join(plan.classifications)
         lines.append(_paint(f"Plan: {counts}. Gated: {plan.primary} (classes: {classes}); approval needed for "
                             f"{plan.approved_spec_hash}", plan.primary, colour))
@@ -87,7 +95,8 @@ def render_entries(entries: Sequence[Entry], colour: bool = False) -> str:
             continue
         where = f"apprafter plan: {entry.app}, environment {entry.environment} ({entry.path})"
         header = f"{where}: {HEADERS[entry.status]}" if entry.status in HEADERS else where
-        blocks.append(render_text(entry.plan, colour, header, migration_plan=entry.status != "removed"))
+        blocks.append(render_text(entry.plan, colour, header, migration_plan=entry.status != "removed",
+                                  first=entry.status == "first-deployment"))
     counts = summary(entries)
     parts = [f"{counts[k]} {k.replace('-', ' ')}" for k in ("removed", "first-deployment", "changed", "unchanged")
              if counts[k]]

@@ -14,7 +14,7 @@ import functools
 import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import httpx
@@ -25,14 +25,19 @@ from lightkube.types import CascadeType, PatchType
 
 from controller_runtime.discovery import Discovery, ResourceInfo, resource_list_path
 from controller_runtime.errors import KubeConfigError, KubeError
-from controller_runtime.faults import KillSwitch
 from controller_runtime.kinds import KindLike, gvk, gvk_of
-from controller_runtime.metrics import REQUESTS, WRITES
+from controller_runtime.observers import after_write, before_write
+from controller_runtime.telemetry import DEFAULT, Telemetry
 from controller_runtime.throttle import Throttle
 
-__all__ = ["ALL_NAMESPACES", "STALLED", "Kube", "retry_after", "watch_deadline"]
+__all__ = ["ALL_NAMESPACES", "CHANGED", "DELETED", "GONE", "STALLED", "Deletion", "Kube", "retry_after",
+           "watch_deadline"]
 
 ALL_NAMESPACES = "*"
+Deletion = Literal["deleted", "gone", "changed"]  # what a delete with preconditions did
+DELETED: Deletion = "deleted"
+GONE: Deletion = "gone"
+CHANGED: Deletion = "changed"
 STALLED = "Stalled"  # the reason of the KubeError a stalled watch ends with
 # What a connection's end can raise past httpx unmapped: httpcore 1.0.9 maps anyio's EndOfStream on a read but not on
 # a write (a TLS peer that closed while we sent: anyio's TLSStream.send raises it), and it escaped every caller.
@@ -106,8 +111,10 @@ class Kube:
     """One API identity: a request client (HTTP/2 by default), a watch client and a raw client, with discovery."""
 
     def __init__(self, config: KubeConfig, field_manager: str, timeout: float = 15.0, max_requests: int = 16,
-                 http2: bool = True, watch_timeout: float = 120.0) -> None:
+                 http2: bool = True, watch_timeout: float = 120.0, telemetry: Telemetry = DEFAULT) -> None:
         self.field_manager = field_manager
+        self.telemetry = telemetry  # how this client, and the informers, elector and recorder on it, are named
+        self.metrics = telemetry.metrics
         self.watch_timeout = watch_timeout
         self.status_field_manager = f"{field_manager}-status"
         self.client = AsyncClient(config=config, field_manager=field_manager, timeout=httpx.Timeout(timeout),
@@ -121,11 +128,10 @@ class Kube:
         # the requests' pool; the read timeout is the watch's deadline, enforced per watch.
         self.watcher = client_adapter.AsyncClient(single, client_adapter.ConnectionParams(
             timeout=httpx.Timeout(timeout, read=None), http2=False))
-        self.kill_switch = KillSwitch()
         self.discovery = Discovery(self._get_json)
         # At most this many requests at once (their connections then stay within httpx's keep-alive pool, 20,
         # instead of being opened and closed, a TLS handshake each, at every burst), fewer while throttled.
-        self.throttle = Throttle(max_requests)
+        self.throttle = Throttle(max_requests, self.metrics.throttled)
 
     async def close(self) -> None:
         await self.client.close()
@@ -161,7 +167,7 @@ class Kube:
         """GET a raw path as JSON; None on 404."""
         try:
             response = await self._send(self._get_checked(path))
-            REQUESTS.labels("GET", str(response.status_code)).inc()
+            self.metrics.requests.labels("GET", str(response.status_code)).inc()
             if response.status_code == 404:
                 return None
             response.raise_for_status()
@@ -196,23 +202,23 @@ class Kube:
         return version
 
     async def _call(self, method: str, what: str, request: Any, resource: str = "") -> Any:
-        """One lightkube request under the concurrency cap, counted by method and status code; a write (of
-        `resource`) passes the fault tier's kill switch (a no-op outside it) before and after."""
-        write = method not in ("GET", "LIST") and resource != "leases"
+        """One lightkube request under the concurrency cap, counted by method and status code; the process's write
+        observers (controller_runtime.observers) are told of a write (of `resource`) before and after."""
+        write = method not in ("GET", "LIST")
         try:
             if write:
-                self.kill_switch.before(what)
+                before_write(what, resource)
             result = await self._send(request)
         except ApiError as e:
-            REQUESTS.labels(method, str(e.status.code or 0)).inc()
+            self.metrics.requests.labels(method, str(e.status.code or 0)).inc()
             raise _error(e, what) from e
         except httpx.HTTPError as e:
             code = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else 0
-            REQUESTS.labels(method, str(code)).inc()
+            self.metrics.requests.labels(method, str(code)).inc()
             raise _error(e, what) from e
-        REQUESTS.labels(method, "200").inc()
+        self.metrics.requests.labels(method, "200").inc()
         if write:
-            self.kill_switch.after(what)
+            after_write(what, resource)
         return result
 
     async def get(self, kind: KindLike, name: str, namespace: str | None = None) -> dict[str, Any] | None:
@@ -260,7 +266,7 @@ class Kube:
             params["labelSelector"] = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
         what = f"watch {info.plural}"
         await self.throttle.hold()
-        REQUESTS.labels("WATCH", "200").inc()
+        self.metrics.requests.labels("WATCH", "200").inc()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + watch_deadline(timeout)
         try:
@@ -298,7 +304,7 @@ class Kube:
         meta = obj["metadata"]
         info = await self.resource(gvk_of(obj))
         res = _resource_class(info)
-        WRITES.labels("apply-status" if status else "apply", info.plural).inc()
+        self.metrics.writes.labels("apply-status" if status else "apply", info.plural).inc()
         manager = field_manager or (self.status_field_manager if status else self.field_manager)
         what = f"apply {'status of ' if status else ''}{info.kind} {_where(meta.get('namespace'), meta['name'])}"
         result = await self._call("PATCH", what,
@@ -317,7 +323,7 @@ class Kube:
         body = dict(patch)
         if resource_version:
             body["metadata"] = {**(body.get("metadata") or {}), "resourceVersion": resource_version}
-        WRITES.labels("merge-status" if status else "merge", info.plural).inc()
+        self.metrics.writes.labels("merge-status" if status else "merge", info.plural).inc()
         manager = field_manager or (self.status_field_manager if status else self.field_manager)
         what = f"{'status of ' if status else 'patch '}{info.kind} {_where(namespace, name)}"
         result = await self._call("PATCH", what, self.client.patch(res.Status if status else res, name, body,
@@ -335,7 +341,7 @@ class Kube:
 
     async def _whole(self, verb: str, obj: Mapping[str, Any]) -> dict[str, Any]:
         info = await self.resource(gvk_of(obj))
-        WRITES.labels(verb, info.plural).inc()
+        self.metrics.writes.labels(verb, info.plural).inc()
         body: Any = _resource_class(info)(dict(obj))
         send = self.client.create if verb == "create" else self.client.replace
         method = "POST" if verb == "create" else "PUT"
@@ -346,7 +352,7 @@ class Kube:
                      cascade: CascadeType | None = None) -> None:
         """Delete if present (a 404 is success: someone was faster)."""
         info = await self.resource(kind)
-        WRITES.labels("delete", info.plural).inc()
+        self.metrics.writes.labels("delete", info.plural).inc()
         try:
             await self._call("DELETE", f"delete {info.kind} {_where(namespace, name)}",
                              self.client.delete(_resource_class(info), name, namespace=namespace, cascade=cascade),
@@ -370,7 +376,7 @@ class Kube:
                 "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}))
         except httpx.HTTPError as e:
             raise _error(e, what) from e
-        REQUESTS.labels("GET", str(response.status_code)).inc()
+        self.metrics.requests.labels("GET", str(response.status_code)).inc()
         if response.status_code == 404:
             return None
         if response.status_code >= 300:
@@ -379,24 +385,29 @@ class Kube:
         meta = response.json().get("metadata")
         return dict(meta) if isinstance(meta, dict) else {}
 
-    async def delete_exactly(self, kind: KindLike, name: str, namespace: str | None, uid: str) -> bool:
-        """Delete the object only if it is still the one with `uid` (a precondition the API server checks): False
-        when it is gone or is another object by now (someone made a new one under the name)."""
+    async def delete_exactly(self, kind: KindLike, name: str, namespace: str | None, uid: str,
+                             resource_version: str | None = None) -> Deletion:
+        """Delete the object only if it is still the one with `uid` (and, given one, still at `resource_version`):
+        preconditions the API server checks. DELETED, GONE (someone was faster) or CHANGED (another object under the
+        name by now, or this one changed since it was read)."""
         info = await self.resource(kind)
-        WRITES.labels("delete", info.plural).inc()
+        self.metrics.writes.labels("delete", info.plural).inc()
         what = f"delete {info.kind} {_where(namespace, name)}"
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        preconditions = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
         try:
             response = await self._send(self.http.request("DELETE", self._path(info, name, namespace), json=body))
         except httpx.HTTPError as e:
             raise _error(e, what) from e
-        REQUESTS.labels("DELETE", str(response.status_code)).inc()
-        if response.status_code in (404, 409):
-            return False
+        self.metrics.requests.labels("DELETE", str(response.status_code)).inc()
+        if response.status_code == 404:
+            return GONE
+        if response.status_code == 409:
+            return CHANGED
         if response.status_code >= 300:
             said = _said(response)
             raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
-        return True
+        return DELETED
 
 
 def _said(response: httpx.Response) -> str:

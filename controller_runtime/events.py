@@ -4,7 +4,6 @@ never duplicates one."""
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -15,7 +14,6 @@ from toolchain.timestamps import micro_time
 
 __all__ = ["EVENT", "MAX_NOTE", "Recorder"]
 
-log = logging.getLogger("apprafter.events")
 EVENT = GroupVersionKind("events.k8s.io/v1", "Event")
 MAX_NOTE = 1024  # the API's limit
 
@@ -45,5 +43,5 @@ class Recorder:
             await self.kube.create(body)
         except KubeError as e:
             if e.code != 409:  # 409: this occurrence was already reported (a retried reconcile)
-                log.warning("event not recorded", extra={"namespace": meta["namespace"], "object": meta["name"],
-                                                         "reason": reason, "error": str(e)})
+                self.kube.telemetry.logger("events").warning("event not recorded", extra={
+                    "namespace": meta["namespace"], "object": meta["name"], "reason": reason, "error": str(e)})

@@ -12,7 +12,6 @@ from typing import Any, NamedTuple
 from controller_runtime.client import ALL_NAMESPACES, STALLED, Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
-from controller_runtime.metrics import WATCH_RESTARTS
 from controller_runtime.objects import Key, controller_uid, key_of
 
 __all__ = ["Handler", "IndexKey", "Informer"]
@@ -22,7 +21,6 @@ def _decode(cached: _Cached) -> dict[str, Any]:
     obj: dict[str, Any] = json.loads(cached.blob)
     return obj
 
-log = logging.getLogger("apprafter.informer")
 
 Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, object)
 IndexKey = Callable[[Mapping[str, Any]], str | None]  # an object's value in an index (None: not in it)
@@ -71,6 +69,13 @@ class Informer:
     @property
     def name(self) -> str:
         return str(self.kind)
+
+    @property
+    def log(self) -> logging.Logger:
+        return self.kube.telemetry.logger("informer")
+
+    def _restarted(self, cause: str) -> None:
+        self.kube.telemetry.metrics.watch_restarts.labels(self.name, cause).inc()
 
     def cached_keys(self) -> list[Key]:
         return list(self._store)
@@ -193,17 +198,17 @@ class Informer:
             except KubeError as e:
                 if e.code == 404:  # its CRD is not installed (KEDA left out, say): said once, looked for again
                     if self.not_served is None:
-                        log.info("not served: looking for it again every few seconds",
+                        self.log.info("not served: looking for it again every few seconds",
                                  extra={"resource": self.name, "error": str(e)})
                     self.not_served = str(e)
                     self._mark_listed(namespace)  # nothing to wait for: reported when an object of it is applied
                 else:
                     self.not_served = None
-                    log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
+                    self.log.warning("list failed, retrying", extra={"resource": self.name, "error": str(e),
                                                                 "retry_in": delay})
             except Exception as e:  # an error the client did not classify (a bug, say): logged, then listed again
-                WATCH_RESTARTS.labels(self.name, "error").inc()
-                log.error("list or watch failed unexpectedly, listing again",
+                self._restarted("error")
+                self.log.error("list or watch failed unexpectedly, listing again",
                           extra={"resource": self.name, "error": f"{type(e).__name__}: {e}", "retry_in": delay},
                           exc_info=True)
             await asyncio.sleep(delay)
@@ -213,7 +218,7 @@ class Informer:
         """One list, then its watch until it must be listed again (a KubeError from the list goes to the caller)."""
         items, version = await self.kube.list(self.kind, namespace, self.labels)
         self.not_served = None
-        WATCH_RESTARTS.labels(self.name, "relist").inc()
+        self._restarted("relist")
         self._replace(namespace, items)
         self._mark_listed(namespace)
         await self._watch(namespace, version)
@@ -236,17 +241,17 @@ class Informer:
                         self._event(event, obj)
             except KubeError as e:
                 if e.code == 410:
-                    log.info("watch expired (410 Gone): re-listing", extra={"resource": self.name})
+                    self.log.info("watch expired (410 Gone): re-listing", extra={"resource": self.name})
                     return
                 if e.reason == STALLED:
-                    WATCH_RESTARTS.labels(self.name, "stalled").inc()
-                    log.warning("watch stalled: re-listing", extra={"resource": self.name, "error": str(e)})
+                    self._restarted("stalled")
+                    self.log.warning("watch stalled: re-listing", extra={"resource": self.name, "error": str(e)})
                     return
-                WATCH_RESTARTS.labels(self.name, "resume").inc()
-                log.warning("watch failed, resuming from the last resourceVersion",
+                self._restarted("resume")
+                self.log.warning("watch failed, resuming from the last resourceVersion",
                             extra={"resource": self.name, "resource_version": version, "error": str(e),
                                    "retry_in": delay})
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_delay)
                 continue
-            WATCH_RESTARTS.labels(self.name, "resume").inc()  # the server closed it: carry on
+            self._restarted("resume")  # the server closed it: carry on

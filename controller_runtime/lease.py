@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import os
 import socket
 import time
@@ -19,12 +18,10 @@ from typing import Any
 from controller_runtime.client import Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind
-from controller_runtime.metrics import LEADER
 from toolchain.timestamps import micro_time
 
 __all__ = ["LEASE", "LeaderElector", "LeaseSettings", "default_identity"]
 
-log = logging.getLogger("apprafter.lease")
 LEASE = GroupVersionKind("coordination.k8s.io/v1", "Lease")
 
 
@@ -38,7 +35,7 @@ class LeaseSettings:
     """Spec §4.5: renew every 10 s, expire after 30 s; the renew deadline (20 s) stays below the expiry."""
 
     namespace: str
-    name: str = "apprafter-operator"
+    name: str  # the program's (one Lease per program that elects a leader)
     identity: str = dataclasses.field(default_factory=default_identity)
     lease_duration: float = 30.0
     renew_deadline: float = 20.0
@@ -51,11 +48,13 @@ class LeaderElector:
     def __init__(self, kube: Kube, settings: LeaseSettings) -> None:
         self.kube = kube
         self.settings = settings
+        self.log = kube.telemetry.logger("lease")
+        self.leader = kube.telemetry.metrics.leader
         self.leading = False
         self.standing_by = False  # another replica holds the lease (as opposed to: the API cannot be reached)
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
-        LEADER.labels(settings.identity).set(0)
+        self.leader.labels(settings.identity).set(0)
 
     async def _try(self) -> bool:
         """One attempt to take or renew the lease; False when another replica holds a live one."""
@@ -98,12 +97,12 @@ class LeaderElector:
                     return True
                 self.standing_by = True
                 if not announced:
-                    log.info("standing by: another replica leads", extra={"lease": self.settings.name,
+                    self.log.info("standing by: another replica leads", extra={"lease": self.settings.name,
                                                                          "identity": self.settings.identity})
                     announced = True
             except KubeError as e:
                 self.standing_by = False
-                log.warning("lease not acquired", extra={"lease": self.settings.name, "error": str(e)})
+                self.log.warning("lease not acquired", extra={"lease": self.settings.name, "error": str(e)})
             await _wait(stop, self.settings.retry_period)
         return False
 
@@ -121,15 +120,16 @@ class LeaderElector:
                 if await asyncio.wait_for(self._try(), left):
                     last = time.monotonic()
                     continue
-                log.error("lost the lease to another replica", extra={"lease": self.settings.name})
+                self.log.error("lost the lease to another replica", extra={"lease": self.settings.name})
                 self._lead(False)
                 return
             except KubeError as e:
-                log.warning("lease renewal failed", extra={"lease": self.settings.name, "error": str(e)})
+                self.log.warning("lease renewal failed", extra={"lease": self.settings.name, "error": str(e)})
             except TimeoutError:
-                log.warning("lease renewal: no answer within the renew deadline", extra={"lease": self.settings.name})
+                self.log.warning("lease renewal: no answer within the renew deadline",
+                                 extra={"lease": self.settings.name})
             if time.monotonic() - last > self.settings.renew_deadline:
-                log.error("could not renew the lease within the renew deadline: stepping down",
+                self.log.error("could not renew the lease within the renew deadline: stepping down",
                           extra={"lease": self.settings.name, "renew_deadline": self.settings.renew_deadline})
                 self._lead(False)
                 return
@@ -145,15 +145,15 @@ class LeaderElector:
                 spec = {**lease["spec"], "holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": micro_time()}
                 await self.kube.replace({**lease, "spec": spec})
         except KubeError as e:
-            log.warning("lease not released", extra={"lease": self.settings.name, "error": str(e)})
+            self.log.warning("lease not released", extra={"lease": self.settings.name, "error": str(e)})
         self._lead(False)
 
     def _lead(self, leading: bool) -> None:
         self.leading = leading
         self.standing_by = False
-        LEADER.labels(self.settings.identity).set(1 if leading else 0)
+        self.leader.labels(self.settings.identity).set(1 if leading else 0)
         if leading:
-            log.info("leading", extra={"lease": self.settings.name, "identity": self.settings.identity})
+            self.log.info("leading", extra={"lease": self.settings.name, "identity": self.settings.identity})
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

@@ -3,8 +3,8 @@ metrics, for any number of controllers.
 
 A controller names its primary kind and the kinds it watches (with a function from a watched object to the
 primary objects to reconcile), and reconciles one (namespace, name) at a time, returning a typed outcome
-(controller_runtime.outcomes). What it raises maps onto the same outcomes by the error's retry class; nothing a
-controller raises stops the loop.
+(controller_runtime.outcomes). What it raises maps onto the same outcomes by the error's retry class
+(outcomes.Classified); nothing a controller raises stops the loop.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,16 +22,12 @@ from controller_runtime.events import Recorder
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import KindLike, gvk
 from controller_runtime.lease import LeaderElector
-from controller_runtime.metrics import RECONCILE_DURATION, RECONCILE_ERRORS, RECONCILE_TOTAL, WORK_DURATION
 from controller_runtime.objects import Key
-from controller_runtime.outcomes import Done, Outcome, Requeue, Terminal, outcome_of
+from controller_runtime.outcomes import Classified, Done, Outcome, Requeue, Terminal, outcome_of
 from controller_runtime.probes import Health
 from controller_runtime.queue import FairGate, WorkQueue
-from toolchain.errors import AppRafterError
 
 __all__ = ["Controller", "Manager", "Runtime", "Settings", "Watch"]
-
-log = logging.getLogger("apprafter.operator")
 
 QueueKey = tuple[str, str, str]  # (controller, namespace, name)
 
@@ -103,9 +98,11 @@ class Manager:
         self.controllers = {c.name: c for c in controllers}
         self.health = health
         self.elector = elector
+        self.log = runtime.kube.telemetry.logger("operator")
+        self.metrics = runtime.kube.telemetry.metrics
         # fair between namespaces: one tenant's flood or slow failing objects wait in their own line
         self.queue: WorkQueue[QueueKey] = WorkQueue(max_delay=runtime.settings.max_backoff, group=_namespace,
-                                                    slots=runtime.settings.workers)
+                                                    slots=runtime.settings.workers, metrics=self.metrics)
         self.primary: dict[str, Informer] = {}
         for controller in controllers:
             controller.bind(runtime)
@@ -143,7 +140,7 @@ class Manager:
             await _first(synced, stop.wait())
             if stop.is_set():
                 return 0
-            log.info("caches synced", extra={"informers": len(tasks)})
+            self.log.info("caches synced", extra={"informers": len(tasks)})
             self.health.ready, self.health.state = True, "leading" if self.elector else "running"
             tasks += [asyncio.create_task(self._worker(), name=f"worker {n}")
                       for n in range(self.runtime.settings.workers)]
@@ -159,10 +156,10 @@ class Manager:
             if stop.is_set():
                 return 0
             if keep is not None and keep.done():
-                log.error("leadership lost: stopping so that only the new leader reconciles")
+                self.log.error("leadership lost: stopping so that only the new leader reconciles")
                 return 2
             ended = [task for task in tasks[:len(informers)] if task.done()]
-            log.error("an informer stopped: exiting so that the caches are built again",
+            self.log.error("an informer stopped: exiting so that the caches are built again",
                       extra={"informers": [task.get_name() for task in ended],
                              "error": next((repr(task.exception()) for task in ended
                                             if not task.cancelled() and task.exception()), "")})
@@ -202,9 +199,9 @@ class Manager:
             except Exception as e:  # our own bookkeeping failed: keep the worker, retry the key later
                 self.queue.backoff(key)
                 with contextlib.suppress(Exception):
-                    log.error("worker failure", extra={"key": "/".join(key), "error": repr(e)})
+                    self.log.error("worker failure", extra={"key": "/".join(key), "error": repr(e)})
             finally:
-                WORK_DURATION.labels(self.queue.name).observe(time.perf_counter() - started)
+                self.metrics.work_duration.labels(self.queue.name).observe(time.perf_counter() - started)
                 self.queue.done(key)
 
     async def _process(self, key: QueueKey) -> None:
@@ -218,34 +215,36 @@ class Manager:
             outcome: Outcome = await controller.reconcile(namespace, name)
         except asyncio.CancelledError:
             raise
-        except AppRafterError as e:
-            outcome, raised = outcome_of(e), True
-            log.warning("reconcile failed", extra={**fields, "error": str(e), "retryable": e.retryable})
         except Exception as e:
-            outcome, raised = Requeue(f"{type(e).__name__}: {e}"), True
-            log.exception("reconcile crashed: retrying", extra=fields)
+            raised = True
+            if isinstance(e, Classified):
+                outcome = outcome_of(e)
+                self.log.warning("reconcile failed", extra={**fields, "error": str(e), "retryable": e.retryable})
+            else:  # a bug: retried with backoff, with its trace
+                outcome = Requeue(f"{type(e).__name__}: {e}")
+                self.log.exception("reconcile crashed: retrying", extra=fields)
         finally:
-            RECONCILE_DURATION.labels(controller_name).observe(time.perf_counter() - started)
+            self.metrics.reconcile_duration.labels(controller_name).observe(time.perf_counter() - started)
         result = self._settle(key, outcome, fields)
         if raised:
-            RECONCILE_ERRORS.labels(controller_name).inc()
+            self.metrics.reconcile_errors.labels(controller_name).inc()
             result = "error"
-        RECONCILE_TOTAL.labels(controller_name, result).inc()
+        self.metrics.reconcile_total.labels(controller_name, result).inc()
 
     def _settle(self, key: QueueKey, outcome: Outcome, fields: Mapping[str, str]) -> str:
         """Schedule the key as the outcome says; the result label for the metrics."""
         if isinstance(outcome, Done):
             self.queue.forget(key)
             if outcome.after is not None:
-                self.queue.add_after(key, outcome.after)
+                self.queue.add_after(key, outcome.after.seconds)
                 return "requeue_after"
             return "success"
         if isinstance(outcome, Terminal):
             self.queue.forget(key)
-            log.info("reconcile ended: waiting for a change", extra={**fields, "reason": outcome.reason})
+            self.log.info("reconcile ended: waiting for a change", extra={**fields, "reason": outcome.reason})
             return "terminal"
         delay = self.queue.retry(key, outcome.after)
-        log.info("requeued", extra={**fields, "reason": outcome.reason, "retry_in": delay})
+        self.log.info("requeued", extra={**fields, "reason": outcome.reason, "retry_in": delay})
         return "requeue"
 
 

@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from controller_runtime.metrics import GROUP_LATENCY, QUEUE_ADDS, QUEUE_DEPTH, QUEUE_LATENCY, QUEUE_RETRIES
+from controller_runtime.metrics import Metrics
+from controller_runtime.telemetry import DEFAULT
 
 __all__ = ["FairGate", "WorkQueue", "fair_share"]
 
@@ -30,8 +31,9 @@ class WorkQueue(Generic[K]):
     keys) then delays another group's key by at most one turn, not by the length of the flood."""
 
     def __init__(self, name: str = "operator", base_delay: float = 0.5, max_delay: float = 300.0, *,
-                 group: Callable[[K], str] = lambda _: "", slots: int = 0) -> None:
+                 group: Callable[[K], str] = lambda _: "", slots: int = 0, metrics: Metrics | None = None) -> None:
         self.name = name
+        self.metrics = metrics or DEFAULT.metrics
         self.base_delay = base_delay
         self.max_delay = max_delay
         self.group = group
@@ -55,7 +57,7 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             return
         self._dirty.add(key)
-        QUEUE_ADDS.labels(self.name).inc()
+        self.metrics.queue_adds.labels(self.name).inc()
         if key not in self._processing:
             self._enqueue(key)
 
@@ -68,7 +70,7 @@ class WorkQueue(Generic[K]):
             self._turns.append(group)
         line.append(key)
         self._ready_count += 1
-        QUEUE_DEPTH.labels(self.name).set(self._ready_count)
+        self.metrics.queue_depth.labels(self.name).set(self._ready_count)
         self._wake.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -100,7 +102,7 @@ class WorkQueue(Generic[K]):
         delay: float = min(self.base_delay * float(2 ** min(failures, 32)), self.max_delay)
         if at_least is not None:
             delay = max(delay, at_least)
-        QUEUE_RETRIES.labels(self.name).inc()
+        self.metrics.queue_retries.labels(self.name).inc()
         timer = self._timers.pop(key, None)
         if timer is not None:  # a failure's delay replaces an earlier re-add
             timer.cancel()
@@ -142,12 +144,12 @@ class WorkQueue(Generic[K]):
                 break
             self._wake.clear()
             await self._wake.wait()
-        QUEUE_DEPTH.labels(self.name).set(self._ready_count)
+        self.metrics.queue_depth.labels(self.name).set(self._ready_count)
         added = self._added_at.pop(key, None)
         if added is not None:
             waited = time.monotonic() - added
-            QUEUE_LATENCY.labels(self.name).observe(waited)
-            GROUP_LATENCY.labels(self.name, self.group(key)).observe(waited)
+            self.metrics.queue_latency.labels(self.name).observe(waited)
+            self.metrics.group_latency.labels(self.name, self.group(key)).observe(waited)
         self._dirty.discard(key)
         self._processing.add(key)
         self._busy[self.group(key)] += 1

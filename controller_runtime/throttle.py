@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from controller_runtime.metrics import THROTTLED
+from prometheus_client import Counter
 
 __all__ = ["Throttle"]
 
@@ -16,8 +16,9 @@ __all__ = ["Throttle"]
 class Throttle:
     """The concurrency limit and Retry-After hold shared by every request of one client."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, throttled: Counter | None = None) -> None:
         self.most = most
+        self.throttled = throttled  # seconds waited out, summed (None: not counted)
         self.limit = most
         self.in_flight = 0
         self.until = 0.0  # monotonic time before which nothing is sent
@@ -27,7 +28,8 @@ class Throttle:
     async def hold(self) -> None:
         """Wait out a Retry-After the server gave any earlier request."""
         while (wait := self.until - time.monotonic()) > 0:
-            THROTTLED.inc(wait)
+            if self.throttled is not None:
+                self.throttled.inc(wait)
             await asyncio.sleep(wait)
 
     async def acquire(self) -> None:

@@ -1,12 +1,12 @@
 """What `apprafter cluster-bootstrap` applies (spec §1.4, §3.10, §3.11), decided from what it read of the cluster
-and the stack version cosign verified: Argo CD when it is absent, the plugin's settings on it, the CRDs, the
-PlatformStack `default` and the root (umbrella) Application by digest, each as one step saying how and why. Pure:
-the edge (apprafter/bootstrap_cmd.py) reads, verifies, calls `plan` and applies the steps in order.
+and the stack version cosign verified: Argo CD when it is absent, the plugin's settings on it, the tenants' AppProject,
+the CRDs, the PlatformStack `default` and the root (umbrella) Application by digest, each as one step saying how and
+why. Pure: the edge (apprafter/bootstrap_cmd.py) reads, verifies, calls `plan` and applies the steps in order.
 
-The loader steps back once the stack runs: the PlatformStack and the root Application are created when absent and
-never changed afterwards (the PlatformStack controller and `apprafter platform ...` own them from there), so a run
-again never undoes an upgrade. What the loader owns outright (the CRDs, the sidecar settings, the key Secret) is
-applied again only where the cluster differs from it.
+The loader steps back once the stack runs: the PlatformStack, the root Application and the tenants' AppProject are
+created when absent and never changed afterwards (the PlatformStack controller, `apprafter platform ...` and the
+administrator own them from there), so a run again never undoes an upgrade or an edit. What the loader owns outright
+(the CRDs, the sidecar settings, the key Secret) is applied again only where the cluster differs from it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from toolchain.errors import Problem, UserError
 
 __all__ = ["ARGOCD_CRD", "ARGOCD_NAMESPACE", "CRD_API", "FIELD_MANAGER", "KEYS_SECRET", "SIDECAR_MANAGER", "Key",
            "Plan", "Request", "Stack", "Step", "argocd_found", "crd_scopes", "default_project", "key_of",
-           "namespaced_in", "plan", "reads", "sidecar_objects", "stack_spec"]
+           "namespaced_in", "plan", "reads", "sidecar_objects", "stack_spec", "tenant_project"]
 
 FIELD_MANAGER = "apprafter-bootstrap"
 # The sidecar settings' own field manager, as docs/install.md step 3 applies them (and takes them out again).
@@ -75,6 +75,8 @@ class Request:
     argocd_manifest: Sequence[Mapping[str, Any]] | None = None  # placed in ARGOCD_NAMESPACE (namespaced_in)
     manifest_name: str = "--argocd-manifest"  # how messages name the manifest
     registry_secret: str | None = None  # spec.source.secretRef: the controller's registry login
+    # deploy/argocd/tenant-project.yaml: tenants' Argo CD Applications may create apprafter.io Applications only
+    tenant_project: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,6 +198,14 @@ def default_project() -> dict[str, Any]:
                      "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}
 
 
+def tenant_project(request: Request) -> dict[str, Any] | None:
+    """The tenants' AppProject the request carries, in ARGOCD_NAMESPACE (where Argo CD reads projects)."""
+    project = request.tenant_project
+    if project is None:
+        return None
+    return {**project, "metadata": _meta(str(project["metadata"]["name"]), ARGOCD_NAMESPACE)}
+
+
 def _desired(request: Request) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(namespaces, the keys Secret, the PlatformStack, the root Application) this request makes."""
     stack = request.stack
@@ -211,8 +221,9 @@ def _desired(request: Request) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def reads(request: Request) -> list[Key]:
     """Every object `plan` looks at: what it would apply, and what tells whether Argo CD is installed."""
     namespaces, secrets, platform_stack, root = _desired(request)
-    objects = [*namespaces, *(request.argocd_manifest or ()), *request.sidecar, *request.crds, *secrets,
-               platform_stack, root]
+    project = tenant_project(request)
+    objects = [*namespaces, *(request.argocd_manifest or ()), *request.sidecar, *([project] if project else []),
+               *request.crds, *secrets, platform_stack, root]
     return list(dict.fromkeys([*_argocd_probes(), *(key_of(o) for o in objects), key_of(default_project())]))
 
 
@@ -285,6 +296,11 @@ def plan(request: Request, live: Mapping[Key, Mapping[str, Any]]) -> Plan:
                            "exists: left as it is"))
     # Without force: the sidecar settings cannot take a field over from whoever installed Argo CD (docs/install.md).
     steps += [_owned(o, live, SIDECAR_MANAGER, False, "the plugin's settings (deploy/argocd)") for o in request.sidecar]
+    project = tenant_project(request)
+    if project is not None:
+        # Created once, then the administrator's: copied per team, narrowed, opted in to the Approve action.
+        steps.append(_once(project, live, "the tenants' AppProject: apprafter.io Applications only, outside the "
+                           "platform's namespaces", "exists: left as it is (yours to narrow per team)"))
     # Forced, as docs/install.md upgrades them: a Helm-installed operator chart's `helm` owns them otherwise.
     steps += [_owned(o, live, FIELD_MANAGER, True, "AppRafter CRD") for o in request.crds]
     steps += [_owned(o, live, FIELD_MANAGER, True, "the release key the PlatformStack verifies with")

@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from controller_runtime.outcomes import NextCheck
 from lifecycle.conditions import Condition, by_type, condition_status, find_condition
 from lifecycle.credential_gate import Coverage, applied_coverage, coverage_of, covers_image
 from lifecycle.sourcecredential import Half, argocd_url, in_scope, pull_key, read
@@ -137,14 +138,14 @@ def check_request(annotations: Mapping[str, Any] | None) -> str:
 
 
 def wait_before_check(last: Checked | None, current: str, now: float, interval_s: float, cap_s: float,
-                      requested: str = "") -> float:
-    """Seconds until the half is due for a check: 0 when never checked, changed since, or a check was requested
-    since (a new request value); else `interval_s` after a verdict, or a backoff doubling from BACKOFF_BASE up to
-    `cap_s` after each check that could not tell."""
+                      requested: str = "") -> NextCheck:
+    """When the half is due for a check: now when never checked, changed since, or a check was requested since (a
+    new request value); else `interval_s` after a verdict, or a backoff doubling from BACKOFF_BASE up to `cap_s` after
+    each check that could not tell."""
     if last is None or last.fingerprint != current or last.requested != requested:
-        return 0.0
+        return NextCheck.now()
     wait = backoff_s(last.unverified_runs, cap_s) if last.verdict.state == UNVERIFIED else interval_s
-    return max(0.0, last.at + wait - now)
+    return NextCheck.after_last(last.at, wait, now)
 
 
 def backoff_s(runs: int, cap_s: float) -> float:

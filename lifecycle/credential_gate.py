@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from compatibility.images import split_image
 from compatibility.plan import Change, Plan, Subject, roll_up
 from lifecycle.git_urls import template_covers
 from lifecycle.sourcecredential import Credential, argocd_url, in_scope, pull_key
+from renderer.imageref import split_image
 
 __all__ = ["Coverage", "User", "applied_coverage", "coverage_of", "covers_image", "covers_repository",
            "credential_plan", "image_users", "repository_users"]

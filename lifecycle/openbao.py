@@ -10,6 +10,7 @@ import re
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from controller_runtime.outcomes import NextCheck
 from lifecycle.credential_checks import backoff_s
 from lifecycle.credential_outputs import Material, Unreadable, login_from
 from lifecycle.sourcecredential import BAO_PATH
@@ -169,14 +170,14 @@ def token_due(token: Token | None, now: float) -> bool:
     return token is None or (token.relogin_at is not None and now >= token.relogin_at)
 
 
-def wait_before_read(last: Read | None, path: str, now: float, interval_s: float, cap_s: float) -> float:
-    """Seconds until the half's path is due for a read: 0 when never read or the path changed; else `interval_s`
-    after an answer (OpenBao is not watched: a new KV version is seen at the next read), or a backoff doubling up
-    to `cap_s` after each read that could not tell."""
+def wait_before_read(last: Read | None, path: str, now: float, interval_s: float, cap_s: float) -> NextCheck:
+    """When the half's path is due for a read: now when never read or the path changed; else `interval_s` after an
+    answer (OpenBao is not watched: a new KV version is seen at the next read), or a backoff doubling up to `cap_s`
+    after each read that could not tell."""
     if last is None or last.path != path:
-        return 0.0
+        return NextCheck.now()
     wait = backoff_s(last.unreadable_runs, cap_s) if isinstance(last.found, Unreadable) else interval_s
-    return max(0.0, last.at + wait - now)
+    return NextCheck.after_last(last.at, wait, now)
 
 
 def after_read(last: Read | None, path: str, found: Material | Unreadable | str, now: float) -> Read:

@@ -10,14 +10,14 @@ from typing import Any, NamedTuple
 
 from compatibility.gate import PENDING, PlanPhase, PlatformDecision, PlatformPlan, refused_platform
 from compatibility.text import approve_command
-from controller_runtime.outcomes import Done, Outcome, Requeue
+from controller_runtime.outcomes import Done, NextCheck, Outcome, Requeue
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.notes import Note
 from lifecycle.stack_inputs import components
 from platform_stack import umbrella
 from platform_stack.channels import upgrade_available
+from platform_stack.check_result import Baseline, Check, Finding
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
-from platform_stack.upstream import Baseline, Check, Finding
 
 __all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
            "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
@@ -48,6 +48,11 @@ class StackVerdict(NamedTuple):
     outcome: Outcome
     consumed: str | None = None
     remember: bool = True  # the check counts: the next one is due after checkInterval (else at the next pass)
+
+
+def _next_check(spec: StackSpec) -> Done:
+    """Done until the next look at the repository, checkInterval from this one."""
+    return Done(NextCheck(spec.check_interval))
 
 
 def _generation(obj: Mapping[str, Any]) -> int:
@@ -200,7 +205,7 @@ def found(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, fi
     if result is not None:
         notes += _upstream_note(conditions, result)
     retried = finding.retryable
-    outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else Done(spec.check_interval)
+    outcome: Outcome = Requeue(f"{finding.reason}: {finding.message}") if retried else _next_check(spec)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), notes, outcome, remember=not retried)
 
 
@@ -252,7 +257,7 @@ def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, 
     conditions = [ready, verified, _upgrade(new, result), *_upstream(new.version, result),
                   *([approval] if approval else [])]
     return StackVerdict(new, True, _update(obj, conditions, fields), [*notes, *_upstream_note(conditions, result)],
-                        Done(spec.check_interval), decision.consumed)
+                        _next_check(spec), decision.consumed)
 
 
 def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Check, decision: PlatformDecision,
@@ -273,7 +278,7 @@ def held(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result: Ch
                   _upgrade(baseline, result), *_upstream(baseline.version, result),
                   Condition(MIGRATION_APPROVED, "False", "AwaitingApproval", f"MigrationPlan {name} is {phase}")]
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields), _upstream_note(conditions, result),
-                        Done(spec.check_interval))
+                        _next_check(spec))
 
 
 def plan_created_note(decision: PlatformDecision, name: str) -> str:
@@ -311,7 +316,7 @@ def rejected(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline, result
                   Condition(MIGRATION_APPROVED, "False", "Rejected", f"MigrationPlan {name} was rejected{reverted}")]
     notes = _upstream_note(conditions, result)
     if reverted_generation is not None:  # the spec changed: look at it again now
-        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes, Done(0.0),
-                            remember=False)
+        return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes,
+                            Done(NextCheck.now()), remember=False)
     return StackVerdict(baseline, not moved, _update(obj, conditions, fields, observed), notes,
-                        Done(spec.check_interval))
+                        _next_check(spec))

@@ -8,12 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from compatibility.gate import PlatformPlan, Rejection
+from controller_runtime.outcomes import NextCheck
 from lifecycle.notes import Note
 from lifecycle.trust import foreign_writers
 from platform_stack.channels import upgrade_available
-from platform_stack.errors import StackError
-from platform_stack.registry import RegistryFailure
-from platform_stack.upstream import Baseline, Check, Finding
+from platform_stack.check_result import Baseline, Check, Finding
+from platform_stack.errors import RegistryFailure, StackError
 from toolchain.errors import AppRafterError, ToolFailure
 
 __all__ = ["COMPONENT_LABEL", "COMPONENT_LABELS", "CheckMemo", "check_due", "components", "existing_plans",
@@ -42,14 +42,14 @@ def memo_of(obj: Mapping[str, Any], plans: Iterable[Mapping[str, Any]], now: flo
 
 
 def check_due(memo: CheckMemo | None, obj: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], interval: float,
-              now: float) -> float:
-    """Seconds until the repository must be looked at again (0: now): never yet, a new object or spec, a plan that
-    moved, or checkInterval elapsed."""
+              now: float) -> NextCheck:
+    """When the repository must be looked at again: now when never yet, for a new object or spec, or a plan that
+    moved; else checkInterval after the last look."""
     meta = obj["metadata"]
     if memo is None or memo.uid != meta["uid"] or memo.generation != int(meta.get("generation") or 0) \
             or memo.plans != _phases(plans):
-        return 0.0
-    return max(0.0, memo.at + interval - now)
+        return NextCheck.now()
+    return NextCheck.after_last(memo.at, interval, now)
 
 
 def existing_plans(plans: Iterable[Mapping[str, Any]]) -> list[PlatformPlan]:

@@ -1,10 +1,11 @@
-"""The two failure classes of the stack commands, in the project's error tree: the user's (exit 1), the tool's (2)."""
+"""The failure classes of the stack commands and the PlatformStack controller, in the project's error tree: the
+user's (exit 1), a tool's and a registry's (2)."""
 
 from __future__ import annotations
 
 from toolchain.errors import ToolFailure, UserError
 
-__all__ = ["StackError", "StackToolError"]
+__all__ = ["RegistryFailure", "StackError", "StackToolError"]
 
 
 class StackError(UserError):
@@ -21,3 +22,7 @@ class StackError(UserError):
 
 class StackToolError(ToolFailure):
     """A tool or environment failure (missing binary, timeout, registry down); names the remedy."""
+
+
+class RegistryFailure(ToolFailure):
+    """The registry refused, failed, timed out or replied with nonsense; the message names what to do."""

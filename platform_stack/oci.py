@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from compatibility.images import parse_image
 from platform_stack.errors import StackError, StackToolError
 from platform_stack.registry import connect
 from platform_stack.tarball import MAX_ARCHIVE_BYTES, read_chart_files
 from renderer import userfile
+from renderer.imageref import parse_image
 from renderer.yaml_input import parse
 
 __all__ = ["ChartArchive", "PushResult", "Reference", "parse_reference", "push", "read_archive"]
@@ -45,7 +45,7 @@ class Reference:
 
 
 def parse_reference(text: str) -> Reference:
-    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]` (compatibility.images' grammar, a registry host
+    """Parse `[oci://]host[:port]/path[:tag][@sha256:hex]` (renderer.imageref's grammar, a registry host
     required); a bad reference is the user's error. Credentials in it (`oci://user:password@host/...`) are
     refused without printing them."""
     bare = text.strip().removeprefix("oci://")

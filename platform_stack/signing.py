@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from platform_stack.credentials import docker_config_json
+from platform_stack.docker_config import docker_config_json
 from platform_stack.errors import StackError, StackToolError
 from platform_stack.oci import Reference, is_loopback, parse_reference
 from platform_stack.proc import run

@@ -1,160 +1,57 @@
 """What a chart repository offers the PlatformStack controller, read verify-first: SemVer tags, each resolved to a
 digest and cosign-verified by that digest (any public key of a Secret may match) before its chart is pulled, by
-digest, and read into the classifier's snapshots. Blocking I/O (registry requests, cosign): the controller runs a
-check in a thread. Verified digests and pulled charts are cached across checks (both are keyed by content).
+digest, and read into the classifier's snapshots. Blocking I/O (registry requests, cosign, a scratch directory): the
+controller runs a check in a thread. Verified digests and pulled charts are cached across checks (both are keyed by
+content). What a check finds, and the rules it applies on the way, are platform_stack.check_result (pure).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import collections
 import dataclasses
-import hashlib
 import json
 import tempfile
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from compatibility.plan import Plan
 from compatibility.versions import stack_version
 from platform_stack.channels import Offered, offered, select_target
+from platform_stack.check_result import (
+    Baseline,
+    Check,
+    Finding,
+    Target,
+    UpstreamNews,
+    Verified,
+    components,
+    tag_moved,
+    unchanged,
+    unverified_entry,
+    version_tag,
+)
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
-from platform_stack.credentials import DockerConfig, parse_docker_config
-from platform_stack.errors import StackError
+from platform_stack.docker_config import DockerConfig
+from platform_stack.errors import RegistryFailure, StackError
 from platform_stack.migration import stack_plan
 from platform_stack.oci import CHART_LAYER_MEDIA_TYPE, CONFIG_MEDIA_TYPE, Reference, parse_reference
-from platform_stack.registry import RegistryClient, RegistryFailure, connect
+from platform_stack.registry import RegistryClient, connect
 from platform_stack.signing import VerificationFailed, verify_digest
 from platform_stack.snapshot import load_snapshot
+from platform_stack.stack_secrets import PublicKeys
 from platform_stack.tarball import MAX_ARCHIVE_BYTES
 from toolchain.errors import AppRafterError, ToolFailure
 
-__all__ = ["DOCKER_CONFIG_KEY", "Baseline", "Check", "Finding", "PublicKeys", "Session", "Target", "Upstream",
-           "UpstreamNews", "Verified", "check", "docker_config_from_secret", "keys_from_secret", "upstream_news",
-           "version_tag"]
+__all__ = ["CHECK_DEADLINE", "MAX_CANDIDATES", "Session", "Upstream", "check", "upstream_news"]
 
 CHECK_DEADLINE = 120.0  # every registry request of one check
 PROVENANCE_MEDIA_TYPE = "application/vnd.cncf.helm.chart.provenance.v1.prov"
 CHART_CACHE = 16  # charts and snapshots kept in memory (charts are tens of KB; a large one is not kept)
 KEEP_CHART_BYTES = 1 << 20
 # Each candidate costs a cosign run per key: whoever can push tags but not sign them must not be able to make a
-# check run cosign without bound. The newest MAX_CANDIDATES of a channel are tried, with at most MAX_KEYS keys.
+# check run cosign without bound. The newest MAX_CANDIDATES of a channel are tried, with at most
+# stack_secrets.MAX_KEYS keys.
 MAX_CANDIDATES = 10
-MAX_KEYS = 8
-
-
-@dataclasses.dataclass(frozen=True)
-class PublicKeys:
-    """The cosign public keys of the verify Secret: (file name, PEM) of each `*.pub` entry."""
-
-    secret: str  # "apprafter-system/platform-stack-keys", for messages
-    keys: tuple[tuple[str, bytes], ...]
-
-    @property
-    def fingerprint(self) -> str:
-        """Which keys these are: a verification is cached for one key set only."""
-        digest = hashlib.sha256()
-        for name, pem in sorted(self.keys):
-            digest.update(f"{len(name)}:{name}:{len(pem)}:".encode() + pem)
-        return digest.hexdigest()
-
-
-@dataclasses.dataclass(frozen=True)
-class Verified:
-    """The outcome of verifying one digest: the key file that matched, or cosign's reason for each key."""
-
-    ok: bool
-    key: str | None = None
-    reason: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Baseline:
-    """What runs (status.lastApplied): the version, its verified digest and repository, the pin, values and
-    overrides it was applied with, and the plan it carried out."""
-
-    version: str
-    digest: str
-    repository: str
-    pin: str | None = None
-    values: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    plan: str | None = None
-
-    @classmethod
-    def read(cls, raw: Any) -> Baseline:
-        """status.lastApplied read fail-closed (StackError naming the field)."""
-        if not isinstance(raw, Mapping):
-            raise StackError("status.lastApplied: not a mapping")
-        for field in ("version", "digest", "repository"):
-            if not isinstance(raw.get(field), str) or not raw[field]:
-                raise StackError(f"status.lastApplied.{field}: missing")
-        for field in ("values", "overrides"):
-            if not isinstance(raw.get(field, {}), Mapping):
-                raise StackError(f"status.lastApplied.{field}: not a mapping")
-        for field in ("pin", "plan"):
-            if raw.get(field) is not None and not isinstance(raw.get(field), str):
-                raise StackError(f"status.lastApplied.{field}: not a string")
-        return cls(raw["version"], raw["digest"], raw["repository"], raw.get("pin"), dict(raw.get("values") or {}),
-                   dict(raw.get("overrides") or {}), raw.get("plan"))
-
-    def document(self) -> dict[str, Any]:
-        """status.lastApplied of this baseline (empty fields left out)."""
-        out: dict[str, Any] = {"version": self.version, "digest": self.digest, "repository": self.repository}
-        out.update({k: v for k, v in (("pin", self.pin), ("values", dict(self.values)),
-                                      ("overrides", dict(self.overrides)), ("plan", self.plan)) if v})
-        return out
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    """Why the target cannot be applied now: a condition reason, its message, and its retry class."""
-
-    reason: str  # VersionNotFound, NoVersionAvailable, VerificationFailed, TagMoved, InvalidSpec, InvalidChart,
-    #              UnsupportedKubernetes (and the controller's: NotConfigured, KeysUnavailable, CredentialsUnavailable,
-    #              RegistryUnavailable, CheckFailed)
-    message: str
-    # Whether a later check may find otherwise with the PlatformStack's spec unchanged (a tag pushed, the registry
-    # back, a key Secret fixed): retried with backoff; else it waits for the spec to change or the next check. A
-    # finding made of an error carries the error's retry class (AppRafterError.retryable).
-    retryable: bool
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """A verified version to run, with the snapshot of its chart (tier and overrides of the spec applied)."""
-
-    version: str
-    digest: str
-    key: str  # the key file that verified it
-    components: tuple[dict[str, Any], ...]  # status.components of its chart: name, version, enabled
-
-
-@dataclasses.dataclass(frozen=True)
-class UpstreamNews:
-    """What a fork's spec.source.upstream offers on the channel: its newest version (None: none), or why it could not
-    be read. Read for availability only: nothing of it is verified, pulled or applied."""
-
-    repository: str  # host/path of the upstream chart repository
-    version: str | None
-    problem: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Check:
-    """One look at the repository: what the channel offers, what did not verify, the target and the plan."""
-
-    repository: str  # host/path of the chart repository looked at
-    available: tuple[str, str] | None  # (version, digest): the newest of the channel that verifies
-    unverified: tuple[dict[str, str], ...]  # {version, digest?, reason}, newest first
-    target_version: str | None
-    target: Target | None  # None: nothing to apply (see finding)
-    finding: Finding | None
-    plan: Plan | None  # running chart -> target chart; None on a first install or when nothing differs
-    current_digest: str | None  # what the running version's tag names now (None: the tag is gone)
-    upstream: UpstreamNews | None = None  # a fork's upstream (None: not a fork)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -296,25 +193,6 @@ class Upstream:
         return Session(self, ref, client, insecure)
 
 
-def _components(snapshot: StackSnapshot) -> tuple[dict[str, Any], ...]:
-    """status.components of a chart: every component of its release entry, enabled ones with their version."""
-    entry = snapshot.compatibility.get(snapshot.version) or {}
-    names = sorted(set(entry.get("components") or {}) | set(snapshot.components))
-    out = []
-    for name in names:
-        component = snapshot.components.get(name)
-        if component is None:
-            out.append({"name": name, "enabled": False})
-        else:
-            out.append({"name": name, "version": str(component["source"]["targetRevision"]), "enabled": True})
-    return tuple(out)
-
-
-def version_tag(version: str) -> str:
-    """The registry tag of a stack version: helm's, which writes build metadata's `+` as `_`."""
-    return version.replace("+", "_")
-
-
 def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, auto_upgrade: bool,
           tier: str | None, overrides: Mapping[str, Any], baseline: Baseline | None, kube_version: str,
           running: Session | None = None) -> Check:
@@ -333,7 +211,7 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
         if digest is not None and result.ok:
             available = (item.version, digest)
             break
-        unverified.append(_unverified(item.version, digest, result))
+        unverified.append(unverified_entry(item.version, digest, result))
     current = baseline.version if baseline is not None else None
     current_digest = running.resolve(version_tag(current)) if current is not None else None
     target_version = select_target(pin, current, available[0] if available else None, auto_upgrade)
@@ -346,18 +224,15 @@ def check(session: Session, keys: PublicKeys, *, channel: str, pin: str | None, 
         tried = f" (the newest {MAX_CANDIDATES} were tried)" if len(candidates) > MAX_CANDIDATES else ""
         return found(Finding("NoVersionAvailable", f"no version of channel {channel} in {session.repository} "
                              f"verifies{tried}" + (" (see unverifiedVersions)" if unverified else ""), retryable=True))
-    if baseline is not None and target_version == current and running is session \
-            and current_digest != baseline.digest:
-        now = f"names {current_digest}" if current_digest else "is gone"
-        return found(Finding("TagMoved", f"tag {version_tag(current or '')} of the running version {now}; it was "
-                             f"{baseline.digest} when verified and applied: nothing is applied until a verified "
-                             "version is (pin another version)", retryable=True))
+    moved = tag_moved(baseline, target_version, current_digest, running is session)
+    if moved is not None:
+        return found(moved)
     if target_version in seen:
         digest, result = seen[target_version]
     else:
         digest, result = _look(session, keys, Offered(target_version, version_tag(target_version)))
         if digest is not None and not result.ok:
-            unverified.append(_unverified(target_version, digest, result))
+            unverified.append(unverified_entry(target_version, digest, result))
     if digest is None:
         return found(Finding("VersionNotFound", f"no tag {version_tag(target_version)} in {session.repository}",
                              retryable=True))
@@ -389,13 +264,6 @@ def _look(session: Session, keys: PublicKeys, item: Offered) -> tuple[str | None
     return digest, session.verify(digest, keys)
 
 
-def _unverified(version: str, digest: str | None, result: Verified) -> dict[str, str]:
-    entry = {"version": version, "reason": result.reason[:500]}
-    if digest is not None:
-        entry["digest"] = digest
-    return entry
-
-
 def _classified(session: Session, running: Session, partial: Check, version: str, digest: str, key: str,
                 tier: str | None, overrides: Mapping[str, Any], baseline: Baseline | None, kube_version: str) -> Check:
     """Pull the verified target (and the running chart) by digest and classify the change between them."""
@@ -410,7 +278,7 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         except StackError as chart_error:
             return found(Finding("InvalidChart", "; ".join(chart_error.lines()), chart_error.retryable))
         return found(Finding("InvalidSpec", "; ".join(e.lines()), e.retryable))
-    target = Target(version, digest, key, _components(after))
+    target = Target(version, digest, key, components(after))
     # Refused before anything is compared, planned or applied (spec §3.11): no plan could make it run.
     unmet = kubernetes_unmet(after, kube_version)
     if unmet is not None:
@@ -419,9 +287,7 @@ def _classified(session: Session, running: Session, partial: Check, version: str
                              "the cluster, or pin a version it supports)", retryable=False))
     if baseline is None:
         return dataclasses.replace(partial, target=target)
-    same = (baseline.version, baseline.digest, (baseline.values or {}).get("tier"), dict(baseline.overrides or {})) \
-        == (version, digest, tier, dict(overrides))
-    if same:
+    if unchanged(baseline, version, digest, tier, overrides):
         return dataclasses.replace(partial, target=target)
     try:
         before = running.snapshot(baseline.version, baseline.digest, (baseline.values or {}).get("tier"),
@@ -430,37 +296,3 @@ def _classified(session: Session, running: Session, partial: Check, version: str
         return found(Finding("InvalidChart", "the running chart: " + "; ".join(e.lines()), e.retryable))
     plan = stack_plan(classify_stack(before, after, kube_version), before, after)
     return dataclasses.replace(partial, target=target, plan=plan)
-
-
-DOCKER_CONFIG_KEY = ".dockerconfigjson"
-
-
-def docker_config_from_secret(secret: Mapping[str, Any], display: str) -> DockerConfig:
-    """The login of a kubernetes.io/dockerconfigjson Secret (its data is base64); StackError or UserError naming the
-    Secret and the key when it cannot be read."""
-    where = f"Secret {display} {DOCKER_CONFIG_KEY}"
-    raw = (secret.get("data") or {}).get(DOCKER_CONFIG_KEY)
-    if not isinstance(raw, str):
-        raise StackError(f"{where}: missing (a kubernetes.io/dockerconfigjson Secret has it)")
-    try:
-        text = base64.b64decode(raw, validate=True)
-    except binascii.Error:
-        raise StackError(f"{where}: not base64") from None
-    return parse_docker_config(text, where)
-
-
-def keys_from_secret(secret: Mapping[str, Any], display: str) -> PublicKeys:
-    """The `*.pub` entries of a Secret (data is base64); StackError naming the Secret when there is none."""
-    keys: list[tuple[str, bytes]] = []
-    for name, value in sorted((secret.get("data") or {}).items()):
-        if not str(name).endswith(".pub"):
-            continue
-        try:
-            keys.append((str(name), base64.b64decode(str(value), validate=True)))
-        except binascii.Error:
-            raise StackError(f"Secret {display}: {name}: not base64") from None
-    if not keys:
-        raise StackError(f"Secret {display}: no *.pub entry (cosign public keys)")
-    if len(keys) > MAX_KEYS:
-        raise StackError(f"Secret {display}: {len(keys)} *.pub entries, at most {MAX_KEYS} (each is tried in turn)")
-    return PublicKeys(display, tuple(keys))

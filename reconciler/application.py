@@ -15,13 +15,13 @@ from prometheus_client import Counter
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
 from controller_runtime.client import ALL_NAMESPACES
-from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
+from controller_runtime.writes import ensure, prune, write_status
 from lifecycle.application import (
     Desired,
     Refusal,
@@ -51,7 +51,7 @@ from lifecycle.sourcecredential import read as read_credential
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event
-from reconciler.status import write_status
+from reconciler.status import status_of
 from reconciler.tenancy import Tenancy
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
@@ -242,10 +242,7 @@ class ApplicationPass:
         if not isinstance(spec, Mapping):
             return
         wanted = record(self.app, spec, update.fields.get("appliedMigrationPlan"), self.controller.records_namespace)
-        cache = self.controller.records(BASELINE)
-        live = cache.get(self.controller.records_namespace, wanted["metadata"]["name"])
-        if live is None or not up_to_date(live, wanted, self.kube.field_manager):
-            cache.update(await self.kube.apply(wanted))
+        await ensure(self.kube, self.controller.records(BASELINE), wanted)
         if update.fields.get("phase") == "Ready":
             await self.tenancy.release(desired)
 
@@ -264,16 +261,11 @@ class ApplicationPass:
                                   log_fields=self.log)
 
     async def ensure(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply unless the live object already is what the apply would make it."""
-        live = self.cached(obj)
-        if live is not None and up_to_date(live, obj, self.kube.field_manager):
-            return live
-        drifted = drift(live, obj, self.kube.field_manager)
-        result = await self.kube.apply(obj, force=self.tenancy.force(obj))
-        self.controller.cache(gvk_of(obj)).update(result)
-        if drifted is not None:
+        """The child (or plan) as applied; a field someone else changed is put back and said (lifecycle.drift)."""
+        done = await ensure(self.kube, self.controller.cache(gvk_of(obj)), obj, force=self.tenancy.force(obj))
+        if done.written and (drifted := drift(done.before, obj, self.kube.field_manager)) is not None:
             await self.drift_corrected(drifted)
-        return result
+        return done.obj
 
     async def drift_corrected(self, drifted: Drift) -> None:
         """Say loudly that a child someone changed by hand was put back (lifecycle.drift)."""
@@ -296,12 +288,9 @@ class ApplicationPass:
         uid = self.app["metadata"]["uid"]
         for kind in KINDS:
             cache = self.controller.cache(kind)
-            for obj in prunable(cache.owned_by(uid), desired.objects, self.namespace, uid):
-                child = obj["metadata"]["name"]
-                # exactly the object seen: one made under the name since is left alone
-                await self.kube.delete_exactly(kind, child, self.namespace, str(obj["metadata"]["uid"]))
-                cache.forget(self.namespace, child)
-                log.info("pruned", extra={**self.log, "kind": kind.kind, "child": child})
+            async for gone in prune(self.kube, cache, prunable(cache.owned_by(uid), desired.objects, self.namespace,
+                                                               uid)):
+                log.info("pruned", extra={**self.log, "kind": kind.kind, "child": gone.obj["metadata"]["name"]})
 
     async def record(self, note: Note) -> None:
         await record_event(self.recorder, self.app, note)
@@ -311,7 +300,8 @@ class ApplicationPass:
         # for which generation); a spec edited meanwhile is the next pass's, and a re-stamp that failed on a
         # conflict after its children were applied would leave the baseline behind the cluster.
         before = self.app
-        self.app = await write_status(self.kube, self.controller.cache(APPLICATION), self.app, update)
+        self.app = await write_status(self.kube, self.controller.cache(APPLICATION), self.app,
+                                      status_of(self.app, update))
         if self.app is not before:
             log.info("status", extra={**self.log, "phase": (self.app.get("status") or {}).get("phase"),
                                       "generation": update.generation,

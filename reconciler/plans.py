@@ -1,6 +1,7 @@
-"""MigrationPlans written the way a gate decided, for either controller: the plan a held change waits for (deleted
-and created anew when its spec or phase cannot be turned back), and each plan moved to its phase with the plan's
-resourceVersion as a precondition (an approval landing meanwhile makes the write fail and the pass start over)."""
+"""MigrationPlans written the way a gate decided, for every controller: the plan a held change waits for (deleted
+and created anew when its spec or phase cannot be turned back), and each plan moved to its phase; both with the
+plan's resourceVersion as a precondition (an approval landing meanwhile makes the write fail and the pass start
+over)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any
 
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import PlanPhase
-from controller_runtime.client import Kube
+from controller_runtime.client import CHANGED, Kube
+from controller_runtime.errors import KubeError
 from controller_runtime.events import Recorder
 from controller_runtime.informer import Informer
+from controller_runtime.writes import delete_exactly
 from lifecycle.plans import phase_patch
 from toolchain.timestamps import time_now
 
@@ -32,8 +35,9 @@ async def ensure(kube: Kube, cache: Informer, recorder: Recorder, regarding: Map
         for phase in phases:
             if phase.recreate and phase.name in live:  # a plan's spec and phase cannot be turned back
                 old = live.pop(phase.name)
-                await kube.delete(MIGRATION_PLAN, phase.name, namespace)
-                cache.forget(namespace, phase.name)
+                if await delete_exactly(kube, cache, old, unchanged=True) == CHANGED:  # the plan the gate judged
+                    raise KubeError(f"MigrationPlan {namespace}/{phase.name} changed since it was read: looked at "
+                                    "again", 409)
                 await recorder.event(regarding, "MigrationPlanRecreated", f"MigrationPlan {phase.name} (phase "
                                      f"{(old.get('status') or {}).get('phase') or 'none'}) was deleted and created "
                                      f"anew: {phase.message}", old["metadata"].get("uid", phase.name),

@@ -15,30 +15,27 @@ from prometheus_client import Histogram
 
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase, PlatformDecision, decide_platform
-from controller_runtime.compare import up_to_date
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
+from controller_runtime.writes import ensure, write_status
 from lifecycle import platformstack as decisions
 from lifecycle import stack_inputs as inputs
 from lifecycle.conditions import StatusUpdate
 from lifecycle.notes import Note
 from lifecycle.plans import PLATFORM_PLAN_LABELS
 from platform_stack import umbrella
+from platform_stack.check_result import Baseline, Finding
 from platform_stack.errors import StackError
 from platform_stack.resource import NAME, NAMESPACE, PLATFORM_STACK, StackSpec, read_spec
-from platform_stack.upstream import (
-    Baseline,
-    Finding,
-    Upstream,
-)
+from platform_stack.upstream import Upstream
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread, look, read_credentials, read_keys
-from reconciler.status import record, write_status
+from reconciler.status import record, status_of
 from toolchain.errors import AppRafterError
 from toolchain.timestamps import time_now
 
@@ -125,7 +122,7 @@ class PlatformStackPass:
             await self.write(decisions.invalid(self.obj, "InvalidStatus", message))
             return Terminal(f"InvalidStatus: {message}")
         wait = inputs.check_due(self.controller.memo, self.obj, self.plans, spec.check_interval, time.monotonic())
-        if wait > 0:
+        if not wait.due:
             automated, update = decisions.between_checks(self.obj, baseline, self.component_apps())
             if baseline is not None:
                 await self.apply_umbrella(baseline, automated)  # drift of the umbrella is repaired
@@ -225,12 +222,7 @@ class PlatformStackPass:
                                   apply=self.ensure_plan, created=str, log_fields=self.log)  # none is created
 
     async def ensure_plan(self, obj: dict[str, Any]) -> dict[str, Any]:
-        live = self.plan_cache().get(NAMESPACE, obj["metadata"]["name"])
-        if live is not None and up_to_date(live, obj, self.kube.field_manager):
-            return live
-        result = await self.kube.apply(obj)
-        self.plan_cache().update(result)
-        return result
+        return (await ensure(self.kube, self.plan_cache(), obj)).obj
 
     async def ensure_phase(self, plan: dict[str, Any], phase: PlanPhase) -> None:
         await set_phase(self.kube, self.plan_cache(), plan, phase, self.log)
@@ -246,17 +238,15 @@ class PlatformStackPass:
         desired = umbrella.umbrella(base.repository, base.version, base.digest, base.values, base.overrides,
                                     automated=automated)
         cache = self.controller.cache(ARGO_APPLICATION, umbrella.LABELS, umbrella.NAMESPACE)
-        live = cache.get(umbrella.NAMESPACE, umbrella.NAME)
-        if live is not None and up_to_date(live, desired, self.kube.field_manager):
-            return
         try:
-            result = await self.kube.apply(desired)
+            done = await ensure(self.kube, cache, desired)
         except KubeError as e:
             message = f"Argo CD Application {umbrella.NAMESPACE}/{umbrella.NAME}: {e}"
             with contextlib.suppress(KubeError):
                 await self.write(decisions.umbrella_failed(self.obj, message, e.retryable))
             raise
-        cache.update(result)
+        if not done.written:
+            return
         log.info("umbrella applied", extra={**self.log, "version": base.version, "digest": base.digest,
                                             "automated": automated})
 
@@ -268,7 +258,7 @@ class PlatformStackPass:
     async def write(self, update: StatusUpdate) -> None:
         before = self.obj
         self.obj = await write_status(self.kube, self.controller.cache(PLATFORM_STACK, None, NAMESPACE), self.obj,
-                                      update)
+                                      status_of(self.obj, update))
         if self.obj is not before:
             status = self.obj.get("status") or {}
             log.info("status", extra={**self.log, "reason": update.conditions[0].reason if update.conditions else "",

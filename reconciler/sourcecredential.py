@@ -17,12 +17,13 @@ from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, ExistingPlan, GateDecision, PlanPhase, decide_credential
 from compatibility.migrationplan import CREDENTIAL_LABEL as PLAN_CREDENTIAL_LABEL
 from compatibility.text import approve_command
-from controller_runtime.compare import status_up_to_date, up_to_date
+from controller_runtime.finalizers import add_finalizer, remove_finalizer
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself
-from controller_runtime.outcomes import Done, Outcome
+from controller_runtime.outcomes import Done, NextCheck, Outcome, soonest
+from controller_runtime.writes import ensure, prune, write_status
 from lifecycle import credential_checks as checks
 from lifecycle import credential_gate as gate
 from lifecycle import credential_outputs as outputs
@@ -158,21 +159,15 @@ class SourceCredentialController:
             await self._prune(name, keep=())
             await self._attach(name, (name, None))
             await self._consumed(decision, live)
-            if obj is not None and outputs.FINALIZER in (obj["metadata"].get("finalizers") or []):
-                rest = [f for f in obj["metadata"]["finalizers"] if f != outputs.FINALIZER]
-                await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": rest}},
-                                 resource_version=obj["metadata"]["resourceVersion"])
+            if obj is not None:
+                await remove_finalizer(kube, cache, obj, outputs.FINALIZER)
             cache.forget(namespace, name)
             for half_name in ("git", "registry"):
                 self.checked.pop((name, half_name), None)
                 self.reads.pop((name, half_name), None)
             log.info("gone", extra={"controller": self.name, "namespace": namespace, "object": name})
             return Done()
-        if outputs.FINALIZER not in (obj["metadata"].get("finalizers") or []):
-            obj = await kube.merge(SOURCE_CREDENTIAL, name, namespace, {"metadata": {"finalizers": [
-                *(obj["metadata"].get("finalizers") or []), outputs.FINALIZER]}},
-                resource_version=obj["metadata"]["resourceVersion"])
-        cache.update(obj)
+        obj = await add_finalizer(kube, cache, obj, outputs.FINALIZER)
         credential = read(obj)
         materials = self._informer(SECRET, {}, self.namespaces)
         found: dict[str, Found] = {}
@@ -208,7 +203,7 @@ class SourceCredentialController:
                                                      int(obj["metadata"].get("generation") or 0), time_now(),
                                                      latest, requested))
         await self._consumed(decision, live)
-        return Done(min(waits)) if waits else Done()
+        return Done(soonest(waits))
 
     # --- the gate (spec §3.8) ------------------------------------------------------------------------------
 
@@ -249,13 +244,7 @@ class SourceCredentialController:
 
     async def _ensure_plan(self, plan: dict[str, Any]) -> dict[str, Any]:
         assert self.runtime is not None
-        meta = plan["metadata"]
-        live = self._plans().get(meta["namespace"], meta["name"])
-        if live is not None and up_to_date(live, plan, self.runtime.kube.field_manager):
-            return live
-        result = await self.runtime.kube.apply(plan)
-        self._plans().update(result)
-        return result
+        return (await ensure(self.runtime.kube, self._plans(), plan)).obj
 
     async def _hold(self, obj: dict[str, Any], decision: GateDecision) -> Outcome:
         """Nothing derived changes while the plan waits; the status says which plan (its coverage stays the
@@ -274,11 +263,11 @@ class SourceCredentialController:
             PlanPhase(decision.consumed, APPLIED, "applied: the credential's coverage change is carried out"),
             {"controller": self.name, "object": decision.consumed})
 
-    async def _read_openbao(self, credential: Credential, found: dict[str, Found]) -> list[float]:
+    async def _read_openbao(self, credential: Credential, found: dict[str, Found]) -> list[NextCheck]:
         """Each openBaoPath half's material into `found`: read from OpenBao when due (never read, its path changed,
         the check interval passed, or its backoff after a read that could not tell), else as last read; one read per
-        path and pass, in a thread. The seconds until each is due again."""
-        waits: list[float] = []
+        path and pass, in a thread. When each is due again."""
+        waits: list[NextCheck] = []
         this_pass: dict[str, outputs.Material | outputs.Unreadable | str] = {}
         for half_name, half in (("git", credential.git), ("registry", credential.registry)):
             path = half.backend.openbao_path if half is not None else None
@@ -291,7 +280,7 @@ class SourceCredentialController:
                 continue
             last = self.reads.get(key)
             if path not in this_pass and bao.wait_before_read(last, path, time.monotonic(), self.check_interval,
-                                                              self.max_backoff) == 0:
+                                                              self.max_backoff).due:
                 kv = bao.kv_path(path)
                 this_pass[path] = (await in_thread(functools.partial(self.openbao.read, kv)) if kv is not None
                                    else outputs.Unreadable(bao.BACKEND_UNAVAILABLE, "not an openBaoPath"))
@@ -306,12 +295,12 @@ class SourceCredentialController:
         return waits
 
     async def _check(self, credential: Credential, found: Mapping[str, Found], requested: str) -> tuple[
-            dict[str, checks.Checked | None], list[float], dict[str, bool]]:
+            dict[str, checks.Checked | None], list[NextCheck], dict[str, bool]]:
         """Check each half whose material is there and that is due (changed, requested, or its interval or backoff
-        passed) against its servers, in a thread, bounded; its last check, the seconds until the next, whether it
+        passed) against its servers, in a thread, bounded; its last check, when the next is due, whether it
         derives."""
         latest: dict[str, checks.Checked | None] = {}
-        waits: list[float] = []
+        waits: list[NextCheck] = []
         derives: dict[str, bool] = {}
         for half_name, half in (("git", credential.git), ("registry", credential.registry)):
             login = found.get(half_name)
@@ -323,7 +312,7 @@ class SourceCredentialController:
             current = checks.fingerprint(half, login.username, login.password)
             last = self.checked.get(key)
             if checks.wait_before_check(last, current, time.monotonic(), self.check_interval, self.max_backoff,
-                                        requested) == 0:
+                                        requested).due:
                 verdict = await in_thread(functools.partial(_probe, half_name, half, login))
                 last = self.checked[key] = checks.after_check(last, current, verdict, time.monotonic(), time_now(),
                                                               requested)
@@ -343,14 +332,10 @@ class SourceCredentialController:
     async def _ensure(self, owner: Mapping[str, Any], secret: dict[str, Any]) -> None:
         """Apply a derived Secret unless it is as derived; a field someone else changed is put back and named."""
         assert self.runtime is not None
-        cache = self._informer(SECRET, MANAGED)
         meta = secret["metadata"]
-        live = cache.get(meta["namespace"], meta["name"])
-        if live is not None and up_to_date(live, secret, self.field_manager):
-            return
-        drifted = drift(live, secret, self.field_manager)
-        cache.update(await self.runtime.kube.apply(secret, field_manager=self.field_manager))
-        if drifted is not None:
+        done = await ensure(self.runtime.kube, self._informer(SECRET, MANAGED), secret,
+                            field_manager=self.field_manager)
+        if done.written and (drifted := drift(done.before, secret, self.field_manager)) is not None:
             # paths and managers only: a derived Secret's drift is in its data, whose values are never named
             log.warning("drift corrected", extra={"controller": self.name, "object": owner["metadata"]["name"],
                                                   "kind": "Secret", "child": meta["name"],
@@ -360,13 +345,10 @@ class SourceCredentialController:
     async def _prune(self, credential: str, keep: Sequence[tuple[str, str]]) -> None:
         """Delete the Secrets derived from `credential` that this pass does not derive (exactly those seen)."""
         assert self.runtime is not None
-        cache = self._informer(SECRET, MANAGED)
-        for secret in self._derived(credential):
-            meta = secret["metadata"]
-            if (meta["namespace"], meta["name"]) in keep:
-                continue
-            await self.runtime.kube.delete_exactly(SECRET, meta["name"], meta["namespace"], str(meta["uid"]))
-            cache.forget(meta["namespace"], meta["name"])
+        unkept = [s for s in self._derived(credential)
+                  if (s["metadata"]["namespace"], s["metadata"]["name"]) not in keep]
+        async for gone in prune(self.runtime.kube, self._informer(SECRET, MANAGED), unkept):
+            meta = gone.obj["metadata"]
             log.info("pruned", extra={"controller": self.name, "object": credential, "kind": "Secret",
                                       "child": f"{meta['namespace']}/{meta['name']}"})
 
@@ -384,19 +366,12 @@ class SourceCredentialController:
             wanted = outputs.pull_secrets_for(image, str(deployment["metadata"]["namespace"]), credentials)
             if mine not in wanted and mine not in attached:
                 continue
-            body = outputs.attachment(deployment, wanted)
-            if up_to_date(deployment, body, self.field_manager) and attached == wanted:
-                continue
-            cache.update(await self.runtime.kube.apply(body, field_manager=self.field_manager))
+            await ensure(self.runtime.kube, cache, outputs.attachment(deployment, wanted),
+                         field_manager=self.field_manager)
 
-    async def _write_status(self, obj: Mapping[str, Any], document: dict[str, Any]) -> None:
+    async def _write_status(self, obj: dict[str, Any], document: dict[str, Any]) -> None:
         assert self.runtime is not None
-        kube = self.runtime.kube
-        if status_up_to_date(obj, document, kube.status_field_manager):
-            return
-        body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "status": document,
-                "metadata": {"name": obj["metadata"]["name"], "namespace": obj["metadata"]["namespace"]}}
-        self._informer(SOURCE_CREDENTIAL, {}, self.namespaces).update(await kube.apply(body, status=True))
+        await write_status(self.runtime.kube, self._informer(SOURCE_CREDENTIAL, {}, self.namespaces), obj, document)
 
 
 def _attached(deployment: Mapping[str, Any]) -> list[str]:

@@ -12,20 +12,12 @@ from typing import Any, TypeVar
 
 from controller_runtime.client import Kube
 from controller_runtime.kinds import GroupVersionKind
-from platform_stack.credentials import DockerConfig
+from platform_stack.check_result import Baseline, Check, Finding
+from platform_stack.docker_config import DockerConfig
 from platform_stack.errors import StackError
 from platform_stack.resource import NAMESPACE, StackSpec
-from platform_stack.upstream import (
-    Baseline,
-    Check,
-    Finding,
-    PublicKeys,
-    Upstream,
-    check,
-    docker_config_from_secret,
-    keys_from_secret,
-    upstream_news,
-)
+from platform_stack.stack_secrets import PublicKeys, docker_config_from_secret, keys_from_secret
+from platform_stack.upstream import Upstream, check, upstream_news
 from toolchain.errors import AppRafterError
 
 __all__ = ["SECRET", "in_thread", "look", "read_credentials", "read_keys"]

@@ -1,34 +1,23 @@
-"""Writing what a decision says: the whole status of an object by server-side apply (unless it already is that),
-and the Events it asks for."""
+"""What a decision says, made writable: the status document of a StatusUpdate (the runtime's one status writer,
+controller_runtime.writes.write_status, writes it) and the Events a decision asks for."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from controller_runtime.client import Kube
-from controller_runtime.compare import status_up_to_date
 from controller_runtime.events import Recorder
-from controller_runtime.informer import Informer
 from lifecycle.conditions import StatusUpdate, status_document
 from lifecycle.notes import Note
 from toolchain.timestamps import time_now
 
-__all__ = ["record", "write_status"]
+__all__ = ["record", "status_of"]
 
 
-async def write_status(kube: Kube, cache: Informer, obj: dict[str, Any], update: StatusUpdate) -> dict[str, Any]:
-    """The object after applying `update` as its whole status (fields left out are removed: every one is ours);
-    nothing is written when the live status already is that. Returns the object as the server holds it."""
-    status = status_document(update, obj.get("status") or {}, time_now())
-    if status_up_to_date(obj, status, kube.status_field_manager):
-        return obj
-    meta = obj["metadata"]
-    body = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "status": status,
-            "metadata": {"name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}}
-    written = await kube.apply(body, status=True)
-    cache.update(written)
-    return written
+def status_of(obj: Mapping[str, Any], update: StatusUpdate) -> dict[str, Any]:
+    """The whole status `update` makes of `obj`'s (fields left out are removed: every one is ours; conditions keep
+    their transition times), stamped now."""
+    return status_document(update, obj.get("status") or {}, time_now())
 
 
 async def record(recorder: Recorder, regarding: Mapping[str, Any], note: Note) -> None:

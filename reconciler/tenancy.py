@@ -12,6 +12,7 @@ from controller_runtime.client import Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
+from controller_runtime.writes import delete_exactly
 from lifecycle import hostname_policy, hostnames, secrets, tenancy
 from lifecycle.application import Desired, Refusal
 from lifecycle.baseline import identity, record_name
@@ -120,8 +121,7 @@ class Tenancy:
         served = self._served_elsewhere(host)
         if served:
             return served
-        if await self.kube.delete_exactly(PUBLIC_HOSTNAME, host, ns, str(current["metadata"]["uid"])):
-            records.forget(ns, host)
+        await delete_exactly(self.kube, records, current)
         first = await self._create(hostnames.record(host, self.app, ns), records)
         return "" if first is None else hostnames.holding(first, self.app, holder_exists=True,
                                                            holder_remembered=True).by
@@ -167,6 +167,5 @@ class Tenancy:
         mine = records.indexed(hostnames.HOLDER_INDEX, hostnames.records_key(self.app))
         for host in hostnames.released(mine, self.app, hostnames.hostnames(desired.children)):
             current = records.get(ns, host)
-            if current is not None and await self.kube.delete_exactly(PUBLIC_HOSTNAME, host, ns,
-                                                                      str(current["metadata"]["uid"])):
-                records.forget(ns, host)
+            if current is not None:
+                await delete_exactly(self.kube, records, current)  # that record: one taken since stays

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import tempfile
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -13,8 +12,8 @@ from typing import Any
 
 from renderer.cue import run_cue
 from renderer.errors import ToolFailure
-from renderer.names import GROUP, VERSION
-from renderer.validate import ENVIRONMENT_IMMUTABLE
+from renderer.names import ENVIRONMENT_IMMUTABLE, GROUP, VERSION
+from renderer.scratch import scratch_dir
 
 SchemaPath = tuple[str, ...]  # property names from the object's root; "*" = additionalProperties, "[]" = items
 
@@ -126,7 +125,7 @@ def _schema_text(package: str, schema_file: str) -> str:
 def openapi(package: str, schema_file: str, extra_files: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
     """The OpenAPI components cue generates for one schema file of a package (plus shared files)."""
     texts = [_schema_text(package, schema_file), *(_schema_text(p, f) for p, f in extra_files)]
-    with tempfile.TemporaryDirectory(prefix="apprafter-crds-") as tmp:
+    with scratch_dir("apprafter-crds-") as tmp:
         (Path(tmp) / "schema.cue").write_text("package apprafter\n\n" + "\n\n".join(texts))
         result = run_cue(["def", "--out", "openapi", "schema.cue"], cwd=Path(tmp))
     if result.returncode != 0:

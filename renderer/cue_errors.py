@@ -37,6 +37,9 @@ MAX_MESSAGE = 4096  # longer cue messages are cut (after redaction) before they 
 TOP_LEVEL = "field not allowed at top level (an Application has apiVersion, kind, metadata, spec)"
 ENV_VALUE_HINT = ('must be a string literal, claim.<need>.<field>, or {secret: "<secret-name>/<key>"}')
 NO_FORM = "value matches none of the allowed forms"
+EOF = "expected '}', found 'EOF'"
+_INCOMPLETE = re.compile(r"incomplete value (?P<constraint>.+)")
+_UNDEFINED = re.compile(r"undefined field: (?P<label>[A-Za-z_$][A-Za-z0-9_$]*)")
 
 
 class CueError:
@@ -133,11 +136,10 @@ def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str 
 
 
 @functools.cache
-def schema_literals() -> frozenset[str]:
-    """The string literals of the schema: constants ("Application", "public", ...) a message may show."""
-    from renderer.load import schema_text
-
-    return frozenset(PositionIndex(schema_text()).literals)
+def schema_literals(schema: Callable[[], str]) -> frozenset[str]:
+    """The string literals of the schema `schema` reads: constants ("Application", "public", ...) a message may
+    show (read once per process)."""
+    return frozenset(PositionIndex(schema()).literals)
 
 
 def _message(block: CueError, touches_env_value: bool, written: Callable[[], Collection[str]]) -> str:
@@ -159,23 +161,37 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
                                            else block.message)
 
 
-def _taught(block: CueError, message: str, lines: list[str], line: int, shows_values: bool) -> str:
-    """The message with a hint for a YAML habit, or "did you mean" for a field the schema does not have."""
+def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool) -> str:
+    """The message with a hint for a YAML habit, "did you mean" for a field the schema does not have (the names
+    for a need), or what an undefined claim reference lacks."""
     fields = block.fields
     unknown = block.message == "field not allowed" and bool(fields) and not is_env_path(fields)
+    if unknown and len(fields) >= 2 and fields[-2] == "needs":
+        from renderer.schema_hints import unknown_need
+
+        return f"{message}; {unknown_need(str(fields[-1]))}"
     if unknown:
         mean = hints.did_you_mean(str(fields[-1]), hints.known_fields(fields[:-1]))
         if mean:
             return f"{message}; {mean}"
+    undefined = _UNDEFINED.fullmatch(block.message)
+    if undefined and is_env_path(fields) and 0 < line <= len(lines):
+        from renderer.schema_hints import claim_hint
+
+        claim = claim_hint(undefined["label"], lines[line - 1], col, fields)
+        if claim:
+            return claim
     hint = hints.teach(block.message, fields, lines, line, at_top=unknown and len(fields) == 1,
                        shown_word=shows_values)
     return f"{message}; hint: {hint}" if hint else message
 
 
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
-                line1_shift: int = 0, redactor: Redactor | None = None, text: str = "") -> list[Problem]:
+                line1_shift: int = 0, redactor: Redactor | None = None, text: str = "", *,
+                schema: Callable[[], str]) -> list[Problem]:
     """One Problem per cue error; positions only from `user_file` (its name in cue's output), else the position
-    of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call).
+    of the field path in the user's file. `index` gives the user file's PositionIndex (built on first call);
+    `schema` the schema's text, read only when a message might show a string (its literals may be shown).
 
     A message shows no string value when the error is about an env value, or when cue points at a token of an
     env value among the values it involves (an env literal used elsewhere); `redactor` then replaces the env
@@ -185,18 +201,28 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
     lines = text.splitlines()
     problems: list[Problem] = []
     env_values: list[Path] = []  # env values reported whole: the errors of their disjunction's branches are noise
-    for block in parse_errors(stderr):
+    blocks = parse_errors(stderr)
+    for block in blocks:
         if any(block.fields[: len(v)] == v and len(block.fields) > len(v) for v in env_values):
             continue
         user_positions = [(line, col - (line1_shift if line == 1 else 0)) for f, line, col in block.positions
                           if f == user_file]
         touches_env_value = any(index().in_env_value(line, col) for line, col in user_positions)
+        if block.message == EOF and any(not b.fields and b.message != EOF for b in blocks):
+            continue  # the parser lost its place at another syntax error: the `}` it then misses is not the user's
         line, col = user_positions[0] if user_positions else index().find(block.fields)
-        message = _message(block, touches_env_value, lambda: index().literals | schema_literals())
+        message = _message(block, touches_env_value, lambda: index().literals | schema_literals(schema))
+        incomplete = _INCOMPLETE.fullmatch(block.message)
         if message == ENV_VALUE_HINT:
             env_values.append(block.fields)
+        elif incomplete and block.fields and not is_env_path(block.fields) and not index().has(block.fields):
+            from renderer.schema_hints import missing
+
+            written = next(n for n in range(len(block.fields), -1, -1) if n == 0 or index().has(block.fields[:n]))
+            message = missing(block.fields, written, incomplete["constraint"])
         else:
-            message = _taught(block, message, lines, line, not (touches_env_value or is_env_path(block.fields)))
+            message = _taught(block, message, lines, line, col,
+                              not (touches_env_value or is_env_path(block.fields)))
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     # "none of the forms" says nothing when cue also names what is wrong below the field (a struct branch's own
     # errors): keep those alone.

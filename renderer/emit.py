@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["dump_json_stream", "dump_stream", "dump_yaml"]
+__all__ = ["dump_json_stream", "dump_names", "dump_stream", "dump_yaml"]
 
 # A plain scalar no YAML reader takes for a number, bool, null, date, tag, anchor, alias or comment: it starts
 # with a letter, '_' or '/', and has no space, ',' or '#'; then the YAML 1.1 words for booleans and null.
@@ -107,3 +107,14 @@ def dump_json_stream(objects: Iterable[dict[str, Any]]) -> str:
     """The same stream with each document as one line of JSON (JSON is YAML): what the plugin prints, since
     Argo CD reads either and JSON is the cheaper to write."""
     return "".join("---\n" + json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n" for obj in objects)
+
+
+def dump_names(objects: Iterable[dict[str, Any]]) -> str:
+    """`-o name`, kubectl's: one `kind[.group]/name` line per object (kind lower-cased, no group for the core
+    API: `service/web`, `deployment.apps/web`, `application.apprafter.io/shop`)."""
+    lines = []
+    for obj in objects:
+        group = str(obj.get("apiVersion", "")).rpartition("/")[0]
+        kind = str(obj.get("kind", "")).lower()
+        lines.append(f"{kind}{'.' + group if group else ''}/{obj.get('metadata', {}).get('name', '')}\n")
+    return "".join(lines)

@@ -13,19 +13,25 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["BOOLEAN", "COMMENT", "DOCUMENT", "LIST", "NEST", "REFERENCE", "did_you_mean", "known_fields", "quote",
-           "teach", "yaml_habit"]
+__all__ = ["BOOLEAN", "COMMENT", "DOCUMENT", "LIST", "NEST", "REFERENCE", "YAML_FILE", "did_you_mean", "known_fields",
+           "quote", "teach", "unquoted", "yaml_habit"]
 
 COMMENT = "CUE comments are //, not #"
 LIST = "lists are [a, b], not `- item` lines"
 NEST = "nest with braces, not indentation: spec: {base: {image: \"...\"}}"
 BOOLEAN = "CUE booleans are true and false; YAML's yes, no, on and off are not"
 DOCUMENT = "CUE files have no --- separator: one file holds one Application"
+YAML_FILE = ('this file looks like YAML, and CUE is not YAML: quote strings and nest with braces, '
+             'spec: {base: {image: "ghcr.io/acme/blog:2.0.1"}} (docs/user-guide.md)')
 YAML_WORDS = frozenset({"yes", "no", "on", "off", "y", "n", "Yes", "No", "On", "Off", "YES", "NO", "ON", "OFF",
                         "True", "False", "TRUE", "FALSE"})
 REFERENCE = re.compile(r'reference "(?P<name>[A-Za-z_$][A-Za-z0-9_$]*)" not found')
 _LIST_ITEM = re.compile(r"(?:^|:\s*)-(?:\s|$)")
 _SEPARATOR = re.compile(r"(?:---|\.\.\.)\s*")
+# `key: value` with a bare value CUE cannot read as one token (a '/', ':' or '@' outside quotes: an image, a URL).
+_UNQUOTED = re.compile(r'\s*(?P<key>[A-Za-z_$][A-Za-z0-9_$-]*|"[^"\\]*")\s*:\s+(?P<value>[^"\s{\[(][^"{}\[\],]*?)'
+                       r"\s*,?\s*(?://.*)?")
+_KEY_ALONE = re.compile(r'\s*(?:[A-Za-z_$][A-Za-z0-9_$-]*|"[^"\\]*")\s*:\s*(?:#.*)?')
 
 
 def quote(label: str | int | None, word: str | None) -> str:
@@ -74,6 +80,46 @@ def yaml_habit(lines: Sequence[str], line: int) -> str | None:
     return None
 
 
+def unquoted(text: str) -> str | None:
+    """The hint for `key: value` written bare where the value is no CUE expression (`image: ghcr.io/acme/blog:2`):
+    YAML's unquoted string. Only the key is shown (the value may be an env value)."""
+    m = _UNQUOTED.fullmatch(text)
+    while m is not None and (inner := _UNQUOTED.fullmatch(m["value"])) is not None:
+        m = inner  # `metadata: name: x`: the innermost key holds the value
+    if m is None or not re.search(r"[/:@]", m["value"]):
+        return None
+    return f'looks like YAML, and CUE is not YAML: quote the string, {m["key"]}: "..."'
+
+
+def yaml_file(lines: Sequence[str]) -> bool:
+    """Whether the file is written as YAML: no struct opened with `{` at a line's end, and a `key:` line with the
+    lines below it indented."""
+    if any(line.split("//", 1)[0].rstrip().endswith("{") for line in lines):
+        return False
+    for i, line in enumerate(lines[:-1]):
+        below = next((b for b in lines[i + 1:] if b.strip()), "")
+        indent = len(line) - len(line.lstrip())
+        if _KEY_ALONE.fullmatch(line) and len(below) - len(below.lstrip()) > indent:
+            return True
+    return False
+
+
+def syntax_habit(lines: Sequence[str], line: int) -> str | None:
+    """The hint for a syntax error at `line` (1-based): a YAML habit there, a YAML file, or a bare string."""
+    habit = yaml_habit(lines, line)
+    if habit:
+        return habit
+    if yaml_file(lines):
+        return YAML_FILE
+    above = min(line - 2, len(lines) - 1)
+    while above >= 0 and not lines[above].strip():
+        above -= 1
+    for index in (line - 1, above):  # cue may report a bare URL at the next line (`//` opened a comment)
+        if 0 <= index < len(lines) and (hint := unquoted(lines[index])):
+            return hint
+    return None
+
+
 def _indented_under_key(lines: Sequence[str], line: int) -> bool:
     """Whether `line` is indented below a line that ends in `key:` (YAML's nesting by indentation)."""
     if not 0 < line <= len(lines) or not lines[line - 1][:1].isspace():
@@ -97,7 +143,9 @@ def teach(message: str, fields: Sequence[str | int], lines: Sequence[str], line:
         return quote(fields[-1] if fields else None, word if shown_word else None)
     if at_top and _indented_under_key(lines, line):
         return NEST
-    if not fields or message.startswith("invalid operation -"):
+    if not fields:
+        return syntax_habit(lines, line)
+    if message.startswith("invalid operation -"):
         return yaml_habit(lines, line)
     return None
 

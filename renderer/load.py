@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
 from renderer import userfile
 from renderer.cue import Budget, run_cue
 from renderer.errors import Problem, ToolFailure, UserError
-from renderer.fieldpos import Positions
+from renderer.locate import APP_DIR, APP_FILE, locate
 from renderer.scratch import scratch_dir
-from renderer.settings import TIMEOUT_ENV, limits
-
-if TYPE_CHECKING:
-    from renderer.positions import PositionIndex
+from renderer.source import DEFAULT_PACKAGE, LoadedApp, Source
 
 __all__ = [
     "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",
@@ -32,85 +28,13 @@ __all__ = [
 
 # The package's own files, read from disk (importlib.resources would cost the plugin ~10 ms of imports).
 SCHEMA_DIR = Path(__file__).resolve().parent / "schema"
-APP_DIR = "apprafter"
-APP_FILE = "Application.cue"
 MAX_FILE_BYTES = userfile.MAX_BYTES
 INJECTED_TOP_LEVEL = frozenset({"claim", "ipv6", "ipv4"})
 DOCUMENT_KEYS = ("apiVersion", "kind", "metadata", "spec")
 MODULE = "apprafter.local/render"
 _PACKAGE = re.compile(r"^\s*package\s+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
-_DEFAULT_PACKAGE = "apprafter"
+
 _USER_FILE = f"app/{APP_FILE}"  # where the user's file sits in the module of a single evaluation
-
-
-def _budget_end() -> float:
-    return time.monotonic() + limits().timeout_s
-
-
-class Source:  # a plain class, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
-    """A user file read from inside its root, with what the injection needs to know about it.
-
-    `positions` says where each field is written when the reader knows it already (a YAML CR); otherwise
-    the CUE text is indexed when a problem first needs a position, once. Its time budget
-    (APPRAFTER_CUE_TIMEOUT) starts when it is made and covers cue and the Python work on it.
-    """
-
-    __slots__ = ("_index", "budget_ends", "display", "package", "path", "positions", "text")
-
-    def __init__(self, path: Path, display: str, text: str, package: str | None,
-                 positions: Positions | None = None, budget_ends: float | None = None) -> None:
-        self.path, self.display, self.text, self.package, self.positions = path, display, text, package, positions
-        self.budget_ends = _budget_end() if budget_ends is None else budget_ends
-        self._index: PositionIndex | None = None
-
-    def __repr__(self) -> str:
-        return f"Source({self.display!r}, package={self.package!r})"
-
-    def replace(self, *, display: str | None = None, fresh_budget: bool = False) -> Source:
-        """The same source under another name (e.g. git:<rev>:<path> for a file read from git), or with a new
-        time budget (an app evaluated again alone after a batch)."""
-        return Source(self.path, self.display if display is None else display, self.text, self.package,
-                      self.positions, None if fresh_budget else self.budget_ends)
-
-    @property
-    def index(self) -> Positions:
-        """Where each field is written: the reader's positions, else the CUE text's index (built once)."""
-        return self.positions if self.positions is not None else self.cue_index
-
-    @property
-    def cue_index(self) -> PositionIndex:
-        """The CUE text's index: labels, and where env values are written (for redaction); built on first use."""
-        if self._index is None:
-            from renderer.positions import PositionIndex  # only a problem needs it: valid apps never pay
-
-            self._index = PositionIndex(self.text, self.check_time)
-        return self._index
-
-    def remaining(self) -> float:
-        return self.budget_ends - time.monotonic()
-
-    def check_time(self) -> None:
-        if self.remaining() <= 0:
-            raise Budget(f"working on {self.display} did not finish within the time budget and was stopped "
-                         f"(raise {TIMEOUT_ENV}, or simplify the input)")
-
-    def evaluable_text(self) -> tuple[str, int]:
-        """The text cue sees and how far line 1 shifted (a package clause is added in place)."""
-        if self.package:
-            return self.text, 0
-        prefix = f"package {_DEFAULT_PACKAGE}, "
-        return prefix + self.text, len(prefix)
-
-
-class LoadedApp(NamedTuple):
-    """An evaluated Application document and where it came from."""
-
-    source: Source
-    document: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return str(self.document["metadata"]["name"])
 
 
 def schema_text() -> str:
@@ -119,21 +43,6 @@ def schema_text() -> str:
 
 def inject_text() -> str:
     return (SCHEMA_DIR / "inject.cue").read_text()
-
-
-def locate(path: Path, root: Path | None = None) -> tuple[Path, Path]:
-    """Return (application file, root) for a repo root, an apprafter/ dir, or the file itself."""
-    path = Path(userfile.absolute(path))
-    if path.is_dir():
-        candidate = path / APP_FILE if path.name == APP_DIR else path / APP_DIR / APP_FILE
-        guessed_root = path.parent if path.name == APP_DIR else path
-    else:
-        candidate = path
-        guessed_root = path.parent.parent if path.parent.name == APP_DIR else path.parent
-    root = Path(userfile.absolute(root)) if root else guessed_root
-    if not candidate.exists() and not candidate.is_symlink():
-        raise UserError([Problem(userfile.shown(candidate), 1, 1, "", f"no {APP_DIR}/{APP_FILE} here")])
-    return candidate, root
 
 
 def read_source(path: Path, root: Path) -> Source:
@@ -169,7 +78,7 @@ def _write_module(work: Path) -> None:
 def write_package(directory: Path, source: Source) -> int:
     """Write the user file and the injected bindings as one package into directory; return the line-1 shift."""
     text, shift = source.evaluable_text()
-    package = source.package or _DEFAULT_PACKAGE
+    package = source.package or DEFAULT_PACKAGE
     directory.mkdir(parents=True)
     (directory / APP_FILE).write_text(text)
     (directory / "zz_apprafter_inject.cue").write_text(f'package {package}\n\nimport schema "{MODULE}/schema"\n\n'
@@ -188,35 +97,68 @@ def _imports(pairs: list[tuple[str, str]]) -> str:
     return "import (\n" + "\n".join(lines) + "\n)\n"
 
 
+def _check_package(source: Source, binding: str) -> str:
+    """check.cue: the package `cue export .` exports, `binding` the Application it stands for."""
+    return f"package check\n\n{_imports([('app', f'app:{source.package or DEFAULT_PACKAGE}')])}\n{binding}\n"
+
+
 def write_module(work: Path, source: Source) -> int:
     """The module one evaluation runs in (`cue export .` in work); returns the line-1 shift of the user file."""
     _write_module(work)
     shift = write_package(work / "app", source)
-    package = source.package or _DEFAULT_PACKAGE
-    (work / "check.cue").write_text(f"package check\n\n{_imports([('app', f'app:{package}')])}\n"
-                                    f"{_binding('app')}\n")
+    (work / "check.cue").write_text(_check_package(source, _binding("app")))
     return shift
 
 
+_EXPORT = ["export", "--out", "json", "--all-errors", "."]
+
+
 def evaluate(source: Source) -> LoadedApp:
-    """Evaluate one Application with the real cue; UserError with positions on bad input."""
+    """Evaluate one Application with the real cue; UserError with positions on bad input, every problem of the
+    file at once (renderer.recovery)."""
     with scratch_dir("apprafter-render-") as tmp:
         work = Path(tmp)
         shift = write_module(work, source)
         source.check_time()
-        result = run_cue(["export", "--out", "json", "--all-errors", "."], cwd=work, timeout_s=source.remaining())
+        result = run_cue(_EXPORT, cwd=work, timeout_s=source.remaining())
         if result.returncode != 0:
-            from renderer.cue_errors import to_problems  # only a failed evaluation needs it
-            from renderer.redact import Redactor
-
-            # The env literals written in the file; a string cue computed is never shown (cue_errors).
-            redactor = Redactor.of(source.cue_index.env_literals)
-            problems = to_problems(result.stderr, _USER_FILE, source.display, lambda: source.cue_index, shift,
-                                   redactor, source.text)
-            if not problems:
+            if not result.stderr.strip():
                 raise ToolFailure(f"cue export failed without an error message (exit {result.returncode})")
-            raise UserError(problems)
+            raise UserError(_every_problem(source, work, shift, result.stderr))
     return _finish(source, _json(result.stdout, source))
+
+
+def _every_problem(source: Source, work: Path, shift: int, stderr: str) -> list[Problem]:
+    """cue's problems of a failed evaluation, pass by pass, and the renderer's rules on what evaluated."""
+    from renderer import recovery  # only a failed evaluation needs these
+    from renderer.cue_errors import to_problems
+    from renderer.redact import Redactor
+    from renderer.validate import check
+
+    # The env literals written in the file; a string cue computed is never shown (cue_errors).
+    redactor = Redactor.of(source.cue_index.env_literals)
+
+    def problems_of(text: str) -> list[Problem]:
+        return to_problems(text, _USER_FILE, source.display, lambda: source.cue_index, shift, redactor, source.text,
+                           schema=schema_text)
+
+    def run(excluded: set[tuple[str | int, ...]]) -> tuple[str, Any] | None:
+        binding = recovery.rebuilt("app", excluded, sorted(INJECTED_TOP_LEVEL))
+        (work / "check.cue").write_text(_check_package(source, binding))
+        if source.remaining() <= 0:
+            return None
+        try:
+            again = run_cue(_EXPORT, cwd=work, timeout_s=source.remaining())
+        except Budget:
+            return None  # what the passes so far found is reported; the budget's own error would hide it
+        if again.returncode != 0:
+            return (again.stderr, None) if again.stderr.strip() else None
+        return "", _json(again.stdout, source)
+
+    problems = recovery.recover(stderr, run, problems_of, lambda document: check(_finish(source, document)))
+    if not problems:
+        raise ToolFailure("cue export failed with an error message this version does not read")
+    return problems
 
 
 def _json(stdout: str, source: Source) -> Any:
@@ -265,7 +207,7 @@ def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
         pairs, fields = [], []
         for i, source in enumerate(sources):
             write_package(work / "apps" / f"a{i}", source)
-            pairs.append((f"a{i}", f"apps/a{i}:{source.package or _DEFAULT_PACKAGE}"))
+            pairs.append((f"a{i}", f"apps/a{i}:{source.package or DEFAULT_PACKAGE}"))
             fields.append(f'"a{i}": {_binding(f"a{i}")}')
         (work / "all.cue").write_text(f"package all\n\n{_imports(pairs)}\n" + "\n".join(fields) + "\n")
         result = run_cue(["export", "--out", "json", "."], cwd=work)

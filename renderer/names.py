@@ -1,9 +1,12 @@
-"""The API group and version of our kinds and the labels every object we write carries: one place for each."""
+"""The API group and version of our kinds, the labels every object we write carries, and the words of what never
+changes on our kinds in the cluster (the CRD's CEL rule and the webhook say the same): one place for each."""
 
 from __future__ import annotations
 
-__all__ = ["API_VERSION", "ENVIRONMENT_LABEL", "GROUP", "INSTANCE_LABEL", "MANAGED_BY", "MANAGED_BY_LABEL",
-           "NAME_LABEL", "OPERATOR_FIELD_MANAGER", "VERSION"]
+from typing import Literal
+
+__all__ = ["API_VERSION", "ENVIRONMENT_IMMUTABLE", "ENVIRONMENT_LABEL", "GROUP", "INSTANCE_LABEL", "MANAGED_BY",
+           "MANAGED_BY_LABEL", "MODES", "NAME_LABEL", "OPERATOR_FIELD_MANAGER", "VERSION", "Mode"]
 
 GROUP = "apprafter.io"
 VERSION = "v1alpha1"
@@ -14,3 +17,10 @@ INSTANCE_LABEL = "app.kubernetes.io/instance"  # <app>-<env>: how the reconciler
 NAME_LABEL = "app.kubernetes.io/name"
 # The operator's server-side apply field manager (`apprafter operator --field-manager`'s default).
 OPERATOR_FIELD_MANAGER = "apprafter-operator"
+# What the renderer emits: the Application CR (the plugin's default) or the objects it stands for.
+Mode = Literal["cr", "manifests"]
+MODES: tuple[Mode, ...] = ("cr", "manifests")
+# The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8): the CRD's CEL rule
+# (renderer.crds) and the webhook's check (renderer.validate.check_update) refuse it in these words.
+ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
+                         "create a new Application instead")

@@ -5,20 +5,18 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from renderer import userfile, validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
-from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL
+from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODES, Mode
 
 __all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
            "render_all", "render_loaded"]
 
-Mode = Literal["cr", "manifests"]
-MODES: tuple[Mode, ...] = ("cr", "manifests")
 
 
 class Rendered(NamedTuple):

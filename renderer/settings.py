@@ -1,8 +1,9 @@
 """Every setting the toolchain reads, checked in one place: type and pattern, one problem naming the setting.
 
 Settings come from the platform file (`--platform`, the sidecar's APPRAFTER_PLATFORM_FILE), flags, the
-plugin env (ARGOCD_ENV_APPRAFTER_*), Argo CD (ARGOCD_APP_NAMESPACE) and the limits in the process
-environment (APPRAFTER_CUE_TIMEOUT, APPRAFTER_CUE_MEMORY_MB). Each is read when it is used, never at import.
+plugin env (ARGOCD_ENV_APPRAFTER_ENVIRONMENT only: cmp.argo_env), Argo CD (ARGOCD_APP_NAMESPACE) and the process
+environment (the limits APPRAFTER_CUE_TIMEOUT, APPRAFTER_CUE_MEMORY_MB and the plugin's APPRAFTER_MODE: the
+sidecar's own, which no Application or repository reaches). Each is read when it is used, never at import.
 A problem names the setting the way its user writes it (a platform-file key at its line, `--domain`,
 `plugin env APPRAFTER_TIER`) and the rule it breaks; a value is never echoed (it may come from an
 environment variable).
@@ -20,7 +21,7 @@ from renderer import patterns, userfile
 from renderer.context import DEFAULTS, TIERS, PlatformContext
 from renderer.errors import Problem, ToolFailure, UserError
 
-__all__ = ["Given", "Limits", "Origin", "SettingsError", "choice", "limits", "namespace", "platform_context",
+__all__ = ["Given", "Limits", "Origin", "SettingsError", "limits", "mode", "namespace", "platform_context",
            "read_platform_file"]
 
 _INVALID = object()
@@ -176,15 +177,6 @@ def namespace(given: Given | None) -> str | None:
     return str(value)
 
 
-def choice(given: Given, values: tuple[str, ...]) -> str:
-    """A setting that takes one of a few words (APPRAFTER_MODE)."""
-    problems: list[Problem] = []
-    value = one_of(values).take(given, problems)
-    if problems:
-        raise UserError(problems)
-    return str(value)
-
-
 class SettingsError(ToolFailure):
     """A setting of the process environment (APPRAFTER_CUE_*) is unusable: the environment's fault (exit 2)."""
 
@@ -204,6 +196,22 @@ class Limits(NamedTuple):
 DEFAULT_LIMITS = Limits()
 TIMEOUT_ENV, MEMORY_ENV = "APPRAFTER_CUE_TIMEOUT", "APPRAFTER_CUE_MEMORY_MB"
 MAX_TIMEOUT_S, MIN_MEMORY_MB, MAX_MEMORY_MB = 3600.0, 64, 1 << 20
+
+
+MODE_ENV = "APPRAFTER_MODE"
+
+
+def mode(env: Mapping[str, str] | None = None) -> str:
+    """How the plugin renders: `cr` (the default) or `manifests`, set in the sidecar's own environment by the platform
+    (never plugin env: cmp.argo_env refuses that); SettingsError naming the variable."""
+    from renderer.names import MODES
+
+    env = os.environ if env is None else env
+    raw = env.get(MODE_ENV, "").strip() or "cr"
+    if raw not in MODES:
+        raise SettingsError(f"{MODE_ENV} must be one of {', '.join(MODES)}: fix it in the sidecar's environment (the "
+                            "platform's setting)")
+    return raw
 
 
 def limits(env: Mapping[str, str] | None = None) -> Limits:

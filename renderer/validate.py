@@ -13,17 +13,18 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from renderer import patterns
+from renderer import argocd_annotations, imageref, patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
 from renderer.health import health_problems
-from renderer.load import LoadedApp
+from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 from renderer.selectors import selector_problems
+from renderer.source import LoadedApp
 
-__all__ = ["MAX_NAME", "check", "check_deployment", "check_document", "check_environment", "check_update",
-           "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
+__all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
+           "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
@@ -41,15 +42,13 @@ NO_BLANKS = re.compile(r"[^\s]+")
 # e.g. U+FFFE in an env literal ("control characters are not allowed"); JSON-escaped controls pass that reader
 # but no container runtime takes a NUL. So every string of the document holds only YAML-printable characters.
 UNPRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+MAX_ANNOTATIONS = 256 * 1024  # the API server's bound on an object's annotation keys and values in all (256 KiB)
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
 # An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
 # `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
 TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
 WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
-# The plugin stamps spec.environment; switching it swaps the whole effective spec (spec §3.8). Also a CEL rule.
-ENVIRONMENT_IMMUTABLE = ("is immutable: a different environment is a different deployment (<app>-<env>); "
-                         "create a new Application instead")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
@@ -109,12 +108,18 @@ def check_document(app: LoadedApp) -> list[Problem]:
     namespace = metadata.get("namespace")
     if namespace is not None and not patterns.dns_label(namespace):
         c.add(("metadata", "namespace"), f"{_shown(namespace)} is not {patterns.RULES['_dnsLabel']}")
+    size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in metadata.get("annotations", {}).items())
+    if size > MAX_ANNOTATIONS:
+        c.add(("metadata", "annotations"), f"annotations hold {size} bytes in all: the API server takes at most "
+              f"{MAX_ANNOTATIONS} (256 KiB) on one object")
     for kind in ("labels", "annotations"):
         for key, value in metadata.get(kind, {}).items():
             if not patterns.qualified_name(key):
                 c.add(("metadata", kind, key), f"{kind[:-1]} key {_shown(key)} is not {patterns.RULES['_labelKey']}")
             elif kind == "labels" and not patterns.label_value(value):
                 c.add(("metadata", kind, key), f"{_shown(value)} is not {patterns.RULES['_labelValue']}")
+    for key, why in argocd_annotations.problems(metadata):
+        c.add(("metadata", "annotations", key), why)
     spec = app.document.get("spec", {})
     envs = spec.get("environments", {})
     if not envs:
@@ -181,8 +186,8 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     if not eff.get("image"):
         c.add(c.where(env, "image"), f"image is empty in environment {env!r}: set base.image or "
               f"environments.{env}.image")
-    elif not NO_BLANKS.fullmatch(eff["image"]):
-        c.add(c.where(env, "image"), "an image reference has no blanks or line breaks")
+    elif (refused := imageref.refusal(eff["image"])) is not None:  # the kubelet would leave it in InvalidImageName
+        c.add(c.where(env, "image"), f"image {_shown(eff['image'])} is not a valid image reference: {refused}")
     needs = eff.get("needs", {})
     for need, fields in needs.items():
         for key, why in selector_problems((fields or {}).get("selector") or {}):
@@ -319,6 +324,13 @@ def check_deployment(app: LoadedApp, environment: str | None, chosen_by: str = "
         return [*check_document(app), Problem(display, line, col, field_path(field), f"environment {shown}{source} "
                                               f"is not declared; declared: {', '.join(declared) or 'none'}")]
     return check(app, [str(wanted)])
+
+
+def check_annotations_added(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:
+    """The Argo CD annotations a metadata-only write adds or changes that an Application may not carry (the rule of
+    check_document, held only to what the write brings: an object admitted before stays writable)."""
+    return [Problem(display, 0, 0, field_path(("metadata", "annotations", key)), why)
+            for key, why in argocd_annotations.introduced(old.get("metadata") or {}, new.get("metadata") or {})]
 
 
 def check_update(old: Mapping[str, Any], new: Mapping[str, Any], display: str = "") -> list[Problem]:

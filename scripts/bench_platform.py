@@ -27,8 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from platform_stack.check_result import Baseline  # noqa: E402
 from platform_stack.signing import EMPTY_TRUSTED_ROOT  # noqa: E402 - after the repo root is importable
-from platform_stack.upstream import Baseline, PublicKeys, Upstream, check  # noqa: E402
+from platform_stack.stack_secrets import PublicKeys  # noqa: E402
+from platform_stack.upstream import Upstream, check  # noqa: E402
 from tests.testbed.registry import start_registry  # noqa: E402
 from toolchain.tools import resolve  # noqa: E402
 

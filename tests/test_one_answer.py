@@ -50,6 +50,7 @@ CASES: dict[str, Mutation] = {
     "a literal beside a broken field (never shown)": lambda cr: (
         _set(("spec", "base", "env", "TOKEN"), SECRET_LITERAL)(cr), _set(("spec", "base", "replicas"), "three")(cr)),
     "an empty image in this environment": _set(("spec", "environments", "prod", "image"), ""),
+    "an image reference the kubelet refuses": _set(("spec", "environments", "prod", "image"), "ghcr.io/acme/Blog:2"),
     "a path Gateway API cannot route": _set(("spec", "base", "expose", "paths"), ["no-slash"]),
     "a claim reference to an undeclared need": _set(("spec", "base", "env", "DSN"), {"claim": "nosuch.url"}),
     "a secret reference without a key": _set(("spec", "base", "env", "KEY"), {"secret": "only-a-name"}),
@@ -66,6 +67,12 @@ CASES: dict[str, Mutation] = {
     "replicas of 2147483647": _set(("spec", "base", "replicas"), 2147483647),
     "autoscale.max past the bound": _set(("spec", "base", "autoscale", "max"), 5000),
     "a quantity that overflows": _set(("spec", "base", "resources"), {"limits": {"memory": "99999999999999Gi"}}),
+    # Issue 34: instructions to Argo CD on the object (a sync wave and the keep-options are the user's).
+    "an Argo CD sync wave and keep-option": _set(("metadata", "annotations"), {
+        "argocd.argoproj.io/sync-wave": "3", "argocd.argoproj.io/sync-options": "Delete=false"}),
+    "an Argo CD hook annotation": _set(("metadata", "annotations"), {"argocd.argoproj.io/hook": "Skip"}),
+    "an Argo CD sync option that replaces": _set(("metadata", "annotations"),
+                                                 {"argocd.argoproj.io/sync-options": "Replace=true"}),
 }
 
 
@@ -105,7 +112,8 @@ def test_the_cli_the_webhook_and_the_operator_give_one_answer(case: str, tmp_pat
     answers = {"cli": cli(cr, tmp_path), "webhook": webhook(cr), "operator": operator(cr)}
     assert answers["cli"] == answers["webhook"] == answers["operator"], json.dumps(answers, indent=1)
     allowed, problems = answers["webhook"]
-    assert allowed == (case in ("valid as rendered", "another environment broken (not this object's)")), problems
+    assert allowed == (case in ("valid as rendered", "another environment broken (not this object's)",
+                                "an Argo CD sync wave and keep-option")), problems
     assert allowed or problems, "a refusal names its problems"
     assert not any(SECRET_LITERAL in p for p in problems)
 

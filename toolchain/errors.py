@@ -5,7 +5,7 @@ lines and its retry class (whether doing the same again may succeed: the operato
     ├── UserError                  exit 1, not retryable: the user's input, one Problem (file:line:col: field: message)
     │   ├── cmp.argo_env.ContractError, platform_stack.errors.StackError, compatibility.shape.Unreadable, ...
     └── ToolFailure                exit 2, retryable: a tool, registry or environment problem, with its remedy
-        ├── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError,
+        ├── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError, RegistryFailure,
         └── controller_runtime.errors.KubeError (retryable by HTTP status), KubeConfigError (not retryable)
 
 It lives in the base layer so that every package, toolchain included, raises into the same tree; the

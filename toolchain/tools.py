@@ -17,6 +17,9 @@ from typing import NamedTuple
 from toolchain.errors import ToolFailure
 from toolchain.pins import pins
 
+# Who checks what with `apprafter doctor --role`: an app repository's developer, who runs a cluster (bootstrap, the
+# stack's signatures), who develops this repository (the test bed, the images, the node tier).
+ROLES = ("developer", "cluster", "development")
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
 # Present only in a checkout of this repository (a wheel ships no tools/): decides which remedy a message names.
 CHECKOUT_SETUP = Path(__file__).resolve().parent.parent / "tools" / "setup.sh"
@@ -35,7 +38,8 @@ class Tool(NamedTuple):
     version_argv: tuple[str, ...]
     parse: Callable[[str], str | None]
     purpose: str
-    required_for_users: bool = False
+    # Who needs it (ROLES): the app developer, who runs a cluster, who develops this repository (everything).
+    roles: frozenset[str] = frozenset({"development"})
     # What the binary says about how it was built, beyond its version (doctor shows it).
     build_probe: Callable[[Path], list[str]] | None = None
     # How someone without this repository installs it ({version}: the pin); None: only `make setup` builds it.
@@ -104,6 +108,22 @@ def remedy(name: str) -> str:
 
 
 
+def missing_remedy(name: str) -> str:
+    """How to get a tool that is not found: where `go install` left it, when that is off PATH (the commonest case
+    right after following the install page), else remedy()."""
+    tool = TOOLS[name]
+    if tool.install is not None and tool.install.startswith("go install"):
+        from toolchain.gobin import off_path
+
+        found = off_path(name)
+        if found is not None:
+            override = "APPRAFTER_" + name.upper().replace("-", "_")
+            return (f"`go install` put it in {found.parent}, which is not on PATH: run `export "
+                    f"PATH=\"$PATH:{found.parent}\"` (and add that line to your shell's profile), or point {override} "
+                    f"at {found}")
+    return remedy(name)
+
+
 def scrubbed_env(home: str | Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every tool we run gets: PATH, a private HOME and what the caller adds; no proxies, tokens,
     kubeconfigs or Argo CD variables reach it (and a tool's output never depends on the caller's settings)."""
@@ -150,13 +170,13 @@ TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
         Tool("cue", "CUE_VERSION", ("version",), _first(r"cue version (v\S+)"),
-             "evaluates Application.cue and the platform stack", required_for_users=True,
+             "evaluates Application.cue and the platform stack", roles=frozenset(ROLES),
              install="go install cuelang.org/go/cmd/cue@{version}", oldest_key="CUE_OLDEST_VERSION",
              below_key="CUE_BELOW_VERSION"),
         Tool("helm", "HELM_VERSION", ("version", "--short"), _first(r"^(v\d+\.\d+\.\d+)"),
              "lints and templates the platform-stack chart", build_probe=_helm_build),
         Tool("cosign", "COSIGN_VERSION", ("version",), _first(r"GitVersion:\s+(v\S+)"),
-             "signs and verifies the platform-stack OCI artifact",
+             "signs and verifies the platform-stack OCI artifact", roles=frozenset({"cluster", "development"}),
              install="go install github.com/sigstore/cosign/v2/cmd/cosign@{version}"),
         Tool("registry", "GGCR_REGISTRY_VERSION", (), _go_module("github.com/google/go-containerregistry"),
              "OCI registry on loopback (test bed)"),
@@ -267,7 +287,7 @@ def resolve(name: str, version: str | None = None) -> Path:
     path = candidate_path(name, version)
     if path is None or not path.exists():
         supported = tool.supported if version is None else version
-        raise ToolError(f"{name} not found (supported: {supported}): {remedy(name)}")
+        raise ToolError(f"{name} not found (supported: {supported}): {missing_remedy(name)}")
     if not _trusted(name, path):
         found = read_version(name, path)
         if not tool.supports(found):

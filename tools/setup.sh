@@ -186,17 +186,31 @@ ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_
 # module is not served by the module proxy. Vault's go.mod replaces its api and sdk modules with ./api and ./sdk,
 # which its module zip lacks: built from a copy with those replaces dropped, against the published versions its
 # go.mod requires (v1.21.0's sdk v0.20.0 matches its tree; v1.21.4's in-tree sdk matches no published one).
-# The costliest tool: ≈ 23 min cold at load 6-16, 4.5 GB of modules, 6 GB of build cache, a 361 MB binary
-# (docs/dependencies.md, docs/measurements.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
+# Built with Vault's own `minimal` build tag (its core plugins only: kv, approle, userpass, ...) plus the one
+# plugin the tests use that the tag leaves out, the Kubernetes auth method (added to registry_min.go's no-op): the
+# full build, with every cloud's secrets engine and auth method, took ≈ 10 min cold on a quiet machine (23 min at
+# load 6-16), 4.5 GB of modules and 6 GB of build cache (docs/dependencies.md). Test-bed only, never shipped (Vault 1.15+ is BUSL-1.1).
 build_vault() {
   local src stage rc=0 module
   src=$(go mod download -json "github.com/hashicorp/vault@$VAULT_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [[ -n "$src" ]] || return 1
   stage=$(mktemp -d); mkdir "$stage/src"; cp -r "$src/." "$stage/src/"; chmod -R u+w "$stage/src"
-  # Its own build cache (≈ 6 GB), removed after: the binary is cached by version, nothing rebuilds from it.
+  cat > "$stage/src/helper/builtinplugins/registry_min.go" <<'GO'
+//go:build minimal
+
+package builtinplugins
+
+import credKube "github.com/hashicorp/vault-plugin-auth-kubernetes"
+
+// The test bed's addition to Vault's minimal build: the Kubernetes auth method (tools/setup.sh build_vault).
+func extendAddonPlugins(reg *registry) {
+	reg.credentialBackends["kubernetes"] = credentialBackend{Factory: credKube.Factory}
+}
+GO
+  # Its own build cache, removed after: the binary is cached by version, nothing rebuilds from it.
   (cd "$stage/src" && for module in api api/auth/approle api/auth/kubernetes api/auth/userpass sdk; do
      go mod edit -dropreplace="github.com/hashicorp/vault/$module"; done &&
-   GOCACHE="$stage/go-build" go build -mod=mod -trimpath -ldflags "-s -w" -o "$1/vault" .) || rc=$?
+   GOCACHE="$stage/go-build" go build -mod=mod -tags minimal -trimpath -ldflags "-s -w" -o "$1/vault" .) || rc=$?
   rm -rf "$stage"; return "$rc"
 }
 ensure vault "$VAULT_VERSION" build_vault vault version
@@ -212,6 +226,12 @@ for argocd_version in "$ARGOCD_VERSION" "$ARGOCD_OLDEST_VERSION"; do
   if wants argocd-cmp-client; then ln -sfn "$client_key" "$TOOLS_DIR/argocd-cmp-client/$argocd_version"; fi
 done
 NO_LINK=""
+
+# The kubelet's own image-reference parser (k8s.io/kubernetes/pkg/util/parsers, from the tools module at the
+# Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by the
+# pin and a hash of its source, so an edit rebuilds it.
+build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
+ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
 
 # Keyed by a hash of its source (as the Python side computes it: tests/testbed/node.py), so an edit rebuilds it.
 ensure pause "$(cat "$here/pause/main.go" "$here/pause/go.mod" | sha256sum | cut -c1-12)" build_pause

@@ -15,7 +15,8 @@ from urllib.parse import urljoin, urlsplit
 import oras.defaults
 import oras.oci
 
-from platform_stack.credentials import Credential, DockerConfig, config_paths, credential_for, local_configs
+from platform_stack.credentials import config_paths, credential_for, local_configs
+from platform_stack.docker_config import Credential, DockerConfig
 from platform_stack.registry.replies import (
     MAX_BODY,
     REPLY_LIMITS,

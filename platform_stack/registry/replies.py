@@ -8,9 +8,10 @@ import re
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
-from platform_stack.credentials import Credential
+from platform_stack.docker_config import Credential
+from platform_stack.errors import RegistryFailure
 from renderer.yaml_input import Limits, parse
-from toolchain.errors import ToolFailure, UserError
+from toolchain.errors import UserError
 
 __all__ = ["MAX_BODY", "REPLY_LIMITS", "RegistryFailure", "Reply", "describe", "failure_words", "short",
            "status_failure"]
@@ -18,10 +19,6 @@ __all__ = ["MAX_BODY", "REPLY_LIMITS", "RegistryFailure", "Reply", "describe", "
 MAX_BODY = 4 << 20  # a manifest is at most 4 MiB (OCI distribution); blobs have their own cap
 REPLY_LIMITS = Limits(max_bytes=MAX_BODY, max_depth=16, max_nodes=100_000)
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
-
-
-class RegistryFailure(ToolFailure):
-    """The registry refused, failed, timed out or replied with nonsense; the message names what to do."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx
 
-from platform_stack.credentials import Credential
+from platform_stack.docker_config import Credential
 from platform_stack.registry.challenge import parse_challenge, token_from
 from platform_stack.registry.replies import MAX_BODY, REPLY_LIMITS, RegistryFailure, Reply, describe, short
 from renderer.yaml_input import parse

@@ -172,6 +172,33 @@ def test_a_metadata_only_update_of_an_object_admitted_earlier_stays_writable() -
     refused(validate(review(changed, stored, operation="UPDATE")), 422)
 
 
+def test_an_instruction_to_argo_cd_is_refused_on_create_and_on_a_metadata_only_update() -> None:
+    # What Argo CD's repo-server stamps on what it renders is admitted (every sync writes it).
+    synced = parser_cr()
+    synced["metadata"]["annotations"] = {"argocd.argoproj.io/tracking-id":
+                                         "parser-prod:apprafter.io/Application:team-a/parser",
+                                         "argocd.argoproj.io/sync-wave": "1"}
+    assert validate(review(synced)).allowed
+    hooked = copy.deepcopy(synced)
+    hooked["metadata"]["annotations"]["argocd.argoproj.io/hook"] = "Skip"
+    message = refused(validate(review(hooked)), 422)
+    assert 'metadata.annotations."argocd.argoproj.io/hook": is an instruction to Argo CD' in message
+    # A write that changes only metadata is held to what it adds (issue 34: kubectl annotate, a label-only apply).
+    replaced = copy.deepcopy(synced)
+    replaced["metadata"]["annotations"]["argocd.argoproj.io/sync-options"] = "Replace=true,Force=true"
+    message = refused(validate(review(replaced, synced, operation="UPDATE")), 422)
+    assert ('metadata.annotations."argocd.argoproj.io/sync-options": sync option \'Replace=true\', \'Force=true\' '
+            'may not be set on an Application') in message
+    forged = copy.deepcopy(synced)
+    forged["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"] = (
+        "someone-elses-app:apprafter.io/Application:team-b/parser")
+    assert "must name this Application" in refused(validate(review(forged, synced, operation="UPDATE")), 422)
+    # An object that carried one before the rule stays writable, as long as the write does not add one.
+    relabelled = copy.deepcopy(hooked)
+    relabelled["metadata"]["labels"]["team"] = "a"
+    assert validate(review(relabelled, hooked, operation="UPDATE")).allowed
+
+
 def test_application_status_is_the_operators_alone() -> None:
     old = parser_cr()
     new = with_status(old, phase="Ready")

@@ -108,7 +108,7 @@ class Step:
     """One run of the step: its exit code, stderr, job summary and outputs."""
 
     def __init__(self, proc: subprocess.CompletedProcess[str], summary: Path, output: Path) -> None:
-        self.code, self.stderr = proc.returncode, proc.stderr
+        self.code, self.stdout, self.stderr = proc.returncode, proc.stdout, proc.stderr
         self.summary = summary.read_text() if summary.exists() else ""
         self.outputs = dict(line.split("=", 1) for line in output.read_text().splitlines()) if output.exists() \
             else {}
@@ -176,6 +176,11 @@ def test_each_case_comments_its_golden_and_sets_the_outputs(tmp_path: Path, api:
     assert comment["body"] == f"{MARKER}\n{result.summary}"
     assert result.outputs["gated"] == gated
     names = result.outputs["plan-names"].split()
+    if case == "invalid-input":  # the check's annotation, on the offending line of the pull request
+        assert result.stdout == ("::error file=apps/shop/apprafter/Application.cue,line=8,col=15,title=apprafter plan"
+                                 "::spec.base.needs.pg.sise: field not allowed; did you mean `size`?\n")
+    else:
+        assert result.stdout == ""
     if case == "gated-security-boundary":
         assert names == [f"shop-{env}-" + n.rsplit("-", 1)[1] for env, n in zip(("dev", "prod"), names, strict=True)]
         assert all(name in result.summary for name in names)

@@ -258,6 +258,11 @@ def test_argo_cd_with_the_sidecar_settings_and_the_crds(bed: KubeTestBed, run: R
     assert rbac is not None and "role:apprafter-approver" in rbac["data"]["policy.apprafter.csv"]
     params = bed.get("v1", "ConfigMap", "argocd-cmd-params-cm", "argocd")
     assert params is not None and params["data"]["controller.repo.server.timeout.seconds"] == "90"
+    # Issue 34: the project tenants' Argo CD Applications belong in permits apprafter.io Applications alone.
+    tenants = bed.get("argoproj.io/v1alpha1", "AppProject", "apprafter-tenants", "argocd")
+    assert tenants is not None and tenants["spec"]["namespaceResourceWhitelist"] == [
+        {"group": "apprafter.io", "kind": "Application"}]
+    assert not tenants["spec"].get("clusterResourceWhitelist")
 
 
 def test_a_second_run_changes_nothing_and_says_so(bed: KubeTestBed, publisher: Publisher, run: Run) -> None:

@@ -66,7 +66,7 @@ def test_output_formats_are_the_tables(path: str) -> None:
     (option,) = output
     assert isinstance(option.type, click.Choice)
     assert tuple(option.type.choices) == OUTPUTS[path] and option.default == OUTPUTS[path][0]
-    hidden = {flag for o in options(ALL[path], hidden=True) for flag in o.opts}
+    hidden = {flag for o in options(ALL[path], hidden=True) for flag in o.opts if flag in DEPRECATED}
     assert hidden == set(ALIASES.get(path, ())), path
 
 
@@ -83,8 +83,39 @@ def test_namespace_and_environment_options_exist_where_they_apply() -> None:
     assert has("migration list", "-A")
     for path in ("render", "plan"):
         assert has(path, "-e"), path
-    for path in ("plan", "stack plan"):  # the commands whose text output is coloured
+    for path in ALL:  # one global switch, accepted by every command (and before any)
         assert has(path, "--no-color"), path
+
+
+def test_help_groups_the_commands_by_audience() -> None:
+    from apprafter.cli import SECTIONS
+
+    listed = [name for _, names in SECTIONS for name in names if name in COMMANDS]
+    assert sorted(listed) == sorted(COMMANDS) and len(listed) == len(set(listed))
+    result = run_cli("--help")
+    headings = [line for line in result.stdout.splitlines() if line and not line.startswith(" ")]
+    assert headings[-5:] == [f"{title}:" for title, _ in SECTIONS]
+    app = result.stdout.split(SECTIONS[0][0])[1].split(SECTIONS[1][0])[0]
+    assert "  render " in app and "  plan " in app and "operator" not in app
+
+
+def test_no_color_before_the_command_turns_colour_off_for_it(tmp_path: Path) -> None:
+    import os
+    import pty
+
+    public = MINIMAL.replace("expose: port: 8080", 'expose: {port: 8080, network: "public"}')
+    old, new = write_app(tmp_path / "a", MINIMAL), write_app(tmp_path / "b", public)
+    outputs = []
+    for argv in (["plan"], ["--no-color", "plan"]):
+        leader, follower = pty.openpty()
+        proc = subprocess.run([sys.executable, "-m", "apprafter", *argv, "--from", str(old), "--to", str(new), "-e",
+                               "prod"], stdout=follower, stderr=subprocess.PIPE, timeout=120, check=False,
+                              env={k: v for k, v in os.environ.items() if k != "NO_COLOR"})
+        os.close(follower)
+        outputs.append(os.read(leader, 65536).decode())
+        os.close(leader)
+        assert proc.returncode == 0, proc.stderr
+    assert "\x1b[" in outputs[0] and "\x1b[" not in outputs[1]
 
 
 @pytest.mark.parametrize("path", sorted(ALL))
@@ -97,7 +128,7 @@ def test_a_usage_error_exits_1_never_2(path: str) -> None:
 def test_a_usage_error_under_detailed_exitcode_is_not_gated(tmp_path: Path) -> None:
     app = write_app(tmp_path, MINIMAL)
     for argv in (["plan", "--from", str(app), "--to", str(app), "-e", "prod", "--detailed-exitcode", "--to-much"],
-                 ["plan", "--from", str(app), "--detailed-exitcode"],
+                 ["plan", "--to", str(app), "--detailed-exitcode"],
                  ["plan", "--from", str(app), "--to", str(app), "-e", "prod", "--detailed-exitcode", "-o", "xml"],
                  ["stack", "plan", "--detailed-exitcode"]):
         result = run_cli(*argv)
@@ -118,7 +149,7 @@ def test_old_spellings_still_work_with_one_deprecation_line(tmp_path: Path) -> N
     assert explicit.stdout.startswith("apprafter plan:")  # -o wins over the old spelling
 
 
-@pytest.mark.parametrize("argv", [["envs", "."], ["validate", "."], ["version"], ["doctor", "--users-only"],
+@pytest.mark.parametrize("argv", [["envs", "."], ["validate", "."], ["version"], ["doctor"],
                                   ["plan", "--from", ".", "--to", ".", "-e", "prod"]])
 def test_yaml_is_the_json_document_in_yaml(tmp_path: Path, argv: list[str]) -> None:
     write_app(tmp_path, MINIMAL)

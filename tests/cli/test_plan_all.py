@@ -67,8 +67,11 @@ def test_every_app_and_environment_gets_its_verdict(repo: Path) -> None:
     assert {c["rule"] for c in gone["changes"]} == {"AR-DM001", "AR-RR003", "AR-S009", "AR-S014"}
     assert gone["approvedSpecHash"] is None
     assert entries[("app-007", "dev")]["primary"] == "requires-restart"
-    new = entries[("team/new-b", "prod")]
-    assert new["app"] == "new-b" and not new["gated"] and new["changes"] == []
+    new = entries[("team/new-b", "prod")]  # a first deployment: its additions, classified, nothing gated
+    assert new["app"] == "new-b" and not new["gated"] and new["approvedSpecHash"] is None
+    assert [(c["rule"], c["field"], c["from"], c["to"]) for c in new["changes"]] == [
+        ("AR-S009", "expose.network", None, "internal"), ("AR-S009", "expose.port", None, 8080),
+        ("AR-S015", "health.readiness", None, "TCP :8080")]
     assert document["gated"] is True
     order = [(p["app"], p["environment"], p["path"]) for p in document["plans"]]
     assert order == sorted(order)
@@ -103,7 +106,7 @@ def test_detailed_exitcode_text_and_markdown_are_stable(repo: Path) -> None:
     again = run_cli("plan", "--all", "apps", "--from", "git:main", "-o", "markdown", cwd=repo)
     assert first.stdout == again.stdout and first.stdout.startswith("## AppRafter plan\n")
     table = first.stdout.split("<details>")[0]
-    assert first.stdout.count("<details>") == 20 and table.count("\n| <code>") == 20  # the 85 unchanged: counted
+    assert first.stdout.count("<details>") == 20 and table.count("\n| `") == 20  # the 85 unchanged: counted
 
 
 def test_every_problem_of_both_sides_is_reported_at_once(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ def test_version_names_apprafter_cue_and_the_schema() -> None:
 
 
 def test_doctor_says_the_supported_range() -> None:
-    result = run_cli("doctor", "--users-only")
+    result = run_cli("doctor")
     assert result.returncode == 0
     assert f"(pinned {TOOLS['cue'].pinned}; supported >= v0.17.0, < v0.18.0)" in result.stdout
 
@@ -59,6 +59,11 @@ def test_environment_names_complete_from_the_repository(tmp_path: Path) -> None:
     assert complete(tmp_path, "apprafter render . --env st") == ["staging"]
     assert complete(tmp_path, "apprafter plan --from . --to . -e p") == ["prod"]
     assert complete(tmp_path, "apprafter ren") == ["render"]
+    other = tmp_path / "apps" / "shop"  # completion follows the PATH argument, also before the option is complete
+    write_app(other, MINIMAL.replace("dev: {}", "qa: {}"))
+    assert complete(tmp_path, "apprafter render apps/shop -e ") == ["prod", "qa"]
+    assert complete(tmp_path, "apprafter render apps/shop --mode cr --env q") == ["qa"]
+    assert complete(tmp_path, "apprafter plan apps/shop -e ") == ["prod", "qa"]
     broken = tmp_path / "broken"
     write_app(broken, "spec: {")
     assert complete(broken, "apprafter render . -e ") == []  # a completion never prints an error

@@ -43,9 +43,21 @@ def test_absent_and_null_parameters_mean_none() -> None:
 
 
 def test_settings_are_the_apprafter_plugin_env_entries() -> None:
-    found = settings({"ARGOCD_ENV_APPRAFTER_MODE": "manifests", "ARGOCD_ENV_OTHER": "x", "APPRAFTER_MODE": "y"})
+    found = settings({"ARGOCD_ENV_APPRAFTER_ENVIRONMENT": "prod", "ARGOCD_ENV_OTHER": "x", "APPRAFTER_MODE": "y"})
     assert {k: (g.value, g.origin.setting) for k, g in found.items()} == {
-        "MODE": ("manifests", "plugin env APPRAFTER_MODE")}
+        "ENVIRONMENT": ("prod", "plugin env APPRAFTER_ENVIRONMENT")}
+
+
+@pytest.mark.parametrize("name", ["APPRAFTER_MODE", "apprafter_mode", "APPRAFTER_DOMAIN", "APPRAFTER_TIER",
+                                  "APPRAFTER_GATEWAY_NAME", "Apprafter_Gateway_Namespace"])
+def test_a_setting_of_the_platforms_is_refused_as_plugin_env_naming_it(name: str) -> None:
+    # A repository's .argocd-source.yaml or an Application's plugin.env arrives as ARGOCD_ENV_<name>: refused,
+    # never ignored and never used (issue 34: the mode switched the plugin out of the operator's gate).
+    with pytest.raises(ContractError) as err:
+        settings({f"ARGOCD_ENV_{name}": "manifests", "ARGOCD_ENV_APPRAFTER_ENVIRONMENT": "prod"})
+    assert err.value.lines() == [f"argocd: plugin env {name}: how the plugin renders is the platform's setting, made "
+                                 "in the sidecar's own configuration; an Application's plugin.env or a repository's "
+                                 ".argocd-source*.yaml cannot set it: remove it"]
 
 
 def test_a_lowercase_plugin_env_name_is_the_same_setting() -> None:
@@ -56,8 +68,8 @@ def test_a_lowercase_plugin_env_name_is_the_same_setting() -> None:
 
 
 def test_two_spellings_of_one_setting_are_refused() -> None:
-    with pytest.raises(ContractError, match="APPRAFTER_MODE and apprafter_mode set the same setting"):
-        settings({"ARGOCD_ENV_APPRAFTER_MODE": "cr", "ARGOCD_ENV_apprafter_mode": "manifests"})
+    with pytest.raises(ContractError, match="APPRAFTER_ENVIRONMENT and apprafter_environment set the same setting"):
+        settings({"ARGOCD_ENV_APPRAFTER_ENVIRONMENT": "dev", "ARGOCD_ENV_apprafter_environment": "prod"})
 
 
 @pytest.mark.parametrize(("source_path", "up"), [("", 0), (".", 0), ("apps/shop", 2), ("apps/shop/", 2),

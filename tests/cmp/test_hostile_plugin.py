@@ -29,21 +29,25 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path / "repo"
 
 
+PLATFORMS = ("how the plugin renders is the platform's setting, made in the sidecar's own configuration; an "
+             "Application's plugin.env or a repository's .argocd-source*.yaml cannot set it: remove it")
+
+
 @pytest.mark.parametrize(("env", "expected"), [
-    ({"ARGOCD_ENV_APPRAFTER_DOMAIN": f"{SECRET} x"}, "plugin env APPRAFTER_DOMAIN: must be a DNS name (DNS-1123 "
-     "labels joined by '.', at most 253 characters)"),
-    ({"ARGOCD_ENV_APPRAFTER_DOMAIN": "apps.example.com\n"}, "plugin env APPRAFTER_DOMAIN: must be a DNS name "
-     "(DNS-1123 labels joined by '.', at most 253 characters)"),
-    ({"ARGOCD_ENV_APPRAFTER_GATEWAY_NAMESPACE": ".."}, "plugin env APPRAFTER_GATEWAY_NAMESPACE: must be a DNS-1123 "
-     "label (lowercase letters, digits and '-', at most 63 characters)"),
-    ({"ARGOCD_ENV_APPRAFTER_TIER": "gold"}, "plugin env APPRAFTER_TIER: must be one of dev, solo, team, "
-     "production, regulated"),
-    ({"ARGOCD_ENV_APPRAFTER_MODE": "yaml"}, "plugin env APPRAFTER_MODE: must be one of cr, manifests"),
+    # Every setting that changes what the plugin emits is the sidecar's (issue 34): as plugin env it is refused by
+    # name, whatever its value (never echoed), rather than used or ignored.
+    ({"ARGOCD_ENV_APPRAFTER_DOMAIN": f"{SECRET} x"}, f"argocd: plugin env APPRAFTER_DOMAIN: {PLATFORMS}"),
+    ({"ARGOCD_ENV_APPRAFTER_GATEWAY_NAMESPACE": ".."}, f"argocd: plugin env APPRAFTER_GATEWAY_NAMESPACE: {PLATFORMS}"),
+    ({"ARGOCD_ENV_APPRAFTER_TIER": "team"}, f"argocd: plugin env APPRAFTER_TIER: {PLATFORMS}"),
+    ({"ARGOCD_ENV_APPRAFTER_MODE": "manifests"}, f"argocd: plugin env APPRAFTER_MODE: {PLATFORMS}"),
+    ({"ARGOCD_ENV_apprafter_mode": "manifests", "ARGOCD_ENV_APPRAFTER_GATEWAY_NAME": "x"},
+     f"argocd: plugin env APPRAFTER_GATEWAY_NAME, apprafter_mode: {PLATFORMS}"),
+    ({"APPRAFTER_MODE": "yaml"}, "apprafter: APPRAFTER_MODE must be one of cr, manifests: fix it in the sidecar's "
+     "environment (the platform's setting)"),
     ({"ARGOCD_APP_NAMESPACE": "shop\nprod"}, "ARGOCD_APP_NAMESPACE: must be a DNS-1123 label (lowercase letters, "
      "digits and '-', at most 63 characters)"),
     ({"ARGOCD_ENV_APPRAFTER_ENVIRONMNET": "dev"}, "argocd: unknown plugin env APPRAFTER_ENVIRONMNET; known: "
-     "APPRAFTER_DOMAIN, APPRAFTER_ENVIRONMENT, APPRAFTER_GATEWAY_NAME, APPRAFTER_GATEWAY_NAMESPACE, APPRAFTER_MODE, "
-     "APPRAFTER_TIER"),
+     "APPRAFTER_ENVIRONMENT"),
     ({"ARGOCD_APP_PARAMETERS": "[" * 35000 + "]" * 35000}, "argocd: ARGOCD_APP_PARAMETERS is larger than "
      "65536 bytes"),
     ({"ARGOCD_APP_PARAMETERS": "[" * 10000 + "]" * 10000}, "argocd: ARGOCD_APP_PARAMETERS is nested too deeply"),
@@ -54,8 +58,8 @@ def repo(tmp_path: Path) -> Path:
     ({"ARGOCD_APP_PARAMETERS": f'[{{"name": "environment", "string": "{SECRET}"}}]'},
      "apps/demo/apprafter/Application.cue:9:2: spec.environments: environment (not a DNS-1123 label) (from "
      "parameter 'environment') is not declared; declared: dev, prod"),
-    ({"ARGOCD_ENV_APPRAFTER_MODE": "cr", "ARGOCD_ENV_apprafter_mode": "manifests"},
-     "argocd: plugin env APPRAFTER_MODE and apprafter_mode set the same setting: keep one"),
+    ({"ARGOCD_ENV_APPRAFTER_ENVIRONMENT": "dev", "ARGOCD_ENV_apprafter_environment": "prod"},
+     "argocd: plugin env APPRAFTER_ENVIRONMENT and apprafter_environment set the same setting: keep one"),
     ({"APPRAFTER_CUE_TIMEOUT": "soon"}, "apprafter: APPRAFTER_CUE_TIMEOUT must be a number of seconds above 0 and "
      "at most 3600 (for example 20): fix it in the environment that runs apprafter"),
 ])
@@ -65,6 +69,18 @@ def test_a_bad_setting_is_one_line_naming_the_setting(repo: Path, env: dict[str,
     assert code in (1, 2) and out == "" and "Traceback" not in err
     assert err.splitlines() == [expected.replace("apps/demo/", "")]
     assert SECRET not in err
+
+
+def test_the_mode_is_the_sidecars_and_nothing_an_application_sets_reaches_it(repo: Path) -> None:
+    app, base = repo / "apps" / "demo", {"ARGOCD_APP_SOURCE_PATH": "apps/demo"}
+    code, out, err = generate(app, {**base, "APPRAFTER_MODE": "manifests"})  # the sidecar container's own env
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out)][:2] == ["ServiceAccount", "Deployment"]
+    # A parameter arrives as ARGOCD_APP_PARAMETERS and PARAM_<NAME> (Argo CD's Environ): neither is a setting.
+    code, out, err = generate(app, {**base, "PARAM_APPRAFTER_MODE": "manifests",
+                                    "ARGOCD_APP_PARAMETERS": '[{"name": "apprafter_mode", "string": "manifests"}]'})
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Application"]
 
 
 def test_a_lowercase_environment_setting_selects_the_environment(repo: Path) -> None:
@@ -80,7 +96,7 @@ def test_the_platform_file_of_the_sidecar_is_checked_and_named(repo: Path, tmp_p
     platform.write_text("tier: solo\ngateway:\n  namespace: Bad_NS\n")
     app = repo / "apps" / "demo"
     code, out, err = generate(app, {"ARGOCD_APP_SOURCE_PATH": "apps/demo", "APPRAFTER_PLATFORM_FILE": str(platform),
-                                    "ARGOCD_ENV_APPRAFTER_MODE": "manifests"})
+                                    "APPRAFTER_MODE": "manifests"})
     assert (code, out) == (1, "")
     assert err.splitlines() == [f"{platform}:3:14: gateway.namespace: must be a DNS-1123 label (lowercase letters, "
                                 "digits and '-', at most 63 characters)"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from compatibility.images import ImageRef, parse_image, split_image
 from platform_stack.errors import StackError
 from platform_stack.oci import Reference, parse_reference
+from renderer.imageref import ImageRef, parse_image, split_image
 
 DIGEST = "sha256:" + "a" * 64
 

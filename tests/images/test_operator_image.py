@@ -34,8 +34,8 @@ def test_operator_image_metadata(operator_image: Image) -> None:
 
 
 def test_operator_image_ships_the_pinned_cue_and_cosign(operator_image: Image) -> None:
-    doctor = podman("run", "--rm", "--read-only", "--user", "999:999", operator_image.ref, "doctor", "--json",
-                    check=False)
+    doctor = podman("run", "--rm", "--read-only", "--user", "999:999", operator_image.ref, "doctor", "--role",
+                    "cluster", "-o", "json", check=False)
     rows = {row["tool"]: row for row in json.loads(doctor.stdout)["tools"]}
     for tool in ("cue", "cosign"):  # at the pinned version, where the image's environment points
         assert (rows[tool]["ok"], rows[tool]["path"]) == (True, f"/opt/apprafter/bin/{tool}"), rows[tool]

@@ -39,8 +39,10 @@ def test_sidecar_renders_the_parser_example_equal_to_local_render(sidecar: Sidec
                                     parameters=[{"name": "environment", "string": "prod"}])
     assert by_parameter.manifests == local("parser", "prod", "cr")
     by_plugin_env = sidecar.generate(repo, "apps/parser", app_name="parser",
-                                     plugin_env={"APPRAFTER_ENVIRONMENT": "dev", "APPRAFTER_MODE": "manifests"})
-    assert by_plugin_env.manifests == local("parser", "dev", "manifests")
+                                     plugin_env={"APPRAFTER_ENVIRONMENT": "dev"})
+    assert by_plugin_env.manifests == local("parser", "dev", "cr")
+    with pytest.raises(CmpError, match="plugin env APPRAFTER_MODE: how the plugin renders is the platform's"):
+        sidecar.generate(repo, "apps/parser", app_name="parser-dev", plugin_env={"APPRAFTER_MODE": "manifests"})
 
 
 def test_sidecar_reports_the_users_mistake_at_its_line(sidecar: Sidecar, repo: Path) -> None:
@@ -84,7 +86,7 @@ def test_image_ships_plugin_yaml_and_the_pinned_cue(sidecar_image: Image) -> Non
                      "/home/argocd/cmp-server/config/plugin.yaml").stdout
     assert shipped == (REPO / "plugin.yaml").read_text()
     doctor = podman("run", "--rm", "--read-only", "--entrypoint", "apprafter", sidecar_image.ref,
-                    "doctor", "--users-only", "--json", check=False)
+                    "doctor", "-o", "json", check=False)
     assert doctor.returncode == 0, doctor.stderr
     (cue,) = json.loads(doctor.stdout)["tools"]
     assert (cue["tool"], cue["ok"], cue["path"]) == ("cue", True, "/opt/apprafter/bin/cue")

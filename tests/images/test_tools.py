@@ -20,7 +20,8 @@ pytestmark = pytest.mark.images
 
 
 def doctor(**env: str) -> tuple[int, dict[str, Any], str]:
-    proc = run([sys.executable, "-m", "apprafter", "doctor", "--json"], check=False, extra_env=env)
+    proc = run([sys.executable, "-m", "apprafter", "doctor", "--role", "development", "-o", "json"], check=False,
+               extra_env=env)
     assert proc.stdout.startswith("{"), f"doctor exited {proc.returncode} without its report: {proc.stderr[-2000:]}"
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
@@ -40,7 +41,7 @@ def test_doctor_fails_naming_the_missing_tool_and_the_remedy() -> None:
     code, report, _ = doctor(APPRAFTER_PODMAN="/nonexistent/podman")
     assert code == 1
     assert report["ok"] is False
-    text = run([sys.executable, "-m", "apprafter", "doctor"], check=False,
+    text = run([sys.executable, "-m", "apprafter", "doctor", "--role", "development"], check=False,
                extra_env={"APPRAFTER_PODMAN": "/nonexistent/podman"})
     assert text.returncode == 1
     assert "BAD podman             missing" in text.stdout
@@ -75,7 +76,9 @@ def test_image_dependency_lock_pins_every_runtime_dependency() -> None:
     pinned = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", (REPO / "deploy/images/requirements.txt").read_text(),
                              re.MULTILINE))
     names = {n.lower().replace("_", "-"): v for n, v in pinned.items()}
-    for spec in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    for spec in [*project["dependencies"], *extras["operator"], *extras["webhook"]]:  # what the images run
         req = Requirement(spec)
         version = names.get(req.name.lower().replace("_", "-"))
         assert version is not None, f"{req.name} is not pinned"

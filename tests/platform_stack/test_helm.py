@@ -222,7 +222,7 @@ def test_pinned_helm_assumes_the_kubernetes_its_release_assumes(stack_all: Path)
     # The platform chart wants kubeVersion >= 1.31: a released helm renders it without --kube-version.
     rendered = helm("template", "platform-stack", str(stack_all), "--namespace", "argocd")
     assert rendered.returncode == 0, rendered.stderr
-    doctor = json.loads(run_cli("doctor", "--json").stdout)
+    doctor = json.loads(run_cli("doctor", "--role", "development", "-o", "json").stdout)
     (row,) = [r for r in doctor["tools"] if r["tool"] == "helm"]
     assert f"commit {pins()['HELM_COMMIT'][:12]}" in row["build"]
     assert "assumes Kubernetes v1.34.0" in row["build"]  # helm v3.19's client-go v0.34 -> Kubernetes 1.34

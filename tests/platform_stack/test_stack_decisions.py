@@ -11,11 +11,10 @@ from controller_runtime.errors import KubeError
 from controller_runtime.outcomes import Done, Requeue
 from lifecycle import platformstack as decisions
 from lifecycle.stack_inputs import finding_of
+from platform_stack.check_result import Baseline, Check, Finding, Target, UpstreamNews
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
-from platform_stack.errors import StackError, StackToolError
-from platform_stack.registry import RegistryFailure
+from platform_stack.errors import RegistryFailure, StackError, StackToolError
 from platform_stack.resource import MAX_VALUES_BYTES, NAME, NAMESPACE, StackSpec, check, read_spec
-from platform_stack.upstream import Baseline, Check, Finding, Target, UpstreamNews
 
 DIGEST = "sha256:" + "a" * 64
 RUNS = Baseline("1.1.0", DIGEST, "fork.example/acme/platform-stack")

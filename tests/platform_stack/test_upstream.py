@@ -12,20 +12,13 @@ from typing import Any
 
 import pytest
 
+from platform_stack.check_result import Baseline, Verified
 from platform_stack.credentials import parse_docker_config
 from platform_stack.errors import StackError
 from platform_stack.registry import connect
+from platform_stack.stack_secrets import MAX_KEYS, PublicKeys, keys_from_secret
 from platform_stack.umbrella import umbrella
-from platform_stack.upstream import (
-    MAX_CANDIDATES,
-    MAX_KEYS,
-    Baseline,
-    PublicKeys,
-    Upstream,
-    Verified,
-    check,
-    keys_from_secret,
-)
+from platform_stack.upstream import MAX_CANDIDATES, Upstream, check
 from tests.platform_stack.conftest import built_tgz, cli, ok
 from tests.testbed.distribution import AuthRegistry
 from tests.testbed.kube import KubeTestBed

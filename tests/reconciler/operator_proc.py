@@ -16,6 +16,7 @@ from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
 
 FAST = ("--resync", "2", "--max-backoff", "2")
+ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
 
 
 def records_namespace_for(name: str) -> str:
@@ -27,7 +28,9 @@ class Operator:
     """One operator process; its log is in `log_path`, its ports on 127.0.0.1."""
 
     def __init__(self, bed: KubeTestBed, workdir: Path, args: Sequence[str] = (), name: str = "operator",
-                 kubeconfig: Path | None = None, records_namespace: str | None = None) -> None:
+                 kubeconfig: Path | None = None, records_namespace: str | None = None,
+                 entry: str = "apprafter") -> None:
+        """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say)."""
         self.bed = bed
         self.name = name
         self.health_port, self.metrics_port = free_port(), free_port()
@@ -35,7 +38,8 @@ class Operator:
         # leaves behind (a hostname held) never reaches the next.
         self.records_namespace = records_namespace or records_namespace_for(name)
         bed.ensure_namespace(self.records_namespace)
-        self.argv = [sys.executable, "-m", "apprafter", "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
+        self.entry = entry
+        self.argv = [sys.executable, "-m", entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
                      "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
         workdir.mkdir(parents=True, exist_ok=True)
@@ -48,7 +52,9 @@ class Operator:
         port answers at all ("up")."""
         self.starts += 1
         log = self.log_path.with_suffix(f".{self.starts}.log")
-        self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **(env or {})})
+        path = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])} \
+            if self.entry != "apprafter" else {}
+        self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **path, **(env or {})})
         if wait:
             try:
                 wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)

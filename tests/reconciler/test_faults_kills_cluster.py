@@ -1,6 +1,6 @@
-"""kill -9 at seeded points inside reconciles (the runtime's kill switch: before or after the Nth write) of first
-deployments, soft changes, gated changes and approvals; restarted, the operator converges, and the invariants of
-tests/reconciler/faults.py hold after every kill."""
+"""kill -9 at seeded points inside reconciles (tests/reconciler/killable_operator.py, a kill switch on the
+runtime's writes: before or after the Nth write) of first deployments, soft changes, gated changes and approvals;
+restarted, the operator converges, and the invariants of tests/reconciler/faults.py hold after every kill."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from compatibility.application import deployment
-from controller_runtime.faults import KILL_ENV
 from tests.reconciler.faults import SEED, applications, check_invariants, live, rendered, rng
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace, plan_phase, plans, wait, write_status
+from tests.reconciler.killable_operator import ENTRY, KILL_ENV
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.kube import KubeTestBed
 
@@ -69,7 +69,7 @@ def test_kill_minus_nine_anywhere_in_a_reconcile(bed: KubeTestBed, tmp_path: Pat
         ns = fresh_namespace(bed, "kill")
         names = [f"app{i}" for i in range(APPS)]
         op = Operator(bed, tmp_path / f"cycle{cycle}", ("--no-leader-elect", "--namespace", ns, "--resync", "2",
-                                                        "--max-backoff", "1"), name="killed")
+                                                        "--max-backoff", "1"), name="killed", entry=ENTRY)
         targets: dict[str, dict[str, Any]] = {}
         written: dict[str, Any] = {}
         try:

@@ -103,15 +103,15 @@ def test_a_login_gives_a_token_renewed_before_its_lease_ends_and_never_shown() -
 
 def test_reads_repeat_on_the_interval_and_back_off_while_they_cannot_tell() -> None:
     found = Material("u", "p")
-    assert bao.wait_before_read(None, "secret/a", 0.0, 600.0, 300.0) == 0.0
+    assert bao.wait_before_read(None, "secret/a", 0.0, 600.0, 300.0).seconds == 0.0
     first = bao.after_read(None, "secret/a", found, now=10.0)
-    assert bao.wait_before_read(first, "secret/a", 10.0, 600.0, 300.0) == 600.0
-    assert bao.wait_before_read(first, "secret/b", 10.0, 600.0, 300.0) == 0.0  # a changed path: at once
+    assert bao.wait_before_read(first, "secret/a", 10.0, 600.0, 300.0).seconds == 600.0
+    assert bao.wait_before_read(first, "secret/b", 10.0, 600.0, 300.0).seconds == 0.0  # a changed path: at once
     down = bao.after_read(first, "secret/a", bao.unreachable("http://127.0.0.1:1", "cannot connect"), now=20.0)
     again = bao.after_read(down, "secret/a", bao.unreachable("http://127.0.0.1:1", "cannot connect"), now=25.0)
     assert (down.unreadable_runs, again.unreadable_runs) == (1, 2)
-    assert bao.wait_before_read(down, "secret/a", 20.0, 600.0, 300.0) == 5.0
-    assert bao.wait_before_read(again, "secret/a", 25.0, 600.0, 300.0) == 10.0
+    assert bao.wait_before_read(down, "secret/a", 20.0, 600.0, 300.0).seconds == 5.0
+    assert bao.wait_before_read(again, "secret/a", 25.0, 600.0, 300.0).seconds == 10.0
     assert bao.after_read(again, "secret/a", found, now=30.0).unreadable_runs == 0
 
 

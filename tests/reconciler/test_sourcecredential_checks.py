@@ -61,27 +61,27 @@ def test_what_a_half_is_checked_against() -> None:
 def test_checked_at_once_on_a_change_periodically_after_a_verdict_with_capped_backoff_otherwise() -> None:
     current = checks.fingerprint(HALF, "deploy", PASSWORD)
     assert PASSWORD not in current
-    assert checks.wait_before_check(None, current, 100.0, 600, 60) == 0
+    assert checks.wait_before_check(None, current, 100.0, 600, 60).seconds == 0
     valid = checks.after_check(None, current, checks.Verdict(checks.VALID, "ok"), 100.0, "t")
-    assert checks.wait_before_check(valid, current, 100.0, 600, 60) == 600
-    assert checks.wait_before_check(valid, checks.fingerprint(HALF, "deploy", "rotated"), 100.0, 600, 60) == 0
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60).seconds == 600
+    assert checks.wait_before_check(valid, checks.fingerprint(HALF, "deploy", "rotated"), 100.0, 600, 60).seconds == 0
     narrowed = Half(HALF.backend, HALF.covers[:1])
-    assert checks.wait_before_check(valid, checks.fingerprint(narrowed, "deploy", PASSWORD), 100.0, 600, 60) == 0
+    assert checks.wait_before_check(valid, checks.fingerprint(narrowed, "deploy", PASSWORD), 100.0, 600, 60).due
     last, waits = valid, []
     for _ in range(6):
         last = checks.after_check(last, current, checks.Verdict(checks.UNVERIFIED, "down"), 100.0, "t")
-        waits.append(checks.wait_before_check(last, current, 100.0, 600, 60))
+        waits.append(checks.wait_before_check(last, current, 100.0, 600, 60).seconds)
     assert waits == [5, 10, 20, 40, 60, 60]
     again = checks.after_check(last, current, checks.Verdict(checks.INVALID, "no"), 100.0, "t")
-    assert again.unverified_runs == 0 and checks.wait_before_check(again, current, 700.0, 600, 60) == 0
+    assert again.unverified_runs == 0 and checks.wait_before_check(again, current, 700.0, 600, 60).seconds == 0
 
 
 def test_a_check_request_makes_a_half_due_at_once_and_is_remembered() -> None:
     current = checks.fingerprint(HALF, "deploy", PASSWORD)
     valid = checks.after_check(None, current, checks.Verdict(checks.VALID, "ok"), 100.0, "t", "r1")
-    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r1") == 600  # answered: not again
-    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r2") == 0  # a new request: now
-    assert checks.wait_before_check(valid, current, 100.0, 600, 60) == 0  # the annotation removed is a change too
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r1").seconds == 600  # answered: not again
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60, "r2").seconds == 0  # a new request: now
+    assert checks.wait_before_check(valid, current, 100.0, 600, 60).due  # the annotation removed is a change too
     assert checks.check_request({checks.CHECK_REQUEST_ANNOTATION: "r\n" + "x" * 300}) == "r?" + "x" * 126
     assert checks.check_request(None) == "" and checks.check_request({checks.CHECK_REQUEST_ANNOTATION: 3}) == ""
 

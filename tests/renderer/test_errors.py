@@ -55,7 +55,8 @@ def test_bad_env_key(tmp_path: Path) -> None:
 
 def test_claim_to_undeclared_need(tmp_path: Path) -> None:
     text = MINIMAL.replace('expose: port: 8080', 'expose: port: 8080\n\t\tenv: DB: claim.pg.url')
-    assert errors_of(tmp_path, text) == [f"{F}:8:18: spec.base.env.DB: undefined field: pg"]
+    assert errors_of(tmp_path, text) == [
+        f"{F}:8:18: spec.base.env.DB: claim.pg is used in env.DB but needs has no pg: add needs: pg: {{}}"]
 
 
 def test_claim_to_a_need_missing_in_the_effective_environment(tmp_path: Path) -> None:
@@ -70,7 +71,11 @@ def test_claim_to_a_need_missing_in_the_effective_environment(tmp_path: Path) ->
 def test_unknown_claim_field(tmp_path: Path) -> None:
     extra = 'expose: port: 8080\n\t\tneeds: redis: {}\n\t\tenv: U: claim.redis.user'
     text = MINIMAL.replace('expose: port: 8080', extra)
-    assert errors_of(tmp_path, text) == [f"{F}:9:23: spec.base.env.U: undefined field: user"]
+    assert errors_of(tmp_path, text) == [
+        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'user' (its fields are url, host, port, password)"]
+    assert errors_of(tmp_path, text.replace("claim.redis.user", "claim.redis.uri")) == [
+        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'uri' (its fields are url, host, port, password); "
+        "did you mean `url`?"]
 
 
 def test_bad_secret_reference(tmp_path: Path) -> None:

@@ -155,11 +155,7 @@ def test_hostile_plugin_env_is_read_or_refused_by_name(env: dict[str, str], para
         env = {**env, "ARGOCD_APP_PARAMETERS": params}
     try:
         argo_env.choose_environment(env, ["dev", "prod"])
-        given = argo_env.settings(env)
-        from cmp.commands import KNOWN_SETTINGS, _context
-
-        if set(given) <= KNOWN_SETTINGS:
-            _context(given)
+        argo_env.settings(env)
         renderer_settings.namespace(renderer_settings.Given(env.get("ARGOCD_APP_NAMESPACE"),
                                                             renderer_settings.Origin("ARGOCD_APP_NAMESPACE")))
     except UserError as error:

@@ -81,6 +81,7 @@ def test_after_a_failed_batch_only_the_broken_app_runs_alone(tmp_path: Path, mon
     monkeypatch.setattr(load, "run_cue", counting)
     rendered, problems = render_all(repo, "cr")
     assert len(rendered) == 7 and [p.field for p in problems] == ["spec.base.expose.port"]
-    # The batch runs `export .` of all four; the broken one alone (`--all-errors`); the three healthy ones in one
-    # more batch.
-    assert ["alone" if "--all-errors" in r else "batch" for r in runs] == ["batch", "alone", "batch"]
+    # The batch runs `export .` of all four; the broken one alone (`--all-errors`: and again without the port, then
+    # without expose, so the renderer's rules read the rest: renderer.recovery); the three healthy ones in one more
+    # batch.
+    assert ["alone" if "--all-errors" in r else "batch" for r in runs] == ["batch", "alone", "alone", "alone", "batch"]

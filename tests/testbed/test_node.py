@@ -302,8 +302,8 @@ def test_a_start_after_a_run_that_died_puts_the_host_back_first(bare_host: dict[
 
 
 def test_doctor_checks_the_node_tools_by_their_debian_version() -> None:
-    proc = subprocess.run([sys.executable, "-m", "apprafter", "doctor", "--json"], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=REPO)
+    proc = subprocess.run([sys.executable, "-m", "apprafter", "doctor", "--all", "-o", "json"], capture_output=True,
+                          text=True, timeout=120, check=False, cwd=REPO)
     report = json.loads(proc.stdout)
     rows = {row["tool"]: row for row in report["node_tools"]}
     assert {"containerd", "ctr", "iptables", "/usr/lib/cni/bridge"} <= set(rows)

@@ -1,7 +1,9 @@
-"""A test-only fault hook: with APPRAFTER_TEST_KILL_AT=before:N (or after:N) in its environment the process SIGKILLs
-itself just before its Nth write request is sent (or just after its reply came back); with chance:P:SEED it does so
-at each of those points with probability P (a generator seeded with SEED), so that the fault tier can stop a
-reconcile between any two of its writes. Unset — always, outside the fault tier — it does nothing."""
+"""The fault tier's operator: `python -m tests.reconciler.killable_operator operator ...` runs `apprafter` with a
+kill switch on its writes, installed through the runtime's write observers (controller_runtime.observers). With
+APPRAFTER_TEST_KILL_AT=before:N (or after:N) the process SIGKILLs itself just before its Nth write request is sent
+(or just after its reply came back); with chance:P:SEED it does so at each of those points with probability P (a
+generator seeded with SEED), so that the fault tier can stop a reconcile between any two of its writes. Lease writes
+are not counted (their timing is the clock's, not the reconcile's). The product ships none of this."""
 
 from __future__ import annotations
 
@@ -10,13 +12,14 @@ import random
 import signal
 import sys
 
-__all__ = ["KILL_ENV", "KillSwitch"]
+__all__ = ["ENTRY", "KILL_ENV", "KillSwitch"]
 
 KILL_ENV = "APPRAFTER_TEST_KILL_AT"
+ENTRY = "tests.reconciler.killable_operator"  # what `python -m` runs
 
 
 class KillSwitch:
-    """Counts write requests and kills the process at the one the environment names."""
+    """A write observer: counts write requests and kills the process at the one the environment names."""
 
     def __init__(self, spec: str | None = None) -> None:
         spec = os.environ.get(KILL_ENV, "") if spec is None else spec
@@ -34,13 +37,15 @@ class KillSwitch:
             return self._draw.random() < self.chance
         return self.when == when and self.writes == self.at
 
-    def before(self, what: str) -> None:
+    def before(self, what: str, resource: str) -> None:
+        if resource == "leases":
+            return
         self.writes += 1
         if self._hit("before"):
             self._kill(f"before write {self.writes} ({what})")
 
-    def after(self, what: str) -> None:
-        if self._hit("after"):
+    def after(self, what: str, resource: str) -> None:
+        if resource != "leases" and self._hit("after"):
             self._kill(f"after write {self.writes} ({what})")
 
     @staticmethod
@@ -49,3 +54,11 @@ class KillSwitch:
         sys.stderr.write(f"fault hook: SIGKILL {where}\n")
         sys.stderr.flush()
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    from apprafter.entry import main
+    from controller_runtime.observers import observe_writes
+
+    observe_writes(KillSwitch())
+    main()

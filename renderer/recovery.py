@@ -1,0 +1,140 @@
+"""Every problem of a file in one run: cue reports one class of error at a time, so a failed evaluation is run again
+with the fields it refused left out, until the rest evaluates; then the renderer's own rules check what did.
+
+cue's evaluator keeps only its gravest errors: a bound or a conflict hides a field the schema does not allow, and any
+of those hides what is incomplete (a required field missing, `claim.pg` with no `pg` need), so a misspelt field hid
+an undefined claim. Each further pass unifies the schema with the user's fields minus every field already reported
+(a comprehension that copies the rest: cue cannot delete a field), so the next class of errors shows; the last pass
+that evaluates hands its document to renderer.validate.check. A required field left out is then missing: the next
+pass leaves out the field that holds it (`expose` for `expose.port`), so the rules still read the rest. What stops it:
+a problem cue cannot place at a field (a syntax error: nothing evaluates; an import), a pass that finds nothing new,
+MAX_PASSES, or the file's time budget (the rules then never run: they need a whole Application). A rule's problem
+about the field an unknown one was likely meant to be (`image is empty` beside `imge`) is a consequence, not shown.
+Imported only when cue reported an error: a valid render never pays for it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from renderer.cue_errors import parse_errors, split_header
+from renderer.errors import Problem, field_path
+
+__all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover"]
+
+MEANT = 0.75  # how close an unknown field's name is to the one it was meant to be (renderer.hints.did_you_mean's)
+MAX_PASSES = 5  # cue runs in all, the first included: three classes of error, then a required field left out
+Path = tuple[str | int, ...]
+Excluded = dict[str, "Excluded | None"]  # a trie of labels; None: this field is left out whole
+
+
+def excludable(fields: Path) -> Path | None:
+    """The field to leave out for an error at `fields`: the path up to its first list index (a list is left out
+    whole: dropping an item would renumber the rest); None when it is no regular field (a definition, nothing)."""
+    out: list[str] = []
+    for label in fields:
+        if isinstance(label, int) or label == "[]" or label.isdigit():
+            break
+        if label.startswith(("#", "_")):
+            return None
+        out.append(label)
+    return tuple(out) or None
+
+
+def _add(trie: Excluded, path: Path) -> None:
+    node = trie
+    for label in path[:-1]:
+        child = node.setdefault(str(label), {})
+        if child is None:
+            return  # an ancestor is left out already
+        node = child
+    node[str(path[-1])] = None
+
+
+def _string(label: str) -> str:
+    """A label as a CUE string literal: JSON's escapes are CUE's (non-ASCII kept as written: CUE reads no surrogate
+    pair), and `\\(` stays an escaped backslash, never an interpolation."""
+    return json.dumps(label, ensure_ascii=False)
+
+
+def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = ()) -> str:
+    """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way)."""
+    skip = sorted({*trie, *also_skip})
+    condition = " if " + " && ".join(f"k != {_string(k)}" for k in skip) if skip else ""
+    parts = [f"for k, v in {expr}{condition} {{(k): v}}"]
+    for label, below in sorted(trie.items()):
+        if below is not None:
+            inner = f"{expr}[{_string(label)}]"
+            parts.append(f"if {inner} != _|_ {{{_string(label)}: {{{_copy(inner, below)}}}}}")
+    return "\n\t".join(parts)
+
+
+def rebuilt(alias: str, excluded: Iterable[Path], injected: Iterable[str]) -> str:
+    """The check package's Application: the schema unified with the user's regular top-level fields (never the
+    `injected` ones), less every path in `excluded`."""
+    trie: Excluded = {}
+    for path in sorted(excluded, key=len):
+        _add(trie, path)
+    return f"schema.#Application & {{\n\t{_copy(alias, trie, injected)}\n}}"
+
+
+def _within(field: str, paths: Iterable[Path]) -> bool:
+    return any(field == (p := field_path(path)) or field.startswith(p + ".") for path in paths)
+
+
+def _meant(field: str, unknown: Iterable[Path]) -> bool:
+    """Whether a rule's problem is about the field an unknown one beside it was meant to be (`image is empty` when
+    `imge` was written, `declare at least one environment` when `environments` sits at the top level, not in spec):
+    a consequence, not news."""
+    header = split_header(f"{field}: ")
+    if header is None or not header[0]:
+        return False
+    path = header[0]
+    for other in unknown:
+        parents = {other[:-1], ("spec",)} if len(other) == 1 else {other[:-1]}
+        if path[:-1] in parents and difflib.SequenceMatcher(None, str(path[-1]), str(other[-1])).ratio() >= MEANT:
+            return True
+    return False
+
+
+def _under(path: Path, excluded: Iterable[Path]) -> bool:
+    return any(path[: len(e)] == e for e in excluded)
+
+
+def recover(first_stderr: str, run: Callable[[set[Path]], tuple[str, Any] | None],
+            problems_of: Callable[[str], list[Problem]], check: Callable[[Any], list[Problem]]) -> list[Problem]:
+    """Every problem of a file whose first evaluation failed with `first_stderr`.
+
+    `run(excluded)` evaluates again without those fields: (cue's stderr, None) when it failed, ("", document) when
+    it evaluated, None when the file's time budget allows no further pass; `problems_of(stderr)` reads cue's errors
+    as Problems; `check(document)` is the renderer's rules on what evaluated. Problems at a field left out (its
+    absence, in a later pass) are not reported again.
+    """
+    problems = problems_of(first_stderr)
+    excluded: set[Path] = set()
+    unknown: set[Path] = set()  # fields the schema does not have: likely a known one misspelt or misplaced
+    stderr = first_stderr
+    for _ in range(MAX_PASSES - 1):
+        blocks = parse_errors(stderr)
+        unknown |= {b.fields for b in blocks if b.message == "field not allowed" and b.fields}
+        found = [excludable(block.fields) for block in blocks]
+        if any(path is None for path in found):
+            break  # a problem at no field (a syntax error, an import): nothing more evaluates
+        new = {path for path in found if path is not None and not _under(path, excluded)}
+        if not new:  # a required field left out is missing now: leave out what holds it (expose, not expose.port)
+            new = {path[:-1] for path in found if path in excluded and len(path) > 1} - excluded
+        if not new:
+            break
+        excluded |= new
+        result = run(excluded)
+        if result is None:
+            break
+        stderr, document = result
+        if not stderr:
+            return [*problems, *(p for p in check(document) if not _within(p.field, excluded)
+                                 and not _meant(p.field, unknown))]
+        problems += [p for p in problems_of(stderr) if not _within(p.field, excluded)]
+    return problems
