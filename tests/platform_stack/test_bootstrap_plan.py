@@ -5,6 +5,7 @@ exist; and the command's input errors, which fail before any registry or cluster
 from __future__ import annotations
 
 import base64
+import fnmatch
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from apprafter.bootstrap_cmd import _crds, _printed, _sidecar, sidecar_directory
+from apprafter.bootstrap_cmd import _crds, _printed, _sidecar, _tenant_project, sidecar_directory
 from lifecycle.bootstrap import (
     FIELD_MANAGER,
     KEYS_SECRET,
@@ -28,6 +29,7 @@ from lifecycle.bootstrap import (
     sidecar_objects,
 )
 from platform_stack import umbrella
+from renderer.context import DEFAULTS, GATEWAY_NAMESPACE
 from renderer.names import OPERATOR_FIELD_MANAGER
 from tests.platform_stack.conftest import cli
 from tests.testbed.argocd import ARGOCD_VERSIONS, install_manifest
@@ -41,7 +43,7 @@ KEY = ("release.pub", base64.b64encode(b"-----BEGIN PUBLIC KEY-----\n...\n-----E
 def request(**changes: Any) -> Request:
     fields: dict[str, Any] = {"stack": STACK, "values": {"tier": "solo", "domain": "example.com"},
                               "channel": "stable", "auto_upgrade": True, "public_key": KEY, "sidecar": _sidecar(None),
-                              "crds": _crds(), "argocd_manifest": None}
+                              "crds": _crds(), "argocd_manifest": None, "tenant_project": _tenant_project()}
     return Request(**{**fields, **changes})
 
 
@@ -128,7 +130,9 @@ def test_argo_cd_there_is_not_installed_again_even_with_a_manifest() -> None:
     manifest = [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "argocd"}}]
     decided = plan(request(argocd_manifest=manifest), argocd_there())
     assert not [s for s in decided.steps if s.why == "Argo CD"]
-    assert not [s for s in decided.steps if s.obj["kind"] == "AppProject"]  # an Argo CD that runs has its own
+    # An Argo CD that runs has its own `default`; the tenants' project is ours, made whoever installed Argo CD.
+    assert [key_of(s.obj)[1:] for s in decided.steps if s.obj["kind"] == "AppProject"] == [
+        ("AppProject", "argocd", "apprafter-tenants")]
     assert decided.notes == ("Argo CD found in namespace argocd (crd/applications.argoproj.io, "
                              "deployment/argocd-repo-server, statefulset/argocd-application-controller): not "
                              "installed again",)
@@ -167,11 +171,45 @@ def test_what_exists_of_the_loaders_own_is_unchanged_and_what_drifted_is_applied
     live = {**argocd_there(), **{key_of(s.obj): as_applied(s.obj, s.manager) for s in first.steps}}
     again = plan(request(), live)
     assert again.changes == ()
-    assert {s.obj["kind"] for s in again.steps if s.action == "kept"} == {"PlatformStack", "Application"}
+    assert {s.obj["kind"] for s in again.steps if s.action == "kept"} == {"PlatformStack", "Application", "AppProject"}
     cm = next(s.obj for s in first.steps if key_of(s.obj)[1:] == ("ConfigMap", "argocd", "argocd-cm"))
     drifted = {**live, key_of(cm): {**live[key_of(cm)], "data": {}}}
     (changed,) = plan(request(), drifted).changes
     assert (key_of(changed.obj), changed.action) == (key_of(cm), "apply")
+
+
+def test_the_tenants_project_is_created_once_after_the_plugin_and_then_left_to_the_administrator() -> None:
+    decided = plan(request(), argocd_there())
+    kinds = [key_of(s.obj)[1:] for s in decided.steps]
+    step = decided.steps[kinds.index(("AppProject", "argocd", "apprafter-tenants"))]
+    assert (step.action, step.manager, step.force) == ("create", FIELD_MANAGER, False)
+    assert step.obj["spec"] == yaml.safe_load((sidecar_directory() / "tenant-project.yaml").read_text())["spec"]
+    assert step.obj["spec"]["namespaceResourceWhitelist"] == [{"group": "apprafter.io", "kind": "Application"}]
+    assert step.obj["spec"]["clusterResourceWhitelist"] == []
+    assert max(i for i, s in enumerate(decided.steps) if s.manager == SIDECAR_MANAGER) < decided.steps.index(step)
+    # Narrowed or opted in to the Approve action by its administrator: a run again keeps it as it is.
+    edited = {**step.obj, "spec": {**step.obj["spec"], "namespaceResourceWhitelist": [
+        {"group": "apprafter.io", "kind": "Application"}, {"group": "apprafter.io", "kind": "MigrationPlan"}]}}
+    again = plan(request(), {**argocd_there(), key_of(step.obj): edited})
+    assert [s.action for s in again.steps if key_of(s.obj) == key_of(step.obj)] == ["kept"]
+
+
+def denied(project: Mapping[str, Any], namespace: str) -> bool:
+    """Argo CD's isDestinationMatched for the in-cluster server: a `!` pattern that rejects the namespace denies it."""
+    patterns = [d["namespace"] for d in project["spec"]["destinations"]]
+    if any(p.startswith("!") and fnmatch.fnmatchcase(namespace, p[1:]) for p in patterns):
+        return True
+    return not any(not p.startswith("!") and fnmatch.fnmatchcase(namespace, p) for p in patterns)
+
+
+def test_the_tenants_project_denies_every_namespace_of_the_platform(source_eval: dict[str, Any]) -> None:
+    project = _tenant_project()
+    theirs = {c["namespace"] for c in source_eval["values"]["components"].values()}
+    ours = {"argocd", "apprafter-system", "default", "kube-system", "kube-public", "kube-node-lease",
+            GATEWAY_NAMESPACE, *dict(DEFAULTS.provider_namespaces).values()}
+    assert sorted(n for n in theirs | ours if not denied(project, n)) == []
+    assert not any(denied(project, n) for n in ("shop-prod", "team-a", "hello-staging", "payments"))
+    assert {d["server"] for d in project["spec"]["destinations"]} == {"https://kubernetes.default.svc"}
 
 
 def test_a_platform_stack_someone_changed_is_left_alone() -> None:
@@ -285,9 +323,10 @@ def test_every_flag_is_in_the_install_guide() -> None:
     from tests.renderer.helpers import REPO
 
     guide = (REPO / "docs" / "install.md").read_text()
-    section = guide[guide.index("## The cluster from zero"):guide.index("## The cluster\n")]
+    section = guide[guide.index("## The platform on a cluster"):guide.index("## The manual steps")]
     flags = {o for p in cluster_bootstrap.params for o in [*p.opts, *p.secondary_opts] if o.startswith("--")}
-    assert sorted(f for f in flags - {"--help", "--output", "--kubeconfig", "--context"} if f not in section) == []
+    common = {"--help", "--no-color", "--output", "--kubeconfig", "--context"}
+    assert sorted(f for f in flags - common if f not in section) == []
 
 
 def test_a_manifest_that_aliases_itself_large_is_refused(tmp_path: Path) -> None:
