@@ -17,7 +17,7 @@ from lifecycle import hostname_policy, hostnames, secrets, tenancy
 from lifecycle.application import Desired, Refusal
 from lifecycle.baseline import identity, record_name
 from lifecycle.crd import BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME
-from lifecycle.ownership import INSTANCE_INDEX, Verdict, conflicts, control, instance_holder, instance_of, owner_of
+from lifecycle.ownership import INSTANCE_INDEX, Verdict, conflicts, control, instance_holder, instance_of
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
 from renderer.manifests import HTTPROUTE
@@ -38,13 +38,6 @@ class Caches(Protocol):
     def cluster(self, kind: KindLike) -> Informer: ...
 
     def records(self, kind: KindLike) -> Informer: ...
-
-
-def _an_applications(obj: Mapping[str, Any]) -> bool:
-    """Whether an Application controls `obj` (one of the operator's children)."""
-    return any(ref.get("controller") and ref.get("kind") == APPLICATION.kind
-               and str(ref.get("apiVersion", "")).startswith(APPLICATION.api_version.split("/")[0] + "/")
-               for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
 class Tenancy:
@@ -127,14 +120,7 @@ class Tenancy:
                                                            holder_remembered=True).by
 
     def _served_elsewhere(self, host: str) -> str:
-        """The HTTPRoute no Application made that serves `host` already (by that exact name), in words, else "": the
-        platform's own routes (Argo CD's, Grafana's) and anyone else's hold their hostnames as a record would (an
-        Application's route is held by its record, and goes with its Application)."""
-        for route in self.controller.cluster(HTTPROUTE).items():
-            if host in ((route.get("spec") or {}).get("hostnames") or []) and not _an_applications(route):
-                meta = route["metadata"]
-                return f"HTTPRoute {meta.get('namespace')}/{meta['name']} ({owner_of(route)})"
-        return ""
+        return hostnames.served_by(host, self.controller.cluster(HTTPROUTE).items())
 
     async def _create(self, obj: dict[str, Any], records: Informer) -> dict[str, Any] | None:
         """Create the record; None when it is ours now, else the record someone else created first."""

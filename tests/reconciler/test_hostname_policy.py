@@ -1,6 +1,7 @@
 """lifecycle.hostname_policy alone (pure: the webhook's and the operator's one rule; tests/admission/test_hostnames.py
 and tests/reconciler/test_tenant_cluster.py prove it through the API server): the platform's names, the default
-name and who owns an app name, a namespace's grants, and what a HostnamePolicy may say."""
+name and who owns an app name, a namespace's grants, and what a HostnamePolicy may say; and which route holds a
+hostname already (lifecycle.hostnames.served_by)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from lifecycle.hostname_policy import check, read_all, refusal
+from lifecycle.hostnames import served_by
 from renderer.context import PlatformContext
 
 CONTEXT = PlatformContext(domain="apps.example.com")
@@ -79,3 +81,21 @@ def test_without_any_policy_only_default_names_are_allowed() -> None:
 def test_a_policy_that_does_not_read_is_refused_and_skipped(spec: dict[str, Any], field: str) -> None:
     assert field in [f for f, _ in check(policy("bad", **spec))]
     assert read_all([policy("bad", **spec)]) == ()
+
+
+def route(name: str, hosts: list[str], owner_kind: str = "", api_version: str = "apprafter.io/v1alpha1",
+          ) -> dict[str, Any]:
+    refs = [{"apiVersion": api_version, "kind": owner_kind, "name": "x", "uid": "u", "controller": True}]
+    return {"kind": "HTTPRoute", "metadata": {"namespace": "argocd", "name": name,
+                                              **({"ownerReferences": refs} if owner_kind else {})},
+            "spec": {"hostnames": hosts}}
+
+
+def test_a_route_no_application_made_holds_its_exact_hostnames() -> None:
+    routes = [route("argocd", ["argocd.apps.example.com"]), route("shop", ["shop.team-a.com"], "Application"),
+              route("wild", ["*.team-b.com"]),
+              route("other", ["grafana.apps.example.com"], "Application", "other.io/v1")]  # not our Application
+    assert served_by("argocd.apps.example.com", routes) == "HTTPRoute argocd/argocd (no controller)"
+    assert served_by("shop.team-a.com", routes) == ""  # an Application's route: its record decides
+    assert served_by("x.team-b.com", routes) == ""  # exact names only (docs/threat-model.md, out of scope)
+    assert served_by("grafana.apps.example.com", routes).startswith("HTTPRoute argocd/other (controlled by Application")
