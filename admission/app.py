@@ -1,5 +1,6 @@
 """The webhook's ASGI app: routes, the 3 MiB body limit, a deadline for reading a body and a budget for all bodies
-held at once, the review itself in a worker process (admission.pool) or inline, one log line and the metrics."""
+held at once (with each writer's share of it), the review itself in a worker process (admission.pool) or inline, one
+log line and the metrics."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, Histogram, generate_latest
 
-from admission import review
+from admission import memory, review
 from admission.pool import REFUSED, ReviewPool
+from admission.shares import Flow
 from toolchain.errors import USER_EXIT, AppRafterError
 from toolchain.timestamps import time_now
 
@@ -32,6 +34,7 @@ LATENCY = Histogram("apprafter_webhook_request_duration_seconds", "Time to answe
 
 
 FREE_BYTES = 64 << 10
+WRITER_BYTES = 4096  # the body's start that says who writes (admission.review.writer_hint)
 BUFFERED = Gauge("apprafter_webhook_buffered_bytes", "Bytes of request bodies held in memory now.")
 
 
@@ -43,33 +46,47 @@ class _TooLarge(AppRafterError):
 
 
 class _NoRoom(AppRafterError):
-    """All bodies held at once would pass the webhook's buffer budget (refused with 429: retry)."""
+    """No room for the request: its writer's wait is full (`why`), or the bodies held at once would pass the
+    webhook's buffer budget or the writer's share of it (refused with 429: retry)."""
 
     exit_code = USER_EXIT
 
-    def __init__(self, head: bytes) -> None:
+    def __init__(self, head: bytes, why: str | None = None) -> None:
         super().__init__("no room for the request body")
         self.head = head  # the body's start, for its request uid
+        self.why = why
 
 
 class BodyBudget:
-    """Bytes of request bodies the process holds at once, whoever sends them: a slow client holding a body just
-    under the size limit takes its share from here, so many of them cannot grow the process past its limit."""
+    """Bytes of request bodies the process holds at once, whoever sends them, and each writer's share of them: a
+    slow client holding a body just under the size limit takes its part from here, so many of them cannot grow the
+    process past its limit, and one writer's cannot take everyone else's room."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, per_flow: int | None = None) -> None:
         self.limit = limit
+        self.per_flow = per_flow if per_flow is not None else limit
         self.used = 0
+        self.flows: dict[Flow, int] = {}
 
-    def take(self, size: int) -> bool:
-        if self.used + size > self.limit:
+    def take(self, flow: Flow, size: int) -> bool:
+        mine = self.flows.get(flow, 0)
+        if self.used + size > self.limit or mine + size > self.per_flow:
             return False
         self.used += size
+        self.flows[flow] = mine + size
         BUFFERED.set(self.used)
         return True
 
-    def give(self, size: int) -> None:
+    def give(self, flow: Flow, size: int) -> None:
+        if not size:
+            return
         self.used -= size
+        left = self.flows.pop(flow, 0) - size
+        if left > 0:
+            self.flows[flow] = left
         BUFFERED.set(self.used)
+        if not self.used:
+            memory.settle()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,34 +96,62 @@ class Bounds:
     max_body: int = review.MAX_BODY_BYTES
     read_seconds: float = 10.0  # the whole body, from the end of the head (the API server sends it at once)
     buffered: int = 48 << 20  # every body held at once, past each one's first FREE_BYTES
+    flow_share: int = 4  # one writer (admission.shares.Flow) may hold 1/flow_share of `buffered`
+
+    @property
+    def buffered_per_flow(self) -> int:
+        return self.buffered // self.flow_share
 
 
-async def _body(receive: Receive, scope: Scope, bounds: Bounds, budget: BodyBudget, held: list[int]) -> bytes:
-    """The request body, or _TooLarge as soon as it exceeds the limit (the rest is never buffered), _NoRoom when
-    the budget of all bodies is spent; what it took from the budget is added to `held` (the caller gives it back)."""
-    for name, value in scope.get("headers", []):
-        if name == b"content-length" and value.isdigit() and int(value) > bounds.max_body:
-            raise _TooLarge
-    chunks: list[bytes] = []
-    size = 0
+class _Read:
+    """A request body being read: into one buffer (never copied again on its way to a worker), its writer known from
+    its first bytes, what it took from the budget."""
+
+    def __init__(self, scope: Scope) -> None:
+        client = scope.get("client")
+        self.client = str(client[0]) if client else "-"
+        self.flow: Flow | None = None
+        self.data = bytearray()
+        self.held = 0
+
+    def writer(self) -> Flow:
+        if self.flow is None:
+            user, namespace = review.writer_hint(self.data)
+            self.flow = Flow(self.client, user, namespace)
+        return self.flow
+
+
+async def _body(receive: Receive, scope: Scope, bounds: Bounds, budget: BodyBudget, read: _Read,
+                full: Callable[[Flow, int], str | None]) -> None:
+    """Read the request body into `read`, or raise _TooLarge as soon as it exceeds the limit (the rest is never
+    buffered), _NoRoom when its writer's wait is full (`full`, asked once the first bytes say who writes) or the
+    budget of all bodies (or the writer's share of it) is spent; what it took from the budget is in `read.held` (the
+    caller gives it back)."""
+    declared = _length(scope)
+    if declared > bounds.max_body:
+        raise _TooLarge
+    data = read.data
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             break
         chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > bounds.max_body:
+        if len(data) + len(chunk) > bounds.max_body:
             raise _TooLarge
+        data += chunk
+        more = bool(message.get("more_body"))
+        if read.flow is None and (len(data) >= WRITER_BYTES or not more):
+            why = full(read.writer(), max(declared, len(data)))
+            if why is not None:
+                raise _NoRoom(bytes(data[:4096]), why)
         # Every request's first FREE_BYTES come free (the connection cap bounds them): a small review always
         # finds room however many large bodies are held.
-        counted = max(0, size - FREE_BYTES) - held[0]
-        if counted and not budget.take(counted):
-            raise _NoRoom((chunks[0] if chunks else chunk)[:4096])
-        held[0] += counted
-        chunks.append(chunk)
-        if not message.get("more_body"):
+        counted = max(0, len(data) - FREE_BYTES) - read.held
+        if counted and not budget.take(read.writer(), counted):
+            raise _NoRoom(bytes(data[:4096]))
+        read.held += counted
+        if not more:
             break
-    return b"".join(chunks)
 
 
 async def _send(send: Send, status: int, body: bytes, content_type: bytes = b"application/json",
@@ -119,7 +164,7 @@ async def _send(send: Send, status: int, body: bytes, content_type: bytes = b"ap
 
 
 Ready = Callable[[], bool]
-Reviewer = Callable[[bytes, float], Awaitable[review.Outcome]]
+Reviewer = Callable[[bytearray, float, Flow], Awaitable[review.Outcome]]
 
 
 def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = None, pool: ReviewPool | None = None
@@ -127,15 +172,15 @@ def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = No
     """POST /validate and /mutate (AdmissionReview v1), GET /healthz, /readyz, /metrics. With a pool, reviews run
     in its worker processes (what `apprafter webhook` serves); without one, inline on the event loop."""
     bounds = bounds or Bounds()
-    budget = BodyBudget(bounds.buffered)
+    budget = BodyBudget(bounds.buffered, bounds.buffered_per_flow)
 
     def reviewer(path: str) -> Reviewer:
-        async def one(body: bytes, started: float) -> review.Outcome:
+        async def one(body: bytearray, started: float, flow: Flow) -> review.Outcome:
             if pool is not None:
-                return await pool.review(path, body, time_now(), started)
+                return await pool.review(path, body, time_now(), started, flow)
             if path == "/mutate":
-                return review.mutating(body, settings, time_now())
-            return review.validating(body, settings)
+                return review.mutating(bytes(body), settings, time_now())
+            return review.validating(bytes(body), settings)
         return one
 
     reviewers = {path: reviewer(path) for path in ("/validate", "/mutate")}
@@ -161,6 +206,10 @@ def make_app(settings: review.Settings, ready: Ready, bounds: Bounds | None = No
     return app
 
 
+def _never_full(flow: Flow, size: int) -> str | None:
+    return None
+
+
 def _length(scope: Scope) -> int:
     """The Content-Length a request declares (0 when none)."""
     for name, value in scope.get("headers", []):
@@ -169,38 +218,23 @@ def _length(scope: Scope) -> int:
     return 0
 
 
-async def _start(receive: Receive, size: int = 4096) -> bytes:
-    """The first `size` bytes of the body (the rest is never read: the connection closes after the answer)."""
-    chunks: list[bytes] = []
-    got = 0
-    while got < size:
-        message = await receive()
-        chunk = message.get("body", b"") if message["type"] == "http.request" else b""
-        chunks.append(chunk)
-        got += len(chunk)
-        if not message.get("more_body"):
-            break
-    return b"".join(chunks)[:size]
-
-
 async def _review(path: str, reviewer: Reviewer, scope: Scope, receive: Receive, send: Send, bounds: Bounds,
                   budget: BodyBudget, pool: ReviewPool | None) -> None:
     started = time.perf_counter()
     arrived = time.monotonic()  # the review's deadline counts from the request's head, as the API server's does
-    held = [0]
+    read = _Read(scope)
     close = False
-    full = pool.full(_length(scope)) if pool is not None else None
+    full = pool.full if pool is not None else _never_full
     try:
         try:
             async with asyncio.timeout(bounds.read_seconds):
-                if full is not None:  # refused before the body is read: only its start, for the request uid
-                    raise _NoRoom(await _start(receive))
-                body = await _body(receive, scope, bounds, budget, held)
+                await _body(receive, scope, bounds, budget, read, full)
         except _TooLarge:
             outcome, status, close = review.too_large(bounds.max_body), 413, True
         except _NoRoom as e:
             REFUSED.labels("busy").inc()
-            why = full or f"request bodies held at once would pass {bounds.buffered >> 20} MiB"
+            why = e.why or (f"request bodies held at once would pass {bounds.buffered >> 20} MiB, or this writer's "
+                            f"share of them, {bounds.buffered_per_flow >> 20} MiB")
             outcome, status, close = review.busy(e.head, why), 200, True
         except TimeoutError:
             REFUSED.labels("slow").inc()
@@ -209,13 +243,14 @@ async def _review(path: str, reviewer: Reviewer, scope: Scope, receive: Receive,
             return
         else:
             try:
-                outcome, status = await reviewer(body, arrived), 200
+                outcome, status = await reviewer(read.data, arrived, read.writer()), 200
             except Exception:  # a bug must refuse, never answer 500 or allow; logged with its traceback
                 log.exception("review failed")
-                outcome, status = review.internal_error(body), 200
-            del body
+                outcome, status = review.internal_error(bytes(read.data)), 200
     finally:
-        budget.give(held[0])
+        if read.flow is not None:
+            budget.give(read.flow, read.held)
+        read.data = bytearray()  # given back now, not when the answer is written
     payload = json.dumps(outcome.review).encode()
     await _send(send, status, payload, close=close)
     elapsed = time.perf_counter() - started

@@ -1,6 +1,7 @@
-"""The webhook's review workers, seen from its event loop: a fixed set of worker processes (admission.worker), two
-lanes (large bodies may never take the last worker, small ones go first), a bounded wait, a deadline per review
-(the worker is killed and replaced when it passes), and the answer for each way a review can end."""
+"""The webhook's review workers, seen from its event loop: a fixed set of worker processes (admission.worker) shared
+fairly between writers (admission.shares: a flow per writer, the operator's lane, large bodies never on the last
+worker), a bounded wait, a deadline per review (the worker is killed and replaced when it passes), and the answer for
+each way a review can end."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
+from admission.policies import PolicySource
 from admission.review import Outcome, Settings, busy, over_budget
+from admission.shares import LANES, LARGE, RESERVED, SMALL, Flow, Shares, Ticket
 from admission.worker import HEADER
 
 __all__ = ["Limits", "ReviewPool"]
@@ -23,11 +26,13 @@ __all__ = ["Limits", "ReviewPool"]
 log = logging.getLogger("apprafter.webhook")
 IN_FLIGHT = Gauge("apprafter_webhook_reviews_in_flight", "Reviews a worker is answering now, by lane.", ["lane"])
 WAITING = Gauge("apprafter_webhook_reviews_waiting", "Reviews waiting for a worker, by lane.", ["lane"])
+FLOWS = Gauge("apprafter_webhook_flows", "Writers (client, user, namespace) with a review waiting or running.")
 REFUSED = Counter("apprafter_webhook_refused", "Reviews refused without an answer from the rules, by why "
-                  "(busy, cpu, memory, deadline, worker).", ["why"])
+                  "(busy, pushed, cpu, memory, deadline, worker, slow, client).", ["why"])
 WORKER_STARTS = Counter("apprafter_webhook_worker_starts", "Review worker processes started.")
 WORKERS = Gauge("apprafter_webhook_workers", "Review workers up and warm (idle or reviewing).")
-SMALL, LARGE = "small", "large"
+Body = bytes | bytearray  # a request body as the app read it (never copied on its way to a worker)
+PIPE_PIECE = 64 << 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +43,10 @@ class Limits:
     cpu_seconds: float = 2.0  # per review, in its worker
     memory_mb: int = 96  # growth of a worker's data segment past its warm size
     deadline_seconds: float = 4.0  # request to answer, queueing included: below the configuration's timeoutSeconds
-    large_body: int = 256 << 10  # bodies above this are "large": they never take the last free worker
+    heavy_body: int = 64 << 10  # reviews of bodies above this never take the last free worker
+    large_body: int = 256 << 10  # bodies above this are "large": they wait in a lane of their own
     queue: int = 32  # reviews that may wait for a worker (large ones: at most `workers`)
+    reserved_queue: int = 8  # the operator's reviews that may wait (their own lane, served first)
     start_seconds: float = 60.0  # a worker's warm-up (cue builds the schema once)
 
 
@@ -48,6 +55,7 @@ class _Worker:
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
+        self.policies = -1  # the version of the HostnamePolicies it holds (admission.policies): none yet
 
     @classmethod
     async def start(cls, config: Mapping[str, Any], timeout: float) -> _Worker:
@@ -66,10 +74,17 @@ class _Worker:
             raise RuntimeError(f"a review worker did not start: {ready[:200]!r}")
         return worker
 
-    async def send(self, data: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(HEADER.pack(len(data)) + data)
-        await self.process.stdin.drain()
+    async def send(self, data: Body) -> None:
+        """One frame, its data in pieces the pipe takes as it goes: a large body is never copied whole into the
+        pipe's buffer (the process holds it once, in the request's buffer)."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(HEADER.pack(len(data)))
+        view = memoryview(data)
+        for at in range(0, len(view), PIPE_PIECE):
+            stdin.write(view[at:at + PIPE_PIECE])
+            await stdin.drain()
+        await stdin.drain()
 
     async def receive(self) -> bytes:
         assert self.process.stdout is not None
@@ -88,15 +103,17 @@ class _Worker:
 class ReviewPool:
     """Runs reviews in worker processes; `review` always returns an Outcome (refusals included), never raises."""
 
-    def __init__(self, settings: Settings, limits: Limits) -> None:
+    def __init__(self, settings: Settings, limits: Limits, policies: PolicySource | None = None) -> None:
         self.limits = limits
+        self.policies = policies
+        self.operator_user = settings.operator_user
         self.config = {"operator_user": settings.operator_user, "context": settings.context._asdict(),
-                       "cpu_seconds": limits.cpu_seconds, "memory_mb": limits.memory_mb}
+                       "claim_status_users": list(settings.claim_status_users), "cpu_seconds": limits.cpu_seconds,
+                       "memory_mb": limits.memory_mb}
         self.idle: list[_Worker] = []
-        self.running = {SMALL: 0, LARGE: 0}
-        self.waiting = {SMALL: 0, LARGE: 0}
+        self.shares = Shares(limits.workers, limits.queue, limits.reserved_queue)
+        self.waiters: dict[Ticket, asyncio.Future[_Worker | None]] = {}  # None: pushed out of the wait
         self.starting = 0
-        self.changed = asyncio.Condition()
         self.background: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -107,91 +124,99 @@ class ReviewPool:
         self._count()
 
     def _count(self) -> None:
-        WORKERS.set(len(self.idle) + sum(self.running.values()))
+        WORKERS.set(len(self.idle) + sum(self.shares.running_lanes.values()))
+        for lane in LANES:
+            WAITING.labels(lane).set(self.shares.lanes[lane].count)
+            IN_FLIGHT.labels(lane).set(self.shares.running_lanes[lane])
+        FLOWS.set(self.shares.flows())
 
     def ready(self) -> bool:
         """At least one worker is up (idle or reviewing)."""
-        return bool(self.idle) or sum(self.running.values()) > 0
+        return bool(self.idle) or sum(self.shares.running_lanes.values()) > 0
 
     def close(self) -> None:
         for worker in self.idle:
             worker.kill()
         self.idle.clear()
 
-    def _may_take(self, lane: str) -> bool:
-        if not self.idle:
-            return False
-        if lane == SMALL:
-            return True
-        # A large review waits while a small one does, and never takes the last idle worker (while one is being
-        # replaced, the live ones count); with a single worker configured there is no other to keep.
-        if self.waiting[SMALL]:
-            return False
-        return self.limits.workers == 1 or len(self.idle) >= 2
+    def ticket(self, flow: Flow, size: int) -> Ticket:
+        """The place a review of `size` bytes by `flow` asks for: the operator's lane, else by its size."""
+        lane = RESERVED if flow.user == self.operator_user else LARGE if size > self.limits.large_body else SMALL
+        return Ticket(flow, lane, heavy=size > self.limits.heavy_body)
 
-    def full(self, size: int) -> str | None:
-        """Why a body of `size` bytes would be refused at once (its lane's wait is full), else None: said before
-        the body is read, so a flood of large bodies costs the webhook their first bytes only."""
-        lane = LARGE if size > self.limits.large_body else SMALL
-        room = self.limits.queue if lane == SMALL else self.limits.workers
-        if self.waiting[lane] >= room:
-            return f"{self.waiting[lane]} {lane} reviews waiting for a worker"
-        return None
+    def full(self, flow: Flow, size: int) -> str | None:
+        """Why a body of `size` bytes from `flow` would be refused at once (its lane's wait is full and it cannot
+        take another flow's place), else None: said before the body is read, so a flood of large bodies costs the
+        webhook their first bytes only."""
+        return self.shares.refusal(self.ticket(flow, size))
 
-    async def review(self, path: str, body: bytes, now: str, started: float) -> Outcome:
-        """The answer for one review whose request arrived at `started` (time.monotonic())."""
-        lane = LARGE if len(body) > self.limits.large_body else SMALL
-        room = self.limits.queue if lane == SMALL else self.limits.workers
-        if self.waiting[lane] >= room:
+    async def review(self, path: str, body: Body, now: str, started: float, flow: Flow) -> Outcome:
+        """The answer for one review by `flow` whose request arrived at `started` (time.monotonic())."""
+        ticket = self.ticket(flow, len(body))
+        why, pushed = self.shares.enter(ticket)
+        if why is not None:
             REFUSED.labels("busy").inc()
-            return busy(body, f"{self.waiting[lane]} {lane} reviews waiting for a worker")
+            return busy(body, why)
+        if pushed is not None:
+            self.waiters.pop(pushed).set_result(None)
         deadline = started + self.limits.deadline_seconds
-        self.waiting[lane] += 1
-        WAITING.labels(lane).set(self.waiting[lane])
-        try:
-            async with self.changed:
-                await asyncio.wait_for(self.changed.wait_for(lambda: self._may_take(lane)),
-                                       max(0.0, deadline - time.monotonic()))
-                worker = self.idle.pop()
-                self.running[lane] += 1
-        except TimeoutError:
+        waiter: asyncio.Future[_Worker | None] = asyncio.get_running_loop().create_future()
+        self.waiters[ticket] = waiter
+        self._dispatch()
+        await asyncio.wait({waiter}, timeout=max(0.0, deadline - time.monotonic()))
+        if not waiter.done():
+            self.waiters.pop(ticket, None)
+            self.shares.leave(ticket)
+            self._count()
             REFUSED.labels("busy").inc()
             return busy(body, f"no worker was free within {self.limits.deadline_seconds:g} s")
-        finally:
-            self.waiting[lane] -= 1
-            WAITING.labels(lane).set(self.waiting[lane])
-        if lane == LARGE and deadline - time.monotonic() < self.limits.deadline_seconds / 4:
+        worker = waiter.result()
+        if worker is None:
+            REFUSED.labels("pushed").inc()
+            return busy(body, f"this writer's reviews fill the wait ({flow.user} in "
+                              f"{flow.namespace or 'the cluster scope'}); another writer's review took this one's "
+                              "place")
+        if ticket.lane == LARGE and deadline - time.monotonic() < self.limits.deadline_seconds / 4:
             # too little time left for a large review: refused now rather than killed half-way (a worker killed
             # is a worker warming up again)
-            await self._give_back(worker, lane)
+            self._give_back(worker, ticket)
             REFUSED.labels("busy").inc()
             return busy(body, "a large review waited too long for a worker")
-        IN_FLIGHT.labels(lane).inc()
         keep = False
         try:
             outcome, keep = await self._ask(worker, path, body, now, deadline)
             return outcome
         finally:
-            IN_FLIGHT.labels(lane).dec()
-            await self._give_back(worker, lane, keep)
+            self._give_back(worker, ticket, keep)
 
-    async def _give_back(self, worker: _Worker, lane: str, keep: bool = True) -> None:
-        async with self.changed:
-            self.running[lane] -= 1
-            if keep:
-                self.idle.append(worker)
-            else:
-                worker.kill()
-                self._replace()
-            self._count()
-            self.changed.notify_all()
+    def _dispatch(self) -> None:
+        """Hand free workers to the reviews whose turn it is."""
+        while self.idle:
+            ticket = self.shares.next(len(self.idle))
+            if ticket is None:
+                break
+            self.waiters.pop(ticket).set_result(self.idle.pop())
+        self._count()
 
-    async def _ask(self, worker: _Worker, path: str, body: bytes, now: str,
+    def _give_back(self, worker: _Worker, ticket: Ticket, keep: bool = True) -> None:
+        self.shares.finish(ticket)
+        if keep:
+            self.idle.append(worker)
+        else:
+            worker.kill()
+            self._replace()
+        self._dispatch()
+
+    async def _ask(self, worker: _Worker, path: str, body: Body, now: str,
                    deadline: float) -> tuple[Outcome, bool]:
         """(the outcome, whether the worker may review again)."""
         try:
             async with asyncio.timeout_at(asyncio.get_running_loop().time() + max(0.0, deadline - time.monotonic())):
-                await worker.send(json.dumps({"path": path, "now": now}).encode())
+                header: dict[str, Any] = {"path": path, "now": now}
+                if self.policies is not None and worker.policies != self.policies.version:
+                    header["policies"] = self.policies.snapshot()
+                    worker.policies = self.policies.version
+                await worker.send(json.dumps(header).encode())
                 await worker.send(body)
                 answer = await worker.receive()
         except TimeoutError:
@@ -220,10 +245,8 @@ class ReviewPool:
                 return
             finally:
                 self.starting -= 1
-            async with self.changed:
-                self.idle.append(worker)
-                self._count()
-                self.changed.notify_all()
+            self.idle.append(worker)
+            self._dispatch()
 
         task = asyncio.get_running_loop().create_task(replace())
         self.background.add(task)

@@ -20,10 +20,12 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
+from lifecycle import hostname_policy, hostnames
 from lifecycle.credentials import spec as credential_spec
 from platform_stack import resource as platform_stack
 from renderer import validate
 from renderer.context import PlatformContext
+from renderer.selectors import selector_problems
 from toolchain.errors import USER_EXIT, AppRafterError
 
 API_VERSION = "admission.k8s.io/v1"
@@ -37,6 +39,10 @@ _REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest
 # The request uid where the API server writes it (request.uid is the first "uid" of its JSON), read without
 # parsing a body the server will not parse on its event loop.
 _UID = re.compile(rb'"uid"\s*:\s*"([^"\\]{1,128})"')
+# Who writes, and where, read the same way for the webhook's fair shares (the API server writes request.namespace
+# and request.userInfo.username before the object).
+_USER = re.compile(rb'"userInfo"\s*:\s*\{\s*"username"\s*:\s*"([^"\\]{1,256})"')
+_NAMESPACE = re.compile(rb'"namespace"\s*:\s*"([^"\\]{1,63})"')
 
 # What a request must carry for any rule to read it (the API server always sends these).
 _OBJECT = {"type": ["object", "null"]}
@@ -69,10 +75,18 @@ REQUEST_SCHEMA: dict[str, Any] = {
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """What the rules need from the command line: who the operator is, the platform (tier) for warnings."""
+    """What the rules need from the command line: who the operator is, the platform (tier) for warnings, who
+    provides claims."""
 
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
+    claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
+    # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
+    hostname_policies: tuple[hostname_policy.Policy, ...] = ()
+
+    @property
+    def claim_providers(self) -> tuple[str, ...]:
+        return self.claim_status_users or (self.operator_user,)
 
     @property
     def operator_namespace(self) -> str | None:
@@ -213,14 +227,24 @@ def too_large(limit: int = MAX_BODY_BYTES) -> Outcome:
     return Outcome(_answer("", False, TOO_LARGE, message), "-", "-", False)
 
 
-def uid_hint(body: bytes) -> str:
+def uid_hint(body: bytes | bytearray) -> str:
     """The request uid from the first 4 KiB of a body, "" when none is there (the API server then refuses the
     answer, which with failurePolicy Fail refuses the write too)."""
-    found = _UID.search(body[:4096])
+    found = _UID.search(bytes(body[:4096]))
     return found.group(1).decode("utf-8", "replace") if found else ""
 
 
-def over_budget(body: bytes, what: str) -> Outcome:
+def writer_hint(body: bytes | bytearray) -> tuple[str, str]:
+    """(username, namespace) of the request from the first 4 KiB of a body, "" for each not found there: what the
+    webhook's fair shares key a review by before anyone parses it (a body sent past the API server may name anyone:
+    the shares key it by its client too)."""
+    head = bytes(body[:4096])
+    user, namespace = _USER.search(head), _NAMESPACE.search(head)
+    return (user.group(1).decode("utf-8", "replace") if user else "",
+            namespace.group(1).decode("utf-8", "replace") if namespace else "")
+
+
+def over_budget(body: bytes | bytearray, what: str) -> Outcome:
     """The answer to a review that ran out of `what` (CPU time, memory, time): refused, not retried: the same
     object costs the same again."""
     message = (f"refused: reviewing this object took more than the admission webhook's budget ({what}); nothing "
@@ -229,7 +253,7 @@ def over_budget(body: bytes, what: str) -> Outcome:
     return Outcome(_answer(uid_hint(body), False, TOO_LARGE, message), "-", "-", False)
 
 
-def busy(body: bytes, why: str) -> Outcome:
+def busy(body: bytes | bytearray, why: str) -> Outcome:
     """The answer when the webhook has no room for another review now (a 429 the writer may retry)."""
     message = f"refused for now: the admission webhook is at capacity ({why}); nothing was admitted: retry"
     return Outcome(_answer(uid_hint(body), False, BUSY, message), "-", "-", False)
@@ -275,7 +299,31 @@ def _application(req: _Request, settings: Settings) -> _Verdict:
         return _Verdict(tuple(problems))
     checked = check_application(req.obj, settings.context, req.who)
     problems += [(p.field, p.message) for p in checked.problems]
-    return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+    if problems:
+        return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+    return _Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, tuple(checked.warnings))
+
+
+def _hostname_problems(req: _Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """HostnameNotAllowed, as the operator says it (lifecycle.hostname_policy), for each public hostname the object's
+    render routes; the field is where the hostname is written (the app's name, for its default one)."""
+    spec = req.obj.get("spec") or {}
+    environment, app = str(spec.get("environment")), str((req.obj.get("metadata") or {}).get("name"))
+    field = "metadata.name"
+    for where in (("environments", environment), ("base",)):
+        node: Any = spec
+        for key in where:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and (node.get("expose") or {}).get("hostname"):
+            field = ".".join(("spec", *where, "expose", "hostname"))
+            break
+    problems = []
+    for host in hostnames.hostnames(objects):
+        why = hostname_policy.refusal(host, app, environment, req.namespace, settings.context,
+                                      settings.hostname_policies)
+        if why:
+            problems.append((field, f"{hostname_policy.NOT_ALLOWED}: {why}"))
+    return problems
 
 
 def _operator_status(req: _Request, settings: Settings) -> _Verdict:
@@ -315,6 +363,20 @@ def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(problems), FORBIDDEN)
 
 
+def _resource_claim(req: _Request, settings: Settings) -> _Verdict:
+    selector = (req.obj.get("spec") or {}).get("selector") or {}
+    return _Verdict(tuple((f"spec.selector.{key}", why) for key, why in selector_problems(selector)), FORBIDDEN)
+
+
+def _claim_status(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.claim_status_writer(req.user, settings.claim_providers)
+    return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
+
+
+def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
+    return _Verdict(tuple(hostname_policy.check(req.obj)))
+
+
 def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(platform_stack.check(req.obj)))
 
@@ -337,6 +399,9 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("PublicHostname", "status"): _operator_status,
     ("SourceCredential", ""): _source_credential,
     ("SourceCredential", "status"): _operator_status,
+    ("ResourceClaim", ""): _resource_claim,
+    ("ResourceClaim", "status"): _claim_status,
+    ("HostnamePolicy", ""): _hostname_policy,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

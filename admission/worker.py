@@ -3,13 +3,15 @@ each within a CPU budget (ITIMER_PROF), in a data segment capped at its size aft
 
 Frames both ways are a 4-byte big-endian length and that many bytes. The first frame from the server is the
 worker's configuration (JSON); the worker answers `ready` once the rules are warm, then, per review, reads a
-header frame (JSON: path, now) and a body frame and writes the Outcome as JSON. A review over its CPU budget is
+header frame (JSON: path, now, and the HostnamePolicies when they changed) and a body frame and writes the Outcome
+as JSON. A review over its CPU budget is
 refused with a clear message and the worker carries on; one over its memory budget is refused and the worker
 exits (the server starts another), since a MemoryError can leave any object half-built.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -19,7 +21,8 @@ import sys
 from types import FrameType
 from typing import IO, Any
 
-from admission import review
+from admission import memory, review
+from lifecycle import hostname_policy
 from renderer.context import PlatformContext
 from toolchain.errors import ToolFailure
 
@@ -74,7 +77,7 @@ def _tuples(value: Any) -> Any:
 
 def _settings(config: dict[str, Any]) -> review.Settings:
     context: dict[str, Any] = {k: _tuples(v) for k, v in config["context"].items() if k in PlatformContext._fields}
-    return review.Settings(config["operator_user"], PlatformContext(**context))
+    return review.Settings(config["operator_user"], PlatformContext(**context), tuple(config["claim_status_users"]))
 
 
 def _answer(path: str, body: bytes, settings: review.Settings, now: str, cpu_seconds: float) -> tuple[
@@ -111,6 +114,7 @@ def main() -> None:
         return
     config = json.loads(first)
     settings = _settings(config)
+    memory.tune()
     review.warm_up()
     signal.signal(signal.SIGPROF, _on_sigprof)
     _limit_memory(int(config["memory_mb"]))
@@ -120,11 +124,16 @@ def main() -> None:
         if header is None or body is None:
             return
         request = json.loads(header)
+        if "policies" in request:  # the cluster's HostnamePolicies changed since this worker's last review
+            settings = dataclasses.replace(settings, hostname_policies=hostname_policy.read_all(request["policies"]))
         try:
             outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
         except _OverBudget:  # the timer fired as the review ended, before it was stopped
             outcome, spent = review.over_budget(body, f"{config['cpu_seconds']:g} s of CPU time"), "cpu"
+        large = len(body) > memory.MMAP_THRESHOLD
         del body
+        if large:  # what a large object's review took goes back to the system, not only to the allocator
+            memory.trim()
         leave = spent == "memory"
         write_frame(out, json.dumps({"outcome": outcome.to_json(), "spent": spent, "leave": leave}).encode())
         if leave:

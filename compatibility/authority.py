@@ -70,6 +70,15 @@ def status_writer(kind: str, user: str, operator_user: str) -> str | None:
             "(the status is the gate's baseline, spec §3.8)")
 
 
+def claim_status_writer(user: str, providers: tuple[str, ...]) -> str | None:
+    """Why `user` may not write a ResourceClaim's status (None when it may): the providers' alone, as an
+    Application's is the operator's (a claim marked ready is what lets its Application deploy, spec §3.3)."""
+    if user in providers:
+        return None
+    return (f"only the claim's provider ({', '.join(providers)}) may write ResourceClaim status; {user!r} may not "
+            "(a claim marked ready lets its Application deploy with the connection Secret the provider wrote)")
+
+
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
     are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""

@@ -20,10 +20,12 @@ from renderer.render import manifests
 
 @dataclasses.dataclass(frozen=True)
 class ObjectCheck:
-    """What is wrong with an Application object (problems), else what the renderer warns about it."""
+    """What is wrong with an Application object (problems), else what the renderer warns about it and the objects
+    it renders for its environment (the webhook reads their public hostnames)."""
 
     problems: list[Problem]
     warnings: list[str]
+    objects: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def check_application(document: Mapping[str, Any], context: PlatformContext, display: str = "") -> ObjectCheck:
@@ -39,6 +41,6 @@ def check_application(document: Mapping[str, Any], context: PlatformContext, dis
         return ObjectCheck(sorted(set(problems)), [])
     environment = app.document["spec"]["environment"]
     namespace = app.document["metadata"].get("namespace")
-    _, warnings = manifests(app, environment, namespace, context)
+    objects, warnings = manifests(app, environment, namespace, context)
     looks_interpolated = [str(w) for w in validate.interpolation_warnings(app)]
-    return ObjectCheck([], [*looks_interpolated, *(f"{environment}: {w}" for w in warnings)])
+    return ObjectCheck([], [*looks_interpolated, *(f"{environment}: {w}" for w in warnings)], objects)

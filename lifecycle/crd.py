@@ -1,14 +1,16 @@
 """The CRD sources of what the operator keeps in its own namespace (lifecycle/schema/): the gate's baselines, the
-holders of public hostnames and the SourceCredentials (lifecycle.credentials.spec), generated like every other CRD;
+holders of public hostnames and the SourceCredentials (lifecycle.credentials.spec), generated like every other CRD,
+and the administrators' HostnamePolicies (lifecycle.hostname_policy, cluster-scoped);
 OPERATOR_CRDS is every CRD the operator needs installed (`apprafter crds` prints them with the PlatformStack's)."""
 
 from __future__ import annotations
 
 from compatibility.crd import ALL_CRDS
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
+from lifecycle.hostname_policy import HOSTNAME_POLICY
 from renderer.crds import AGE, Column, CrdSource, cel
 
-__all__ = ["BASELINE", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SOURCE_CREDENTIAL"]
+__all__ = ["BASELINE", "HOSTNAME_POLICY", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SOURCE_CREDENTIAL"]
 
 BASELINE = CrdSource(
     "ApplicationBaseline", "lifecycle", "baseline.cue", "ApplicationBaselineSpec", "applicationbaselines",
@@ -30,4 +32,4 @@ PUBLIC_HOSTNAME = CrdSource(
     columns=(Column("Namespace", ".spec.holder.namespace"), Column("Application", ".spec.holder.name"),
              Column("Environment", ".spec.holder.environment"), AGE),
 )
-OPERATOR_CRDS = (*ALL_CRDS, BASELINE, PUBLIC_HOSTNAME, SOURCE_CREDENTIAL)
+OPERATOR_CRDS = (*ALL_CRDS, BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME, SOURCE_CREDENTIAL)

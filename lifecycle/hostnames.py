@@ -1,7 +1,8 @@
 """Who holds a public hostname (and its Certificate): the first deployment that asked, recorded as a PublicHostname
 named by the hostname in the operator's namespace (the API server lets only one create it). A holder keeps it while
 its Application or its ApplicationBaseline exists (a deployment outlives its object: lifecycle.baseline); a record
-whose holder has neither is stale and goes to the next asker."""
+whose holder has neither is stale and goes to the next asker. A hostname an HTTPRoute no Application made serves
+already is held by that route."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from typing import Any, Literal, NamedTuple
 
 from lifecycle.baseline import identity
 from lifecycle.crd import PUBLIC_HOSTNAME
+from lifecycle.ownership import owner_of
+from renderer.crds import APPLICATION
 
 __all__ = ["HOLDER_INDEX", "Holding", "holder", "holder_key", "holding", "hostnames", "record", "records_key",
-           "released"]
+           "released", "served_by"]
 
 Identity = tuple[str, str, str]  # (namespace, app, environment)
 HOLDER_INDEX = "holder"  # the records' cache index of holder_key
@@ -78,3 +81,22 @@ def released(records: Iterable[Mapping[str, Any]], app: Mapping[str, Any], wante
     keep, mine = set(wanted), identity(app)
     return sorted(str(r["metadata"]["name"]) for r in records
                   if holder(r) == mine and r["metadata"]["name"] not in keep)
+
+
+def _an_applications(obj: Mapping[str, Any]) -> bool:
+    """Whether an Application controls `obj` (one of the operator's children)."""
+    group = APPLICATION.api_version.split("/")[0] + "/"
+    return any(ref.get("controller") and ref.get("kind") == APPLICATION.kind
+               and str(ref.get("apiVersion", "")).startswith(group)
+               for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def served_by(hostname: str, routes: Iterable[Mapping[str, Any]]) -> str:
+    """The HTTPRoute no Application made that serves `hostname` already (by that exact name), in words, else "": the
+    platform's own routes (Argo CD's, Grafana's) and anyone else's hold their hostnames as a record would (an
+    Application's route is held by its record, and goes with its Application)."""
+    for route in routes:
+        if hostname in ((route.get("spec") or {}).get("hostnames") or []) and not _an_applications(route):
+            meta = route["metadata"]
+            return f"HTTPRoute {meta.get('namespace')}/{meta['name']} ({owner_of(route)})"
+    return ""

@@ -1,6 +1,7 @@
 """The refusals of a pass that would reach past its own tenant: an instance name another Application holds, a Secret
-not granted, a child the operator does not control, a hostname another deployment holds. Each is Ready=False with
-its reason (docs/operator.md); nothing is applied or pruned, and the pass is tried again at the next resync."""
+not granted, a child the operator does not control, a hostname its namespace may not use, a hostname another
+deployment (or a route not ours) holds. Each is Ready=False with its reason (docs/operator.md); nothing is applied or
+pruned, and the pass is tried again at the next resync."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lifecycle.application import Refusal
+from lifecycle.hostname_policy import NOT_ALLOWED as HOSTNAME_NOT_ALLOWED
 from lifecycle.ownership import ADOPT_ANNOTATION
 
-__all__ = ["CHILD_CONFLICT", "HOSTNAME_CONFLICT", "NAME_CONFLICT", "SECRET_NOT_GRANTED", "child_conflict",
-           "hostname_conflict", "name_conflict", "secret_not_granted"]
+__all__ = ["CHILD_CONFLICT", "HOSTNAME_CONFLICT", "HOSTNAME_NOT_ALLOWED", "NAME_CONFLICT", "SECRET_NOT_GRANTED",
+           "child_conflict", "hostname_conflict", "hostname_not_allowed", "name_conflict", "secret_not_granted"]
 
 NAME_CONFLICT, SECRET_NOT_GRANTED = "NameConflict", "SecretNotGranted"
 CHILD_CONFLICT, HOSTNAME_CONFLICT = "ChildConflict", "HostnameConflict"
@@ -41,3 +43,9 @@ def hostname_conflict(taken: Sequence[tuple[str, str]]) -> Refusal:
     listed = "; ".join(f"{host} is held by {by}" for host, by in taken)
     return Refusal(HOSTNAME_CONFLICT, f"{listed}: no route or certificate for it here (a hostname is its first "
                    "deployment's until that deployment gives it up or is forgotten)")
+
+
+def hostname_not_allowed(refused: Sequence[str]) -> Refusal:
+    """`refused`: lifecycle.hostname_policy's reason for each hostname the Application may not use."""
+    return Refusal(HOSTNAME_NOT_ALLOWED, f"{'; '.join(refused)}: no route or certificate for it (docs/operator.md "
+                   "\"Public hostnames\")")

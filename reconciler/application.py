@@ -14,6 +14,7 @@ from prometheus_client import Counter
 
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
+from controller_runtime.client import ALL_NAMESPACES
 from controller_runtime.errors import KubeError
 from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
@@ -34,7 +35,7 @@ from lifecycle.application import (
 from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import prunable
 from lifecycle.conditions import StatusUpdate
-from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
+from lifecycle.crd import BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME
 from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image
 from lifecycle.credentials.reports import scoped_out
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
@@ -45,6 +46,7 @@ from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
+from lifecycle.private_images import private_hosts, pull_always
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event
@@ -52,7 +54,7 @@ from reconciler.status import status_of
 from reconciler.tenancy import Tenancy
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
-from renderer.manifests import KINDS
+from renderer.manifests import HTTPROUTE, KINDS
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["ApplicationController"]
@@ -95,6 +97,13 @@ def plan_primaries(plan: Mapping[str, Any]) -> Iterable[Key]:
     return [(str(meta.get("namespace", "")), name)] if name else []
 
 
+CLUSTER = (ALL_NAMESPACES,)
+
+
+def no_primaries(obj: Mapping[str, Any]) -> Iterable[Key]:
+    return ()
+
+
 class ApplicationController:
     """Reconciles apprafter.io/v1alpha1 Applications into their children (see docs/operator.md)."""
 
@@ -114,7 +123,9 @@ class ApplicationController:
                 *(Watch(kind, MANAGED, owners) for kind in KINDS), Watch(POD, MANAGED, pod_primaries),
                 Watch(BASELINE, {}, baseline_primaries, records),
                 Watch(PUBLIC_HOSTNAME, {}, hostname_primaries, records),
-                Watch(SOURCE_CREDENTIAL, {}, self.credential_primaries, records)]
+                Watch(SOURCE_CREDENTIAL, {}, self.credential_primaries, records),
+                # read when a pass checks a hostname: who may use it, and which routes not ours already serve it
+                Watch(HOSTNAME_POLICY, {}, no_primaries, CLUSTER), Watch(HTTPROUTE, {}, no_primaries, CLUSTER)]
 
     def credential_primaries(self, credential: Mapping[str, Any]) -> Iterable[Key]:
         """The Applications whose Deployment runs an image the SourceCredential covers (its validity is in their
@@ -135,6 +146,11 @@ class ApplicationController:
             return _indexed(self.runtime.informer(kind), kind)
         labels = APPLICATION_PLAN_LABELS if kind.kind == MIGRATION_PLAN.kind else MANAGED
         return _indexed(self.runtime.informer(kind, labels), kind)
+
+    def cluster(self, kind: KindLike) -> Informer:
+        """The cache of every object of a kind in the cluster, whoever made it (HostnamePolicies, HTTPRoutes)."""
+        assert self.runtime is not None
+        return self.runtime.informer(kind, {}, CLUSTER)
 
     def records(self, kind: KindLike) -> Informer:
         """The cache of a kind the operator keeps in its own namespace (lifecycle.crd)."""
@@ -178,6 +194,8 @@ class ApplicationPass:
                          recorded=recorded, field_manager=self.kube.field_manager)
         if isinstance(desired, Refusal):
             return await self.refuse(desired)
+        credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
+        desired = desired._replace(children=pull_always(desired.children, private_hosts(credentials)))
         try:
             refusal = await self.tenancy.refusal(desired)
         except KubeError as e:

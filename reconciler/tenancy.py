@@ -1,7 +1,7 @@
-"""The edge of the tenancy rules (lifecycle.ownership, .secrets, .hostnames, .tenancy) for one Application pass:
-reads the namespace's Applications, the metadata of the Secrets it names, what the cluster holds under each child's
-name and the hostname records; calls the cores; writes only the hostname records (create first: the API server
-decides who was first)."""
+"""The edge of the tenancy rules (lifecycle.ownership, .secrets, .hostname_policy, .hostnames, .tenancy) for one
+Application pass: reads the namespace's Applications, the metadata of the Secrets it names, what the cluster holds
+under each child's name, the HostnamePolicies, the routes and the hostname records; calls the cores; writes only the
+hostname records (create first: the API server decides who was first)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.writes import delete_exactly
-from lifecycle import hostnames, secrets, tenancy
+from lifecycle import hostname_policy, hostnames, secrets, tenancy
 from lifecycle.application import Desired, Refusal
 from lifecycle.baseline import identity, record_name
-from lifecycle.crd import BASELINE, PUBLIC_HOSTNAME
+from lifecycle.crd import BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME
 from lifecycle.ownership import INSTANCE_INDEX, Verdict, conflicts, control, instance_holder, instance_of
+from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
+from renderer.manifests import HTTPROUTE
 
 __all__ = ["Tenancy"]
 
@@ -29,8 +31,11 @@ class Caches(Protocol):
     """What the Application controller offers the tenancy checks."""
 
     records_namespace: str
+    context: PlatformContext
 
     def cache(self, kind: KindLike) -> Informer: ...
+
+    def cluster(self, kind: KindLike) -> Informer: ...
 
     def records(self, kind: KindLike) -> Informer: ...
 
@@ -61,7 +66,14 @@ class Tenancy:
         if taken:
             return tenancy.child_conflict(self.app, taken)
         self.verdicts = {key: control(obj, self.app).verdict for key, obj in live.items()}
-        held = [(host, by) for host in hostnames.hostnames(desired.children) if (by := await self._claim(host))]
+        wanted = hostnames.hostnames(desired.children)
+        policies = hostname_policy.read_all(self.controller.cluster(HOSTNAME_POLICY).items())
+        meta = self.app["metadata"]
+        refused = [why for host in wanted if (why := hostname_policy.refusal(
+            host, meta["name"], self.app["spec"]["environment"], self.namespace, self.controller.context, policies))]
+        if refused:
+            return tenancy.hostname_not_allowed(refused)
+        held = [(host, by) for host in wanted if (by := await self._claim(host))]
         if held:
             return tenancy.hostname_conflict(held)
         return None
@@ -86,6 +98,9 @@ class Tenancy:
         ns = self.controller.records_namespace
         current = records.get(ns, host)
         if current is None:
+            served = self._served_elsewhere(host)
+            if served:
+                return served
             current = await self._create(hostnames.record(host, self.app, ns), records)
             if current is None:
                 return ""
@@ -96,10 +111,16 @@ class Tenancy:
         if verdict.verdict == "taken":
             return verdict.by
         # stale: its holder has neither an Application nor a baseline; take it over, exactly that record
+        served = self._served_elsewhere(host)
+        if served:
+            return served
         await delete_exactly(self.kube, records, current)
         first = await self._create(hostnames.record(host, self.app, ns), records)
         return "" if first is None else hostnames.holding(first, self.app, holder_exists=True,
                                                            holder_remembered=True).by
+
+    def _served_elsewhere(self, host: str) -> str:
+        return hostnames.served_by(host, self.controller.cluster(HTTPROUTE).items())
 
     async def _create(self, obj: dict[str, Any], records: Informer) -> dict[str, Any] | None:
         """Create the record; None when it is ours now, else the record someone else created first."""

@@ -15,6 +15,7 @@ __all__ = [
     "GATEWAY_NAMESPACE",
     "HTTPS_LISTENER",
     "HTTP_LISTENER",
+    "PLATFORM_HOSTS",
     "TIERS",
     "PlatformContext"
 ]
@@ -27,6 +28,10 @@ TIERS = ("dev", "solo", "team", "production", "regulated")
 GATEWAY_NAMESPACE = "apprafter-gateway"
 GATEWAYS = {"public": "public", "internal": "internal", "vpn": "vpn"}  # network -> Gateway name
 HTTPS_LISTENER, HTTP_LISTENER = "https", "http"
+# The names under the platform's domain that its own components route (Argo CD's and Grafana's UIs, ...): no
+# Application may route them or any name under them (lifecycle.hostname_policy). The one list: a stack component
+# that routes a name under the domain takes its label from here.
+PLATFORM_HOSTS = ("argocd", "grafana", "prometheus", "alertmanager", "hubble", "backstage", "openbao", "registry")
 # The ClusterIssuer the platform's cert-manager provides for public hostnames (the stack creates it).
 CLUSTER_ISSUER = "apprafter-public"
 # What each tier can provide; an app asking for more gets a warning, never a silent drop.
@@ -53,6 +58,7 @@ class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses`
     confidential_runtime_class: str = "kata-cc"
     dns_namespace: str = "kube-system"
     dns_selector: tuple[tuple[str, str], ...] = (("k8s-app", "kube-dns"),)
+    platform_hosts: tuple[str, ...] = PLATFORM_HOSTS
     provider_namespaces: tuple[tuple[str, str], ...] = (
         ("pg", "apprafter-pg"), ("redis", "apprafter-redis"), ("jetstream", "apprafter-nats"),
         ("clickhouse", "apprafter-clickhouse"), ("s3", "apprafter-s3"),

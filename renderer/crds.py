@@ -78,6 +78,7 @@ class CrdSource:
     extra_files: tuple[tuple[str, str], ...] = ()
     patches: tuple[SchemaPatch, ...] = ()
     columns: tuple[Column, ...] = ()
+    cluster_scoped: bool = False
 
     @property
     def api_version(self) -> str:
@@ -278,7 +279,8 @@ def apply_patches(schema: dict[str, Any], patches: tuple[SchemaPatch, ...]) -> d
 
 
 def crd(source: CrdSource) -> dict[str, Any]:
-    """The CustomResourceDefinition for one source (namespaced, v1alpha1, status subresource)."""
+    """The CustomResourceDefinition for one source (namespaced unless it says otherwise, v1alpha1, status
+    subresource)."""
     kind_name, plural, short = source.kind, source.plural, list(source.short_names)
     schemas = _schemas(source)
     schema = apply_patches({"type": "object", "properties": {
@@ -292,7 +294,7 @@ def crd(source: CrdSource) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{GROUP}"},
-        "spec": {"group": GROUP, "scope": "Namespaced",
+        "spec": {"group": GROUP, "scope": "Cluster" if source.cluster_scoped else "Namespaced",
                  "names": {"kind": kind_name, "listKind": f"{kind_name}List", "plural": plural,
                            "singular": kind_name.lower(), "shortNames": short},
                  "versions": [version]},

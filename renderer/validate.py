@@ -20,6 +20,7 @@ from renderer.fieldpos import Positions
 from renderer.health import health_problems
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
+from renderer.selectors import selector_problems
 from renderer.source import LoadedApp
 
 __all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
@@ -188,6 +189,9 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     elif (refused := imageref.refusal(eff["image"])) is not None:  # the kubelet would leave it in InvalidImageName
         c.add(c.where(env, "image"), f"image {_shown(eff['image'])} is not a valid image reference: {refused}")
     needs = eff.get("needs", {})
+    for need, fields in needs.items():
+        for key, why in selector_problems((fields or {}).get("selector") or {}):
+            c.add(c.where(env, "needs", need, "selector", key), why)
     for key, value in eff.get("env", {}).items():
         if isinstance(value, dict) and "claim" in value:
             need = value["claim"].split("/", 1)[0]

@@ -7,15 +7,18 @@
     `--servers` also runs the same ASGI app under hypercorn, side by side (why admission/ uses uvicorn).
 (2) Application creates through the test bed's kube-apiserver into a namespace the webhook is registered for
     and into one it is not, interleaved; the difference is what the webhook adds to a user's write.
-(3) `--hostile` (issue 24): another tenant's small creates through kube-apiserver at a fixed rate, alone and while
-    a hostile tenant sends dry-run creates of a 2 MB Application and of a 10 000-environment one as fast as its
-    connections go, interleaved rounds of the same run: p50/p99 before and during, side by side; what the hostile
-    reviews cost in the webhook and what they got; the webhook's resident memory (with its workers) at its peak;
-    and the CPU and memory one review of the largest Application etcd stores (1.5 MiB) takes, which the chart's
-    budgets follow from.
+(3) `--hostile` (issues 24 and 34): another tenant's small creates through kube-apiserver at a fixed rate, alone and
+    while a hostile tenant (another user) floods, interleaved rounds of the same run: p50/p99 before and during,
+    side by side, in the webhook and end to end, and each tenant's refusals. The flood is `--flood valid` (issue 34:
+    valid ~110 KiB Applications from `--flood-clients` connections) or `--flood heavy` (issue 24: 2 MB and
+    10 000-environment ones). Also: the webhook's handler time through kube-apiserver at a paced `--rate`, with the
+    bounds and shares in place; the webhook's resident memory (with its workers) before, during and after a burst of
+    slow bodies; the CPU and memory one review of the largest Application etcd stores (1.5 MiB) takes, which the
+    chart's budgets follow from.
 
 Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
                                                   [--servers] [--skip-e2e] [--hostile] [--hostile-rate 20]
+                                                  [--flood valid|heavy] [--flood-clients 36]
 """
 
 from __future__ import annotations
@@ -453,8 +456,94 @@ def bench_hostile_webhook(args: argparse.Namespace, workdir: Path) -> None:
         proc.stop()
 
 
+TENANT, FLOODER = "tenant-other", "tenant-flood"
+
+
+def bed_with_tenants(workdir: Path, name: str) -> KubeTestBed:
+    """A bare API server with our CRDs and two tenants who may write Applications (and nothing else)."""
+    bed: KubeTestBed = start_kube(workdir / name, install_crds=False, users={TENANT: (), FLOODER: ()})
+    try:
+        crds = subprocess.run([sys.executable, "-m", "apprafter", "crds"], capture_output=True, text=True,
+                              check=True, cwd=ROOT)
+        (workdir / f"{name}-crds.yaml").write_text(crds.stdout)
+        bed.install_crds([workdir / f"{name}-crds.yaml"])
+        rbac = "rbac.authorization.k8s.io"
+        bed.apply({"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": "bench-tenant"},
+                   "rules": [{"apiGroups": ["apprafter.io"], "resources": ["applications"], "verbs": ["*"]}]})
+        bed.apply({"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "bench-tenant"},
+                   "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "bench-tenant"},
+                   "subjects": [{"kind": "User", "name": u, "apiGroup": rbac} for u in (TENANT, FLOODER)]})
+    except BaseException:
+        bed.stop()
+        raise
+    return bed
+
+
+def register_webhook(bed: KubeTestBed, url: str, cert: ServingCert, namespaces: list[str], name: str) -> None:
+    hook = {"name": "applications.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Fail", "timeoutSeconds": 5, "matchPolicy": "Equivalent",
+            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
+                                                        "values": namespaces}]},
+            "clientConfig": {"url": url + "/validate", "caBundle": base64.b64encode(cert.ca_pem).decode()},
+            "rules": [{"apiGroups": ["apprafter.io"], "apiVersions": ["v1alpha1"],
+                       "operations": ["CREATE", "UPDATE"], "resources": ["applications"]}]}
+    bed.apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+               "metadata": {"name": name}, "webhooks": [hook]})
+    info = bed.resource_for("apprafter.io/v1alpha1", "Application")
+    canary = parser_cr(namespaces[0], "canary")
+    canary["spec"]["base"]["env"]["bad-key"] = "x"
+    wait_for("the webhook to be honoured", lambda: "applications.apprafter.io" in bed.http.post(
+        info.path(None, namespaces[0]), json=canary, params={"dryRun": "All"}).text or None, 30)
+
+
+def handler_times(proc: ManagedProcess, namespace: str, since: int = 0) -> list[float]:
+    """The webhook's own time (its log's "ms") for each review of an object in `namespace`, after byte `since`."""
+    times = []
+    for line in proc.log_path.read_bytes()[since:].decode(errors="replace").splitlines():
+        start = line.find('{"webhook":"validate"')
+        if start >= 0:
+            entry = json.loads(line[start:])
+            if f" {namespace}/" in entry["object"]:
+                times.append(entry["ms"] / 1000)
+    return times
+
+
+def bench_paced(args: argparse.Namespace, workdir: Path) -> None:
+    """Creates through kube-apiserver at a paced --rate: the webhook's handler time with the bounds and shares."""
+    bed = bed_with_tenants(workdir, "kube-paced")
+    cert = CA().serving_cert(workdir / "tls-paced", "webhook")
+    proc: ManagedProcess | None = None
+    try:
+        proc, url = start_server("uvicorn", cert, workdir)
+        ns = f"paced-{uuid.uuid4().hex[:6]}"
+        bed.ensure_namespace(ns)
+        register_webhook(bed, url, cert, [ns], "apprafter-bench-paced")
+        info = bed.resource_for("apprafter.io/v1alpha1", "Application")
+        template, counter, lock = parser_cr(ns, "x"), iter(range(10**7)), threading.Lock()
+        since = proc.log_path.stat().st_size
+
+        def create(client: httpx.Client) -> httpx.Response:
+            obj = copy.deepcopy(template)
+            with lock:
+                obj["metadata"]["name"] = f"p-{next(counter):07d}"
+            resp = client.post(info.path(None, ns), json=obj, params={"dryRun": "All"})
+            assert resp.status_code == 201, resp.text
+            return httpx.Response(200)
+
+        e2e = open_loop(bed.url, bed.ca_path, create, args.rate, args.seconds, workers=8,
+                        token=bed.user_tokens[TENANT])
+        handler = handler_times(proc, ns, since)
+        print(f"--- through kube-apiserver at a paced {args.rate:.0f} creates/s for {args.seconds:.0f} s (dry run)")
+        print(f"end to end:        {summary(e2e)}")
+        print(f"in the webhook:    {summary(handler)}   (body read to answer written)")
+    finally:
+        if proc is not None:
+            proc.stop()
+        bed.stop()
+
+
 def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
-    bed = bed_with_our_crds(workdir, "kube-hostile")
+    bed = bed_with_tenants(workdir, "kube-hostile")
     cert = CA().serving_cert(workdir / "tls-hostile", "webhook")
     proc: ManagedProcess | None = None
     try:
@@ -462,20 +551,8 @@ def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
         good, hostile = f"good-{uuid.uuid4().hex[:6]}", f"hostile-{uuid.uuid4().hex[:6]}"
         for ns in (good, hostile):
             bed.ensure_namespace(ns)
-        hook = {"name": "applications.apprafter.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-                "failurePolicy": "Fail", "timeoutSeconds": 5, "matchPolicy": "Equivalent",
-                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "In",
-                                                            "values": [good, hostile]}]},
-                "clientConfig": {"url": url + "/validate", "caBundle": base64.b64encode(cert.ca_pem).decode()},
-                "rules": [{"apiGroups": ["apprafter.io"], "apiVersions": ["v1alpha1"],
-                           "operations": ["CREATE", "UPDATE"], "resources": ["applications"]}]}
-        bed.apply({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-                   "metadata": {"name": "apprafter-bench-hostile"}, "webhooks": [hook]})
+        register_webhook(bed, url, cert, [good, hostile], "apprafter-bench-hostile")
         info = bed.resource_for("apprafter.io/v1alpha1", "Application")
-        canary = parser_cr(good, "canary")
-        canary["spec"]["base"]["env"]["bad-key"] = "x"
-        wait_for("the webhook to be honoured", lambda: "applications.apprafter.io" in bed.http.post(
-            info.path(None, good), json=canary, params={"dryRun": "All"}).text or None, 30)
         failed: list[str] = []
         counter = iter(range(1_000_000))
         lock = threading.Lock()
@@ -491,37 +568,93 @@ def bench_hostile(args: argparse.Namespace, workdir: Path) -> None:
                     failed.append(resp.json().get("message", resp.text)[:160])
             return httpx.Response(200)
 
-        (workdir / "heavy-0.json").write_bytes(json.dumps(large_application(hostile, "large", 2 << 20)).encode())
-        (workdir / "heavy-1.json").write_bytes(json.dumps(many_environments(hostile, "wide", 10_000)).encode())
-        argv = [sys.executable, "-c", FLOOD, bed.url, str(bed.ca_path), bed.token, info.path(None, hostile),
-                str(workdir / "heavy-0.json"), str(workdir / "heavy-1.json"), str(args.clients),
-                str(workdir / "outcomes.jsonl"), str(proc.popen.pid)]
-        print(f"--- through kube-apiserver: another tenant's creates at {args.hostile_rate:.0f}/s, a flood of 2 MB and "
-              f"10 000-environment dry-run creates from {args.clients} connections")
-        alone, during = flood_rounds(workdir, argv, lambda: open_loop(
-            bed.url, bed.ca_path, create, args.hostile_rate, args.seconds / ROUNDS, workers=2, token=bed.token))
+        if args.flood == "valid":
+            flood = [large_application(hostile, "flood", 110 << 10)] * 2
+            what = f"valid ~110 KiB Applications from {args.flood_clients} connections"
+        else:
+            flood = [large_application(hostile, "large", 2 << 20), many_environments(hostile, "wide", 10_000)]
+            what = f"2 MB and 10 000-environment Applications from {args.flood_clients} connections"
+        for i, obj in enumerate(flood):
+            (workdir / f"heavy-{i}.json").write_bytes(json.dumps(obj).encode())
+        argv = [sys.executable, "-c", FLOOD, bed.url, str(bed.ca_path), bed.user_tokens[FLOODER],
+                info.path(None, hostile), str(workdir / "heavy-0.json"), str(workdir / "heavy-1.json"),
+                str(args.flood_clients), str(workdir / "outcomes.jsonl"), str(proc.popen.pid)]
+        print(f"--- through kube-apiserver: another tenant's creates at {args.hostile_rate:.0f}/s, a flood (dry-run "
+              f"creates) of {what}, another user")
+        rounds: list[tuple[str, int, int]] = []  # (alone|during, log offset before, after)
+
+        def measure(tag: str) -> list[float]:
+            before = proc.log_path.stat().st_size if proc is not None else 0
+            out = open_loop(bed.url, bed.ca_path, create, args.hostile_rate, args.seconds / ROUNDS, workers=2,
+                            token=bed.user_tokens[TENANT])
+            rounds.append((tag, before, proc.log_path.stat().st_size if proc is not None else 0))
+            return out
+
+        phase = iter(["alone", "during"] * ROUNDS)
+        alone, during = flood_rounds(workdir, argv, lambda: measure(next(phase)))
         outcomes, peak = outcomes_of(workdir / "outcomes.jsonl")
+        handler: dict[str, list[float]] = {"alone": [], "during": []}
+        text = proc.log_path.read_bytes()
+        for tag, start, end in rounds:
+            for line in text[start:end].decode(errors="replace").splitlines():
+                at = line.find('{"webhook":"validate"')
+                if at >= 0 and f" {good}/" in json.loads(line[at:])["object"]:
+                    handler[tag].append(json.loads(line[at:])["ms"] / 1000)
         print(f"another tenant's creates, alone          {summary(alone)}")
         print(f"another tenant's creates, during a flood {summary(during)}")
-        print(f"p50 {pct(during, .5) / pct(alone, .5):.2f}x, p99 {pct(during, .99) / pct(alone, .99):.2f}x "
+        print(f"end to end: p50 {pct(during, .5) / pct(alone, .5):.2f}x, p99 {pct(during, .99) / pct(alone, .99):.2f}x "
               "(during / alone, same run)")
+        print(f"in the webhook, alone                    {summary(handler['alone'])}")
+        print(f"in the webhook, during a flood           {summary(handler['during'])}")
+        if handler["alone"] and handler["during"]:
+            print(f"in the webhook: p50 {pct(handler['during'], .5) / pct(handler['alone'], .5):.2f}x, p99 "
+                  f"{pct(handler['during'], .99) / pct(handler['alone'], .99):.2f}x (during / alone)")
         print(f"another tenant's creates refused: {len(failed)} of {len(alone) + len(during)}"
               + (f" (first: {failed[0]})" if failed else ""))
-        print("hostile writes: " + ", ".join(f"{n} x {k}" for k, n in sorted(outcomes.items())))
-        mine: list[float] = []
-        theirs: list[float] = []
-        for line in proc.log_path.read_text(errors="replace").splitlines():
-            start = line.find('{"webhook":"validate"')
-            if start >= 0:
-                entry = json.loads(line[start:])
-                (mine if f" {good}/" in entry["object"] else theirs).append(entry["ms"] / 1000)
-        print(f"in the webhook, the other tenant's reviews: {summary(mine)}")
-        print(f"in the webhook, the hostile reviews:        {summary(theirs)}")
+        print("the flood's writes: " + ", ".join(f"{n} x {k}" for k, n in sorted(outcomes.items())))
         print(f"webhook resident memory, workers included: peak {peak / (1 << 20):.0f} MiB (chart limit 384 MiB)")
     finally:
         if proc is not None:
             proc.stop()
         bed.stop()
+
+
+SLOW_HEAD = "POST /validate HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n"
+
+
+def bench_memory(args: argparse.Namespace, workdir: Path) -> None:
+    """RSS of the webhook and its workers before, during and after 60 slow clients (8 addresses) each holding 1 MiB
+    of a body (the budget: 48 MiB): what the burst takes, and whether it is given back."""
+    import socket
+    import ssl
+
+    cert = CA().serving_cert(workdir / "tls-memory", "webhook")
+    proc, url = start_server("uvicorn", cert, workdir)
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        time.sleep(1.0)
+        before = tree_rss(proc.popen.pid)
+        payload = as_review(large_application("team-a", "large", 2 << 20))
+        context = ssl.create_default_context(cafile=str(cert.ca_path))
+        held = []
+        for i in range(60):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(f"127.0.1.{i % 8 + 1}",
+                                                                                             0))
+            sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+            sock.sendall(SLOW_HEAD.format(3 << 20).encode() + payload[: 1 << 20])
+            held.append(sock)
+        time.sleep(3.0)
+        during = tree_rss(proc.popen.pid)
+        for sock in held:
+            sock.close()
+        time.sleep(5.0)  # the bodies given back, the heap trimmed a second later
+        after = tree_rss(proc.popen.pid)
+        mib = 1 << 20
+        print("--- memory: 60 slow clients holding 1 MiB each (budget 48 MiB), the webhook and its workers")
+        print(f"resident: before {before / mib:.0f} MiB, during {during / mib:.0f} MiB "
+              f"(+{(during - before) / mib:.0f}), after {after / mib:.0f} MiB (+{(after - before) / mib:.0f})")
+    finally:
+        proc.stop()
 
 
 def main() -> None:
@@ -534,12 +667,17 @@ def main() -> None:
     parser.add_argument("--skip-e2e", action="store_true")
     parser.add_argument("--hostile", action="store_true", help="only the hostile-tenant run (3), and one review's cost")
     parser.add_argument("--hostile-rate", type=float, default=20, help="the other tenant's creates per second")
+    parser.add_argument("--flood", choices=("valid", "heavy"), default="valid",
+                        help="valid ~110 KiB Applications (issue 34) or 2 MB / 10 000-environment ones (issue 24)")
+    parser.add_argument("--flood-clients", type=int, default=36, help="the flooding tenant's connections")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
         if args.hostile:
             one_review_cost(Path(tmp))
+            bench_memory(args, Path(tmp))
             bench_hostile_webhook(args, Path(tmp))
             if not args.skip_e2e:
+                bench_paced(args, Path(tmp))
                 bench_hostile(args, Path(tmp))
             return
         bench_handler(args, Path(tmp))

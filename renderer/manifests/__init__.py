@@ -27,3 +27,4 @@ KINDS: tuple[Kind, ...] = (
     Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects"),
 )
 CLAIM = KINDS[1]
+HTTPROUTE = KINDS[4]

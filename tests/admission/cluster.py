@@ -87,6 +87,10 @@ class Webhook:
                     total += int(line.split()[1]) * 1024
         return total
 
+    def reviews(self) -> list[dict[str, Any]]:
+        """The webhook's log line of each review so far (object, user, verdict, "ms": body read to answer)."""
+        return [json.loads(line[line.index('{"webhook"'):]) for line in self.log().splitlines() if '{"webhook"' in line]
+
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of `name` on the metrics port whose labels include `labels`."""
         from prometheus_client.parser import text_string_to_metric_families
@@ -109,6 +113,18 @@ def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
             hook["clientConfig"] = {"url": webhook_url + path, "caBundle": base64.b64encode(ca_pem).decode()}
         out.append(doc)
     return out
+
+
+def webhook_kubeconfig(bed: KubeTestBed, workdir: Path) -> Path:
+    """A kubeconfig for the webhook's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
+    chart's own RBAC for it (it reads HostnamePolicies) and nothing else."""
+    namespace, account = "apprafter-system", "apprafter-admission"
+    token = bed.service_account_token(namespace, account)
+    for obj in chart_objects():
+        if obj["kind"] in ("ClusterRole", "ClusterRoleBinding") and obj["metadata"]["name"] == "apprafter:admission":
+            bed.apply(obj, field_manager="admission-test")
+    workdir.mkdir(parents=True, exist_ok=True)
+    return bed.kubeconfig_for(workdir / "webhook.kubeconfig", token, f"system:serviceaccount:{namespace}:{account}")
 
 
 def register(bed: KubeTestBed, webhook_url: str, ca_pem: bytes) -> None:
@@ -174,11 +190,12 @@ def fresh_namespace(bed: KubeTestBed, prefix: str = "adm") -> str:
     return name
 
 
-def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
-    """The roles a cluster administrator gives: the editor writes apps (and, to show the webhook's refusal, their
-    status) but not plan status; the approver gets the chart's approver role; the operator everything."""
+def rbac(bed: KubeTestBed, editors: tuple[str, ...], approver: str) -> None:
+    """The roles a cluster administrator gives: the editor writes apps and claims (and, to show the webhook's refusal,
+    their status) but not plan status; the approver gets the chart's approver role; the operator everything."""
     rules = [{"apiGroups": ["apprafter.io"], "resources": ["applications", "applications/status", "platformstacks",
-                                                           "platformstacks/status", "migrationplans"],
+                                                           "platformstacks/status", "migrationplans", "resourceclaims",
+                                                           "resourceclaims/status"],
               "verbs": ["*"]}]
     operator_rules = [{"apiGroups": ["apprafter.io"], "resources": ["*"], "verbs": ["*"]}]
     approver_role = next(d for d in chart_objects() if d["metadata"]["name"] == "apprafter:migration-approver")
@@ -190,13 +207,14 @@ def rbac(bed: KubeTestBed, editor: str, approver: str) -> None:
         approver_role,
     ]
     namespace, sa = OPERATOR.split(":")[2:]
-    bindings = [("test-editor", {"kind": "User", "name": editor, "apiGroup": "rbac.authorization.k8s.io"}),
-                ("test-operator", {"kind": "ServiceAccount", "name": sa, "namespace": namespace}),
-                (approver_role["metadata"]["name"], {"kind": "User", "name": approver,
-                                                      "apiGroup": "rbac.authorization.k8s.io"})]
+    bindings = [("test-editor", [{"kind": "User", "name": editor, "apiGroup": "rbac.authorization.k8s.io"}
+                                 for editor in editors]),
+                ("test-operator", [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]),
+                (approver_role["metadata"]["name"], [{"kind": "User", "name": approver,
+                                                       "apiGroup": "rbac.authorization.k8s.io"}])]
     objects += [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": role}, "subjects": [subject],
+                 "metadata": {"name": role}, "subjects": subjects,
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role}}
-                for role, subject in bindings]
+                for role, subjects in bindings]
     for obj in objects:
         bed.apply(obj, field_manager="admission-test")

@@ -9,17 +9,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.admission.cluster import Webhook, apply, eventually, fresh_namespace, merge_status, ok, rbac, register
-from tests.admission.reviews import APPROVER, EDITOR, OPERATOR, parser_cr, plan
+from tests.admission.cluster import (
+    Webhook,
+    apply,
+    eventually,
+    fresh_namespace,
+    merge_status,
+    ok,
+    rbac,
+    register,
+    webhook_kubeconfig,
+)
+from tests.admission.reviews import APPROVER, EDITOR, FLOODER, OPERATOR, parser_cr, plan
 from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed, start_kube
 
 
 @pytest.fixture(scope="session")
 def admission_bed(testbed_dir: Path) -> Iterator[KubeTestBed]:
-    """kube-apiserver with users OPERATOR, APPROVER, EDITOR and the CRDs `apprafter crds` prints."""
+    """kube-apiserver with users OPERATOR, APPROVER, EDITOR, FLOODER and the CRDs `apprafter crds` prints."""
     bed = start_kube(testbed_dir / "kube-admission", install_crds=False,
-                     users={OPERATOR: ("system:serviceaccounts",), APPROVER: (), EDITOR: ()})
+                     users={OPERATOR: ("system:serviceaccounts",), APPROVER: (), EDITOR: (), FLOODER: ()})
     try:
         crds = run_cli("crds")
         assert crds.returncode == 0, crds.stderr
@@ -28,7 +38,7 @@ def admission_bed(testbed_dir: Path) -> Iterator[KubeTestBed]:
         assert {"applications.apprafter.io", "migrationplans.apprafter.io", "platformstacks.apprafter.io"} <= set(
             bed.install_crds([path]))
         assert all(d["kind"] == "CustomResourceDefinition" for d in yaml.safe_load_all(crds.stdout) if d)
-        rbac(bed, EDITOR, APPROVER)
+        rbac(bed, (EDITOR, FLOODER), APPROVER)
         yield bed
     finally:
         bed.stop()
@@ -36,7 +46,8 @@ def admission_bed(testbed_dir: Path) -> Iterator[KubeTestBed]:
 
 @pytest.fixture(scope="session")
 def webhook_server(admission_bed: KubeTestBed, testbed_dir: Path) -> Iterator[Webhook]:
-    server = Webhook(testbed_dir / "webhook")
+    server = Webhook(testbed_dir / "webhook", ("--kubeconfig", str(webhook_kubeconfig(admission_bed,
+                                                                                     testbed_dir / "webhook"))))
     try:
         yield server
     finally:

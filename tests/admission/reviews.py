@@ -15,6 +15,7 @@ API = "apprafter.io/v1alpha1"
 OPERATOR = "system:serviceaccount:apprafter-system:apprafter-operator"
 APPROVER = "alice@example.com"
 EDITOR = "eve-editor"
+FLOODER = "mallory-flood"  # another tenant with the editor's rights, who floods the webhook
 
 
 def parser_cr(namespace: str = "team-a", environment: str = "prod") -> dict[str, Any]:

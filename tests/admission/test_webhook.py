@@ -370,6 +370,11 @@ def test_with_the_webhook_down_writes_are_refused_and_cel_still_holds(admission_
         webhook.stop()
         # failurePolicy: Fail: what the webhook would admit is refused while no replica answers ...
         assert 'failed calling webhook "applications.apprafter.io"' in message(apply(editor, bed, scaled))
+        # ... but not the operator's own writes it would allow on the operator's identity alone (matchConditions)
+        status = {**app, "status": {"phase": "Ready"}}
+        assert 'failed calling webhook "applications.apprafter.io"' in message(apply(editor, bed, status,
+                                                                                  status=True))
+        assert ok(apply(operator, bed, status, status=True, manager="apprafter-operator"))["status"]["phase"] == "Ready"
         assert 'failed calling webhook "migrationplan-approvals.apprafter.io"' in message(
             merge_status(operator, bed, pending, {"phase": "superseded"}))
         # ... and the API server's own CEL rules answer first where they apply.

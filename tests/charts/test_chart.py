@@ -18,6 +18,7 @@ from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed
 
 OPERATOR_SA = {"kind": "ServiceAccount", "name": "apprafter-operator", "namespace": NAMESPACE}
+OPERATOR_USER = f"system:serviceaccount:{NAMESPACE}:apprafter-operator"
 CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"]
 
 
@@ -42,7 +43,8 @@ def test_crds_are_what_apprafter_crds_prints() -> None:
     assert shipped == printed.stdout, (
         "the chart's CRDs are stale: `apprafter crds > deploy/charts/apprafter-operator/crds/apprafter.io.yaml`")
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(shipped) if d]
-    assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "migrationplans.apprafter.io",
+    assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "hostnamepolicies.apprafter.io",
+                     "migrationplans.apprafter.io",
                      "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io",
                      "sourcecredentials.apprafter.io"]
 
@@ -82,13 +84,17 @@ def test_operator_deployment_leader_elects_with_probes_and_a_locked_down_pod(obj
     assert "operator.replicas: more than one replica needs operator.leaderElection.enabled" in refused.stderr
 
 
-def test_webhook_deployment_runs_two_replicas_without_api_access(objects: list[dict[str, Any]]) -> None:
+def test_webhook_deployment_runs_two_replicas_reading_only_hostname_policies(objects: list[dict[str, Any]]) -> None:
     deployment = one(objects, "Deployment", "apprafter-admission")
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
     assert deployment["spec"]["replicas"] == 2
-    assert pod["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is True  # the pod's token: its account reads HostnamePolicies
     assert one(objects, "ServiceAccount", "apprafter-admission")["automountServiceAccountToken"] is False
+    assert rules(one(objects, "ClusterRole", "apprafter:admission")) == {
+        ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"]}
+    binding = one(objects, "ClusterRoleBinding", "apprafter:admission")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "apprafter-admission", "namespace": NAMESPACE}]
     assert c["args"][0] == "webhook"
     assert "--operator-user=system:serviceaccount:apprafter-system:apprafter-operator" in c["args"]
     help_text = run_cli("webhook", "--help").stdout
@@ -132,10 +138,15 @@ def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[
             assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
             assert "caBundle" not in hook["clientConfig"]  # cert-manager's cainjector writes it
             resources |= {r for rule in hook["rules"] for r in rule["resources"]}
+            # what the operator's identity alone allows skips the review; nothing else does
+            for condition in hook.get("matchConditions", []):
+                assert condition["expression"].startswith(
+                    f"!(request.userInfo.username == '{OPERATOR_USER}'"), condition
     assert resources == {"applications", "applications/status", "migrationplans", "migrationplans/status",
                          "platformstacks", "platformstacks/status", "applicationbaselines",
                          "applicationbaselines/status", "publichostnames", "publichostnames/status",
-                         "sourcecredentials", "sourcecredentials/status"}
+                         "sourcecredentials", "sourcecredentials/status", "resourceclaims", "resourceclaims/status",
+                         "hostnamepolicies"}
 
 
 def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
@@ -177,6 +188,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "migrationplans/status", ()): ["patch"],
         ("events.k8s.io", "events", ()): ["create"],
         ("", "pods", ()): ["get", "list", "watch"],  # read only: their states are the Application's health
+        ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"],  # who may use which hostname
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -201,11 +213,12 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
-    bindings = find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
+    bindings = [b for b in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
+                if b["roleRef"]["name"] != "apprafter:admission"]  # the webhook's (its one read grant)
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
         ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator")}
-    assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)  # the webhook's account is bound to nothing
+    assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)
 
 
 def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_permissions(

@@ -19,11 +19,18 @@ from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.rollouts import RolloutStandIn, start_rollouts
 from toolchain.tools import crd_files
 
+# The hostnames the tests' Applications ask for (example.com and the webapp example's shop.acme.example), granted
+# to every namespace as a cluster administrator of a one-team cluster would (docs/operator.md "Public hostnames").
+TEST_HOSTNAMES = {"apiVersion": "apprafter.io/v1alpha1", "kind": "HostnamePolicy", "metadata": {"name": "test-bed"},
+                  "spec": {"allNamespaces": True, "allowedHostnames": {
+                      "allowedRegex": r"([a-z0-9-]+\.)*example\.com|shop\.acme\.example"}}}
+
 
 def install_our_crds(bed: KubeTestBed, directory: Path) -> KubeTestBed:
     path = directory / "apprafter-crds.yaml"
     path.write_text(dump_stream(crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))))
     bed.install_crds([path])
+    bed.apply(TEST_HOSTNAMES)
     return bed
 
 

@@ -11,6 +11,7 @@ import base64
 import copy
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -454,6 +455,14 @@ def _credential_condition(bed: KubeTestBed, namespace: str) -> dict[str, Any] | 
     return found[0] if found else None
 
 
+def _pulls_always(bed: KubeTestBed, namespace: str) -> Callable[[], bool | None]:
+    def probe() -> bool | None:
+        deployment = bed.get("apps/v1", "Deployment", "demo", namespace) or {}
+        containers = deployment["spec"]["template"]["spec"]["containers"]
+        return [c.get("imagePullPolicy") for c in containers] == ["Always"] or None
+    return probe
+
+
 def test_a_registry_half_scoped_to_namespaces_keeps_its_login_from_other_tenants(
         bed: KubeTestBed, operator: Operator) -> None:
     records = operator.records_namespace
@@ -480,6 +489,9 @@ def test_a_registry_half_scoped_to_namespaces_keeps_its_login_from_other_tenants
     assert f"none covers namespace {intruder}" in said["message"] and f"{records}/scoped" not in said["message"]
     assert _secret(bed, intruder, name) is None and _pull_secrets(bed, intruder) == []
     assert _credential_condition(bed, team) is None
+    # and neither pulls the private image from a node's cache: both pods ask the registry, with their own login
+    for pulling in (team, intruder):
+        wait(f"{pulling}'s pods pulling every time", _pulls_always(bed, pulling))
     status = wait("the scope applied", lambda: (bed.get(API, "SourceCredential", "scoped", records) or {})
                   .get("status", {}).get("registry", {}).get("namespaces"))
     assert status == [team]

@@ -419,6 +419,66 @@ def test_a_hostname_given_up_goes_to_the_next_asker(bed: KubeTestBed, operator: 
     assert route is not None and route["spec"]["hostnames"] == ["moving.example.com"]
 
 
+def hostname_policy(name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "HostnamePolicy", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.mark.parametrize(("host", "said"), [
+    ("argocd.apps.example.com", "argocd.apps.example.com is the platform's own (argocd.apps.example.com)"),
+    ("login.grafana.apps.example.com", "is the platform's own (grafana.apps.example.com)"),
+    ("apps.example.com", "apps.example.com is the platform's own"),
+    ("shop.elsewhere.test", "no HostnamePolicy lets namespace"),
+    ("cart.prod.apps.example.com", "is the default name of app cart in environment prod, kept for the namespace"),
+    ("demo.staging.apps.example.com", "is the default name of app demo in environment staging"),
+])
+def test_a_hostname_its_namespace_may_not_use_gets_hostname_not_allowed(bed: KubeTestBed, operator: Operator,
+                                                                       host: str, said: str) -> None:
+    """The platform's names, names no HostnamePolicy grants the namespace (the test bed's grants example.com), and
+    another app's (or environment's) default name: refused before any record is taken, nothing applied."""
+    ns, tenant = tenant_namespace(bed, "squat")
+    ok(tenant.apply(cr(ns, public(host))))
+    text = refused_with(bed, ns, "HostnameNotAllowed")
+    assert said in text, text
+    assert children(bed, ns) == {}
+    assert bed.get(API, "PublicHostname", host, operator.records_namespace) is None
+
+
+def test_an_app_name_a_policy_gives_a_namespace_is_its_default_hostname(bed: KubeTestBed, operator: Operator) -> None:
+    owner_ns, owner = tenant_namespace(bed, "owner")
+    other_ns, other = tenant_namespace(bed, "other")
+    bed.apply(hostname_policy("owners-of-cart", namespaces=[owner_ns], apps={"allowed": ["cart"]}))
+    try:
+        ok(other.apply(cr(other_ns, public(), name="cart")))  # the squatter comes first: it gets nothing
+        text = refused_with(bed, other_ns, "HostnameNotAllowed", "cart")
+        assert "gives the app name cart to other namespaces" in text, text
+        ok(owner.apply(cr(owner_ns, public(), name="cart")))
+        ready(bed, owner_ns, "cart")
+        route = bed.get("gateway.networking.k8s.io/v1", "HTTPRoute", "cart", owner_ns)
+        assert route is not None and route["spec"]["hostnames"] == ["cart.prod.apps.example.com"]
+    finally:
+        bed.delete(API, "HostnamePolicy", "owners-of-cart")
+
+
+def test_a_hostname_a_route_not_ours_serves_is_held(bed: KubeTestBed, operator: Operator) -> None:
+    """The platform's own route (Argo CD's UI, say) or anyone's: an Application asking for its hostname gets
+    HostnameConflict naming it, and the hostname once the route is gone."""
+    ns, tenant = tenant_namespace(bed, "route")
+    bed.ensure_namespace("platform-ui")
+    route = {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+             "metadata": {"name": "dashboard", "namespace": "platform-ui"},
+             "spec": {"parentRefs": [{"name": "public", "namespace": "apprafter-gateway"}],
+                      "hostnames": ["dashboard.example.com"]}}
+    bed.apply(route, "platform-ui")
+    try:
+        ok(tenant.apply(cr(ns, public("dashboard.example.com"))))
+        text = refused_with(bed, ns, "HostnameConflict")
+        assert "dashboard.example.com is held by HTTPRoute platform-ui/dashboard" in text, text
+        assert children(bed, ns) == {}
+    finally:
+        bed.delete("gateway.networking.k8s.io/v1", "HTTPRoute", "dashboard", "platform-ui")
+    ready(bed, ns)
+
+
 def test_names_and_environments_that_concatenate_alike_do_not_share_an_instance(bed: KubeTestBed,
                                                                                operator: Operator) -> None:
     ns, tenant = tenant_namespace(bed, "instance")

@@ -1,0 +1,52 @@
+"""ResourceClaim writes through the real API server and webhook: a claim's status is its provider's (as an
+Application's is the operator's), and a claim selects a provider by the provider's own labels, never by an identity
+that could lead a binder to another namespace's data (renderer.selectors: the same rule `render` applies to needs)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.admission.cluster import Webhook, apply, fresh_namespace, merge_status, message, ok
+from tests.admission.reviews import API, EDITOR, OPERATOR
+from tests.testbed.kube import KubeTestBed
+
+pytestmark = pytest.mark.testbed
+
+CLAIMS = 'admission webhook "resourceclaims.apprafter.io" denied the request'
+
+
+def claim(namespace: str, selector: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": "shop-pg", "namespace": namespace},
+            "spec": {"type": "pg", "selector": selector or {"tier": "integrated"}, "size": "small"}}
+
+
+@pytest.mark.parametrize("key", ["kubernetes.io/metadata.name", "apprafter.io/namespace", "claims.apprafter.io/owner",
+                                 "namespace"])
+def test_a_claim_never_selects_by_an_identity(admission_bed: KubeTestBed, webhook: Webhook, key: str) -> None:
+    ns = fresh_namespace(admission_bed)
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        hostile = claim(ns, {"tier": "integrated", key: "team-b"})
+        for writer in (tenant, operator):  # whoever writes it: a claim's data is its own namespace's
+            text = message(apply(writer, admission_bed, hostile))
+            assert CLAIMS in text and f"spec.selector.{key}: selector key {key!r} is not a provider's label" in text
+        good = claim(ns, {"tier": "integrated", "location": "in-cluster"})
+        assert ok(apply(tenant, admission_bed, good))["spec"]["selector"] == good["spec"]["selector"]
+        widened = copy.deepcopy(good)
+        widened["spec"]["selector"][key] = "team-b"
+        assert CLAIMS in message(apply(tenant, admission_bed, widened))  # not on an update either
+
+
+def test_a_claims_status_is_its_providers(admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    ns = fresh_namespace(admission_bed)
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        made = claim(ns)
+        ok(apply(operator, admission_bed, made))
+        for refused in (merge_status(tenant, admission_bed, made, {"ready": True}),
+                        apply(tenant, admission_bed, {**made, "status": {"ready": True}}, status=True)):
+            text = message(refused)
+            assert CLAIMS in text and f"only the claim's provider ({OPERATOR}) may write ResourceClaim status" in text
+        stored = ok(merge_status(operator, admission_bed, made, {"ready": True, "message": "bound"}))
+        assert stored["status"]["ready"] is True
