@@ -150,11 +150,12 @@ def test_the_platform_stack_and_the_root_application_name_the_verified_digest(bo
 
 def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applications(booted: Booted) -> None:
     stack = booted.stack
-    root = stack.node.get(ARGOCD_API, "Application", umbrella.NAME, ARGOCD_NAMESPACE)
-    assert root is not None
-    # The PlatformStack controller (the operator pod) took the umbrella over: still the verified digest.
+    # The PlatformStack controller (the operator pod) took the umbrella over: still the verified digest, and Argo CD
+    # synced what it wrote (its takeover is a spec write: OutOfSync until Argo CD's next comparison).
+    root = stack.node.wait(ARGOCD_API, "Application", umbrella.NAME, ARGOCD_NAMESPACE,
+                           lambda app: sync_status(app)[0] == "Synced" and sync_status(app)[2] == stack.digest(),
+                           timeout=300, what="the umbrella Synced at the verified digest")
     assert root["spec"]["source"]["targetRevision"] == stack.digest()
-    assert sync_status(root)[0] == "Synced" and sync_status(root)[2] == stack.digest()
     assert root["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {n: {"enabled": False} for n in LEFT_OUT}
     apps = stack.node.wait_list(ARGOCD_API, "Application", ARGOCD_NAMESPACE,
                                 lambda items: items if {a["metadata"]["name"] for a in items} ==

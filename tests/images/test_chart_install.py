@@ -32,6 +32,8 @@ from tests.testbed.node import NodeTestBed, Response, has_condition
 pytestmark = [pytest.mark.images, pytest.mark.testbed, pytest.mark.node]
 
 RELEASE = "apprafter-operator"
+# the claims' provider as the chart's webhook knows it (claimStatusUsers empty: the operator's account)
+PROVIDER = f"system:serviceaccount:{NAMESPACE}:apprafter-operator"
 EDITOR, APPROVER, APPROVERS = "eve", "alice", "apprafter-approvers"
 # The namespaces this module uses on the session's node (deleted, with the release, at the end of the module).
 TEAM_A, TEAM_B, PROBE = "chart-team-a", "chart-team-b", "chart-probe"
@@ -230,7 +232,7 @@ def test_the_operator_pod_leads_and_reconciles_an_application_with_the_charts_rb
     namespace = TEAM_A
     bed.ensure_namespace(namespace)
     apply(bed, cr(namespace, runnable(bed, namespace, test_app)))
-    claims_when_created(bed, namespace, ["demo-pg", "demo-redis"])
+    claims_when_created(bed, namespace, ["demo-pg", "demo-redis"], provider=PROVIDER)
     wait_phase(bed, namespace, "Ready", timeout=120)  # its pods Available, as the operator reads them
     made = children(bed, namespace)
     assert {kind for kind, _ in made} >= {"Deployment", "Service", "ServiceAccount", "HTTPRoute", "Certificate",
@@ -263,7 +265,7 @@ def test_a_gated_change_waits_for_an_approver_and_an_ordinary_user_cannot_approv
     # not "demo": team A's demo holds the public hostname demo.prod.<domain> (the first deployment keeps it)
     base = runnable(bed, namespace, test_app, app=APP_B)
     apply(bed, cr(namespace, base, name=APP_B))
-    claims_when_created(bed, namespace, [f"{APP_B}-pg", f"{APP_B}-redis"])
+    claims_when_created(bed, namespace, [f"{APP_B}-pg", f"{APP_B}-redis"], provider=PROVIDER)
     wait_phase(bed, namespace, "Ready", name=APP_B, timeout=120)
     repository, _, tag = test_app.rpartition(":")
     other = f"{repository}-someone-else:{tag}"  # the same image under another repository name: gated

@@ -153,21 +153,24 @@ def versions(objs: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str
     return {k: o["metadata"]["resourceVersion"] for k, o in objs.items()}
 
 
-def set_claims_ready(bed: KubeTestBed, namespace: str, names: list[str], ready: bool = True) -> None:
-    """Play the provider: write status.ready on each claim."""
+def set_claims_ready(bed: KubeTestBed, namespace: str, names: list[str], ready: bool = True,
+                     provider: str | None = None) -> None:
+    """Play the provider: write status.ready on each claim (as the user `provider` where the webhook reviews claims:
+    only a claim's provider may write its status)."""
     info = bed.resource_for(API, "ResourceClaim")
+    headers = {"Content-Type": "application/merge-patch+json", **({"Impersonate-User": provider} if provider else {})}
     for claim in names:
         resp = bed.http.patch(info.path(claim, namespace) + "/status", params={"fieldManager": "provider"},
-                              content=json.dumps({"status": {"ready": ready}}).encode(),
-                              headers={"Content-Type": "application/merge-patch+json"})
+                              content=json.dumps({"status": {"ready": ready}}).encode(), headers=headers)
         if resp.status_code >= 300:
             raise _rejected(resp, f"claim {claim} status")
 
 
-def claims_when_created(bed: KubeTestBed, namespace: str, names: list[str], timeout: float = 30) -> None:
+def claims_when_created(bed: KubeTestBed, namespace: str, names: list[str], timeout: float = 30,
+                        provider: str | None = None) -> None:
     """Wait for the operator to create the claims, then make them ready."""
     wait(f"claims {names}", lambda: all(bed.get(API, "ResourceClaim", n, namespace) for n in names) or None, timeout)
-    set_claims_ready(bed, namespace, names)
+    set_claims_ready(bed, namespace, names, provider=provider)
 
 
 def plans(bed: KubeTestBed, namespace: str) -> list[dict[str, Any]]:
