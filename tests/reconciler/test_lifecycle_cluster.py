@@ -165,7 +165,8 @@ def test_an_unreadable_baseline_fails_closed(bed: KubeTestBed, operator: Operato
               field_manager="apprafter-operator")
     # the operator watches baselines: it fails closed on the spoof itself (else a change applied before the spoof's
     # event arrived would be applied against the baseline it knew, and its baseline written over the spoof)
-    assert condition(wait_phase(bed, ns, "Failed"), "Ready")["reason"] == "InvalidStatus"  # type: ignore[index]
+    refused = condition(wait_phase(bed, ns, "Failed"), "Ready")
+    assert refused and refused["reason"] == "InvalidStatus"
     apply(bed, cr(ns, edit(replicas=5)))
     st = wait_phase(bed, ns, "Failed")
     ready = condition(st, "Ready")
