@@ -26,6 +26,9 @@ Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, obje
 IndexKey = Callable[[Mapping[str, Any]], str | None]  # an object's value in an index (None: not in it)
 
 
+_MAX_WRITTEN = 64  # written versions remembered per object
+
+
 def _version(obj: Mapping[str, Any]) -> int | None:
     rv = obj.get("metadata", {}).get("resourceVersion")
     return _number(rv)
@@ -61,6 +64,11 @@ class Informer:
         # namespace's every object (decoding each is the cost; thousands per namespace are common)
         self._indexes: dict[str, tuple[IndexKey, dict[str, set[Key]]]] = {}
         self._values: dict[Key, tuple[tuple[str, str], ...]] = {}  # key -> its (index, value) pairs
+        # key -> the resourceVersions our own writes put here (write-through) whose watch events have not come yet:
+        # only those events are ours to skip. An event older than the cached version but not ours is someone
+        # else's change that our later write jumped over (a status apply carries no precondition, so its reply
+        # already holds a spec patched a moment before): its handlers must still hear of it.
+        self._written: dict[Key, set[int]] = {}
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self._listed: set[str] = set()
@@ -147,12 +155,29 @@ class Informer:
         key = key_of(obj)
         old = self._store.get(key)
         new_v, old_v = _version(obj), _number(old.version) if old else None
+        if new_v is not None:
+            written = self._written.setdefault(key, set())
+            written.add(new_v)
+            if len(written) > _MAX_WRITTEN:  # events that never come (a watch re-listed past them) are not kept
+                written.discard(min(written))
         if old_v is not None and new_v is not None and new_v < old_v:
             return
         self._put(key, obj)
 
+    def _ours(self, key: Key, version: int | None) -> bool:
+        """Whether the event of `version` is one of our own writes; written versions up to it are settled."""
+        written = self._written.get(key)
+        if not written or version is None:
+            return False
+        ours = version in written
+        written.difference_update([v for v in written if v <= version])
+        if not written:
+            del self._written[key]
+        return ours
+
     def forget(self, namespace: str, name: str) -> None:
         self._drop((namespace, name))
+        self._written.pop((namespace, name), None)
 
     def _notify(self, event: str, obj: dict[str, Any]) -> None:
         for handler in self.handlers:
@@ -163,10 +188,12 @@ class Informer:
         fresh = {key_of(o): o for o in items}
         for key in [k for k in self._store if namespace == ALL_NAMESPACES or k[0] == namespace]:
             if key not in fresh:
+                self._written.pop(key, None)
                 gone = self._drop(key)
                 if gone is not None:
                     self._notify("DELETED", _decode(gone))
         for key, obj in fresh.items():
+            self._ours(key, _version(obj))  # a list settles the writes it already holds
             old = self._store.get(key)
             self._put(key, obj)
             if old is None or old.version != str(obj["metadata"].get("resourceVersion") or ""):
@@ -174,13 +201,18 @@ class Informer:
 
     def _event(self, event: str, obj: dict[str, Any]) -> None:
         key = key_of(obj)
+        new_v = _version(obj)
+        ours = self._ours(key, new_v)
         if event == "DELETED":
             self._drop(key)
+            self._written.pop(key, None)
         else:
             old = self._store.get(key)
-            new_v, old_v = _version(obj), _number(old.version) if old else None
-            if old_v is not None and new_v is not None and new_v <= old_v:
-                return  # our own write already put this version (or a newer one) here: nothing new to react to
+            old_v = _number(old.version) if old else None
+            if old is not None and old_v is not None and new_v is not None and new_v <= old_v:
+                if not ours:  # someone else's change, already held by the reply of a later write of ours
+                    self._notify("MODIFIED", _decode(old))
+                return  # the cache holds this version or a newer one
             self._put(key, obj)
         self._notify(event, obj)
 
