@@ -3,9 +3,11 @@ one fixture factory every module that runs an operator for its tests uses (opera
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -15,12 +17,31 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.testbed.forkserver import ForkServer
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
 
 TRACE_ENV, TRACED = "APPRAFTER_TEST_TRACE", "tests.reconciler.traced_operator"
-FAST = ("--resync", "2", "--max-backoff", "2")
+# Resync every 10 s (not 2): a module's operator watches every namespace of its worker's API server, where earlier
+# modules' Applications stay, and each resync reconciles them all (≈ 15 ms of CPU each): at 2 s that was most of a
+# core for the whole module. Tests wait on watch events; the few that wait for a resync wait up to 30-60 s.
+FAST = ("--resync", "10", "--max-backoff", "2")
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
+
+
+FORK_ENV = "APPRAFTER_TEST_FORK"  # 0: every operator a fresh `python -m` (its imports and all) instead of a fork
+_forkserver: ForkServer | None = None
+
+
+def forkserver() -> ForkServer | None:
+    """This worker's fork server (tests/testbed/forkserver.py), started on first use; None when FORK_ENV is 0."""
+    global _forkserver
+    if os.environ.get(FORK_ENV) == "0":
+        return None
+    if _forkserver is None:
+        _forkserver = ForkServer(Path(tempfile.mkdtemp(prefix="apprafter-fork-")))
+        atexit.register(_forkserver.stop)
+    return _forkserver
 
 
 def records_namespace_for(name: str) -> str:
@@ -59,7 +80,8 @@ class Operator:
         log = self.log_path.with_suffix(f".{self.starts}.log")
         path = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])} \
             if self.entry != "apprafter" else {}
-        self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **path, **(env or {})})
+        self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **path, **(env or {})},
+                                   forkserver=forkserver())
         if wait:
             try:
                 wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)

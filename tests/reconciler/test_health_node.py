@@ -134,7 +134,7 @@ def test_ready_only_once_every_replica_is_available_and_argo_cd_says_healthy(nod
     assert message.startswith("2/2 replicas available; ")
     assert overrides.health(obj) == overrides.Health("Healthy", message)
     never_says_a_value(node, namespace, obj)
-    # A steady workload is a no-op: the resyncs after (every 2 s here) write nothing, pods watched or not.
+    # A steady workload is a no-op: the resyncs after (every 10 s here) write nothing, pods watched or not.
     writes = operator.writes()
     reconciles_after(operator, operator.reconciles(), 3)
     assert operator.writes() == writes

@@ -18,6 +18,7 @@ from typing import TypeVar
 import pytest
 
 from tests.parallel import port_range
+from tests.testbed.forkserver import ForkedPopen, ForkServer
 from toolchain.tools import ToolError, resolve
 
 T = TypeVar("T")
@@ -109,12 +110,21 @@ class ManagedProcess:
         log_path: Path,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        forkserver: ForkServer | None = None,
     ) -> None:
+        """With `forkserver`, `argv` is `python -m MODULE ARGS...` and the process is forked from that server's
+        pre-imported Python (tests/testbed/forkserver.py), not started afresh."""
         self.name = name
         self.log_path = log_path
         self.argv = [str(a) for a in argv]  # kept so that a test bed can restart the server as it was
         self.env = dict(env) if env is not None else None
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen: subprocess.Popen[bytes] | ForkedPopen
+        if forkserver is not None:
+            assert self.argv[1] == "-m", self.argv
+            self.popen = forkserver.spawn(self.argv[2], self.argv[3:], dict(env if env is not None else os.environ),
+                                          log_path, cwd)
+            return
         self.popen = subprocess.Popen(
             [str(a) for a in argv],
             stdout=self._log,
