@@ -26,6 +26,7 @@ from tests.reconciler.helpers import API, events, plan_phase, plans, wait
 from tests.testbed.argocd import conditions, sync_status
 from tests.testbed.gitops import DEPLOY, GitOpsLoop
 from tests.testbed.gitserver import GitHttpServer, start_git_http_server
+from tests.testbed.procs import log_files
 
 pytestmark = pytest.mark.gitops
 
@@ -242,7 +243,7 @@ def _loop_logs(loop: GitOpsLoop, private: Private) -> list[Path]:
     """Every log the loop and the bed's API server wrote."""
     roots = {p.log_path.parent for p in loop.kube.processes} | {loop.argocd.workdir.parent,  # the loop's own
                                                                  private.server.log.parent}
-    return sorted({log for root in roots for log in Path(root).rglob("*.log")})
+    return log_files(*roots)
 
 
 def _kinds(logs: list[Path]) -> set[str]:

@@ -23,6 +23,7 @@ from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.node import NodeTestBed
 from tests.testbed.node_registry import NodeRegistry, push, serve_on_node
+from tests.testbed.procs import log_files
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -141,7 +142,7 @@ def test_the_kubelet_pulls_through_the_derived_pull_secret(node: NodeTestBed, op
     said = json.dumps([node.events(ns) for ns in (namespace, records)]) + json.dumps(_pods(node, namespace))
     for password in (WRONG, private.registry.reader_password):
         assert password not in said
-    logs = sorted({*node.dir.rglob("*.log"), *private.workdir.rglob("*.log"), *operator.log_path.parent.rglob("*.log")})
+    logs = log_files(node.dir, private.workdir, operator.log_path.parent)
     names = {log.name for log in logs}
     assert {"kubelet.log", "containerd.log", "kube-apiserver.log"} <= names, names
     for log in logs:

@@ -27,6 +27,7 @@ from tests.reconciler.credential_bed import (
 from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespace, wait
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import KubeTestBed
+from tests.testbed.procs import log_files
 from tests.testbed.vault import OPERATOR_POLICY, DevVault, start_vault
 
 pytestmark = pytest.mark.testbed
@@ -98,7 +99,7 @@ def _valid(bed: KubeTestBed, records: str, name: str, half: str, reason: str) ->
 
 def _logs(bed: KubeTestBed, *roots: Path) -> list[Path]:
     directories = {p.log_path.parent for p in bed.processes} | set(roots)
-    return sorted({log for root in directories for log in root.rglob("*.log")})
+    return log_files(*directories)
 
 
 def _no_secret_in_logs(bed: KubeTestBed, roots: list[Path], *secrets: str) -> None:

@@ -36,7 +36,7 @@ from tests.reconciler.helpers import API, apply, cr, edit, fresh_namespace, plan
 from tests.reconciler.operator_proc import Operator
 from tests.renderer.helpers import APPRAFTER
 from tests.testbed.kube import KubeTestBed
-from tests.testbed.procs import tool
+from tests.testbed.procs import log_files, tool
 from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
 
 pytestmark = pytest.mark.testbed
@@ -328,7 +328,7 @@ def test_the_password_is_in_no_output_or_log(bed: KubeTestBed, sealed_secrets: S
         assert servers.password not in text
     roots = {p.log_path.parent for p in bed.processes} | {operator.log_path.parent, sealed_secrets.log_path.parent,
                                                            servers.workdir}
-    logs = sorted({log for root in roots for log in root.rglob("*.log")})
+    logs = log_files(*roots)
     assert any("sealed-secrets" in log.name for log in logs)
     for log in logs:
         assert servers.password not in log.read_text(errors="replace"), f"material in {log}"

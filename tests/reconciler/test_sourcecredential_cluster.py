@@ -33,7 +33,7 @@ from tests.reconciler.helpers import API, apply, cr, edit, events, fresh_namespa
 from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.kube import ApplyRejected, KubeTestBed
-from tests.testbed.procs import free_port
+from tests.testbed.procs import free_port, log_files
 
 pytestmark = pytest.mark.testbed
 
@@ -314,7 +314,7 @@ def _valid(bed: KubeTestBed, records: str, name: str, generation_of: int | None 
 
 def _bed_logs(bed: KubeTestBed, *directories: Path) -> list[Path]:
     roots = {p.log_path.parent for p in bed.processes} | set(directories)
-    return sorted({log for root in roots for log in root.rglob("*.log")})
+    return log_files(*roots)
 
 
 def test_validation_for_real_each_state_in_the_servers_words(bed: KubeTestBed, operator: Operator,

@@ -88,6 +88,16 @@ def wait_for(
         time.sleep(interval)
 
 
+def log_files(*roots: str | os.PathLike[str]) -> list[Path]:
+    """Every *.log file under `roots`, sorted: walked tolerantly (a live containerd or kubelet removes its task
+    directories while the walk is in them, which pathlib's rglob raises on)."""
+    found: set[Path] = set()
+    for root in roots:
+        for directory, _, files in os.walk(root):  # os.walk skips a directory that vanished under it
+            found.update(Path(directory) / name for name in files if name.endswith(".log"))
+    return sorted(found)
+
+
 _PR_SET_PDEATHSIG = 1
 
 
