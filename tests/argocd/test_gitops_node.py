@@ -78,9 +78,11 @@ def cr(loop: NodeLoop) -> dict[str, Any]:
 
 
 def serving(loop: NodeLoop) -> set[str]:
-    """The names of the pods that answer on their own IP from inside the node's namespace."""
+    """The names of the pods that answer on their own IP from inside the node's namespace; a terminating pod is not
+    serving (a Service's endpoints drop it too), and its Ready condition can lag its stopped container."""
     pods = loop.node.http.get(f"/api/v1/namespaces/{NAMESPACE}/pods").json()["items"]
     return {p["metadata"]["name"] for p in pods if has_condition(p, "Ready")
+            and not p["metadata"].get("deletionTimestamp")
             and loop.node.request("GET", f"http://{p['status']['podIP']}:8080/").status_code == 200}
 
 

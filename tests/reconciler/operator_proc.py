@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -39,7 +40,9 @@ def forkserver() -> ForkServer | None:
     if os.environ.get(FORK_ENV) == "0":
         return None
     if _forkserver is None:
-        _forkserver = ForkServer(Path(tempfile.mkdtemp(prefix="apprafter-fork-")))
+        workdir = Path(tempfile.mkdtemp(prefix="apprafter-fork-"))
+        _forkserver = ForkServer(workdir)
+        atexit.register(shutil.rmtree, workdir, True)  # registered first: runs after the server's stop
         atexit.register(_forkserver.stop)
     return _forkserver
 
