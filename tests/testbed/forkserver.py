@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ForkServer", "ForkedPopen"]
+__all__ = ["ForkServer", "ForkedPopen", "die_with_parent"]
 
 PRELOAD = ("apprafter.entry", "apprafter.operator_cmd", "compatibility.inputs", "controller_runtime.client",
            "controller_runtime.kubeconfig", "controller_runtime.lease", "controller_runtime.manager",
@@ -39,7 +39,8 @@ PRELOAD = ("apprafter.entry", "apprafter.operator_cmd", "compatibility.inputs", 
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """In a child: get SIGKILL when its parent dies, so a killed pytest leaves no servers behind."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -54,7 +55,7 @@ def _child(request: Mapping[str, Any], listener: socket.socket, conn: socket.soc
         conn.close()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
-        _die_with_parent()  # the server's death (so the worker's) takes the child with it
+        die_with_parent()  # the server's death (so the worker's) takes the child with it
         log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -135,7 +136,7 @@ class ForkServer:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.testbed.forkserver", self.path, *modules],
                                          stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, env=env,
-                                         cwd=root, start_new_session=True, preexec_fn=_die_with_parent)
+                                         cwd=root, start_new_session=True, preexec_fn=die_with_parent)
         assert self.proc.stdout is not None
         if self.proc.stdout.readline().strip() != b"ready":
             raise RuntimeError(f"the fork server did not start: {self.log.read_text(errors='replace')[-3000:]}")

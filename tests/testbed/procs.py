@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import random
 import shutil
@@ -18,7 +17,7 @@ from typing import TypeVar
 import pytest
 
 from tests.parallel import port_range
-from tests.testbed.forkserver import ForkedPopen, ForkServer
+from tests.testbed.forkserver import ForkedPopen, ForkServer, die_with_parent
 from toolchain.tools import ToolError, resolve
 
 T = TypeVar("T")
@@ -98,15 +97,6 @@ def log_files(*roots: str | os.PathLike[str]) -> list[Path]:
     return sorted(found)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when the parent dies, so a killed pytest leaves no servers behind."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 class ManagedProcess:
     """A server in its own process group with its output in a log file; stop() kills the whole group.
 
@@ -143,7 +133,7 @@ class ManagedProcess:
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
 
     def tail(self, lines: int = 40) -> str:
