@@ -20,7 +20,7 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
-from lifecycle import hostname_policy, hostnames
+from lifecycle import hostname_policy, hostnames, service_provider
 from lifecycle.credentials import spec as credential_spec
 from platform_stack import resource as platform_stack
 from renderer import validate
@@ -377,6 +377,10 @@ def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(hostname_policy.check(req.obj)))
 
 
+def _service_provider(req: _Request, settings: Settings) -> _Verdict:
+    return _Verdict(tuple(service_provider.check(req.obj)))
+
+
 def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(platform_stack.check(req.obj)))
 
@@ -402,6 +406,7 @@ VALIDATING: dict[tuple[str, str], Handler] = {
     ("ResourceClaim", ""): _resource_claim,
     ("ResourceClaim", "status"): _claim_status,
     ("HostnamePolicy", ""): _hostname_policy,
+    ("ServiceProvider", ""): _service_provider,
 }
 WRITES = frozenset({"CREATE", "UPDATE"})
 

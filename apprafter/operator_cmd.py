@@ -123,9 +123,8 @@ def _run(settings: OperatorSettings) -> int:
     # the renderer reads its budget from the environment when it runs cue (renderer.settings.limits)
     if platform.render_timeout is not None or not os.environ.get(settings_.TIMEOUT_ENV):
         os.environ[settings_.TIMEOUT_ENV] = repr(platform.render_timeout or RENDER_TIMEOUT)
-    given = {"domain": settings_.Given(platform.domain, settings_.Origin("--domain")) if platform.domain else None,
-             "tier": settings_.Given(platform.tier, settings_.Origin("--tier")) if platform.tier else None}
-    context = settings_.platform_context(platform.platform_file, given)
+    context = settings_.flags_context(platform.platform_file, domain=platform.domain or None,
+                                      tier=platform.tier or None)
     config = load_config(settings.cluster.kubeconfig, settings.cluster.context)
     document_schema()  # runs cue once, now: a missing cue is a start-up failure (exit 2), not a failed reconcile
     if platform.platform_stack:

@@ -103,8 +103,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
         return None if value is None else settings.Given(value, settings.Origin(name))
 
     limit_own_memory()
-    context = settings.platform_context(platform_file, {"domain": flag(domain, "--domain"),
-                                                        "tier": flag(tier, "--tier")})
+    context = settings.flags_context(platform_file, domain=domain, tier=tier)
     namespace = settings.namespace(flag(namespace, "--namespace"))
     if all_dir is not None:
         if all_envs or environment:

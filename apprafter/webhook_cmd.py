@@ -29,7 +29,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
               "neither: only the apps' default hostnames are allowed).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Also serve /metrics over plain HTTP here.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
-              help="Platform settings file (tier, ...) for the renderer's warnings, as `apprafter render`.")
+              help="Platform settings file (domain, tier, ...), as `apprafter render` and the operator read it.")
+@click.option("--domain", help="Platform domain: the platform's own names and the apps' default hostnames "
+              "{app}.{env}.{domain} (give the operator's; overrides the platform file).")
 @click.option("--tier", type=click.Choice(TIERS), help="Platform tier (overrides the platform file).")
 @click.option("--cert-poll-seconds", default=2.0, show_default=True, type=click.FloatRange(0.1, 300),
               help="How often the certificate files are checked for a rotation.")
@@ -62,7 +64,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @reported
 def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str,
             claim_status_users: tuple[str, ...], kubeconfig: Path | None, metrics_port: int | None,
-            platform_file: Path | None,
+            platform_file: Path | None, domain: str | None,
             tier: str | None, cert_poll_seconds: float,
             workers: int, review_cpu_seconds: float, review_memory_mb: int, review_deadline_seconds: float,
             read_timeout: float, head_timeout: float, review_queue: int, max_connections: int,
@@ -76,8 +78,8 @@ def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    given = {"tier": settings.Given(tier, settings.Origin("--tier")) if tier else None}
-    rules = Settings(operator_user, settings.platform_context(platform_file, given), claim_status_users)
+    context = settings.flags_context(platform_file, domain=domain, tier=tier)
+    rules = Settings(operator_user, context, claim_status_users)
     limits = Limits(workers, review_cpu_seconds, review_memory_mb, review_deadline_seconds, queue=review_queue)
     bounds = Bounds(MAX_BODY_BYTES, read_timeout, max_buffered_mb << 20)
     connections = ConnectionLimits(max_connections, client_fresh_connections, handshake_timeout)

@@ -1,6 +1,7 @@
 """The CRD sources of what the operator keeps in its own namespace (lifecycle/schema/): the gate's baselines, the
 holders of public hostnames and the SourceCredentials (lifecycle.credentials.spec), generated like every other CRD,
-and the administrators' HostnamePolicies (lifecycle.hostname_policy, cluster-scoped);
+and the administrators' HostnamePolicies (lifecycle.hostname_policy) and ServiceProviders (lifecycle.service_provider),
+both cluster-scoped;
 OPERATOR_CRDS is every CRD the operator needs installed (`apprafter crds` prints them with the PlatformStack's)."""
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 from compatibility.crd import ALL_CRDS
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.hostname_policy import HOSTNAME_POLICY
+from lifecycle.service_provider import SERVICE_PROVIDER
 from renderer.crds import AGE, Column, CrdSource, cel
 
-__all__ = ["BASELINE", "HOSTNAME_POLICY", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SOURCE_CREDENTIAL"]
+__all__ = ["BASELINE", "HOSTNAME_POLICY", "OPERATOR_CRDS", "PUBLIC_HOSTNAME", "SERVICE_PROVIDER", "SOURCE_CREDENTIAL"]
 
 BASELINE = CrdSource(
     "ApplicationBaseline", "lifecycle", "baseline.cue", "ApplicationBaselineSpec", "applicationbaselines",
@@ -32,4 +34,4 @@ PUBLIC_HOSTNAME = CrdSource(
     columns=(Column("Namespace", ".spec.holder.namespace"), Column("Application", ".spec.holder.name"),
              Column("Environment", ".spec.holder.environment"), AGE),
 )
-OPERATOR_CRDS = (*ALL_CRDS, BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME, SOURCE_CREDENTIAL)
+OPERATOR_CRDS = (*ALL_CRDS, BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME, SERVICE_PROVIDER, SOURCE_CREDENTIAL)

@@ -166,6 +166,13 @@ def platform_context(file: Path | None = None, given: Mapping[str, Given | None]
     return PlatformContext(**kwargs)
 
 
+def flags_context(file: Path | None, *, domain: str | None = None, tier: str | None = None) -> PlatformContext:
+    """The context of a command's `--platform FILE`, `--domain` and `--tier` (render, operator and webhook alike)."""
+    given = {"domain": None if domain is None else Given(domain, Origin("--domain")),
+             "tier": None if tier is None else Given(tier, Origin("--tier"))}
+    return platform_context(file, given)
+
+
 def namespace(given: Given | None) -> str | None:
     """A namespace to stamp on output (--namespace, ARGOCD_APP_NAMESPACE): a DNS-1123 label, or None when unset."""
     if given is None or given.value in (None, ""):

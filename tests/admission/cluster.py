@@ -151,7 +151,7 @@ def eventually(what: str, probe: Callable[[], T | None], timeout: float = 30.0) 
 
 def path(bed: KubeTestBed, obj: Mapping[str, Any], status: bool = False) -> str:
     info = bed.resource_for(API, obj["kind"])
-    return info.path(obj["metadata"]["name"], obj["metadata"]["namespace"]) + ("/status" if status else "")
+    return info.path(obj["metadata"]["name"], obj["metadata"].get("namespace")) + ("/status" if status else "")
 
 
 def apply(client: httpx.Client, bed: KubeTestBed, obj: Mapping[str, Any], *, status: bool = False,

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lifecycle import hostname_policy
 from tests.admission.cluster import Webhook, apply, eventually, fresh_namespace, message, ok
 from tests.admission.reviews import API, EDITOR, parser_cr
 from tests.testbed.kube import KubeTestBed
@@ -97,3 +99,31 @@ def test_a_policy_that_does_not_read_is_refused(admission_bed: KubeTestBed, webh
     both["spec"] = {"allNamespaces": True, "namespaces": ["a"]}
     assert "one of the two" in message(admission_bed.http.post(
         admission_bed.resource_for(API, "HostnamePolicy").path(None, None), json=both))
+
+
+def test_the_webhook_judges_hostnames_under_the_domain_it_is_given(tmp_path: Path) -> None:
+    """`--domain` (the chart passes the operator's): an app's own default name under it is allowed, the platform's
+    names under it are the platform's, and the default domain's names mean nothing (the webhook once had no such
+    flag and judged every cluster by apps.example.com)."""
+    from tests.admission.reviews import body, review
+
+    server = Webhook(tmp_path / "webhook", ("--domain", "apps.acme.dev"))
+    server.start()
+    try:
+        def answer(hostname: str | None) -> dict[str, Any]:
+            with server.client() as client:
+                resp = client.post("/validate", content=body(review(public("team-a", hostname))), timeout=60)
+            assert resp.status_code == 200, resp.text[:500]
+            response: dict[str, Any] = resp.json()["response"]
+            return response
+
+        assert answer(None)["allowed"] is True
+        assert answer("parser.prod.apps.acme.dev")["allowed"] is True  # its own default name, written out
+        for hostname, said in (("argocd.apps.acme.dev", "argocd.apps.acme.dev is the platform's own"),
+                               ("parser.prod.apps.example.com", "no HostnamePolicy lets namespace team-a")):
+            refused = answer(hostname)
+            assert refused["allowed"] is False, hostname
+            assert f"{hostname_policy.NOT_ALLOWED}: " in refused["status"]["message"], refused
+            assert said in refused["status"]["message"], refused
+    finally:
+        server.stop()

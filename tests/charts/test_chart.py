@@ -46,7 +46,7 @@ def test_crds_are_what_apprafter_crds_prints() -> None:
     assert names == ["applicationbaselines.apprafter.io", "applications.apprafter.io", "hostnamepolicies.apprafter.io",
                      "migrationplans.apprafter.io",
                      "platformstacks.apprafter.io", "publichostnames.apprafter.io", "resourceclaims.apprafter.io",
-                     "sourcecredentials.apprafter.io"]
+                     "serviceproviders.apprafter.io", "sourcecredentials.apprafter.io"]
 
 
 def test_chart_image_and_package_share_one_version(objects: list[dict[str, Any]]) -> None:
@@ -146,7 +146,7 @@ def test_webhook_configurations_fail_closed_with_cert_managers_ca(objects: list[
                          "platformstacks", "platformstacks/status", "applicationbaselines",
                          "applicationbaselines/status", "publichostnames", "publichostnames/status",
                          "sourcecredentials", "sourcecredentials/status", "resourceclaims", "resourceclaims/status",
-                         "hostnamepolicies"}
+                         "hostnamepolicies", "serviceproviders"}
 
 
 def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
@@ -355,3 +355,23 @@ def test_openbao_values_become_the_operators_flags_and_its_ca_a_mounted_file(obj
     for bad in ({"address": "https://bao:8200/v1/secret"}, {"adress": "https://bao:8200"}):
         refused = template({"operator": {"openBao": bad}})
         assert refused.returncode != 0 and "/operator/openBao" in refused.stderr, refused.stderr
+
+
+def test_the_platforms_domain_and_tier_reach_the_operator_and_the_webhook_alike(
+        objects: list[dict[str, Any]]) -> None:
+    """Both judge hostnames by one rule (lifecycle.hostname_policy), so both must be told the same domain: with the
+    webhook on the default one, an app's own default name under the real domain was refused at the door."""
+    from apprafter.operator_cmd import operator
+    from apprafter.webhook_cmd import webhook
+
+    def platform_args(rendered: list[dict[str, Any]], name: str) -> list[str]:
+        args = container(one(rendered, "Deployment", name))["args"]
+        return [a for a in args if a.startswith(("--domain", "--tier"))]
+
+    for name in ("apprafter-operator", "apprafter-admission"):
+        assert platform_args(objects, name) == []  # unset: each reads the platform file's or the default
+    told = render({"platform": {"domain": "apps.acme.dev", "tier": "team"}})
+    for name, command in (("apprafter-operator", operator), ("apprafter-admission", webhook)):
+        args = platform_args(told, name)
+        assert args == ["--domain=apps.acme.dev", "--tier=team"], (name, args)
+        assert {a.split("=", 1)[0] for a in args} <= {opt for param in command.params for opt in param.opts}
