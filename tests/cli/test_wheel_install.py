@@ -1,8 +1,9 @@
 """Install for an app repository as docs/install.md says: the built wheel in a fresh virtualenv (no checkout on any
 path) with the base install only, a cue from the tool cache or from `go install`, nothing else. validate, render and
-plan work; a cue that `go install` left off PATH is named with the line that fixes it; a cue outside the supported
-range is refused with the version found, the range and both remedies, and no message names `make`; a command of
-an extra says which. ≈ 30-60 s (pip from PyPI), plus `go install` of cue (a minute when Go's build cache is cold)."""
+plan work; plain `doctor` checks the app developer's needs alone; a cue that `go install` left off PATH is named
+with the line that fixes it; a cue outside the supported range is refused with the version found, the range and
+both remedies, and no message names `make`; a command of an extra says which. ≈ 30-60 s (pip from PyPI), plus `go
+install` of cue (a minute when Go's build cache is cold)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,20 @@ def test_the_wheel_alone_validates_renders_and_plans(venv: Path, tmp_path: Path)
             planned.stdout, planned.stderr
     version = apprafter(venv, repo, "version")
     assert version.returncode == 0 and f"cue       {TOOLS['cue'].pinned} at " in version.stdout
-    assert apprafter(venv, repo, "doctor").returncode == 0
+    # Plain `doctor` checks the app developer's needs only: cue and the base install, one row each, nothing about the
+    # cluster's or this repository's tools (kubelet, etcd, podman, cosign, ...).
+    doctor = apprafter(venv, repo, "doctor")
+    assert (doctor.returncode, doctor.stderr) == (0, "")
+    rows = doctor.stdout.splitlines()
+    assert [row.split()[:2] for row in rows] == [["ok", "cue"], ["ok", "python"]], doctor.stdout
+    cue = TOOLS["cue"]
+    assert rows[0].startswith(f"ok  cue                {cue.pinned:<10} (pinned {cue.pinned}; supported "
+                              f"{cue.supported})  {cue_dir(cue.pinned) / 'cue'}")
+    assert rows[1] == "ok  python             installed  (the base install: render, validate, plan)"
+    assert not any(word in doctor.stdout for word in ("kubelet", "etcd", "podman", "cosign", "BAD"))
+    report = json.loads(apprafter(venv, repo, "doctor", "-o", "json").stdout)
+    assert (report["ok"], report["roles"], [t["tool"] for t in report["tools"]], [p["extra"] for p in report["python"]],
+            report["container_tools"], report["node_tools"]) == (True, ["developer"], ["cue"], [""], [], [])
 
 
 # What only the extras bring: none of it is in the app developer's install.
