@@ -29,11 +29,14 @@ example: venv
 	@$(VENV)/bin/apprafter render examples/parser --env prod --mode manifests
 
 # The wheel an app developer installs (`pip install dist/apprafter_render-<version>-py3-none-any.whl`: the base install;
-# extras as `...whl[cluster]`), stamped with the last commit's time so the same commit gives the same bytes.
-dist: venv
+# extras as `...whl[cluster]`), stamped with the last commit's time so the same commit gives the same bytes. Built by
+# DIST_PYTHON's pip alone (hatchling in pip's isolated build environment): no venv, no tools, so a fresh checkout with
+# Python >= 3.11 builds it in seconds (docs/install.md "The CLI").
+DIST_PYTHON ?= python3
+dist:
 	@rm -rf dist
 	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
-		$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
+		$(DIST_PYTHON) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
 	@ls dist/*.whl
 
 # pytest's exit 5 ("no tests ran") is a failure here, not a pass. The suite runs on TEST_WORKERS pytest-xdist

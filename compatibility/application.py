@@ -109,7 +109,7 @@ class _Classifier:
             if name not in new:
                 self.add("AR-DM001", field, old[name], None, f"the {name} claim and its data are garbage-collected")
             elif name not in old:
-                self.add("AR-S001", field, None, new[name], f"a new {name} claim is provisioned")
+                self.add("AR-RV001", field, None, new[name], f"a new {name} claim is provisioned")
             else:
                 self.need(name, old[name], new[name])
 

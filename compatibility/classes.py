@@ -1,4 +1,4 @@
-"""The change classes and their ranking per scope (spec §3.8): which class wins a plan's primary."""
+"""The change classes and their ranking per scope (spec §3.8): which class wins a plan's primary, which gate."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from typing import Literal
 from toolchain.errors import AppRafterError
 
 __all__ = [
-    "BREAKING", "DATA_MIGRATION", "RANKS", "REQUIRES_RESTART", "SAFE", "SECURITY_BOUNDARY", "Scope", "UnknownClass",
-    "is_gated", "rank", "ranked"
+    "BREAKING", "DATA_MIGRATION", "RANKS", "REQUIRES_RESTART", "REVIEW", "SAFE", "SECURITY_BOUNDARY", "UNGATED",
+    "Scope", "UnknownClass", "is_gated", "is_reviewed", "rank", "ranked"
 ]
 
 Scope = Literal["application", "platform", "credential"]
 
 SAFE = "safe"
+# Applies without approval like safe, but is what a reviewer looks at (issue 33): a new claim. Application scope only.
+REVIEW = "review"
 REQUIRES_RESTART = "requires-restart"
 DATA_MIGRATION = "data-migration"
 SECURITY_BOUNDARY = "security-boundary"
@@ -24,7 +26,7 @@ BREAKING = "breaking"
 # coverable by backups, a leaked credential or a widened exposure is not); platform and credential scope have
 # breaking.
 RANKS: dict[Scope, tuple[str, ...]] = {
-    "application": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, SECURITY_BOUNDARY),
+    "application": (SAFE, REVIEW, REQUIRES_RESTART, DATA_MIGRATION, SECURITY_BOUNDARY),
     "platform": (SAFE, REQUIRES_RESTART, DATA_MIGRATION, BREAKING),
     # A SourceCredential (spec §3.12): what it stops covering breaks the clone or the pull of whoever used it.
     "credential": (SAFE, BREAKING),
@@ -43,8 +45,17 @@ def rank(classification: str, scope: Scope) -> int:
     return order.index(classification)
 
 
+# The classes that apply without approval; every other class gates (a MigrationPlan, approvedSpecHash).
+UNGATED = frozenset({SAFE, REVIEW})
+
+
 def is_gated(classification: str) -> bool:
-    """Every class except safe needs approval."""
+    """Every class except safe and review needs approval."""
+    return classification not in UNGATED
+
+
+def is_reviewed(classification: str) -> bool:
+    """Every class except safe is listed for review: the gated ones and review."""
     return classification != SAFE
 
 

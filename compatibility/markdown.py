@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from compatibility.classes import is_gated, is_reviewed
 from compatibility.text import MAX_VALUE, SYMBOLS, approve_command
 from toolchain.errors import one_line
 
@@ -86,14 +87,16 @@ def _verdict(entry: Mapping[str, Any], code: Any = _code) -> str:
 
 
 def _reviewed(entry: Mapping[str, Any]) -> int:
-    """How many changes would gate as a change (for a first deployment: the additions a reviewer looks at)."""
-    return sum(c["classification"] != "safe" for c in entry["changes"])
+    """How many changes are for review: those that would gate as a change, and review-class ones (a new claim)."""
+    return sum(is_reviewed(c["classification"]) for c in entry["changes"])
 
 
 def _counts(entry: Mapping[str, Any]) -> str:
-    changes, gated = entry["changes"], _reviewed(entry)
+    changes = entry["changes"]
     if entry["status"] == "first-deployment":
-        return f"{len(changes)} to add ({gated} for review)" if gated else f"{len(changes)} to add"
+        review = _reviewed(entry)
+        return f"{len(changes)} to add ({review} for review)" if review else f"{len(changes)} to add"
+    gated = sum(is_gated(c["classification"]) for c in changes)
     return f"{len(changes)} ({gated} gated)" if gated else str(len(changes))
 
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART
+from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART, UNGATED
 from compatibility.plan import Change, Plan
 from compatibility.versions import InvalidVersion, stack_version
 from renderer.names import API_VERSION, ENVIRONMENT_LABEL, GROUP, MANAGED_BY, MANAGED_BY_LABEL
@@ -82,8 +82,9 @@ def migration_plan(plan: Plan, *, owner_uid: str | None = None, approvers: Seque
     risks: dict[str, Any] = {
         "classification": plan.primary,
         "classifications": list(plan.classifications),
-        # Only a requires-restart plan is undone by a revert; data loss and exposure are not.
-        "reversible": classes <= {"safe", REQUIRES_RESTART},
+        # Only a requires-restart plan is undone by a revert; data loss and exposure are not (and what rides along
+        # ungated, safe or for review, does not change that).
+        "reversible": classes <= UNGATED | {REQUIRES_RESTART},
         "requiresFullBackup": DATA_MIGRATION in classes,
     }
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata,

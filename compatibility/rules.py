@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
+from compatibility.classes import BREAKING, DATA_MIGRATION, REQUIRES_RESTART, REVIEW, SAFE, SECURITY_BOUNDARY
 
 __all__ = ["PLATFORM_RULE_BY_CLASS", "RULES", "Rule", "SoftDestructive"]
 
@@ -60,8 +60,11 @@ _ALL = [
     Rule("AR-SB010", "egress-widened", SECURITY_BOUNDARY,
          "a destination (host, cidr, port or protocol) is added to connects.egress.external"),
     Rule("AR-SB011", "confidential-removed", SECURITY_BOUNDARY, "confidential goes from true to false or away"),
+    # Review (issue 33): auto-applied like soft, but listed for review like a gated addition, so that a new claim (a
+    # database, a bucket: what holds the app's data from now on) is looked at in the pull request. It was AR-S001
+    # (safe) until then; that id is retired, never reused.
+    Rule("AR-RV001", "need-added", REVIEW, "a needs.* entry is added: a new claim"),
     # Soft: auto-applied, listed so that nothing hides behind a benign primary.
-    Rule("AR-S001", "need-added", SAFE, "a needs.* entry is added"),
     Rule("AR-S002", "need-size-changed", SAFE, "a need's size changes", "decrease"),
     Rule("AR-S003", "need-settings-changed", SAFE,
          "a need's selector, minor version, streams, buckets or mountPath change", "removal"),

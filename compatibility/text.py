@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART, SAFE, SECURITY_BOUNDARY
+from compatibility.classes import DATA_MIGRATION, REQUIRES_RESTART, REVIEW, SAFE, SECURITY_BOUNDARY, is_reviewed
 from compatibility.migrationplan import name as plan_name
 from compatibility.plan import Change, Plan
 
@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 __all__ = ["MIGRATION_COMMAND", "approve_command", "render_entries", "render_text"]
 
 # ANSI colours per class; used only when the caller says the output is a terminal.
-COLOURS = {SAFE: "32", REQUIRES_RESTART: "33", DATA_MIGRATION: "31", SECURITY_BOUNDARY: "1;31", "breaking": "1;31"}
+COLOURS = {SAFE: "32", REVIEW: "36", REQUIRES_RESTART: "33", DATA_MIGRATION: "31", SECURITY_BOUNDARY: "1;31",
+           "breaking": "1;31"}
 SYMBOLS = {"added": "+", "removed": "-", "changed": "~"}
 MAX_VALUE = 60
 MIGRATION_COMMAND = "apprafter migration"  # what a person approves or rejects a MigrationPlan with
@@ -50,7 +51,8 @@ def render_text(plan: Plan, colour: bool = False, header: str = "", migration_pl
                 first: bool = False) -> str:
     """The plan as lines of text; ANSI colour only when `colour` (a TTY). A gated plan names the MigrationPlan the
     cluster will create for it (`migration_plan`: False for a change nothing in the cluster can hold); a first
-    deployment (`first`) lists its additions, each with the class it would have as a change, and gates nothing."""
+    deployment (`first`) lists its additions, each with the class it would have as a change, and gates nothing: those
+    of a class other than safe (what would gate, and review) are counted for review."""
     s = plan.subject
     lines = [header or (f"apprafter plan: {s.name}, environment {s.environment}" if s.scope == "application"
                         else f"apprafter plan: platform stack {s.from_version} -> {s.to_version}"), ""]
@@ -63,9 +65,8 @@ def render_text(plan: Plan, colour: bool = False, header: str = "", migration_pl
     n = len(plan.changes)
     counts = f"{n} change{'s' if n != 1 else ''}, {len(plan.gated_changes)} gated"
     if first:
-        review = len(plan.gated_changes)
-        reviewed = f", {review} for review ({', '.join(c for c in plan.classifications if c != SAFE)})" if review \
-            else ""
+        review = sum(is_reviewed(c.classification) for c in plan.changes)
+        reviewed = f", {review} for review ({', '.join(filter(is_reviewed, plan.classifications))})" if review else ""
         lines.append(_paint(f"Plan: {n} to add{reviewed}. Not gated: a first deployment has no baseline, so the "
                             "cluster applies it without approval.", plan.primary if review else SAFE, colour))
     elif plan.gated:

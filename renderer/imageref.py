@@ -2,10 +2,12 @@
 check): the one parser, and why a reference is refused, in words that say what to change.
 
 The kubelet parses a container's image with k8s.io/kubernetes/pkg/util/parsers.ParseImageName (distribution/reference
-v0.6.0 at Kubernetes v1.34) and leaves a Pod it cannot parse in InvalidImageName; the API server takes any string. So a
-reference it refuses is an error in every edge (renderer.validate.check_environment); ':latest' and untagged are
-lint's warnings (renderer.lint). The classifier (same repository?) and the stack's chart references (`oci://`) read
-the same grammar. tests/renderer/test_imageref.py holds the decision to the kubelet's own parser (tools/kube/imageref).
+v0.6.0 at Kubernetes v1.34) and leaves a Pod it cannot parse in InvalidImageName (containerd's CRI plugin, which pulls
+what the kubelet took, normalises it with the same grammar: ParseDockerRef, docs/dependencies.md); the API server takes
+any string. So a reference it refuses is an error in every edge (renderer.validate.check_environment); ':latest' and
+untagged are lint's warnings (renderer.lint). The classifier (same repository?) and the stack's chart references
+(`oci://`) read the same grammar. tests/renderer/test_imageref.py holds the decision to the kubelet's own parser
+(tools/kube/imageref).
 """
 
 from __future__ import annotations

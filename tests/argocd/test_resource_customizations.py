@@ -85,19 +85,22 @@ def test_application_phase_from_a_newer_operator_is_unknown_not_healthy() -> Non
     assert got == overrides.Health("Unknown", "Unknown phase Hibernating (newer operator?)")
 
 
-# Real plans for the prod CR: one gated change; and a soft change riding along with two gated ones.
+# Real plans for the prod CR: one gated change; and a soft change and a new claim (review: listed, not gated) riding
+# along with two gated ones.
 SCALE_TO_ZERO = gated_plan(CR, edited(CR, replicas=0))
 MIXED = gated_plan(CR, with_base(edited(CR, replicas=0), image="ghcr.io/acme/hello:1.1.0",
-                                 expose={"port": 8080, "network": "public"}))
+                                 expose={"port": 8080, "network": "public"}, needs={"pg": {}}))
 
 
 def test_the_plans_are_what_the_messages_claim() -> None:
     assert [c.classification for c in SCALE_TO_ZERO.changes] == ["requires-restart"]
     assert [c.classification for c in MIXED.changes].count("safe") == 1
+    assert [(c.rule, c.classification) for c in MIXED.changes if c.field == "needs.pg"] == [("AR-RV001", "review")]
     assert len(MIXED.gated_changes) == 2
 
 
-@pytest.mark.parametrize("gated", [SCALE_TO_ZERO, MIXED], ids=["one gated change", "two gated and one soft"])
+@pytest.mark.parametrize("gated", [SCALE_TO_ZERO, MIXED], ids=["one gated change",
+                                                               "two gated, one soft, one for review"])
 def test_pending_plan_is_suspended_with_its_primary_class_and_gated_count(gated: Any) -> None:
     obj = plan_object(gated, {"phase": "pending-approval"})
     name = obj["metadata"]["name"]

@@ -22,6 +22,7 @@ import yaml
 from apprafter.github_action import MARKER
 from tests.cli.monorepo import app_text, git
 from tests.renderer.helpers import REPO, write_app
+from toolchain.tools import TOOLS
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 TOKEN = "ghs_test-token"
@@ -114,7 +115,7 @@ class Step:
             else {}
 
 
-def step(repo: Path, api: CommentAPI, base: str, **inputs: str) -> Step:
+def step(repo: Path, api: CommentAPI, base: str, environ: dict[str, str] | None = None, **inputs: str) -> Step:
     run_dir = repo.parent / f"run-{len(api.requests)}-{len(list(repo.parent.iterdir()))}"
     run_dir.mkdir()
     event = run_dir / "event.json"
@@ -125,7 +126,7 @@ def step(repo: Path, api: CommentAPI, base: str, **inputs: str) -> Step:
            "GITHUB_EVENT_PATH": str(event), "GITHUB_STEP_SUMMARY": str(run_dir / "summary.md"),
            "GITHUB_OUTPUT": str(run_dir / "output"), "GITHUB_TOKEN": TOKEN, "GITHUB_API_URL": api.url,
            "GITHUB_REPOSITORY": "acme/shop", "INPUT_DIRECTORY": "apps",
-           **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}}
+           **{f"INPUT_{k.upper()}": v for k, v in inputs.items()}, **(environ or {})}
     proc = subprocess.run([sys.executable, "-m", "apprafter.github_action"], cwd=repo, env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     return Step(proc, run_dir / "summary.md", run_dir / "output")
@@ -186,6 +187,44 @@ def test_each_case_comments_its_golden_and_sets_the_outputs(tmp_path: Path, api:
         assert all(name in result.summary for name in names)
     else:
         assert names == []
+
+
+def test_every_problem_is_annotated_on_its_line_and_one_without_a_line_for_the_step(tmp_path: Path,
+                                                                                   api: CommentAPI) -> None:
+    """Two problems in the pull request's file, each on its line; the base's own problem (`git:<rev>:...`: no line
+    of the pull request) and a tool failure (no position at all) annotate the step as a whole."""
+    blog = app_text("blog")
+    repo, base = repository(tmp_path, ("shop", SHOP), ("blog", blog.replace("blog:1.0.0", "blog:v1:2")))
+    write_app(repo / "apps" / "blog", blog)  # the pull request fixes the base's broken app
+    write_app(repo / "apps" / "shop", SHOP.replace("needs: pg: {}", 'needs: pg: {sise: "small"}')
+              .replace("acme/shop:", "acme/Shop:"))
+    result = step(repo, api, base)
+    assert (result.code, result.outputs["gated"]) == (1, "false"), result.stderr
+    shop = "file=apps/shop/apprafter/Application.cue"
+    assert result.stdout.splitlines() == [
+        f"::error {shop},line=6,col=3,title=apprafter plan::spec.base.image: image 'ghcr.io/acme/Shop:1.0.0' is not a "
+        "valid image reference: the repository 'acme/Shop' must be lowercase: 'acme/shop'",
+        f"::error {shop},line=8,col=15,title=apprafter plan::spec.base.needs.pg.sise: field not allowed; did you mean "
+        "`size`?",
+        f"::error title=apprafter plan::git:{base}:apps/blog/apprafter/Application.cue:6:3: spec.base.image: image "
+        "'ghcr.io/acme/blog:v1:2' is not a valid image reference: it holds more than one ':' after the repository (one "
+        "tag at most: repository:tag)"]
+    # The comment (and the job summary) carries the plan's lines as they are.
+    assert result.summary.endswith(
+        "```text\n"
+        "apps/shop/apprafter/Application.cue:6:3: spec.base.image: image 'ghcr.io/acme/Shop:1.0.0' is not a valid "
+        "image reference: the repository 'acme/Shop' must be lowercase: 'acme/shop'\n"
+        "apps/shop/apprafter/Application.cue:8:15: spec.base.needs.pg.sise: field not allowed; did you mean `size`?\n"
+        f"git:{base}:apps/blog/apprafter/Application.cue:6:3: spec.base.image: image 'ghcr.io/acme/blog:v1:2' is not a "
+        "valid image reference: it holds more than one ':' after the repository (one tag at most: repository:tag)\n"
+        "```\n")
+
+    failed = step(repo, api, base, {"APPRAFTER_CUE": str(tmp_path / "no-cue")})
+    assert (failed.code, failed.outputs["gated"]) == (2, "false"), failed.stderr
+    assert failed.stdout == (f"::error title=apprafter plan::apprafter: cue not found (supported: "
+                             f"{TOOLS['cue'].supported}): run `make setup` (tools/setup.sh) to install it, or point "
+                             "APPRAFTER_CUE at one\n")
+    assert "**No plan: a tool failed.**" in failed.summary
 
 
 def test_one_comment_is_updated_in_place_never_a_second(tmp_path: Path, api: CommentAPI) -> None:

@@ -46,17 +46,18 @@ def test_plan_without_flags_lists_a_first_deployment_for_review(tmp_path: Path) 
         "apprafter plan: shop, environment prod (.): first deployment, no baseline to compare\n\n"
         "  + expose.network: (absent) -> public  [security-boundary, AR-SB004] the blast radius widens from the "
         "cluster to the public Gateway: shop.prod.apps.example.com\n"
+        "  + needs.pg: (absent) -> {}  [review, AR-RV001] a new pg claim is provisioned\n"
         "  + expose.port: (absent) -> 8080  [safe, AR-S009] part of the network change above\n"
         "  + health.readiness: (absent) -> TCP :8080  [safe, AR-S015] readiness probe added: rolled out like any "
-        "deploy\n"
-        "  + needs.pg: (absent) -> {}  [safe, AR-S001] a new pg claim is provisioned\n\n"
-        "Plan: 4 to add, 1 for review (security-boundary). Not gated: a first deployment has no baseline, so the "
-        "cluster applies it without approval.\n\n"
+        "deploy\n\n"
+        "Plan: 4 to add, 2 for review (security-boundary, review). Not gated: a first deployment has no baseline, so "
+        "the cluster applies it without approval.\n\n"
         "All: 1 app-environment, 0 gated (1 first deployment).\n")
     document = json.loads(run_cli("plan", ".", "-o", "json", cwd=repo).stdout)
     (prod,) = [p for p in document["plans"] if p["environment"] == "prod"]
     assert (prod["status"], prod["gated"], prod["primary"], prod["approvedSpecHash"]) == (
         "first-deployment", False, "security-boundary", None)
+    assert prod["classifications"] == ["security-boundary", "review", "safe"]
     same = run_cli("plan", "--all", ".", "-o", "json", cwd=repo)  # --all DIR is PATH, kept for scripts
     assert json.loads(same.stdout) == document
 
@@ -97,6 +98,22 @@ def test_no_default_branch_and_outside_git_say_what_to_pass(tmp_path: Path) -> N
                               "directory, a .cue file, an Application CR or git:<rev>)\n")
     both = run_cli("plan", ".", "--to", ".", "-e", "prod", cwd=loose)
     assert both.returncode == 1 and "--to NEW plans one app: not with PATH or --all" in both.stderr
+
+
+def test_a_claim_added_to_a_running_app_is_for_review_and_not_gated(tmp_path: Path) -> None:
+    repo = repository(tmp_path / "shop", app=SHOP)
+    git(repo, "checkout", "-qb", "cache")
+    write_app(repo, SHOP.replace("needs: pg: {}", "needs: {pg: {}, redis: {}}"))
+    result = run_cli("plan", "-e", "prod", "--detailed-exitcode", "--from", "git:main", cwd=repo)
+    assert result.returncode == 0, result.stderr  # review-class: listed, never gated (no MigrationPlan)
+    assert result.stdout == (
+        "apprafter plan: shop, environment prod (.)\n\n"
+        "  + needs.redis: (absent) -> {}  [review, AR-RV001] a new redis claim is provisioned\n\n"
+        "Plan: 1 change, 0 gated. Not gated: applies without approval.\n\n"
+        "All: 1 app-environment, 0 gated (1 changed).\n")
+    (entry,) = json.loads(run_cli("plan", "-e", "prod", "-o", "json", "--from", "git:main", cwd=repo).stdout)["plans"]
+    assert (entry["gated"], entry["primary"], entry["classifications"], entry["approvedSpecHash"],
+            entry["migrationPlanName"]) == (False, "review", ["review"], None, None)
 
 
 def test_the_last_app_removed_is_planned(tmp_path: Path) -> None:

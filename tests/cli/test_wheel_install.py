@@ -1,8 +1,10 @@
-"""Install for an app repository as docs/install.md says: the built wheel in a fresh virtualenv (no checkout on any
-path) with the base install only, a cue from the tool cache or from `go install`, nothing else. validate, render and
-plan work; a cue that `go install` left off PATH is named with the line that fixes it; a cue outside the supported
-range is refused with the version found, the range and both remedies, and no message names `make`; a command of
-an extra says which. ≈ 30-60 s (pip from PyPI), plus `go install` of cue (a minute when Go's build cache is cold)."""
+"""Install for an app repository as docs/install.md says: the wheel `make dist` builds in a checkout with nothing set
+up (no venv, no tools: python3's pip alone), the same bytes for the same commit, in a fresh virtualenv (no checkout on
+any path) with the base install only, a cue from the tool cache or from `go install`, nothing else. validate, render
+and plan work; plain `doctor` checks the app developer's needs alone; a cue that `go install` left off PATH is named
+with the line that fixes it; a cue outside the supported range is refused with the version found, the range and both
+remedies, and no message names `make`; a command of an extra says which. ≈ 30-60 s (pip from PyPI), plus `go
+install` of cue (a minute when Go's build cache is cold)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -21,16 +24,62 @@ from tests.renderer.helpers import REPO, write_app
 from toolchain.pins import pins
 from toolchain.tools import TOOLS, tools_dir
 
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+WHEEL = f"{PROJECT['name'].replace('-', '_')}-{PROJECT['version']}-py3-none-any.whl"
+COMMITTED = "2026-01-02T03:04:06Z"  # the copy's one commit: what `make dist` stamps the wheel with (zip: even seconds)
+BASE_PYTHON = Path(getattr(sys, "_base_executable", sys.executable))
+
+
+def checkout(dest: Path) -> Path:
+    """This checkout's files (tracked and new, not ignored: no venv, no dist, no caches) as a fresh repository of one
+    commit made at COMMITTED."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file() or source.is_symlink():  # a tracked file deleted in the working tree is left out
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name, follow_symlinks=False)
+    env = {**os.environ, "GIT_AUTHOR_DATE": COMMITTED, "GIT_COMMITTER_DATE": COMMITTED}
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@example.com",
+                                                              "commit", "-qm", "release"]):
+        subprocess.run(["git", *argv], cwd=dest, env=env, check=True, capture_output=True)
+    return dest
+
+
+def make_dist(repo: Path) -> subprocess.CompletedProcess[str]:
+    """`make dist` with a plain Python on PATH (this interpreter's base, not a venv's) and nothing set up."""
+    env = {"PATH": f"{BASE_PYTHON.parent}:/usr/bin:/bin", "HOME": os.environ.get("HOME", str(repo.parent))}
+    return subprocess.run(["make", "dist"], cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+                          check=False)
+
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bytes]:
+    """A checkout and the bytes of the wheel its `make dist` built."""
+    repo = checkout(tmp_path_factory.mktemp("checkout") / "render")
+    made = make_dist(repo)
+    assert (made.returncode, made.stdout) == (0, f"dist/{WHEEL}\n"), made.stderr
+    assert not (repo / ".venv").exists()  # no venv, no `.[all,dev]`: the wheel alone
+    return repo, (repo / "dist" / WHEEL).read_bytes()
+
+
+def test_make_dist_needs_no_set_up_and_the_same_commit_gives_the_same_bytes(built: tuple[Path, bytes]) -> None:
+    repo, first = built
+    again = make_dist(repo)
+    assert (again.returncode, again.stdout) == (0, f"dist/{WHEEL}\n"), again.stderr
+    assert (repo / "dist" / WHEEL).read_bytes() == first
+    with zipfile.ZipFile(repo / "dist" / WHEEL) as wheel:
+        stamps = {info.date_time for info in wheel.infolist()}
+    assert stamps == {(2026, 1, 2, 3, 4, 6)}  # the commit's time (SOURCE_DATE_EPOCH), not the build's
+
+
+@pytest.fixture(scope="module")
+def venv(built: tuple[Path, bytes], tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(work / "dist"),
-                    str(REPO)], check=True, capture_output=True, timeout=600)
-    (wheel,) = (work / "dist").glob("*.whl")
-    name = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
-    assert wheel.name.startswith(name.replace("-", "_") + "-")
-    base = getattr(sys, "_base_executable", sys.executable)
+    wheel = work / WHEEL
+    wheel.write_bytes(built[1])
+    base = BASE_PYTHON
     subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=300)
     pip = subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "--quiet", str(wheel)], capture_output=True,
                          text=True, timeout=900, check=False)
@@ -75,7 +124,20 @@ def test_the_wheel_alone_validates_renders_and_plans(venv: Path, tmp_path: Path)
             planned.stdout, planned.stderr
     version = apprafter(venv, repo, "version")
     assert version.returncode == 0 and f"cue       {TOOLS['cue'].pinned} at " in version.stdout
-    assert apprafter(venv, repo, "doctor").returncode == 0
+    # Plain `doctor` checks the app developer's needs only: cue and the base install, one row each, nothing about the
+    # cluster's or this repository's tools (kubelet, etcd, podman, cosign, ...).
+    doctor = apprafter(venv, repo, "doctor")
+    assert (doctor.returncode, doctor.stderr) == (0, "")
+    rows = doctor.stdout.splitlines()
+    assert [row.split()[:2] for row in rows] == [["ok", "cue"], ["ok", "python"]], doctor.stdout
+    cue = TOOLS["cue"]
+    assert rows[0].startswith(f"ok  cue                {cue.pinned:<10} (pinned {cue.pinned}; supported "
+                              f"{cue.supported})  {cue_dir(cue.pinned) / 'cue'}")
+    assert rows[1] == "ok  python             installed  (the base install: render, validate, plan)"
+    assert not any(word in doctor.stdout for word in ("kubelet", "etcd", "podman", "cosign", "BAD"))
+    report = json.loads(apprafter(venv, repo, "doctor", "-o", "json").stdout)
+    assert (report["ok"], report["roles"], [t["tool"] for t in report["tools"]], [p["extra"] for p in report["python"]],
+            report["container_tools"], report["node_tools"]) == (True, ["developer"], ["cue"], [""], [], [])
 
 
 # What only the extras bring: none of it is in the app developer's install.

@@ -160,9 +160,10 @@ CASES: list[Case] = [
     Case("tag-changed", "AR-SB008", app(), app(with_base(image="ghcr.io/acme/demo:1.1.0")), False),
     Case("docker-hub-short-name", "AR-SB008", app(with_base(image="nginx:1.25")),
          app(with_base(image="docker.io/library/nginx:1.27")), False),
+    # Review: ungated, listed for review
+    Case("need-added", "AR-RV001", app(), app(with_base(needs={**BASE["needs"], "s3": {}})), True, "needs.s3"),
+    Case("need-added-neg", "AR-RV001", app(), app(), False),
     # Soft rules
-    Case("need-added", "AR-S001", app(), app(with_base(needs={**BASE["needs"], "s3": {}})), True, "needs.s3"),
-    Case("need-added-neg", "AR-S001", app(), app(), False),
     Case("size-up", "AR-S002", app(), app(with_base(needs={"pg": {"size": "large", "version": "16"}, "redis": {}})),
          True, "needs.pg.size"),
     Case("size-down", "AR-S002", app(), app(with_base(needs={"pg": {"size": "nano", "version": "16"}, "redis": {}})),

@@ -167,6 +167,25 @@ def test_an_unreadable_baseline_fails_closed() -> None:
         decide(side(app()), {**baseline(app()), "sneaky": True}, [], owner_uid=UID)
 
 
+def test_a_new_claim_is_for_review_yet_applies_without_a_plan() -> None:
+    """A need added is review-class (AR-RV001): listed for review, never gated, so the cluster applies it at once;
+    beside a gated change it leaves that change's plan (name, hash) as it was, and is listed in it."""
+    claimed = app(with_base(needs={**BASE["needs"], "s3": {}}))
+    d = decide(side(claimed), baseline(app()), [], owner_uid=UID)
+    assert (d.outcome, d.migration_plan, d.phases, d.target) == ("apply", None, (), side(claimed).spec)
+    assert d.plan is not None and not d.plan.gated and d.plan.approved_spec_hash is None
+    assert [(c.rule, c.field, c.classification) for c in d.plan.changes] == [("AR-RV001", "needs.s3", "review")]
+    assert (d.plan.primary, d.plan.classifications) == ("review", ("review",))
+    both = copy.deepcopy(GATED)
+    both["spec"]["base"]["needs"]["s3"] = {}
+    riding = plan(side(app()), side(both))
+    assert (name(riding), riding.approved_spec_hash) == gated_plan()
+    spec = migration_plan(riding, owner_uid=UID)["spec"]
+    assert [(c["rule"], c["classification"]) for c in spec["changes"]] == [
+        ("AR-DM001", "data-migration"), ("AR-RV001", "review")]
+    assert spec["risks"]["classifications"] == ["data-migration", "review"]
+
+
 def test_soft_changes_ride_along_with_an_approval() -> None:
     plan_name, digest = gated_plan()
     with_soft = copy.deepcopy(GATED)

@@ -39,14 +39,15 @@ def test_crds_lists_migrationplan_generated_from_its_cue_schema() -> None:
     crd = by_name["migrationplans.apprafter.io"]
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["properties"]["risks"]["properties"]["classification"]["enum"] == [
-        "safe", "requires-restart", "data-migration", "breaking", "security-boundary"]
+        "safe", "review", "requires-restart", "data-migration", "breaking", "security-boundary"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
 
 
 def _gated_plan(tmp_path: Path) -> dict[str, Any]:
     old = write_app(tmp_path / "a", MINIMAL.replace("expose: port: 8080", 'expose: {port: 8080, network: "public"}'))
+    # Gated (a new repository, a secret reference), with a new claim riding along (review: listed, not gated).
     new = write_app(tmp_path / "b", MINIMAL.replace('"ghcr.io/acme/demo:1.0.0"', '"ghcr.io/other/demo:1.0.0"\n\t\t'
-                                                    'env: KEY: secret: "vendor/key"'))
+                                                    'env: KEY: secret: "vendor/key"\n\t\tneeds: pg: {}'))
     result = run_cli("plan", "--from", str(old), "--to", str(new), "--env", "prod", "--format", "json",
                      "--namespace", "demo-prod", "--approver", "alice@example.com")
     assert result.returncode == 0, result.stderr
@@ -62,7 +63,10 @@ def test_the_plan_commands_migrationplan_passes_a_server_side_dry_run(kube_with_
     assert obj["metadata"]["namespace"] == "demo-prod"
     [stored] = kube_with_crds.dry_run_apply([obj])
     assert stored["spec"] == obj["spec"]  # nothing pruned: every field is in the schema
-    assert stored["spec"]["risks"]["classifications"] == out["classifications"]
+    assert stored["spec"]["risks"]["classifications"] == out["classifications"] == [
+        "security-boundary", "requires-restart", "review"]
+    assert [(c["rule"], c["classification"]) for c in stored["spec"]["changes"] if c["field"] == "needs.pg"] == [
+        ("AR-RV001", "review")]
     assert [c["rule"] for c in stored["spec"]["changes"]] == [c["rule"] for c in out["changes"]]
 
 

@@ -15,10 +15,11 @@ from renderer.health import probes
 
 APP_RULES = sorted(r for r in RULES if not r.startswith(("AR-PS", "AR-SC")))
 GATED = [r for r in APP_RULES if is_gated(RULES[r].classification)]
-SOFT = [r for r in APP_RULES if not is_gated(RULES[r].classification)]
+SOFT = [r for r in APP_RULES if not is_gated(RULES[r].classification)]  # safe and review: neither gates
 SUBJECT = Subject("application", "demo", None, "prod")
-# The spec's order, lowest to highest (security-boundary above data-migration): the oracle, not RANKS.
-SPEC_ORDER = ["safe", "requires-restart", "data-migration", "security-boundary"]
+# The spec's order, lowest to highest (security-boundary above data-migration; review, ungated, just above safe,
+# issue 33): the oracle, not RANKS.
+SPEC_ORDER = ["safe", "review", "requires-restart", "data-migration", "security-boundary"]
 values = st.none() | st.integers(-5, 5) | st.text(max_size=5) | st.dictionaries(st.text(max_size=3), st.integers(),
                                                                                 max_size=2)
 
@@ -61,7 +62,8 @@ def test_hash_differs_when_the_gated_set_differs(gated: list[Change], extra: Cha
 @given(st.lists(changes(SOFT), max_size=8))
 def test_no_gated_change_means_not_gated(soft: list[Change]) -> None:
     result = roll_up(soft, SUBJECT)
-    assert not result.gated and result.approved_spec_hash is None and result.primary == "safe"
+    assert not result.gated and result.approved_spec_hash is None
+    assert result.primary == ("review" if any(c.classification == "review" for c in soft) else "safe")
 
 
 # --- the classifier on generated, schema-shaped Applications ----------------------------------------------
@@ -116,7 +118,7 @@ def test_network_escalation_and_its_reverse(a: dict[str, Any], b: dict[str, Any]
     forward = {c.rule for c in classify(deployment(a, "prod"), deployment(b, "prod"))}
     backward = {c.rule for c in classify(deployment(b, "prod"), deployment(a, "prod"))}
     assert ("AR-SB004" in forward) == ("AR-RR002" in backward)
-    assert ("AR-DM001" in forward) == ("AR-S001" in backward)
+    assert ("AR-DM001" in forward) == ("AR-RV001" in backward)
     assert ("AR-SB008" in forward) == ("AR-SB008" in backward)
 
 

@@ -250,6 +250,28 @@ def test_a_revert_supersedes_the_plan_and_the_application_is_ready_again(bed: Ku
     assert len(plans(bed, ns)) == 1
 
 
+def test_a_new_claim_is_for_review_yet_applies_at_once_without_a_plan(bed: KubeTestBed, operator: Operator,
+                                                                      tmp_path: Path) -> None:
+    """AR-RV001 (class review): `plan` lists the new claim for review, and the operator applies it at once."""
+    ns = fresh_namespace(bed, "claim")
+    old, new = cr(ns, edit(needs={"pg": BASE["needs"]["pg"]})), cr(ns, BASE)  # redis added
+    deployed(bed, ns, old)
+    planned = cli_plan(tmp_path, old, new, ns)
+    assert (planned["gated"], planned["primary"], planned["migrationPlan"]) == (False, "review", None)
+    assert [(c["rule"], c["field"]) for c in planned["changes"]] == [("AR-RV001", "needs.redis")]
+    apply(bed, new)
+    claims_when_created(bed, ns, ["demo-pg", "demo-redis"])
+    wanted = deployment(new, "prod").spec
+
+    def applied() -> dict[str, Any] | None:
+        st = status(bed, ns)
+        return st if st.get("phase") == "Ready" and st.get("lastAppliedSpec") == wanted else None
+
+    st = wait("the new claim applied", applied)
+    assert st.get("migrationPlan") is None and plans(bed, ns) == []
+    assert_children_are(bed, ns, new)
+
+
 def test_soft_changes_apply_at_once_and_soft_destructive_ones_leave_an_event(bed: KubeTestBed,
                                                                            operator: Operator) -> None:
     ns = fresh_namespace(bed, "soft")
