@@ -3,8 +3,9 @@ stack's tenant AppProject (deploy/argocd/tenant-project.yaml): a repository's `.
 repo-server merges it over the source) and an Application's `plugin.env` cannot switch the plugin's mode; a
 repository that switches the source away from the plugin, or a plugin that emits a Deployment, is refused by the
 project before anything is applied; the Argo CD annotations an Application may carry are the renderer's and the
-webhook's one rule; the Approve action runs only in a project that opted in to MigrationPlans. In every case Argo CD
-manages the `apprafter.io` Application and nothing else, and the operator's children keep its controlling owner.
+webhook's one rule; a hostname the tenant's namespace may not use is refused at the sync by the webhook; the Approve
+action runs only in a project that opted in to MigrationPlans. In every case Argo CD manages the `apprafter.io`
+Application and nothing else, and the operator's children keep its controlling owner.
 """
 
 from __future__ import annotations
@@ -205,6 +206,32 @@ def test_argo_cd_annotations_are_the_renderers_and_the_webhooks_one_rule(loop: G
     with pytest.raises(ApplyRejected) as refused:
         loop.kube.apply(hook, field_manager="kubectl-annotate")
     assert 'metadata.annotations."argocd.argoproj.io/hook": is an instruction to Argo CD' in str(refused.value)
+
+
+def test_a_hostname_the_namespace_may_not_use_is_refused_at_the_sync(loop: GitOpsLoop,
+                                                                     deployed: dict[str, Any]) -> None:
+    """A push that asks for the platform's own name: Argo CD's apply of the Application is refused by the webhook
+    (HostnameNotAllowed, the operator's one rule), the sync says why, and the deployed Application stays as it was."""
+    squatting = HELLO.replace('expose: {port: 8080, network: "internal"}',
+                              'expose: {port: 8080, network: "public", hostname: "argocd.apps.example.com"}')
+    assert squatting != HELLO
+    revision = loop.push(REPO_NAME, {APP_FILE: squatting}, "serve the platform's Argo CD name", PROD)
+
+    def refused(app: dict[str, Any]) -> bool:
+        state = app["status"].get("operationState") or {}
+        synced = ((state.get("operation") or {}).get("sync") or {}).get("revision")
+        return synced == revision and state.get("phase") in ("Failed", "Error") and \
+            "HostnameNotAllowed" in sync_messages(app)
+
+    app = loop.wait(PROD, "the sync refused with HostnameNotAllowed", refused)
+    said = sync_messages(app)
+    assert 'admission webhook "applications.apprafter.io" denied the request' in said, said
+    assert "argocd.apps.example.com is the platform's own" in said, said
+    cr = loop.apprafter_application("hello", PROD)
+    assert cr is not None and cr["spec"]["base"]["expose"] == {"port": 8080, "network": "internal"}, cr["spec"]
+    assert unowned_workloads(loop, PROD) == []
+    revision = loop.push(REPO_NAME, {APP_FILE: HELLO}, "internal again", PROD)
+    loop.wait_health(PROD, revision, "Healthy")
 
 
 def test_the_approve_action_runs_only_in_a_project_that_opted_in(loop: GitOpsLoop, deployed: dict[str, Any]) -> None:
