@@ -1,5 +1,5 @@
-"""`apprafter operator`: run the Application reconciler and the PlatformStack controller (leader-elected, with
-probes and metrics) until SIGTERM. Its flags are grouped by apprafter.operator_settings."""
+"""`apprafter operator`: run the Application reconciler, the claim binder and the PlatformStack controller
+(leader-elected, with probes and metrics) until SIGTERM. Its flags are grouped by apprafter.operator_settings."""
 
 from __future__ import annotations
 
@@ -95,6 +95,10 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--platform-stack/--no-platform-stack", default=True, show_default=True,
               help="Run the PlatformStack controller (apprafter-system/default -> the umbrella Argo CD Application); "
                    "it needs cosign.")
+@click.option("--claim-binder/--no-claim-binder", default=True, show_default=True,
+              help="Bind each ResourceClaim to its ServiceProvider (status.provider, the Bound condition). Off when "
+                   "the webhook names other claim providers (--claim-status-user without the operator's account): "
+                   "they alone may write claim status, so they bind (docs/platform-services.md).")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -104,8 +108,9 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--log-format", type=click.Choice(["json", "text"]), default="json", show_default=True)
 @reported
 def operator(**flags: Any) -> None:
-    """Reconcile Applications into their children and gate destructive changes; keep the platform stack at the
-    verified version its PlatformStack asks for (docs/operator.md, docs/platform-stack.md)."""
+    """Reconcile Applications into their children and gate destructive changes; bind ResourceClaims to
+    ServiceProviders; keep the platform stack at the verified version its PlatformStack asks for (docs/operator.md,
+    docs/platform-services.md, docs/platform-stack.md)."""
     sys.exit(_run(OperatorSettings.of(flags)))
 
 
@@ -147,6 +152,7 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
     from controller_runtime.probes import Health, Servers
     from controller_runtime.telemetry import Telemetry
     from reconciler.application import ApplicationController
+    from reconciler.claims import ClaimController
     from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
     from reconciler.sourcecredential import SourceCredentialController
@@ -183,6 +189,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
                                              credentials.check_interval, manager_settings.max_backoff, openbao)]
         if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
+        if settings.platform.claim_binder:
+            controllers.append(ClaimController())
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()

@@ -62,13 +62,14 @@ class ServingFlags(NamedTuple):
 
 
 class PlatformFlags(NamedTuple):
-    """What an Application renders against, and whether the PlatformStack controller runs."""
+    """What an Application renders against, and whether the PlatformStack controller and the claim binder run."""
 
     render_timeout: float | None
     platform_file: Path | None
     domain: str | None
     tier: str | None
     platform_stack: bool
+    claim_binder: bool = True
 
 
 class SourceCredentialSettings(NamedTuple):
@@ -115,7 +116,7 @@ class OperatorSettings:
             lease=lease,
             serving=ServingFlags(flags["bind_address"], flags["health_port"], flags["metrics_port"]),
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
-                                   flags["platform_stack"]),
+                                   flags["platform_stack"], flags["claim_binder"]),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],

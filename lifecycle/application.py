@@ -14,6 +14,7 @@ from compatibility.shape import Unreadable
 from compatibility.sides import side
 from compatibility.text import approve_command
 from lifecycle.baseline import remembered
+from lifecycle.binding import waiting_reason
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.credentials.coverage import deployment_image
@@ -30,8 +31,8 @@ from renderer.manifests import CLAIM
 from renderer.render import render_loaded
 
 __all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "WORKLOAD_FIELDS", "Desired", "Refusal", "Settled",
-           "apply_failed", "assess", "describe", "earned", "read_application", "refused", "settle", "waiting_claims",
-           "waiting_note", "workload_fields"]
+           "Waiting", "apply_failed", "assess", "describe", "earned", "read_application", "refused", "settle",
+           "waiting_claims", "waiting_note", "workload_fields"]
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
 PHASES = ("Pending", "Progressing", "Ready", "AwaitingMigrationApproval", "Failed")
@@ -141,10 +142,23 @@ def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: 
                    [w.split(": ", 2)[-1] for w in rendered.warnings])
 
 
-def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The claims (by name) whose live object is not ready yet: no workload until every one is."""
-    return [c["metadata"]["name"] for c in claims
-            if ((live.get(c["metadata"]["name"]) or {}).get("status") or {}).get("ready") is not True]
+class Waiting(NamedTuple):
+    """A claim whose live object is not ready: its name, the need it is for, and why (lifecycle.binding)."""
+
+    name: str
+    need: str
+    why: str
+
+
+def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mapping[str, Any]]) -> list[Waiting]:
+    """The claims whose live object is not ready yet, with why: no workload until every one is."""
+    out = []
+    for claim in claims:
+        name = claim["metadata"]["name"]
+        found = live.get(name) or {}
+        if (found.get("status") or {}).get("ready") is not True:
+            out.append(Waiting(name, f"needs.{claim['spec']['type']}", waiting_reason(found)))
+    return out
 
 
 def waiting_note(decision: Decision, namespace: str) -> str:
@@ -173,7 +187,7 @@ def _migration_condition(status: Mapping[str, Any], decision: Decision,
 
 
 def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping[str, Any]],
-           waiting: Sequence[str], workload: Workload | None = None,
+           waiting: Sequence[Waiting], workload: Workload | None = None,
            credentials: Iterable[Mapping[str, Any]] = ()) -> Settled:
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
     held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
@@ -185,8 +199,8 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
     claims = desired.claims
     claims_condition = None
     if claims:
-        claims_condition = (Condition(CLAIMS_READY, "False", "WaitingForClaims", "waiting for ResourceClaims to be "
-                                      f"ready: {', '.join(waiting)}") if waiting
+        claims_condition = (Condition(CLAIMS_READY, "False", "WaitingForClaims",
+                                      "; ".join(f"{w.need} waits: {w.why}" for w in waiting)) if waiting
                             else Condition(CLAIMS_READY, "True", "ClaimsReady", f"{len(claims)} ResourceClaims ready"))
     fields: dict[str, Any] = {**kept(status, *KEPT, *WORKLOAD_FIELDS), **workload_fields(workload)}
     notes: list[Note] = []
@@ -199,7 +213,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
     elif waiting:
         phase = "Pending"
         ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "
-                          f"(waiting for {', '.join(waiting)})")
+                          f"(waiting for {', '.join(w.name for w in waiting)})")
     else:
         phase, ready = earned(desired, workload, generation)
         notes += _restamp(status, decision, fields)

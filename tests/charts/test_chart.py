@@ -189,6 +189,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("events.k8s.io", "events", ()): ["create"],
         ("", "pods", ()): ["get", "list", "watch"],  # read only: their states are the Application's health
         ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"],  # who may use which hostname
+        # the claim binder: which providers exist; a claim's status.provider and Bound condition
+        ("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
+        ("apprafter.io", "resourceclaims/status", ()): ["patch"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -240,6 +243,25 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
             for name, objs in (("with", objects), ("without", without))}
     assert "--no-platform-stack" in args["without"] and "--no-platform-stack" not in args["with"]
     assert [a for a in args["without"] if a != "--no-platform-stack"] == args["with"]
+
+
+def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: list[dict[str, Any]]) -> None:
+    binder = {("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
+              ("apprafter.io", "resourceclaims/status", ()): ["patch"]}
+
+    def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
+        return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}
+
+    def args(objs: list[dict[str, Any]]) -> list[str]:
+        return list(container(one(objs, "Deployment", OPERATOR_SA["name"]))["args"])
+
+    others = render({"webhook": {"claimStatusUsers": ["system:serviceaccount:pg:provider"]}})
+    among = render({"webhook": {"claimStatusUsers": ["system:serviceaccount:pg:provider", OPERATOR_USER]}})
+    assert grants(objects) == binder and grants(among) == binder
+    assert "--no-claim-binder" not in args(objects) and "--no-claim-binder" not in args(among)
+    # other providers alone may write claim status (the webhook): they bind, the operator gets none of it
+    assert grants(others) == {} and "--no-claim-binder" in args(others)
+    assert [a for a in args(others) if a != "--no-claim-binder"] == args(objects)
 
 
 def test_argocd_namespace_moves_the_operators_argocd_role_and_flag(objects: list[dict[str, Any]]) -> None:

@@ -43,6 +43,14 @@ app.kubernetes.io/component: {{ index . 1 }}
 system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.operator.name }}
 {{- end }}
 
+{{/* "true" when the operator binds ResourceClaims to ServiceProviders (--claim-binder): the webhook names no other
+claim provider (webhook.claimStatusUsers empty, or the operator's account among them). Named others alone may write
+claim status, so they bind (docs/platform-services.md). */}}
+{{- define "apprafter.claimBinder" -}}
+{{- $users := .Values.webhook.claimStatusUsers | default list -}}
+{{- if or (empty $users) (has (include "apprafter.operatorUser" .) $users) }}true{{ end -}}
+{{- end }}
+
 {{/* cert-manager's Certificate of the webhook's serving certificate, as namespace/name. */}}
 {{- define "apprafter.webhookCertificate" -}}
 {{ .Release.Namespace }}/{{ .Values.webhook.name }}
