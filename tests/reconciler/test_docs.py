@@ -66,3 +66,14 @@ def test_every_platform_command_is_in_the_recipe() -> None:
 
     assert sorted(platform.commands) == ["channel", "freeze", "status", "unfreeze", "upgrade"]
     assert sorted(c for c in platform.commands if f"apprafter platform {c}" not in PLATFORM_DOC) == []
+
+
+SERVICES_DOC = (REPO / "docs" / "platform-services.md").read_text()
+
+
+def test_every_reason_of_the_claim_binder_is_documented() -> None:
+    from lifecycle import binding
+
+    reasons = {binding.BOUND, binding.NO_MATCH, binding.AMBIGUOUS, binding.MISSING}
+    assert sorted(r for r in reasons if f"`{r}`" not in SERVICES_DOC) == []
+    assert "--no-claim-binder" in SERVICES_DOC and "--no-claim-binder" in DOC
