@@ -3,8 +3,9 @@ test image pushed to the token-auth registry, served to the node's containerd in
 credential the pull is refused and the Application says so (Failed, ErrImagePull / ImagePullBackOff, the pod has no
 pull secret); a credential with a wrong password rolls the pods onto its pull secret and the Application names it;
 the right password (a rotation) lets the kubelet's next attempt pull, the pods run, the Application is Ready and
-Argo CD's Lua says Healthy. No password in any log of the node (kubelet, containerd, API server), the registry, the
-operator, nor in an Event or a status."""
+Argo CD's Lua says Healthy; an app of a namespace the credential does not cover cannot run the image from the node's
+store (private images are pulled Always: issue 34 item 5). No password in any log of the node (kubelet, containerd,
+API server), the registry, the operator, nor in an Event or a status."""
 
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def test_the_kubelet_pulls_through_the_derived_pull_secret(node: NodeTestBed, op
     _login(node, records, private.registry.reader, WRONG)
     node.apply({"apiVersion": API, "kind": "SourceCredential", "metadata": {"name": "myorg", "namespace": records},
                 "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "pull-login"}},
-                                      "hosts": [f"{private.served.host}/myorg/"]}}})
+                                      "hosts": [f"{private.served.host}/myorg/"], "namespaces": [namespace]}}})
     secret = pull_secret_name("myorg")
 
     def refused_with_the_secret(pods: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
@@ -132,6 +133,22 @@ def test_the_kubelet_pulls_through_the_derived_pull_secret(node: NodeTestBed, op
     running = [p for p in _pods(node, namespace) if not p["metadata"].get("deletionTimestamp")]
     assert len(running) == 2 and all(p["status"]["phase"] == "Running" for p in running)
     assert all(p["spec"]["imagePullSecrets"] == [{"name": secret}] for p in running)
+
+    # the image is in the node's store now; an app of a namespace the credential does not cover cannot run it from
+    # there: a private image is pulled Always, so the kubelet asks the registry, which refuses a pod with no login
+    outsider = f"pull-other-{uuid.uuid4().hex[:8]}"
+    node.ensure_namespace(outsider)
+    node.apply(cr(outsider, {"image": private.image, "replicas": 1, "expose": {"port": 8080},
+                             "env": {"MODE": "serve"}}, name="web"), field_manager=ARGO)
+    node.wait(API, "Application", "web", outsider, _failed_with("the pod has no pull secret"),
+              what="the uncovered namespace's pod refused although the image is on the node", timeout=180)
+    deployment = node.get("apps/v1", "Deployment", "web", outsider)
+    assert deployment is not None
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert [c["imagePullPolicy"] for c in containers] == ["Always"]
+    assert not any(p["status"].get("phase") == "Running" for p in _pods(node, outsider))
+    node.delete(API, "Application", "web", outsider)
+    node.wait_gone(API, "Application", "web", outsider)
 
     node.delete(API, "Application", "web", namespace)
     node.wait_gone(API, "Application", "web", namespace)

@@ -31,6 +31,9 @@ KUBELET_SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "k
 CONTAINER_LOG_LINKS = Path("/var/log/containers")
 # containerd 1.6's shims put their sockets here whatever containerd's own state directory is.
 SHIM_SOCKETS = Path("/run/containerd/s")
+# `ip netns add` makes this directory a bind mount of itself the first time any namespace is added on a host (so that
+# namespaces can be mounted under it), and never undoes it.
+NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -88,7 +91,7 @@ def _locked_state() -> Iterator[dict[str, Any]]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         state: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
         yield state
-        if state.get("beds") or state.get("sysctls"):
+        if state.get("beds") or state.get("sysctls") or state.get("mounted"):
             path.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
         else:
             path.unlink(missing_ok=True)
@@ -100,7 +103,9 @@ def claim(record: BedRecord) -> list[str]:
         undone = _undo_dead(state)
         if not state.get("beds"):  # the host is as it was before the first bed: remember it so
             state["sysctls"] = read_sysctls()
-            state["created"] = [str(p) for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS.parent) if not p.exists()]
+            state["created"] = [str(p) for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS.parent, NETNS_DIR)
+                                if not p.exists()]
+            state["mounted"] = [] if _mount_point(NETNS_DIR) else [str(NETNS_DIR)]
         state["beds"] = [*state.get("beds", []), dataclasses.asdict(record)]
     return undone
 
@@ -156,8 +161,14 @@ def live_beds() -> list[BedRecord]:
 
 
 def _remove_created(state: dict[str, Any]) -> list[str]:
-    """Directories the beds created on the host (kubelet's log links, the shims' socket directory), if empty."""
+    """What the beds created on the host, if no longer in use: `ip netns`'s bind mount of /run/netns (no namespace
+    left under it), kubelet's log links and the shims' socket directory (empty)."""
     undone = []
+    for mounted in state.get("mounted", []):
+        with contextlib.suppress(OSError):
+            if _mount_point(Path(mounted)) and not os.listdir(mounted) and subprocess.run(
+                    ["umount", mounted], capture_output=True, check=False).returncode == 0:
+                undone.append(f"unmounted {mounted}")
     for created in state.get("created", []):
         path = Path(created)
         for directory in ([path / "s", path] if path == SHIM_SOCKETS.parent else [path]):
@@ -231,6 +242,12 @@ def _kill_processes(record: BedRecord, timeout: float = 20.0) -> int:
             killed.add(pid)
         time.sleep(0.05)
     return len(killed)
+
+
+def _mount_point(path: Path) -> bool:
+    """Whether `path` is a mount point (os.path.ismount misses a bind mount of a directory onto itself, which is
+    what `ip netns` makes of /run/netns on the same filesystem)."""
+    return str(path) in _mounts_under(path)
 
 
 def _mounts_under(directory: Path) -> list[str]:

@@ -98,13 +98,14 @@ class Traffic:
                     outcome = str(resp.status_code)
                     if len(self.bodies) < 50 or resp.text[:200] in self.bodies:
                         self.bodies[resp.text[:200]] += 1
+                    said = ""
                 except httpx.HTTPError as exc:
-                    outcome = type(exc).__name__
+                    outcome, said = type(exc).__name__, f": {exc}"[:200]  # the errno: refused, no route, ...
                 took = time.monotonic() - started
                 self.slowest = max(self.slowest, took)
                 self.outcomes[outcome] += 1
                 if outcome != "200" and len(self.failures) < 20:
-                    self.failures.append(f"{time.time():.3f} {outcome} after {took:.2f} s")
+                    self.failures.append(f"{time.time():.3f} {outcome} after {took:.2f} s{said}")
                 self.stopped.wait(interval)
 
     def stop(self) -> dict[str, Any]:
