@@ -6,9 +6,11 @@ each way a review can end."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -48,20 +50,28 @@ class Limits:
     queue: int = 32  # reviews that may wait for a worker (large ones: at most `workers`)
     reserved_queue: int = 8  # the operator's reviews that may wait (their own lane, served first)
     start_seconds: float = 60.0  # a worker's warm-up (cue builds the schema once)
+    # With two workers or more, one runs at this niceness and takes the heavy reviews: a flood of large bodies then
+    # competes for a core below everyone else's reviews (a pod cannot raise a process's priority back, so the
+    # worker keeps it for good; 0: none is lowered).
+    heavy_nice: int = 10
 
 
 class _Worker:
     """One worker process and its pipes."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, nice: int) -> None:
         self.process = process
+        self.nice = nice  # above 0: the heavy reviews' worker
         self.policies = -1  # the version of the HostnamePolicies it holds (admission.policies): none yet
 
     @classmethod
-    async def start(cls, config: Mapping[str, Any], timeout: float) -> _Worker:
+    async def start(cls, config: Mapping[str, Any], timeout: float, nice: int = 0) -> _Worker:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "admission.worker", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
-        worker = cls(process)
+        worker = cls(process, nice)
+        if nice > 0:
+            with contextlib.suppress(ProcessLookupError):  # one that died at once fails its warm-up below
+                os.setpriority(os.PRIO_PROCESS, process.pid, nice)  # lowering a child's priority needs no privilege
         WORKER_STARTS.inc()
         try:
             await worker.send(json.dumps(config).encode())
@@ -118,8 +128,8 @@ class ReviewPool:
 
     async def start(self) -> None:
         """Start every worker (once the rules are warm in each)."""
-        workers = await asyncio.gather(*(_Worker.start(self.config, self.limits.start_seconds)
-                                         for _ in range(self.limits.workers)))
+        workers = await asyncio.gather(*(_Worker.start(self.config, self.limits.start_seconds, self._nice(index))
+                                         for index in range(self.limits.workers)))
         self.idle.extend(workers)
         self._count()
 
@@ -189,13 +199,22 @@ class ReviewPool:
         finally:
             self._give_back(worker, ticket, keep)
 
+    def _nice(self, index: int) -> int:
+        """The niceness of the `index`th worker: the last one of two or more is the heavy reviews'."""
+        return self.limits.heavy_nice if self.limits.workers >= 2 and index == self.limits.workers - 1 else 0
+
     def _dispatch(self) -> None:
-        """Hand free workers to the reviews whose turn it is."""
+        """Hand free workers to the reviews whose turn it is: a heavy review to the lowered worker when it is free,
+        any other to a worker at the normal priority first."""
         while self.idle:
             ticket = self.shares.next(len(self.idle))
             if ticket is None:
                 break
-            self.waiters.pop(ticket).set_result(self.idle.pop())
+            lowered = [w for w in self.idle if w.nice > 0]
+            worker = (lowered[0] if ticket.heavy and lowered else
+                      next((w for w in reversed(self.idle) if w.nice == 0), self.idle[-1]))
+            self.idle.remove(worker)
+            self.waiters.pop(ticket).set_result(worker)
         self._count()
 
     def _give_back(self, worker: _Worker, ticket: Ticket, keep: bool = True) -> None:
@@ -204,7 +223,7 @@ class ReviewPool:
             self.idle.append(worker)
         else:
             worker.kill()
-            self._replace()
+            self._replace(worker.nice)
         self._dispatch()
 
     async def _ask(self, worker: _Worker, path: str, body: Body, now: str,
@@ -223,7 +242,7 @@ class ReviewPool:
             REFUSED.labels("deadline").inc()
             log.warning("review stopped at its deadline: worker replaced")
             return over_budget(body, f"{self.limits.deadline_seconds:g} s"), False
-        except (OSError, asyncio.IncompleteReadError):
+        except (OSError, asyncio.IncompleteReadError, RuntimeError):  # RuntimeError: uvloop's closed pipe
             REFUSED.labels("worker").inc()
             log.error("a review worker ended during a review (exit %s): replaced", worker.process.returncode)
             return over_budget(body, f"its memory, {self.limits.memory_mb} MiB, or the worker failed"), False
@@ -232,16 +251,16 @@ class ReviewPool:
             REFUSED.labels(str(reply["spent"])).inc()
         return Outcome.from_json(reply["outcome"]), reply["leave"] is not True
 
-    def _replace(self) -> None:
-        """Start a worker in the background to replace one that was stopped."""
+    def _replace(self, nice: int) -> None:
+        """Start a worker in the background to replace one that was stopped (at its niceness)."""
         async def replace() -> None:
             self.starting += 1
             try:
-                worker = await _Worker.start(self.config, self.limits.start_seconds)
+                worker = await _Worker.start(self.config, self.limits.start_seconds, nice)
             except Exception:
                 log.exception("a review worker could not be started; retrying")
                 await asyncio.sleep(1.0)
-                self._replace()
+                self._replace(nice)
                 return
             finally:
                 self.starting -= 1

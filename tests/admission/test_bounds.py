@@ -6,6 +6,7 @@ it proves made small, and asserts what the user sees (the refusal, the count, th
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import ssl
@@ -325,3 +326,27 @@ def test_the_chart_deadline_is_below_its_timeout() -> None:
     timeouts = {h["timeoutSeconds"] for o in chart_objects() if o["kind"].endswith("WebhookConfiguration")
                 for h in o["webhooks"]}
     assert timeouts and deadline < min(timeouts), (deadline, timeouts)
+
+
+def niceness(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])  # field 19
+
+
+def test_heavy_reviews_run_on_the_worker_of_lower_priority_and_ordinary_ones_beside_it(tmp_path: Path) -> None:
+    """With two workers one runs at niceness 10 (a flood of heavy bodies competes for a core below everyone else's
+    reviews): a heavy review goes to it while the other is frozen, an ordinary one to the other while it is frozen,
+    and a lowered worker that dies is replaced by a lowered one."""
+    heavy = many_environments(6000)
+    with webhook(tmp_path, "--workers", "2") as server:
+        workers = {niceness(pid): pid for pid in server.workers()}
+        assert sorted(workers) == [0, 10], workers
+        with stopped(workers[0]):
+            assert validate(server, heavy)["allowed"] is True  # it never reached the frozen worker
+        with stopped(workers[10]):
+            assert validate(server, parser_cr("team-b"), "another-tenant")["allowed"] is True
+        os.kill(workers[10], signal.SIGKILL)
+        refused = validate(server, heavy)  # the dead worker is found by the review sent to it
+        assert refused["allowed"] is False and "the worker failed" in refused["status"]["message"], refused
+        eventually("a lowered worker again", lambda: (sorted(niceness(pid) for pid in server.workers()) == [0, 10]
+                   and workers[10] not in server.workers()) or None)
+        assert validate(server, heavy)["allowed"] is True
