@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -9,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,19 +46,29 @@ def system_tool(name: str, remedy: str) -> str:
     return found
 
 
+# The ports free_port handed out lately: a port is free until its server binds it, so two calls before either
+# server starts (etcd's and the API server's ports, picked together) must not get the same one (a CI run failed on
+# "bind: address already in use" so).
+_HANDED: collections.deque[int] = collections.deque(maxlen=400)
+_HANDING = threading.Lock()
+
+
 def free_port() -> int:
     """A TCP port that is free on 127.0.0.1 right now, from this pytest worker's own range (tests/parallel.py): a
-    port the kernel picked (bind to 0) could be picked again by another worker before our server binds it."""
-    ports = list(port_range())
-    random.shuffle(ports)
-    for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise BedError(f"no free port in {ports[0]}-{ports[-1]} on 127.0.0.1")
+    port the kernel picked (bind to 0) could be picked again by another worker before our server binds it; never one
+    this process handed out among the last 400."""
+    with _HANDING:
+        ports = [port for port in port_range() if port not in _HANDED]
+        random.shuffle(ports)
+        for port in ports:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                _HANDED.append(port)
+                return port
+    raise BedError(f"no free port in this worker's range on 127.0.0.1 ({len(ports)} not handed out lately)")
 
 
 def wait_for(
