@@ -35,6 +35,7 @@ from toolchain.tools import SETUP_REMEDY, TOOLS, tools_dir
 
 ARGOCD_VERSIONS: tuple[str, ...] = TOOLS["argocd"].versions  # the pin first (tools/versions.env)
 ARGOCD_API = "argoproj.io/v1alpha1"
+REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"  # Argo CD removes it once it has refreshed
 IN_CLUSTER = "https://kubernetes.default.svc"
 PART_OF = {"app.kubernetes.io/part-of": "argocd"}  # Argo CD's settings informers select on this label
 FIELD_MANAGER = "apprafter-testbed"
@@ -256,10 +257,17 @@ class ArgoCD:
         return app
 
     def refresh(self, name: str, kind: str = "normal") -> None:
-        """What Argo CD's git webhook handler does on a push: the refresh annotation on the Application."""
+        """What Argo CD's git webhook handler does on a push: the refresh annotation on the Application. Set while
+        Argo CD has not yet taken the last one, it would change nothing and ask for nothing (a commit pushed right
+        after a refused render then waited for the periodic refresh: a CI failure), so that one is waited out."""
+        def taken() -> bool | None:
+            annotations = self.get(name)["metadata"].get("annotations") or {}
+            return None if REFRESH_ANNOTATION in annotations else True
+
+        wait_for(f"Argo CD to take the last refresh of {name}", taken, 60, interval=0.1)
         self.kube.apply({"apiVersion": ARGOCD_API, "kind": "Application",
                          "metadata": {"name": name, "namespace": self.namespace,
-                                      "annotations": {"argocd.argoproj.io/refresh": kind}}},
+                                      "annotations": {REFRESH_ANNOTATION: kind}}},
                         namespace=self.namespace, field_manager=f"{FIELD_MANAGER}-refresh")
 
     def wait(self, name: str, what: str, predicate: Callable[[dict[str, Any]], bool],
