@@ -83,7 +83,8 @@ class Traffic:
 
     def stop(self) -> dict[str, Any]:
         """Stop and count: {sent, ok, failed, outcomes: {status or error: n}, bodies: {body: n}, failures,
-        slowest_seconds}."""
+        retried, retries, slowest_seconds}; a request whose connection was never made is tried once more (it
+        counts as failed only when that fails too) and listed in `retries`."""
         if self.result is None:
             resp = self._rpc.post("/traffic/stop", json={"id": self._key}, timeout=30)
             resp.raise_for_status()
