@@ -15,10 +15,13 @@
     bounds and shares in place; the webhook's resident memory (with its workers) before, during and after a burst of
     slow bodies; the CPU and memory one review of the largest Application etcd stores (1.5 MiB) takes, which the
     chart's budgets follow from.
+    `--split-cpus`: the webhook (and its workers) on the last CPU, everything else (etcd, kube-apiserver, the
+    clients, the flood) on the others, as when the webhook runs on a node of its own beside the control plane: what
+    the other tenant then waits for is the webhook's sharing alone, not the API server's decoding of the flood.
 
 Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
                                                   [--servers] [--skip-e2e] [--hostile] [--hostile-rate 20]
-                                                  [--flood valid|heavy] [--flood-clients 36]
+                                                  [--flood valid|heavy] [--flood-clients 36] [--split-cpus]
 """
 
 from __future__ import annotations
@@ -172,13 +175,29 @@ def server_times(proc: ManagedProcess, since: int) -> tuple[list[float], int]:
     return times, len(text)
 
 
+# The CPUs the webhook runs on (`--split-cpus`): none, the same CPUs as everything else.
+WEBHOOK_CPUS: set[int] = set()
+
+
+def split_cpus() -> None:
+    """The webhook gets the last CPU; this process (and so the bed, the clients and the flood it starts) the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--split-cpus needs two CPUs or more")
+    WEBHOOK_CPUS.add(cpus[-1])
+    os.sched_setaffinity(0, set(cpus[:-1]))
+    print(f"webhook on CPU {cpus[-1]}, everything else on CPU {','.join(map(str, cpus[:-1]))}")
+
+
 def start_server(kind: str, cert: ServingCert, workdir: Path) -> tuple[ManagedProcess, str]:
     port = free_port()
+    # taskset sets the affinity before exec: the webhook's worker processes inherit it
+    pinned = ["taskset", "-c", ",".join(map(str, sorted(WEBHOOK_CPUS)))] if WEBHOOK_CPUS else []
     if kind == "uvicorn":
-        argv = [sys.executable, "-m", "apprafter", "webhook", "--cert-file", str(cert.cert_path), "--key-file",
+        argv = [*pinned, sys.executable, "-m", "apprafter", "webhook", "--cert-file", str(cert.cert_path), "--key-file",
                 str(cert.key_path), "--host", "127.0.0.1", "--port", str(port)]
     else:
-        argv = [sys.executable, "-c", HYPERCORN, str(cert.cert_path), str(cert.key_path), str(port)]
+        argv = [*pinned, sys.executable, "-c", HYPERCORN, str(cert.cert_path), str(cert.key_path), str(port)]
     proc = ManagedProcess(kind, argv, workdir / f"{kind}.log", cwd=ROOT)
     url = f"https://127.0.0.1:{port}"
     with httpx.Client(verify=str(cert.ca_path), timeout=5) as probe:
@@ -670,7 +689,11 @@ def main() -> None:
     parser.add_argument("--flood", choices=("valid", "heavy"), default="valid",
                         help="valid ~110 KiB Applications (issue 34) or 2 MB / 10 000-environment ones (issue 24)")
     parser.add_argument("--flood-clients", type=int, default=36, help="the flooding tenant's connections")
+    parser.add_argument("--split-cpus", action="store_true",
+                        help="the webhook on the last CPU, the API server, clients and flood on the others")
     args = parser.parse_args()
+    if args.split_cpus:
+        split_cpus()
     with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
         if args.hostile:
             one_review_cost(Path(tmp))

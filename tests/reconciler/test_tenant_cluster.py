@@ -6,6 +6,7 @@ do not collide, Secrets are read only when granted, the new rule classes gate, t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from typing import Any
@@ -110,12 +111,24 @@ def refused_with(bed: KubeTestBed, ns: str, reason: str, name: str = "demo") -> 
         raise AssertionError(f"{e}\nstatus now: {json.dumps(status(bed, ns, name), indent=1)[:3000]}") from e
 
 
-def gc_deletes_children(bed: KubeTestBed, ns: str, uid: str) -> None:
+def gc_deletes_children(bed: KubeTestBed, operator: Operator, ns: str, uid: str, name: str = "demo") -> None:
     """What the garbage collector does after a background delete (the test bed runs none): the children owned
-    by the deleted Application go."""
-    for (kind, name), obj in children(bed, ns).items():
+    by the deleted Application go. The collector never stops, so it also takes a child the operator's last pass
+    of the Application applied after the delete (that pass read the Application just before it went); this
+    one-shot stand-in waits for the operator to say the Application is gone (no pass of it comes after that)."""
+    def gone_logged() -> bool | None:
+        for line in operator.log().splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if (entry.get("msg"), entry.get("controller"), entry.get("namespace"), entry.get("object")) == (
+                        "gone", "application", ns, name):
+                    return True
+        return None
+
+    wait(f"the operator's last pass of {ns}/{name}", gone_logged)
+    for (kind, child), obj in children(bed, ns).items():
         if any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences") or []):
-            bed.delete(obj["apiVersion"], kind, name, ns)
+            bed.delete(obj["apiVersion"], kind, child, ns)
 
 
 def gc_orphans_children(bed: KubeTestBed, ns: str, name: str = "demo") -> None:
@@ -164,7 +177,7 @@ def test_delete_and_recreate_while_a_plan_waits_is_held_exactly_like_an_edit(bed
     assert {"AR-SB008", "AR-SB001"} <= rules
 
     ok(tenant.delete())
-    gc_deletes_children(bed, ns, first["metadata"]["uid"])
+    gc_deletes_children(bed, operator, ns, first["metadata"]["uid"])
     wait("the Application gone", lambda: bed.get(API, "Application", "demo", ns) is None or None)
     record = bed.get(API, "ApplicationBaseline", record_name(ns, "demo", "prod"), operator.records_namespace)
     assert record is not None and not record["metadata"].get("ownerReferences")  # nothing for the GC to take
@@ -222,7 +235,7 @@ def test_a_recreated_application_with_its_baseline_spec_deploys_without_a_plan(b
     first = ok(tenant.apply(cr(ns, SIMPLE)))
     ready(bed, ns)
     ok(tenant.delete())
-    gc_deletes_children(bed, ns, first["metadata"]["uid"])
+    gc_deletes_children(bed, operator, ns, first["metadata"]["uid"])
     wait("the Application gone", lambda: bed.get(API, "Application", "demo", ns) is None or None)
     ok(tenant.apply(cr(ns, edit(SIMPLE, replicas=3))))  # a soft difference: applied at once
     ready(bed, ns)
@@ -254,7 +267,7 @@ def test_forgetting_a_baseline_is_a_persons_explicit_act(bed: KubeTestBed, opera
     first = ok(tenant.apply(cr(ns, SIMPLE)))
     ready(bed, ns)
     ok(tenant.delete())
-    gc_deletes_children(bed, ns, first["metadata"]["uid"])
+    gc_deletes_children(bed, operator, ns, first["metadata"]["uid"])
     records, name = operator.records_namespace, record_name(ns, "demo", "prod")
     info = bed.resource_for(API, "ApplicationBaseline")
     operator_http = httpx.Client(base_url=bed.url, verify=ssl_context(bed.ca_path), timeout=30, headers={
@@ -395,7 +408,7 @@ def test_a_hostname_outlives_its_application_until_its_baseline_is_forgotten(bed
     held = ok(team_a.apply(cr(first, public("kept.example.com"))))
     ready(bed, first)
     ok(team_a.delete())
-    gc_deletes_children(bed, first, held["metadata"]["uid"])
+    gc_deletes_children(bed, operator, first, held["metadata"]["uid"])
     ok(team_b.apply(cr(second, public("kept.example.com"))))
     assert f"held by Application {first}/demo" in refused_with(bed, second, "HostnameConflict")
     bed.delete(API, "ApplicationBaseline", record_name(first, "demo", "prod"), operator.records_namespace)
