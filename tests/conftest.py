@@ -131,7 +131,7 @@ def argocd_cmp_server(request: pytest.FixtureRequest, testbed_dir: Path) -> Iter
 @pytest.fixture(scope="session")
 def node(testbed_dir: Path) -> Iterator[NodeTestBed]:
     """A real single-node cluster (tests/testbed/node.py): API server, controller-manager, scheduler, containerd,
-    kubelet and kube-proxy in a network namespace of its own; the admin kubeconfig and a token user PERSON (no
+    kubelet, kube-proxy and CoreDNS in a network namespace of its own; the admin kubeconfig and a token user PERSON (no
     roles), every pinned CRD Established. Started once, on first use; stopped at the end of the session."""
     bed = start_node(testbed_dir / "node", users={PERSON: ()})
     try:

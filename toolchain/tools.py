@@ -195,6 +195,8 @@ TOOLS: dict[str, Tool] = {
              "the node tier's node agent (runs pods through containerd)"),
         Tool("kube-proxy", "KUBERNETES_VERSION", ("--version",), _first(r"Kubernetes (v\S+)"),
              "ClusterIP Services inside the node tier's network namespace (iptables mode)"),
+        Tool("coredns", "COREDNS_VERSION", ("-version",), _first(r"CoreDNS-(\d+\.\d+\.\d+)"),
+             "cluster DNS inside the node tier's network namespace (kube-dns at the 10th ClusterIP)"),
         Tool("kubectl", "KUBERNETES_VERSION", ("version", "--client"), _first(r"Client Version: (v\S+)"),
              "the node tier's kubectl (logs, exec, what a person runs)"),
         Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),

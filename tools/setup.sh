@@ -199,6 +199,23 @@ GO
   rm -rf "$stage"; return "$rc"
 }
 
+# CoreDNS, the node tier's cluster DNS (tests/testbed/node_dns.py), from a copy of its module zip with
+# core/plugin/zplugin.go (the generated list of compiled-in plugins, CoreDNS's own plugin.cfg made Go) cut to the
+# plugins the bed's Corefile uses: the full build compiles and downloads every cloud's SDK (Azure, AWS, Google,
+# DataDog) for plugins nobody loads here. Its own build cache, removed after, as Vault's.
+build_coredns() {
+  local src stage rc=0 plugin
+  src=$(go mod download -json "github.com/coredns/coredns@$COREDNS_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$src" ]] || return 1
+  stage=$(mktemp -d); mkdir "$stage/src"; cp -r "$src/." "$stage/src/"; chmod -R u+w "$stage/src"
+  { printf '// Plugins compiled in for the node tier (tools/setup.sh build_coredns).\n\npackage plugin\n\nimport (\n'
+    for plugin in bind errors kubernetes; do printf '\t_ "github.com/coredns/coredns/plugin/%s"\n' "$plugin"; done
+    printf ')\n'; } > "$stage/src/core/plugin/zplugin.go"
+  (cd "$stage/src" && GOCACHE="$stage/go-build" go build -trimpath \
+    -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" -o "$1/coredns" .) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
+
 # The builds, in lanes that run side by side (APPRAFTER_SETUP_JOBS at a time, default 3): a Go build leaves a core
 # idle while it downloads modules and links, and the apt-get and mmdebstrap steps wait on the network and the disk.
 # A lane's tools build one after another (the Kubernetes commands share one module's packages); lanes share
@@ -227,6 +244,8 @@ lane_kubernetes() {
   # Kubernetes pin): the oracle renderer/imageref.py is tested against (tests/renderer/test_imageref.py). Keyed by
   # the pin and a hash of its source, so an edit rebuilds it.
   ensure imageref "$KUBERNETES_VERSION-$(sha256sum < "$here/kube/imageref/main.go" | cut -c1-12)" build_imageref
+  # The node tier's cluster DNS: after the Kubernetes commands, whose lane needs it.
+  ensure coredns "$COREDNS_VERSION" build_coredns coredns -version
 }
 build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
 lane_vault() { ensure vault "$VAULT_VERSION" build_vault vault version; }

@@ -4,10 +4,10 @@ naming the images `make images` builds here (Argo CD's from the pinned binary, D
 sidecar), applied, and waited on until every component is Ready. Its API is argocd-server's Service, called from
 inside the node's network namespace as a browser in the cluster would.
 
-What the bed changes, because the node has no registry and no cluster DNS (docs/node-tier.md "Argo CD as pods
-on the node"): `imagePullPolicy: IfNotPresent` (the images are imported into the node's containerd), Dex
-left out (SSO; no image of it is built here), and every pod's /etc/hosts (`hostAliases`) names Argo CD's Services
-at their ClusterIPs, as cluster DNS would resolve them.
+What the bed changes, because the node has no registry (docs/node-tier.md "Argo CD as pods on the node"):
+`imagePullPolicy: IfNotPresent` (the images are imported into the node's containerd) and Dex left out (SSO; no image
+of it is built here). Argo CD's components find each other by their Services' names through the node's cluster DNS
+(tests/testbed/node_dns.py), as on any cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dataclasses
 import datetime
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,40 +59,18 @@ def install_objects_for_node(images: Mapping[str, str], namespace: str = "argocd
     return objects
 
 
-def manifest_for_node(images: Mapping[str, str], service_ips: str = "10.96.0.",
-                      version: str = ARGOCD_VERSIONS[0]) -> list[dict[str, Any]]:
+def manifest_for_node(images: Mapping[str, str], version: str = ARGOCD_VERSIONS[0]) -> list[dict[str, Any]]:
     """The install manifest a cluster admin points `apprafter cluster-bootstrap --argocd-manifest` at on the node:
-    install.yaml with `images:` naming ours (kustomize), the bed's changes (`imagePullPolicy: IfNotPresent`, Dex left
-    out) and, since hostAliases must be written before the Services exist, each Service at a fixed ClusterIP
-    (`service_ips` + 2, 3, ...: the low end of the /24 the API server hands out last) named in every pod's
-    /etc/hosts. No deploy/argocd: the loader puts the sidecar settings on."""
+    install.yaml with `images:` naming ours (kustomize) and the bed's changes (`imagePullPolicy: IfNotPresent`, Dex
+    left out). No deploy/argocd: the loader puts the sidecar settings on."""
     overrides = {upstream: images[ours] for upstream, ours in UPSTREAM_IMAGES.items() if ours in images}
     objects = [o for o in with_component(None, version, "argocd", overrides)
                if (o["kind"], o["metadata"]["name"]) not in LEFT_OUT]
-    services = [o for o in objects if o["kind"] == "Service" and o["spec"].get("clusterIP") != "None"]
-    for index, svc in enumerate(sorted(services, key=lambda s: s["metadata"]["name"])):
-        svc["spec"]["clusterIP"] = f"{service_ips}{index + 2}"
-    aliases = host_aliases(services)
     for obj in objects:
         spec = pod_templates(obj)
-        if spec is None:
-            continue
-        spec["hostAliases"] = aliases
-        for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+        for container in [*(spec or {}).get("containers", []), *(spec or {}).get("initContainers", [])]:
             container["imagePullPolicy"] = "IfNotPresent"
     return objects
-
-
-def host_aliases(services: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """/etc/hosts entries naming each Service (short, namespaced and full names) at its ClusterIP."""
-    out = []
-    for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
-        name, ns = svc["metadata"]["name"], svc["metadata"]["namespace"]
-        if svc["spec"].get("clusterIP") in (None, "", "None"):
-            continue
-        out.append({"ip": svc["spec"]["clusterIP"],
-                    "hostnames": [name, f"{name}.{ns}", f"{name}.{ns}.svc", f"{name}.{ns}.svc.cluster.local"]})
-    return out
 
 
 def workload_ready(obj: Mapping[str, Any]) -> bool:
@@ -204,15 +182,9 @@ def _apply_and_wait(install: PodArgoCD, timeout: float) -> None:
         if obj["kind"] == "CustomResourceDefinition":
             node.wait_condition("apiextensions.k8s.io/v1", "CustomResourceDefinition", obj["metadata"]["name"],
                                 None, "Established")
-    services = [node.get("v1", "Service", o["metadata"]["name"], namespace) or {} for o in first
-                if o["kind"] == "Service"]
-    aliases = host_aliases(services)
     started: dict[str, float] = {}
     workloads = [o for o in install.objects if o["kind"] in WORKLOADS]
     for obj in workloads:
-        spec = pod_templates(obj)
-        assert spec is not None
-        spec["hostAliases"] = aliases
         node.apply(obj, namespace=namespace, field_manager=FIELD_MANAGER)
         started[obj["metadata"]["name"]] = time.time()
     deadline = time.monotonic() + timeout

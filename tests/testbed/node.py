@@ -1,8 +1,8 @@
 """A real single-node Kubernetes for the node tier: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler, containerd, kubelet and kube-proxy, all inside a network namespace the bed creates (see
-/work/shared/design/facts-node.md for why each setting is there), reachable from the host through a forwarder
-on 127.0.0.1. `start_node(dir)` returns a `NodeTestBed`; `stop()` leaves the host as it was
-(tests/testbed/hoststate.py).
+kube-scheduler, containerd, kubelet, kube-proxy and CoreDNS (the cluster DNS: tests/testbed/node_dns.py), all
+inside a network namespace the bed creates (see /work/shared/design/facts-node.md for why each setting is there),
+reachable from the host through a forwarder on 127.0.0.1. `start_node(dir)` returns a `NodeTestBed`; `stop()`
+leaves the host as it was (tests/testbed/hoststate.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.testbed import hoststate
+from tests.testbed import hoststate, node_dns
 from tests.testbed.kube import ADMIN_USER, KubeTestBed, _rejected, ssl_context
 from tests.testbed.pki import CA, ServingCert, service_account_keys
 from tests.testbed.procs import BedError, ManagedProcess, system_tool, tool, wait_for
@@ -47,7 +47,7 @@ BRIDGE_MAC = "02:a7:00:00:00:01"
 CONTAINERD_NAMESPACE = "k8s.io"
 IMAGE_ID_LABEL = "dev.apprafter.image-id"
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
-              "kube-proxy")
+              "kube-proxy", "coredns")
 
 
 def pause_image() -> str:
@@ -511,7 +511,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                timeout: float = 180.0) -> NodeTestBed:
     """Start a single-node cluster in a network namespace of its own; see the module docstring."""
     binaries = {name: tool(name) for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-                                              "kubelet", "kube-proxy")}
+                                              "kubelet", "kube-proxy", "coredns")}
     remedy = "run `make setup` (tools/setup-node.sh installs it)"
     containerd, ip = system_tool("containerd", remedy), system_tool("ip", remedy)
     system_tool("iptables", remedy)  # kube-proxy's
@@ -589,6 +589,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
             "kubelet": ca.issue(pki, "kubelet", f"system:node:{NODE_NAME}", organizations=("system:nodes",),
                                 client=True),
             "kube-proxy": ca.issue(pki, "kube-proxy", "system:kube-proxy", client=True),
+            "coredns": ca.issue(pki, "coredns", node_dns.USER, client=True),
         }
         sa_key, sa_pub = service_account_keys(pki)
         token = secrets.token_hex(24)
@@ -603,7 +604,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         inner_url = f"https://{NODE_IP}:{API_PORT}"
         kubeconfigs = workdir / "kubeconfigs"
         kubeconfigs.mkdir()
-        for name in ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy"):
+        for name in ("kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "coredns"):
             _kubeconfig(kubeconfigs / f"{name}.kubeconfig", inner_url, ca_pem, clients[name], name)
 
         # containerd needs its CNI config before it starts (its 1.6 watcher misses a file moved in later).
@@ -657,7 +658,11 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                               headers={"Authorization": f"Bearer {token}"}) as probe:
                 wait_for("kube-apiserver /readyz", lambda: probe.get(url + "/readyz").status_code == 200 or None,
                          timeout, apiserver, interval=0.2)
-            api_ready = time.monotonic() - started
+                api_ready = time.monotonic() - started
+                # Cluster DNS first: its informers sync while the controllers and the kubelet start.
+                node_dns.create(probe, url, NODE_IP)
+            (workdir / "Corefile").write_text(node_dns.corefile(NODE_IP, kubeconfigs / "coredns.kubeconfig"))
+            server("coredns", [binaries["coredns"], "-conf", workdir / "Corefile"])
             common = [f"--authentication-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}",
                       f"--authorization-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}"]
             server("kube-controller-manager", [
@@ -693,6 +698,10 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                      lambda: bed.request("GET", f"https://{KUBERNETES_SERVICE_IP}/readyz", ca=ca_pem,
                                          timeout=2).status_code == 200 or None,
                      timeout, next(p for p in procs if p.name == "kube-proxy"), interval=0.2)
+            # And kube-dns through them to CoreDNS, answering from its synced informers: what every pod resolves with.
+            wait_for("cluster DNS through the kube-dns Service", lambda: _dns_answers(bed), timeout,
+                     next(p for p in procs if p.name == "coredns"), interval=0.1)
+            bed.timings["dns ready"] = time.monotonic() - started
             bed.ensure_namespace("default")
             bed.wait("v1", "ConfigMap", "kube-root-ca.crt", "default", lambda o: True, timeout=timeout)
             if crds_done is not None:
@@ -714,6 +723,12 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         if isinstance(exc, BedError):
             raise BedError(f"{exc}\n{tails}") from exc
         raise
+
+
+def _dns_answers(bed: NodeTestBed) -> bool | None:
+    name = f"kubernetes.default.svc.{node_dns.CLUSTER_DOMAIN}"
+    answer = node_dns.query(bed.netns_path, name, timeout=0.5)
+    return True if answer is not None and answer.addresses == (KUBERNETES_SERVICE_IP,) else None
 
 
 def _ctr(socket: Path, *args: str, check: bool = False, stdin: Any = None,
@@ -824,7 +839,9 @@ def _kubelet_config(workdir: Path, containerd_socket: Path, serving: ServingCert
         "failSwapOn": False, "failCgroupV1": False,
         "maxOpenFiles": min(1_000_000, _hard_nofile()),
         "makeIPTablesUtilChains": False,
-        "clusterDomain": "cluster.local", "resolvConf": "",
+        # Pods resolve through kube-dns (tests/testbed/node_dns.py); no host resolv.conf to inherit search domains
+        # or nameservers from (the namespace has no way out).
+        "clusterDNS": [node_dns.DNS_SERVICE_IP], "clusterDomain": node_dns.CLUSTER_DOMAIN, "resolvConf": "",
         "podLogsDir": str(workdir / "pod-logs"),
         "volumePluginDir": str(workdir / "volume-plugins"),
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",

@@ -7,7 +7,6 @@ namespace."""
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import http.server
 import json
@@ -15,40 +14,12 @@ import os
 import socket
 import subprocess
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 from tests.testbed.distribution import AuthRegistry
+from tests.testbed.netns import in_netns
 from tests.testbed.node import NodeTestBed
 from tests.testbed.procs import BedError, ManagedProcess, tool, wait_for
-
-CLONE_NEWNET = 0x40000000
-T = TypeVar("T")
-
-
-def in_netns(path: str, make: Callable[[], T]) -> T:
-    """make() run on a thread that entered the network namespace at `path`: a socket it creates stays there."""
-    result: list[T] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        with open(path, "rb") as ns:
-            if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
-                failure.append(OSError(ctypes.get_errno(), f"setns {path}"))
-                return
-        try:
-            result.append(make())
-        except BaseException as exc:  # handed to the caller's thread
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="netns")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return result[0]
 
 
 def _free_port_inside(path: str, address: str = "127.0.0.1") -> int:

@@ -10,8 +10,8 @@ Where the node lacks what a cluster has (docs/node-tier.md "The stack from zero 
 - images: containerd pulls nothing (no registry it reaches over HTTPS); our images are imported and tagged with the
   names the stack gives them (`imagePullPolicy: IfNotPresent`, the chart's default);
 - cert-manager and its cainjector: played (tests/testbed/cert_manager.py), their CRDs applied from the pin as the
-  cert-manager chart would; Cilium's CRDs likewise (the default-deny chart's kind; no Cilium agent enforces it);
-- cluster DNS: Argo CD's Services at fixed ClusterIPs named in /etc/hosts (argocd_pods.manifest_for_node).
+  cert-manager chart would; Cilium's CRDs likewise (the default-deny chart's kind; no Cilium agent enforces it).
+Argo CD's components find each other by name through the node's cluster DNS (tests/testbed/node_dns.py).
 """
 
 from __future__ import annotations
