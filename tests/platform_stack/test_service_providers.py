@@ -59,6 +59,11 @@ def test_the_providers_sync_after_the_crd_and_the_webhook_that_reviews_them(stac
             and not app["spec"]["source"]["helm"].get("skipCrds")]
     assert crds == ["apprafter-operator"]
     assert wave[COMPONENT] > wave["apprafter-admission"] and wave[COMPONENT] > wave["apprafter-operator"]
+    # Waves order the Applications, not the ends of their syncs: a write refused while the webhook pod does not serve
+    # yet is tried again by Argo CD (automated sync alone never retries a failed attempt).
+    retry = apps[COMPONENT]["spec"]["syncPolicy"]["retry"]
+    assert retry["limit"] > 0 and retry["backoff"]["duration"], retry
+    assert "retry" not in apps["apprafter-admission"]["spec"]["syncPolicy"]  # only where it is asked for
 
 
 def _cell(value: Any) -> str:
