@@ -62,7 +62,7 @@ def test_the_providers_sync_after_the_crd_and_the_webhook_that_reviews_them(stac
     # Waves order the Applications, not the ends of their syncs: a write refused while the webhook pod does not serve
     # yet is tried again by Argo CD (automated sync alone never retries a failed attempt).
     retry = apps[COMPONENT]["spec"]["syncPolicy"]["retry"]
-    assert retry["limit"] > 0 and retry["backoff"]["duration"], retry
+    assert retry["limit"] < 0 and retry["backoff"]["duration"], retry  # Argo CD: below 0, without end
     assert "retry" not in apps["apprafter-admission"]["spec"]["syncPolicy"]  # only where it is asked for
 
 
