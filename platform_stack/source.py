@@ -48,12 +48,13 @@ def evaluate(source: Path = SOURCE_DIR, tier: str = ALL) -> dict[str, Any]:
 
 def platform_tags() -> list[str]:
     """What the stack takes from the renderer, so both name the same Gateways, ClusterIssuer, DNS resolver and
-    provider namespaces (the last two as JSON: the network-policies component's default-deny leaves them alone)."""
+    provider namespaces (the last two as JSON, the namespaces per service type: the network-policies component's
+    default-deny leaves them alone, the integrated providers run their backends there)."""
     dns = {"namespace": DEFAULTS.dns_namespace, "podLabels": dict(DEFAULTS.dns_selector)}
-    providers = sorted({namespace for _, namespace in DEFAULTS.provider_namespaces})
+    providers = dict(DEFAULTS.provider_namespaces)
     tags = {"gatewayNamespace": GATEWAY_NAMESPACE, "httpsListener": HTTPS_LISTENER, "httpListener": HTTP_LISTENER,
             "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()},
-            "dns": json.dumps(dns, sort_keys=True), "providerNamespaces": json.dumps(providers)}
+            "dns": json.dumps(dns, sort_keys=True), "providerNamespaces": json.dumps(providers, sort_keys=True)}
     return [arg for key, value in sorted(tags.items()) for arg in ("-t", f"{key}={value}")]
 
 

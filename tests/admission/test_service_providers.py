@@ -1,17 +1,22 @@
 """ServiceProvider writes pass the webhook (issue 34 item 6, the kind of issue 31): through the real API server, a
 provider whose backend does not serve its type, or of a type no backend serves yet, is refused with the webhook's
-message naming the field; a type the platform does not know is the CRD's to refuse; a tenant may not write one at all
-(cluster-scoped: RBAC); an administrator's provider is kept as written, its backend's config included."""
+message naming the field, and so is a config its backend does not read; a type the platform does not know is the
+CRD's to refuse; a tenant may not write one at all (cluster-scoped: RBAC); an administrator's provider is kept as
+written, its backend's config included; the integrated providers the stack ships on every tier pass."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lifecycle.binding import BOUND, bind
 from tests.admission.cluster import Webhook, apply, message, ok
 from tests.admission.reviews import API, EDITOR
+from tests.platform_stack.conftest import ALL_TIERS, stack_all  # noqa: F401 (the session's built stack)
+from tests.platform_stack.shipped import shipped
 from tests.testbed.kube import KubeTestBed
 
 pytestmark = pytest.mark.testbed
@@ -38,8 +43,9 @@ def made(admission_bed: KubeTestBed) -> Iterator[list[str]]:
 
 def test_an_administrators_provider_is_kept_as_written(admission_bed: KubeTestBed, webhook: Webhook,
                                                         made: list[str]) -> None:
-    wanted = provider("pg-integrated", "pg", "cloudnative-pg", cluster="platform-postgres", nodes=1,
-                      sizes={"solo": {"memory": "1Gi"}})
+    wanted = provider("pg-integrated", "pg", "cloudnative-pg", cluster="shop-postgres", namespace="apprafter-pg",
+                      instances=2, storage={"size": "50Gi", "storageClassName": "fast"},
+                      resources={"cpu": "2", "memory": "8Gi"}, sharedBuffersPercent=25)
     made.append("pg-integrated")
     kept = ok(apply(admission_bed.http, admission_bed, wanted))
     assert kept["spec"] == wanted["spec"] and kept["metadata"]["labels"] == wanted["metadata"]["labels"]
@@ -69,3 +75,51 @@ def test_the_schema_and_rbac_refuse_before_the_webhook(admission_bed: KubeTestBe
         refused = apply(tenant, admission_bed, provider("pg-mine", "pg", "cloudnative-pg"))
     assert refused.status_code == 403 and "serviceproviders" in message(refused), refused.text
     assert admission_bed.get(API, "ServiceProvider", "pg-mine") is None
+
+
+def test_the_stacks_integrated_providers_of_every_tier_pass_the_webhook_and_each_need_binds_to_its_own(
+        admission_bed: KubeTestBed, webhook: Webhook, made: list[str], stack_all: Path,  # noqa: F811
+        tmp_path: Path) -> None:
+    for tier in ALL_TIERS:
+        providers = shipped(stack_all, tier, tmp_path)
+        assert providers
+        for wanted in providers:
+            name = wanted["metadata"]["name"]
+            if name not in made:
+                made.append(name)
+            kept = ok(apply(admission_bed.http, admission_bed, wanted, manager="argocd-controller"))
+            assert (kept["spec"], kept["metadata"]["labels"]) == (wanted["spec"], wanted["metadata"]["labels"]), tier
+        # What the binder reads: every ServiceProvider the API server holds now.
+        listed = ok(admission_bed.http.get("/apis/apprafter.io/v1alpha1/serviceproviders"))["items"]
+        assert sorted(p["metadata"]["name"] for p in listed) == sorted(made)
+        for kind, name in (("pg", "pg-integrated"), ("redis", "redis-integrated"), ("disk", "disk")):
+            for selector in ({}, {"tier": "integrated"}):
+                binding = bind({"spec": {"type": kind, "selector": selector}}, listed)
+                assert (binding.provider, binding.condition.reason) == (name, BOUND), (tier, selector, binding)
+
+
+def bent(name: str, stack: Path, into: Path, change: Any) -> dict[str, Any]:
+    """The solo tier's shipped provider `name`, its config changed by `change`."""
+    [wanted] = [p for p in shipped(stack, "solo", into) if p["metadata"]["name"] == name]
+    change(wanted["spec"]["config"])
+    return wanted
+
+
+@pytest.mark.parametrize(("name", "change", "said"), [
+    ("pg-integrated", lambda c: c.update(nodes=3),
+     "spec.config.nodes: cloudnative-pg does not read it (it reads: cluster, instances, namespace, resources, "
+     "sharedBuffersPercent, storage)"),
+    ("pg-integrated", lambda c: c.update(sharedBuffersPercent=100), "spec.config.sharedBuffersPercent: 100 is "
+                                                                    "greater than the maximum of 40"),
+    ("pg-integrated", lambda c: c["resources"].update(limits={"memory": "2Gi"}),
+     "spec.config.resources.limits: cloudnative-pg does not read it (it reads: cpu, memory)"),
+    ("redis-integrated", lambda c: c["resources"].pop("memory"), "spec.config.resources.memory: redis-server needs it"),
+    ("disk", lambda c: c.update(accessMode="ReadWriteSometimes"), "spec.config.accessMode: 'ReadWriteSometimes' is "
+                                                                  "not one of"),
+])
+def test_a_config_its_backend_does_not_read_is_refused_naming_the_field(
+        admission_bed: KubeTestBed, webhook: Webhook, stack_all: Path, tmp_path: Path,  # noqa: F811
+        name: str, change: Any, said: str) -> None:
+    text = message(apply(admission_bed.http, admission_bed, bent(name, stack_all, tmp_path, change)))
+    assert PROVIDERS in text and said in text, text
+    assert admission_bed.get(API, "ServiceProvider", name) is None

@@ -5,9 +5,9 @@ push|sign`), then `apprafter cluster-bootstrap` run on the node as an admin runs
 installs Argo CD from the manifest it is given (pods from the images `make images` builds), puts the plugin's
 settings on, creates the PlatformStack and the root Application by digest; Argo CD pulls the umbrella by that digest
 and creates the component Applications; ours sync and the operator and webhook run as pods from our images under the
-chart's RBAC; a user app from a git repository on the node is Healthy with running pods through the plugin and the
-operator pod; an upgrade through the channel waits for its MigrationPlan, is approved and applied; argocd-server's
-API draws both trees.
+chart's RBAC; the integrated ServiceProviders are applied past the webhook pod; a user app from a git repository
+on the node is Healthy with running pods through the plugin and the operator pod; an upgrade through the channel
+waits for its MigrationPlan, is approved and applied; argocd-server's API draws both trees.
 
 What the node cannot run, and what stands in (tests/testbed/stack_on_node.py, docs/node-tier.md "The stack from
 zero on the node"): cert-manager and cainjector are played by the test; the components on public chart repositories
@@ -167,7 +167,8 @@ def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applicatio
         assert source["repoURL"] == stack.charts, name  # pushed beside the umbrella by the publish step
     charts = {line.split("@")[0] for line in stack.published}
     assert charts == {f"{stack.registry.url}/apprafter/charts/{c}:0.1.0" for c in
-                      ("apprafter-gateway", "apprafter-network-policies", "apprafter-operator")}
+                      ("apprafter-gateway", "apprafter-network-policies", "apprafter-operator",
+                       "apprafter-service-providers")}
 
 
 def test_components_on_unreachable_repositories_fail_as_argo_cd_reports_it_and_break_nothing(booted: Booted) -> None:
@@ -181,7 +182,10 @@ def test_components_on_unreachable_repositories_fail_as_argo_cd_reports_it_and_b
         host = repo.split("//")[-1].split("/")[0]
         assert host in message, (name, message)
         assert sync_status(app)[0] == "Unknown", (name, sync_status(app))
-    # The umbrella itself synced all the same, and our components are Synced (the next tests: Healthy where pods run).
+    # The umbrella itself synced all the same, and our components are Synced (the next tests: Healthy where pods run);
+    # service-providers once its retry comes after the webhook pod serves (its writes are refused until then).
+    for name in OURS:
+        stack.argocd.wait_app(name, "Synced", lambda a: sync_status(a)[0] == "Synced", timeout=180)
     apps = component_apps(stack.node)
     assert {n: sync_status(apps[n])[0] for n in OURS} == dict.fromkeys(OURS, "Synced")
 
@@ -234,6 +238,32 @@ def test_the_operator_and_webhook_run_as_pods_from_our_images_under_the_charts_r
                            headers={"Content-Type": "application/apply-patch+yaml"})
     assert resp.status_code >= 400 and 'admission webhook "applications.apprafter.io" denied the request' in \
         resp.json()["message"], resp.text
+
+
+def test_argo_cd_applied_the_integrated_providers_past_the_webhook_pod(booted: Booted) -> None:
+    """The service-providers component (sync wave 2, after the CRDs and the webhook): Argo CD applied the three
+    ServiceProviders, each reviewed by the webhook pod (failurePolicy Fail: nothing it did not allow is stored)."""
+    stack, node = booted.stack, booted.stack.node
+    assert stack.argocd is not None
+    stack.argocd.wait_app("service-providers", "Synced", lambda a: sync_status(a)[0] == "Synced", timeout=180)
+    listed = node.http.get(f"/apis/{API}/serviceproviders").json()["items"]
+    assert {p["metadata"]["name"]: p["spec"]["type"] for p in listed} == {
+        "pg-integrated": "pg", "redis-integrated": "redis", "disk": "disk"}
+    for provider in listed:
+        assert provider["metadata"]["labels"]["tier"] == "integrated" and provider["spec"]["config"]
+        assert provider["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"].startswith(
+            "service-providers:apprafter.io/ServiceProvider:"), provider["metadata"]
+    # The webhook pod holds a provider's config to its backend's schema (cue in the image): a field pg does not read.
+    [pg] = [p for p in listed if p["metadata"]["name"] == "pg-integrated"]
+    bent = {"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": "pg-integrated"},
+            "spec": {**pg["spec"], "config": {**pg["spec"]["config"], "nodes": 3}}}
+    resp = node.http.patch(node.resource_for(API, "ServiceProvider").path("pg-integrated"),
+                           params={"fieldManager": "test", "dryRun": "All", "force": "true"},
+                           content=json.dumps(bent).encode(), headers={"Content-Type": "application/apply-patch+yaml"})
+    assert resp.status_code >= 400, resp.text
+    said = resp.json()["message"]
+    assert 'admission webhook "serviceproviders.apprafter.io" denied the request' in said, said
+    assert "spec.config.nodes: cloudnative-pg does not read it" in said, said
 
 
 def test_the_gateway_waits_for_what_the_node_lacks_and_says_so(booted: Booted) -> None:

@@ -54,7 +54,7 @@ def test_publish_prints_each_image_and_each_chart_by_tag_and_digest(published: l
                                                                     oci_registry: OciRegistry) -> None:
     repo = f"{oci_registry.url}/apprafter"
     assert [chart.name for chart in CHARTS] == ["apprafter-gateway", "apprafter-network-policies",
-                                                "apprafter-operator"]
+                                                "apprafter-operator", "apprafter-service-providers"]
     assert [line.split("@")[0] for line in published] == [
         *(f"{repo}/{name}:{VERSION}" for name in RELEASE), *(f"{repo}/charts/{c.name}:{VERSION}" for c in CHARTS)]
 
@@ -74,7 +74,10 @@ def test_published_images_pull_back_with_the_same_digest(published: list[str], i
 # What each chart renders with its defaults (the gateway chart needs the platform's domain).
 RENDERS = {"apprafter-operator": ("kind: Deployment", []),
            "apprafter-gateway": ("kind: Gateway", ["--set", "domain=apps.example.com"]),
-           "apprafter-network-policies": ("kind: CiliumClusterwideNetworkPolicy", [])}
+           "apprafter-network-policies": ("kind: CiliumClusterwideNetworkPolicy", []),
+           # none by default: the stack passes its providers
+           "apprafter-service-providers": ("kind: ServiceProvider", [
+               "--set-json", 'providers={"disk": {"labels": {}, "type": "disk", "backend": "storage-class"}}'])}
 
 
 def test_the_published_charts_pull_back_byte_identical_and_install(published: list[str], tmp_path: Path) -> None:

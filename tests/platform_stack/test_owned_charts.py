@@ -25,6 +25,7 @@ from renderer.manifests.network import default_hostname, egress_policy, http_rou
 from scripts.package_chart import package
 from tests.charts.chart import KUBE_VERSION, VERSION
 from tests.platform_stack.conftest import ALL_TIERS, applications, cli, helm, helm_template, ok
+from tests.platform_stack.shipped import render
 from tests.renderer.helpers import REPO
 from tests.testbed.kube import KubeTestBed
 from toolchain.pins import pins
@@ -242,7 +243,8 @@ def test_each_chart_of_ours_resolves_in_the_registry_and_renders_what_the_stack_
     where = published(oci_registry, tmp_path)
     apps = {name: app for name, app in umbrella(stack_all, tier).items() if app["spec"]["source"]["repoURL"] == OURS}
     assert {app["spec"]["source"]["chart"] for app in apps.values()} == set(owned())
-    assert set(apps) == {"apprafter-operator", "apprafter-admission", "gateway-api", "gateway", "network-policies"}
+    assert set(apps) == {"apprafter-operator", "apprafter-admission", "gateway-api", "gateway", "network-policies",
+                         "service-providers"}
     rendered = {name: resolve_and_render(app, where, tmp_path) for name, app in apps.items()}
     for name, objects in rendered.items():
         check_pods_have_resources(name, objects)
@@ -252,6 +254,9 @@ def test_each_chart_of_ours_resolves_in_the_registry_and_renders_what_the_stack_
     check_gateway_api(rendered["gateway-api"],
                       int(apps["gateway-api"]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]))
     check_network_policies(rendered["network-policies"])
+    # The chart as pulled from the registry renders what the chart directory does (tests/platform_stack/
+    # test_service_providers.py holds those to the webhook's rule, the binder and the docs).
+    assert rendered["service-providers"] == render(apps["service-providers"], tmp_path)
     # The API server (the pinned Gateway API, cert-manager and Cilium CRDs) takes them as Argo CD would apply them.
     for name in ("gateway", "network-policies"):
         objects = [o for o in rendered[name] if o["kind"] != "CustomResourceDefinition"]
@@ -279,12 +284,13 @@ def test_the_umbrella_passes_its_domain_to_the_gateway_only(stack_all: Path) -> 
 
 
 def test_network_policy_chart_lint_and_gateway_chart_lint_are_clean() -> None:
-    for chart, args in (("apprafter-gateway", ["--set", f"domain={DOMAIN}"]), ("apprafter-network-policies", [])):
+    for chart, args in (("apprafter-gateway", ["--set", f"domain={DOMAIN}"]), ("apprafter-network-policies", []),
+                        ("apprafter-service-providers", [])):
         out = ok(helm("lint", "--strict", str(CHARTS / chart), "--kube-version", KUBE_VERSION, *args))
         assert "1 chart(s) linted, 0 chart(s) failed" in out
 
 
-@pytest.mark.parametrize("chart", ["apprafter-gateway", "apprafter-network-policies"])
+@pytest.mark.parametrize("chart", ["apprafter-gateway", "apprafter-network-policies", "apprafter-service-providers"])
 def test_every_value_of_our_stack_charts_is_documented_and_checked(chart: str) -> None:
     values = yaml.safe_load((CHARTS / chart / "values.yaml").read_text())
     schema = json.loads((CHARTS / chart / "values.schema.json").read_text())

@@ -61,7 +61,7 @@ REGISTRY_SECRET = "registry-credentials"
 # through the PlatformStack's overrides, as an admin leaves out what they do not use. The required ones stay.
 LEFT_OUT = ("backstage", "capsule", "cloudnative-pg", "dragonfly", "keda", "sealed-secrets")
 UNREACHABLE_REQUIRED = ("argocd", "cert-manager", "cilium")
-OURS = ("apprafter-admission", "apprafter-operator", "gateway", "gateway-api", "network-policies")
+OURS = ("apprafter-admission", "apprafter-operator", "gateway", "gateway-api", "network-policies", "service-providers")
 # CRDs the node gets from components that cannot run here, from the pins (tools/fetch-crds.sh).
 STAND_IN_CRDS = ("cert-manager", "cilium")
 USER_NAMESPACE, USER_APP, ARGO_APP = "boot-hello", "hello", "hello-boot"
