@@ -30,8 +30,11 @@ ADMIN_USER = "default"  # the instance's admin: Redis' default user, with the ge
 PROVIDER_LABEL = "apprafter.io/service-provider"  # on an instance's objects: whose it is
 INSTANCE_LABELS: Mapping[str, str] = {"app.kubernetes.io/component": "redis",
                                       "app.kubernetes.io/managed-by": "apprafter"}
-# spec.config's keys and their defaults: the one place they are written down.
-DEFAULTS: Mapping[str, str] = {"memory": "256Mi", "cpu": "250m"}
+# spec.config's keys (lifecycle/schema/serviceprovider.cue #RedisConfig) and the defaults of those a provider leaves
+# out: the one place they are written down (server: the provider's name; namespace: the platform's redis services
+# namespace, renderer.context provider_namespaces).
+DEFAULTS: Mapping[str, Any] = {"server": "", "resources.memory": "256Mi", "resources.cpu": "250m",
+                               "maxmemoryPercent": 75}
 MIN_MEMORY = 64 * 2**20
 MARGIN_FLOOR = 32 * 2**20
 # Keys and values kept without expiry; keys with a TTL are evicted first (least recently used) when maxmemory is
@@ -58,7 +61,8 @@ class Instance(NamedTuple):
     """A provider's Redis: where it answers, and (integrated) what runs it."""
 
     provider: str
-    namespace: str  # where its objects (and its admin Secret) live: the platform's redis services namespace
+    name: str  # spec.config.server: its Deployment's and Service's name, its admin Secret's `<name>-admin`
+    namespace: str  # spec.config.namespace, else the platform's redis services namespace
     host: str
     port: int
     integrated: bool  # False: spec.config.address names a Redis the administrator runs
@@ -68,7 +72,7 @@ class Instance(NamedTuple):
 
     @property
     def admin_secret(self) -> str:
-        return admin_secret(self.provider)
+        return admin_secret(self.name)
 
 
 class Account(NamedTuple):
@@ -78,9 +82,9 @@ class Account(NamedTuple):
     prefix: str
 
 
-def admin_secret(provider: str) -> str:
-    """The Secret (in the services namespace) whose key `password` is the instance's admin password."""
-    return f"{provider}-admin"
+def admin_secret(server: str) -> str:
+    """The Secret (in the instance's namespace) whose key `password` is the instance's admin password."""
+    return f"{server}-admin"
 
 
 def _bytes(quantity: str) -> int | None:
@@ -88,50 +92,64 @@ def _bytes(quantity: str) -> int | None:
     return int(m.group(1)) * _UNITS[m.group(2)] if m else None
 
 
-def max_memory(limit: int) -> int:
-    """`--maxmemory` for a container memory limit: a quarter below it, at least 32 MiB below (what Redis uses beside
-    its data: client buffers, up to 32 MiB per pub/sub subscriber before it is cut, allocator fragmentation)."""
-    return limit - max(limit // 4, MARGIN_FLOOR)
+def max_memory(limit: int, percent: int) -> int:
+    """`--maxmemory` for a container memory limit: `percent` of it, and at least 32 MiB below it (what Redis uses
+    beside its data: client buffers, up to 32 MiB per pub/sub subscriber before it is cut, allocator fragmentation;
+    the default 75 % leaves a quarter)."""
+    return min(limit * percent // 100, limit - MARGIN_FLOOR)
+
+
+def _text(config: Mapping[str, Any], *path: str) -> str:
+    value: Any = config
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return str(value if value is not None else DEFAULTS[".".join(path)])
 
 
 def instance_of(provider: Mapping[str, Any], namespace: str) -> Instance | list[str]:
-    """The provider's instance, or what is wrong with its spec.config (each `spec.config.<key>: problem`)."""
+    """The provider's instance, or what is wrong with its spec.config (each `spec.config.<key>: problem`);
+    `namespace`: the platform's redis services namespace, where it runs unless spec.config.namespace says."""
     name = str((provider.get("metadata") or {}).get("name") or "")
     config = (provider.get("spec") or {}).get("config") or {}
     config = config if isinstance(config, Mapping) else {}
-    memory, cpu = str(config.get("memory", DEFAULTS["memory"])), str(config.get("cpu", DEFAULTS["cpu"]))
+    server, where = _text(config, "server") or name, str(config.get("namespace") or namespace)
+    memory, cpu = _text(config, "resources", "memory"), _text(config, "resources", "cpu")
+    percent = config.get("maxmemoryPercent", DEFAULTS["maxmemoryPercent"])
     problems = []
     limit = _bytes(memory)
     if limit is None or limit < MIN_MEMORY:
-        problems.append(f"spec.config.memory: {memory!r} is not a memory quantity of at least 64Mi")
+        problems.append(f"spec.config.resources.memory: {memory!r} is not a memory quantity of at least 64Mi")
     if not _CPU.match(cpu) or cpu in ("0", "0m"):
-        problems.append(f"spec.config.cpu: {cpu!r} is not a CPU quantity (250m, 1, 1.5)")
+        problems.append(f"spec.config.resources.cpu: {cpu!r} is not a CPU quantity (250m, 1, 1.5)")
+    if not isinstance(percent, int) or isinstance(percent, bool) or not 10 <= percent <= 90:
+        problems.append(f"spec.config.maxmemoryPercent: {percent!r} is not a whole percentage from 10 to 90")
+    for key, value in (("server", server), ("namespace", where)):
+        if not _LABEL.match(value):
+            problems.append(f"spec.config.{key}: {value!r} is not a DNS label (a-z0-9-, 63 at most)")
     address = config.get("address")
-    host, port = f"{name}.{namespace}.svc", PORT
+    host, port = f"{server}.{where}.svc", PORT
     if address is not None:
         m = _ADDRESS.match(str(address))
         if not m or not 0 < int(m.group(2)) < 65536:
             problems.append(f"spec.config.address: {address!r} is not host:port")
         else:
             host, port = m.group(1).strip("[]"), int(m.group(2))
-    elif not _LABEL.match(name):
-        problems.append(f"metadata.name: {name!r} names the instance's Service: use a DNS label (a-z0-9-, 63 at most)")
     if problems:
         return problems
-    assert limit is not None
-    return Instance(name, namespace, host, port, address is None, memory, cpu, max_memory(limit))
+    assert limit is not None and isinstance(percent, int)
+    return Instance(name, server, where, host, port, address is None, memory, cpu, max_memory(limit, percent))
 
 
 def _labels(instance: Instance) -> dict[str, str]:
-    return {**INSTANCE_LABELS, "app.kubernetes.io/instance": instance.provider, NAME_LABEL: "redis",
+    return {**INSTANCE_LABELS, "app.kubernetes.io/instance": instance.name, NAME_LABEL: "redis",
             PROVIDER_LABEL: instance.provider}
 
 
 def instance_objects(instance: Instance, image: str) -> list[dict[str, Any]]:
     """The Deployment and Service of an integrated instance (its admin Secret is `admin_secret_object`'s)."""
     labels = _labels(instance)
-    selector = {"app.kubernetes.io/instance": instance.provider, NAME_LABEL: "redis"}
-    meta = {"name": instance.provider, "namespace": instance.namespace, "labels": labels}
+    selector = {"app.kubernetes.io/instance": instance.name, NAME_LABEL: "redis"}
+    meta = {"name": instance.name, "namespace": instance.namespace, "labels": labels}
     resources = {"cpu": instance.cpu, "memory": instance.memory}
     # No persistence (a cache): nothing is written, the root file system stays read-only. The admin is the default
     # user, its password from the Secret (the kubelet expands $(ADMIN_PASSWORD); argv never carries it in the spec).
@@ -170,7 +188,7 @@ def instance_waits(instance: Instance, deployment: Mapping[str, Any] | None) -> 
     """Why an integrated instance cannot take users yet (None: its Deployment has an available replica)."""
     if not instance.integrated:
         return None
-    where = f"Deployment {instance.namespace}/{instance.provider}"
+    where = f"Deployment {instance.namespace}/{instance.name}"
     if deployment is None:
         return f"{where} is being created"
     status = deployment.get("status") or {}

@@ -34,7 +34,8 @@ def new_password() -> str:
 
 
 class RedisBackend:
-    """Provisions claims bound to redis-server providers: instances in `namespace` running `image`."""
+    """Provisions claims bound to redis-server providers: instances (in `namespace` unless a provider names
+    another) running `image`."""
 
     def __init__(self, kube: Kube, namespace: str, image: str) -> None:
         self.kube, self.namespace, self.image = kube, namespace, image
@@ -48,7 +49,7 @@ class RedisBackend:
         try:
             admin = await self._admin_password(instance)
             if admin is None:
-                return core.waiting("AdminSecretMissing", f"Secret {self.namespace}/{instance.admin_secret} (key "
+                return core.waiting("AdminSecretMissing", f"Secret {instance.namespace}/{instance.admin_secret} (key "
                                     f"password: the admin password of the Redis at {instance.host}:{instance.port})"
                                     " does not exist: its administrator creates it")
             if instance.integrated:
@@ -74,7 +75,7 @@ class RedisBackend:
 
     async def _admin_password(self, instance: core.Instance) -> str | None:
         """The instance's admin password; an integrated instance's is generated (once) when its Secret is absent."""
-        live = await self.kube.get(SECRET, instance.admin_secret, self.namespace)
+        live = await self.kube.get(SECRET, instance.admin_secret, instance.namespace)
         password = core.admin_password_in(live)
         if password is not None or not instance.integrated:
             return password
@@ -83,19 +84,19 @@ class RedisBackend:
         except KubeError as e:
             if e.code != 409:  # 409: another pass made it meanwhile; read theirs
                 raise
-        log.info("admin secret created", extra={"controller": "claims", "namespace": self.namespace,
+        log.info("admin secret created", extra={"controller": "claims", "namespace": instance.namespace,
                                                 "object": instance.admin_secret})
-        return core.admin_password_in(await self.kube.get(SECRET, instance.admin_secret, self.namespace))
+        return core.admin_password_in(await self.kube.get(SECRET, instance.admin_secret, instance.namespace))
 
     async def _ensure_instance(self, instance: core.Instance) -> str | None:
         """Apply the instance's Deployment and Service where they differ; why it cannot take users yet (None: it
         can)."""
         deployment: dict[str, Any] | None = None
         for obj in core.instance_objects(instance, self.image):
-            live = await self.kube.get(gvk_of(obj), obj["metadata"]["name"], self.namespace)
+            live = await self.kube.get(gvk_of(obj), obj["metadata"]["name"], instance.namespace)
             if not up_to_date(live, obj, self.kube.field_manager):
                 live = await self.kube.apply(obj)
-                log.info("instance applied", extra={"controller": "claims", "namespace": self.namespace,
+                log.info("instance applied", extra={"controller": "claims", "namespace": instance.namespace,
                                                     "object": f"{obj['kind']} {obj['metadata']['name']}"})
             if obj["kind"] == "Deployment":
                 deployment = live

@@ -31,19 +31,32 @@ def test_the_default_instance_is_the_services_dns_name_with_the_default_sizes() 
     instance = core.instance_of(provider(), NS)
     assert isinstance(instance, core.Instance)
     assert (instance.host, instance.port, instance.integrated) == ("redis-integrated.apprafter-redis.svc", 6379, True)
-    assert (instance.memory, instance.cpu) == (core.DEFAULTS["memory"], core.DEFAULTS["cpu"])
+    assert (instance.memory, instance.cpu) == (core.DEFAULTS["resources.memory"], core.DEFAULTS["resources.cpu"])
     assert instance.max_memory == 192 * 2**20  # 256Mi less a quarter
 
 
-@pytest.mark.parametrize(("memory", "max_memory"), [("64Mi", 32 * 2**20), ("128Mi", 96 * 2**20),
-                                                    ("1Gi", 768 * 2**20), ("1G", 750_000_000)])
-def test_maxmemory_leaves_a_quarter_and_at_least_32Mi_below_the_limit(memory: str, max_memory: int) -> None:
-    instance = core.instance_of(provider(memory=memory), NS)
+def test_the_shipped_providers_config_names_the_server_its_namespace_and_sizes() -> None:
+    shipped = provider(server="platform-redis", namespace="apprafter-redis",
+                       resources={"cpu": "1", "memory": "4Gi"}, maxmemoryPercent=75)
+    instance = core.instance_of(shipped, "elsewhere")
+    assert isinstance(instance, core.Instance)
+    assert (instance.provider, instance.name, instance.namespace, instance.host) == (
+        "redis-integrated", "platform-redis", "apprafter-redis", "platform-redis.apprafter-redis.svc")
+    assert (instance.cpu, instance.memory, instance.max_memory, instance.admin_secret) == (
+        "1", "4Gi", 3 * 2**30, "platform-redis-admin")
+
+
+@pytest.mark.parametrize(("memory", "percent", "max_memory"), [
+    ("64Mi", 75, 32 * 2**20), ("128Mi", 75, 96 * 2**20), ("1Gi", 75, 768 * 2**20), ("1G", 75, 750_000_000),
+    ("1Gi", 90, 2**30 * 90 // 100), ("64Mi", 90, 32 * 2**20), ("1Gi", 10, 2**30 // 10)])
+def test_maxmemory_is_the_share_asked_and_at_least_32Mi_below_the_limit(memory: str, percent: int,
+                                                                         max_memory: int) -> None:
+    instance = core.instance_of(provider(resources={"memory": memory}, maxmemoryPercent=percent), NS)
     assert isinstance(instance, core.Instance) and instance.max_memory == max_memory
 
 
 def test_the_instance_is_guaranteed_and_runs_redis_server_with_maxmemory_below_its_limit() -> None:
-    instance = core.instance_of(provider(memory="512Mi", cpu="500m"), NS)
+    instance = core.instance_of(provider(resources={"memory": "512Mi", "cpu": "500m"}), NS)
     assert isinstance(instance, core.Instance)
     deployment, service = core.instance_objects(instance, "ghcr.io/apprafter/redis:0.1.0")
     [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -63,12 +76,14 @@ def test_bring_your_own_redis_by_address_and_a_config_that_does_not_hold() -> No
     assert isinstance(own, core.Instance) and (own.host, own.port, own.integrated) == ("10.0.0.7", 6380, False)
     v6 = core.instance_of(provider("ours", address="[fd00::7]:6379"), NS)
     assert isinstance(v6, core.Instance) and v6.host == "fd00::7"
-    assert core.instance_of(provider("Bad.Name", memory="32Mi", cpu="lots", address="nowhere"), NS) == [
-        "spec.config.memory: '32Mi' is not a memory quantity of at least 64Mi",
-        "spec.config.cpu: 'lots' is not a CPU quantity (250m, 1, 1.5)",
+    assert core.instance_of(provider("ours", resources={"memory": "32Mi", "cpu": "lots"}, maxmemoryPercent=95,
+                                     address="nowhere"), NS) == [
+        "spec.config.resources.memory: '32Mi' is not a memory quantity of at least 64Mi",
+        "spec.config.resources.cpu: 'lots' is not a CPU quantity (250m, 1, 1.5)",
+        "spec.config.maxmemoryPercent: 95 is not a whole percentage from 10 to 90",
         "spec.config.address: 'nowhere' is not host:port"]
     assert core.instance_of(provider("Bad.Name"), NS) == [
-        "metadata.name: 'Bad.Name' names the instance's Service: use a DNS label (a-z0-9-, 63 at most)"]
+        "spec.config.server: 'Bad.Name' is not a DNS label (a-z0-9-, 63 at most)"]
 
 
 def test_a_claims_user_prefix_and_secret_are_its_namespace_and_name() -> None:

@@ -66,7 +66,8 @@ def providers(bed: KubeTestBed, redis_server: RedisServer) -> Iterator[None]:
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{OWN}-admin", "namespace": SERVICES},
                "stringData": {"password": ADMIN}}, field_manager="admin")
     for name, kind, config in ((OWN, "own", {"address": redis_server.address}),
-                               (SHARED, "shared", {"memory": "128Mi", "cpu": "100m"})):
+                               (SHARED, "shared", {"server": SHARED, "resources": {"memory": "128Mi", "cpu": "100m"},
+                                                         "maxmemoryPercent": 75})):
         bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": name, "labels": {
             "bed": RUN, "redis": kind}}, "spec": {"type": "redis", "backend": "redis-server", "config": config}},
             field_manager="admin")
