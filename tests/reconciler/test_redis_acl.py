@@ -1,7 +1,7 @@
-"""A claim's ACL user on the real redis-server (reconciler/redis_acl.py with lifecycle/redis_backend.py's rules): it
-reads back its own writes under its prefix, cannot read, write, publish to or script another claim's keys and
-channels (their prefix guessed), cannot run an admin or instance-wide command; failures say what failed, never a
-password, and come within their time bound."""
+"""The integrated instance's command line run by the real redis-server (what its pod runs), and a claim's ACL user
+on it (reconciler/redis_acl.py with lifecycle/redis_backend.py's rules): it reads back its own writes under its
+prefix, cannot read, write, publish to or script another claim's keys and channels (their prefix guessed), cannot run
+an admin or instance-wide command; failures say what failed, never a password, and come within their time bound."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from lifecycle import redis_backend as core
 from reconciler.redis_acl import TOTAL_TIMEOUT, RedisFailure, set_user, try_user
+from tests.testbed.procs import ManagedProcess, free_port, system_tool, wait_for
 from tests.testbed.redis import RedisServer, start_redis
 
 ADMIN = secrets.token_urlsafe(24)
@@ -123,3 +124,38 @@ def test_a_silent_server_is_unreachable_within_the_bound() -> None:
             asyncio.run(try_user("127.0.0.1", port, "u", "p"))
         assert time.monotonic() - started < TOTAL_TIMEOUT + 2
     assert unreachable.value.reason == "BackendUnreachable" and f"127.0.0.1:{port}" in str(unreachable.value)
+
+
+def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_admin_password(tmp_path: Path) -> None:
+    instance = core.instance_of({"metadata": {"name": "redis-integrated"}, "spec": {"config": {
+        "resources": {"memory": "128Mi", "cpu": "100m"}}}}, "apprafter-redis")
+    assert isinstance(instance, core.Instance)
+    [container] = core.instance_objects(instance, "localhost/redis:test")[0]["spec"]["template"]["spec"]["containers"]
+    # as the kubelet runs it: $(ADMIN_PASSWORD) expanded from the admin Secret; another port, on loopback
+    port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
+    args[args.index("--port") + 1] = str(port)
+    args[args.index("--bind") + 1: args.index("--bind") + 3] = ["127.0.0.1", "-::1"]
+    binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
+    proc = ManagedProcess("redis-instance", [binary, *args], tmp_path / "redis.log", env={"PATH": "/usr/bin:/bin"},
+                          cwd=tmp_path)
+    try:
+        admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
+        wait_for("the instance to answer", lambda: _answers(admin), 20, proc)
+        settings = {k: v for key in ("maxmemory", "maxmemory-policy", "save", "appendonly")
+                    for k, v in admin.config_get(key).items()}
+        assert settings == {"maxmemory": str(96 * 2**20), "maxmemory-policy": "volatile-lru", "save": "",
+                            "appendonly": "no"}
+        with pytest.raises(redis.AuthenticationError):  # the default user is the admin: nobody else gets in
+            redis.Redis(port=port, password="guess").ping()
+        account, password = core.account_of(claim("team-e")), secrets.token_urlsafe(32)
+        asyncio.run(set_user("127.0.0.1", port, ADMIN, account.user, core.acl_rules(account, password)))
+        asyncio.run(try_user("127.0.0.1", port, account.user, password))
+    finally:
+        proc.stop()
+
+
+def _answers(client: redis.Redis) -> bool | None:
+    try:
+        return bool(client.ping()) or None
+    except redis.ConnectionError:
+        return None
