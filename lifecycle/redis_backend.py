@@ -21,7 +21,7 @@ from renderer.names import NAME_LABEL
 __all__ = ["ADMIN_USER", "BACKEND", "DEFAULTS", "INSTANCE_LABELS", "PERMISSIONS", "PORT", "PROVIDER_LABEL",
            "Account", "Instance", "account_of", "acl_rules", "admin_password_in", "admin_secret",
            "admin_secret_object", "connection", "connection_secret_object", "connection_secret_of",
-           "instance_objects", "instance_of", "instance_waits", "max_memory", "password_in", "provisioned",
+           "instance_objects", "instance_of", "instance_waits", "max_memory", "password_in", "provisioned", "serves",
            "waiting"]
 
 BACKEND = "redis-server"  # the ServiceProvider spec.backend this module serves
@@ -80,6 +80,12 @@ class Account(NamedTuple):
 
     user: str
     prefix: str
+
+
+def serves(claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> bool:
+    """Whether this backend provisions the claim: a redis claim bound to a redis-server provider."""
+    return (provider is not None and (provider.get("spec") or {}).get("backend") == BACKEND
+            and (claim.get("spec") or {}).get("type") == "redis")
 
 
 def admin_secret(server: str) -> str:

@@ -91,8 +91,8 @@ class ClaimController:
         binding = bind(claim, self.providers().items())
         provider = self.providers().get("", binding.provider) if binding.provider else None
         provisioned = None
-        if (self.redis is not None and provider is not None and binding.condition.status == "True"
-                and (provider.get("spec") or {}).get("backend") == redis_backend.BACKEND):
+        if self.redis is not None and binding.condition.status == "True" and redis_backend.serves(claim, provider):
+            assert provider is not None
             provisioned = await self.redis.provision(claim, provider)
         written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
         if written is not claim:

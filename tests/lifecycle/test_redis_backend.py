@@ -134,6 +134,13 @@ def test_the_claims_status_and_why_its_application_waits() -> None:
     assert set(other) == {"provider", "conditions"}
 
 
+def test_it_serves_redis_claims_of_redis_server_providers_alone() -> None:
+    assert core.serves(claim(), provider())
+    assert not core.serves(claim(), None)
+    assert not core.serves({**claim(), "spec": {"type": "pg"}}, provider())  # the webhook refuses such a provider
+    assert not core.serves(claim(), {"spec": {"type": "redis", "backend": "dragonfly"}})
+
+
 def test_an_integrated_instance_takes_users_once_its_deployment_has_an_available_replica() -> None:
     instance = core.instance_of(provider(), NS)
     own = core.instance_of(provider(address="127.0.0.1:6379"), NS)
