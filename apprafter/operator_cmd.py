@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
+REDIS_REGISTRY = "ghcr.io/apprafter"  # where the release publishes its images (tools/images.sh publish)
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -99,6 +100,10 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="Bind each ResourceClaim to its ServiceProvider (status.provider, the Bound condition). Off when "
                    "the webhook names other claim providers (--claim-status-user without the operator's account): "
                    "they alone may write claim status, so they bind (docs/platform-services.md).")
+@click.option("--redis-image", metavar="REF",
+              help="The image of the redis-server instances the operator runs for redis-server ServiceProviders "
+                   "(Debian's redis-server, deploy/images/redis.Dockerfile). Default: "
+                   f"{REDIS_REGISTRY}/redis:<this version>.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -112,6 +117,13 @@ def operator(**flags: Any) -> None:
     ServiceProviders; keep the platform stack at the verified version its PlatformStack asks for (docs/operator.md,
     docs/platform-services.md, docs/platform-stack.md)."""
     sys.exit(_run(OperatorSettings.of(flags)))
+
+
+def default_redis_image() -> str:
+    """The release's redis image of this version (the one `make images` builds as localhost/redis:<version>)."""
+    from importlib.metadata import version
+
+    return f"{REDIS_REGISTRY}/redis:{version('apprafter-render')}"
 
 
 def _run(settings: OperatorSettings) -> int:
@@ -190,7 +202,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
         if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
         if settings.platform.claim_binder:
-            controllers.append(ClaimController())
+            controllers.append(ClaimController(context.provider_namespace("redis"),
+                                               settings.platform.redis_image or default_redis_image()))
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()

@@ -14,10 +14,11 @@ from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, find_condition, render
 
-__all__ = ["AMBIGUOUS", "BOUND", "MISSING", "NO_MATCH", "Binding", "bind", "labels_text", "status_of",
+__all__ = ["AMBIGUOUS", "BOUND", "MISSING", "NO_MATCH", "PROVISIONED", "Binding", "bind", "labels_text", "status_of",
            "waiting_reason"]
 
 BOUND = "Bound"  # the condition's type, and its reason when True
+PROVISIONED = "Ready"  # a backend's condition on the claims it provisions (True: status.ready, the Secret written)
 NO_MATCH, AMBIGUOUS, MISSING = "NoMatchingProvider", "AmbiguousProvider", "ProviderMissing"
 LISTED = 5  # providers named in one message at most (then "and N more")
 LABELS_SHOWN = 80  # characters of one provider's labels in a message at most
@@ -111,25 +112,32 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
     return Binding(None, Condition(BOUND, "False", NO_MATCH, said))
 
 
-def status_of(binding: Binding, claim: Mapping[str, Any], timestamp: str) -> dict[str, Any]:
-    """The part of the claim's status the binder writes: status.provider and the Bound condition (its transition
-    time kept while its status holds). status.ready and the rest are the backend's."""
+def status_of(binding: Binding, claim: Mapping[str, Any], timestamp: str,
+              provisioned: tuple[Condition, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The claim's status as the operator writes it: status.provider and the Bound condition (each transition time
+    kept while its status holds), and, when the operator's own backend serves the provider, that backend's Ready
+    condition and fields (status.ready, status.connection). Other backends' status is theirs."""
     status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
     generation = int((claim.get("metadata") or {}).get("generation") or 0)
-    conditions = render([binding.condition], status.get("conditions") or [], generation, timestamp)
-    return {**({"provider": binding.provider} if binding.provider else {}), "conditions": conditions}
+    conditions = [binding.condition, *([provisioned[0]] if provisioned else [])]
+    written = render(conditions, status.get("conditions") or [], generation, timestamp)
+    return {**({"provider": binding.provider} if binding.provider else {}), **(provisioned[1] if provisioned else {}),
+            "conditions": written}
 
 
 def waiting_reason(claim: Mapping[str, Any]) -> str:
     """Why a claim that is not ready waits, as its live status says: its Bound condition when that is not True,
-    else that its provider has not made it ready."""
+    else its backend's Ready condition when it has written one, else that its provider has not made it ready."""
     status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
     bound = find_condition(status.get("conditions"), BOUND)
     if bound and bound.get("status") != "True":
         return f"{bound.get('reason')}: {bound.get('message')}"
     provider = status.get("provider")
+    provisioning = find_condition(status.get("conditions"), PROVISIONED)
+    if isinstance(provider, str) and provider and provisioning and provisioning.get("status") != "True":
+        return f"bound to ServiceProvider {provider}: {provisioning.get('reason')}: {provisioning.get('message')}"
     if isinstance(provider, str) and provider:
         return f"bound to ServiceProvider {provider}, not ready yet (its backend provisions it)"
     return "not bound to a ServiceProvider yet"

@@ -1,6 +1,8 @@
 """The claim binder, the edge: reads a ResourceClaim (fresh) and the cluster's ServiceProviders, asks
-lifecycle.binding which provider it is bound to, and writes status.provider and the Bound condition alone (the
-backend's status.ready and conditions stay the backend's) as the operator's status field manager."""
+lifecycle.binding which provider it is bound to, lets the operator's own backend (reconciler.redis_claims, for
+redis-server providers) provision it, and writes the claim's status once as the operator's status field manager:
+status.provider and Bound, plus that backend's Ready, ready and connection. Another backend's claims get provider and
+Bound alone (their status.ready and conditions stay that backend's)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from controller_runtime.informer import Informer
 from controller_runtime.kinds import KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself, key_of
-from controller_runtime.outcomes import Done, Outcome
+from controller_runtime.outcomes import Done, Outcome, Requeue
 from controller_runtime.writes import write_status
+from lifecycle import redis_backend
 from lifecycle.binding import bind, status_of
 from lifecycle.service_provider import SERVICE_PROVIDER
+from reconciler.redis_claims import DEPLOYMENT, RedisBackend
 from renderer.crds import RESOURCE_CLAIM
 from toolchain.timestamps import time_now
 
@@ -25,6 +29,9 @@ __all__ = ["ClaimController"]
 log = logging.getLogger("apprafter.claims")
 
 CLUSTER = (ALL_NAMESPACES,)
+# A backend's reasons that pass by themselves: looked at again with backoff (an instance's Deployment becoming
+# available wakes its claims at once through the watch).
+RETRIED = frozenset({"BackendUnreachable", "InstanceNotReady"})
 
 
 class ClaimController:
@@ -34,14 +41,24 @@ class ClaimController:
     primary: KindLike = RESOURCE_CLAIM
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
-    def __init__(self) -> None:
+    def __init__(self, services_namespace: str | None = None, redis_image: str | None = None) -> None:
+        """`services_namespace`: where the redis-server providers' instances run (running `redis_image`); None: no
+        backend of the operator's own, claims are bound only."""
         self.runtime: Runtime | None = None
+        self.services_namespace, self.redis_image = services_namespace, redis_image
+        self.redis: RedisBackend | None = None
 
     def watches(self) -> Sequence[Watch]:
-        return [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER)]
+        watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER)]
+        if self.services_namespace:  # an instance's Deployment becoming available wakes its provider's claims
+            watches.append(Watch(DEPLOYMENT, redis_backend.INSTANCE_LABELS, self.claims_of_instance,
+                                 (self.services_namespace,)))
+        return watches
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        if self.services_namespace and self.redis_image:
+            self.redis = RedisBackend(runtime.kube, self.services_namespace, self.redis_image)
 
     def claims(self) -> Informer:
         assert self.runtime is not None
@@ -58,6 +75,11 @@ class ClaimController:
         return sorted(key_of(c) for c in self.claims().items()
                       if (c.get("spec") or {}).get("type") == kind or (c.get("status") or {}).get("provider") == name)
 
+    def claims_of_instance(self, deployment: Mapping[str, Any]) -> Iterable[Key]:
+        """The claims bound to the provider whose instance this Deployment is."""
+        provider = ((deployment.get("metadata") or {}).get("labels") or {}).get(redis_backend.PROVIDER_LABEL)
+        return sorted(key_of(c) for c in self.claims().items() if (c.get("status") or {}).get("provider") == provider)
+
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None
         kube = self.runtime.kube
@@ -67,9 +89,17 @@ class ClaimController:
             self.claims().forget(namespace, name)
             return Done()
         binding = bind(claim, self.providers().items())
-        written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now()))
+        provider = self.providers().get("", binding.provider) if binding.provider else None
+        provisioned = None
+        if self.redis is not None and binding.condition.status == "True" and redis_backend.serves(claim, provider):
+            assert provider is not None
+            provisioned = await self.redis.provision(claim, provider)
+        written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
         if written is not claim:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,
-                                       "provider": binding.provider or "", "reason": binding.condition.reason})
+                                       "provider": binding.provider or "", "reason": binding.condition.reason,
+                                       **({"ready": provisioned[0].reason} if provisioned else {})})
+        if provisioned and provisioned[0].reason in RETRIED:
+            return Requeue(provisioned[0].message)
         return Done()
 

@@ -56,6 +56,20 @@ def test_an_administrators_provider_is_kept_as_written(admission_bed: KubeTestBe
     assert PROVIDERS in text and "spec.backend: 'redis-server' does not serve pg: use cloudnative-pg" in text, text
 
 
+def test_a_redis_the_administrator_runs_is_named_by_its_address(admission_bed: KubeTestBed, webhook: Webhook,
+                                                              made: list[str]) -> None:
+    """Bring your own Redis: `address` and no sizes (the operator runs no instance for it); a URL is no address."""
+    wanted = provider("redis-external", "redis", "redis-server", server="cache", namespace="apprafter-redis",
+                      address="cache.example.internal:6380")
+    made.append("redis-external")
+    kept = ok(apply(admission_bed.http, admission_bed, wanted))
+    assert kept["spec"] == wanted["spec"]
+    url = provider("redis-external", "redis", "redis-server", server="cache", namespace="apprafter-redis",
+                   address="redis://cache:6379")
+    text = message(apply(admission_bed.http, admission_bed, url))
+    assert PROVIDERS in text and "spec.config.address" in text, text
+
+
 @pytest.mark.parametrize(("kind", "backend", "said"), [
     ("redis", "cloudnative-pg", "spec.backend: 'cloudnative-pg' does not serve redis: use redis-server or dragonfly"),
     ("jetstream", "nats", "spec.type: no backend serves jetstream on this platform yet (types with one: disk, pg, "

@@ -69,13 +69,14 @@ def test_claim_to_a_need_missing_in_the_effective_environment(tmp_path: Path) ->
 
 
 def test_unknown_claim_field(tmp_path: Path) -> None:
-    extra = 'expose: port: 8080\n\t\tneeds: redis: {}\n\t\tenv: U: claim.redis.user'
+    extra = 'expose: port: 8080\n\t\tneeds: redis: {}\n\t\tenv: U: claim.redis.db'
     text = MINIMAL.replace('expose: port: 8080', extra)
     assert errors_of(tmp_path, text) == [
-        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'user' (its fields are url, host, port, password)"]
-    assert errors_of(tmp_path, text.replace("claim.redis.user", "claim.redis.uri")) == [
-        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'uri' (its fields are url, host, port, password); "
-        "did you mean `url`?"]
+        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'db' (its fields are url, host, port, user, password, "
+        "prefix)"]
+    assert errors_of(tmp_path, text.replace("claim.redis.db", "claim.redis.uri")) == [
+        f"{F}:9:23: spec.base.env.U: claim.redis has no field 'uri' (its fields are url, host, port, user, password, "
+        "prefix); did you mean `url`?"]
 
 
 def test_bad_secret_reference(tmp_path: Path) -> None:

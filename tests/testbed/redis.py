@@ -24,23 +24,31 @@ class RedisServer:
         self.process.stop()
 
 
-def start_redis(workdir: Path, timeout: float = 20.0) -> RedisServer:
-    """Start redis-server on 127.0.0.1 without persistence and wait until it accepts connections."""
+def start_redis(workdir: Path, timeout: float = 20.0, password: str | None = None) -> RedisServer:
+    """Start redis-server on 127.0.0.1 without persistence and wait until it accepts connections; with `password`,
+    its default user (the admin) needs it (given in a config file of mode 0600, never on the command line)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
-    argv = [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
+    config = workdir / "redis.conf"
+    config.touch(mode=0o600)
+    config.write_text(f"requirepass {password}\n" if password else "")
+    argv = [binary, str(config), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
             "--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning"]
     proc = ManagedProcess("redis-server", argv, workdir / "redis.log", env={"PATH": "/usr/bin:/bin"})
     try:
-        wait_for("redis-server to answer PING", lambda: _pong(port), timeout, proc)
+        wait_for("redis-server to answer PING", lambda: _pong(port, password), timeout, proc)
         return RedisServer(port, proc)
     except BaseException:
         proc.stop()
         raise
 
 
-def _pong(port: int) -> bool | None:
+def _pong(port: int, password: str | None) -> bool | None:
     with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+        if password:
+            conn.sendall(f"AUTH {password}\r\n".encode())
+            if not conn.recv(16).startswith(b"+OK"):
+                return None
         conn.sendall(b"PING\r\n")
         return True if conn.recv(16).startswith(b"+PONG") else None

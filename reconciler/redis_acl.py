@@ -1,0 +1,84 @@
+"""A claim's ACL user on a Redis, through redis-py's asyncio client, every call bounded in time: set it as the admin,
+then prove its credentials as the user. A failure is a RedisFailure whose message never carries a password."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
+
+from toolchain.errors import ToolFailure
+
+__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisFailure", "set_user", "try_user"]
+
+CONNECT_TIMEOUT = 3.0  # seconds to open the TCP connection
+CALL_TIMEOUT = 5.0  # seconds for one command's answer
+TOTAL_TIMEOUT = 10.0  # seconds for one whole exchange (connect, AUTH, command, close), whatever redis-py retries
+UNREACHABLE, REFUSED = "BackendUnreachable", "BackendRefused"
+
+
+class RedisFailure(ToolFailure):
+    """Redis could not be reached (`reason` BackendUnreachable: may pass) or refused what was asked
+    (BackendRefused: not until someone changes something)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    @property
+    def retryable(self) -> bool:
+        return self.reason == UNREACHABLE
+
+
+def _client(host: str, port: int, username: str | None, password: str) -> Redis:
+    # No retries of our own (the reconcile is retried) and one connection.
+    return Redis(host=host, port=port, username=username, password=password, socket_timeout=CALL_TIMEOUT,
+                 socket_connect_timeout=CONNECT_TIMEOUT, retry=Retry(NoBackoff(), 0), single_connection_client=True,
+                 decode_responses=True)
+
+
+def _redacted(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "<redacted>")
+    return text
+
+
+async def _exchange(host: str, port: int, username: str | None, password: str, command: Sequence[str],
+                    what: str, secrets: Sequence[str]) -> None:
+    """Run one command as `username` (None: the default user) and close; RedisFailure on any failure."""
+    where = f"{host}:{port}"
+    client = _client(host, port, username, password)
+    try:
+        async with asyncio.timeout(TOTAL_TIMEOUT):
+            try:
+                await client.execute_command(*command)  # type: ignore[no-untyped-call]
+            finally:
+                await client.aclose()
+    except TimeoutError as e:
+        raise RedisFailure(UNREACHABLE, f"{where} did not answer {what} within {TOTAL_TIMEOUT:g} s") from e
+    except AuthenticationError as e:
+        raise RedisFailure(REFUSED, f"{where} refused the password of {what}") from e
+    except NoPermissionError as e:
+        raise RedisFailure(REFUSED, f"{where} does not let {what} run: {_redacted(str(e), secrets)}") from e
+    except ResponseError as e:
+        raise RedisFailure(REFUSED, f"{where} refused {what}: {_redacted(str(e), secrets)}") from e
+    except (RedisError, OSError) as e:  # ConnectionError, redis' TimeoutError: never reached
+        raise RedisFailure(UNREACHABLE, f"{where} could not be reached for {what}: "
+                                        f"{_redacted(str(e), secrets) or type(e).__name__}") from e
+
+
+async def set_user(host: str, port: int, admin_password: str, user: str, rules: Sequence[str]) -> None:
+    """ACL SETUSER `user` with `rules` as the admin (the default user, authenticated by `admin_password`)."""
+    await _exchange(host, port, None, admin_password, ["ACL", "SETUSER", user, *rules],
+                    f"the admin's ACL SETUSER {user}",
+                    [admin_password, *(rule[1:] for rule in rules if rule.startswith(">"))])
+
+
+async def try_user(host: str, port: int, user: str, password: str) -> None:
+    """AUTH as `user` and PING: its credentials work."""
+    await _exchange(host, port, user, password, ["PING"], f"user {user}", [password])

@@ -1,0 +1,103 @@
+"""The redis-server backend, the edge: for a claim bound to a redis-server ServiceProvider, read what exists (the
+provider's instance, its admin Secret, the claim's connection Secret), ask lifecycle.redis_backend what should, write
+it (the instance lazily, the ACL user through reconciler.redis_acl, the connection Secret), and hand the claim's
+Ready condition and status fields back to the claim binder, which writes the claim's status once."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from controller_runtime.client import Kube
+from controller_runtime.compare import up_to_date
+from controller_runtime.errors import KubeError
+from controller_runtime.kinds import GroupVersionKind, gvk_of
+from lifecycle import redis_backend as core
+from lifecycle.conditions import Condition
+from reconciler.redis_acl import RedisFailure, set_user, try_user
+
+__all__ = ["DEPLOYMENT", "RedisBackend"]
+
+log = logging.getLogger("apprafter.claims")
+
+SECRET = GroupVersionKind("v1", "Secret")
+DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+PASSWORD_BYTES = 32  # secrets.token_urlsafe: 43 URL-safe characters, fit for a redis:// URL as they are
+
+Provisioned = tuple[Condition, dict[str, Any]]
+
+
+def new_password() -> str:
+    return secrets.token_urlsafe(PASSWORD_BYTES)
+
+
+class RedisBackend:
+    """Provisions claims bound to redis-server providers: instances (in `namespace` unless a provider names
+    another) running `image`."""
+
+    def __init__(self, kube: Kube, namespace: str, image: str) -> None:
+        self.kube, self.namespace, self.image = kube, namespace, image
+
+    async def provision(self, claim: Mapping[str, Any], provider: Mapping[str, Any]) -> Provisioned:
+        """The claim's Ready condition and status fields, after making what it needs (nothing secret is said)."""
+        instance = core.instance_of(provider, self.namespace)
+        if isinstance(instance, list):
+            return core.waiting("InvalidConfig", f"ServiceProvider {provider['metadata']['name']}: "
+                                                 + "; ".join(instance))
+        try:
+            admin = await self._admin_password(instance)
+            if admin is None:
+                return core.waiting("AdminSecretMissing", f"Secret {instance.namespace}/{instance.admin_secret} (key "
+                                    f"password: the admin password of the Redis at {instance.host}:{instance.port})"
+                                    " does not exist: its administrator creates it")
+            if instance.integrated:
+                waits = await self._ensure_instance(instance)
+                if waits:
+                    return core.waiting("InstanceNotReady", waits)
+            account = core.account_of(claim)
+            secret_name = core.connection_secret_of(claim)
+            live_secret = await self.kube.get(SECRET, secret_name, claim["metadata"]["namespace"])
+            password = core.password_in(live_secret, account) or new_password()
+            await set_user(instance.host, instance.port, admin, account.user, core.acl_rules(account, password))
+            await try_user(instance.host, instance.port, account.user, password)
+            secret = core.connection_secret_object(claim, instance, account, password)
+            if not up_to_date(live_secret, secret, self.kube.field_manager):
+                await self.kube.apply(secret)
+        except RedisFailure as e:
+            return core.waiting(e.reason, str(e))
+        except KubeError as e:
+            if e.retryable:
+                raise
+            return core.waiting("WriteRefused", str(e))
+        return core.provisioned(instance, account, secret_name)
+
+    async def _admin_password(self, instance: core.Instance) -> str | None:
+        """The instance's admin password; an integrated instance's is generated (once) when its Secret is absent."""
+        live = await self.kube.get(SECRET, instance.admin_secret, instance.namespace)
+        password = core.admin_password_in(live)
+        if password is not None or not instance.integrated:
+            return password
+        try:
+            await self.kube.create(core.admin_secret_object(instance, new_password()))
+        except KubeError as e:
+            if e.code != 409:  # 409: another pass made it meanwhile; read theirs
+                raise
+        log.info("admin secret created", extra={"controller": "claims", "namespace": instance.namespace,
+                                                "object": instance.admin_secret})
+        return core.admin_password_in(await self.kube.get(SECRET, instance.admin_secret, instance.namespace))
+
+    async def _ensure_instance(self, instance: core.Instance) -> str | None:
+        """Apply the instance's Deployment and Service where they differ; why it cannot take users yet (None: it
+        can)."""
+        deployment: dict[str, Any] | None = None
+        for obj in core.instance_objects(instance, self.image):
+            live = await self.kube.get(gvk_of(obj), obj["metadata"]["name"], instance.namespace)
+            if not up_to_date(live, obj, self.kube.field_manager):
+                live = await self.kube.apply(obj)
+                log.info("instance applied", extra={"controller": "claims", "namespace": instance.namespace,
+                                                    "object": f"{obj['kind']} {obj['metadata']['name']}"})
+            if obj["kind"] == "Deployment":
+                deployment = live
+        return core.instance_waits(instance, deployment)

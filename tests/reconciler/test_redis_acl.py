@@ -1,0 +1,161 @@
+"""The integrated instance's command line run by the real redis-server (what its pod runs), and a claim's ACL user
+on it (reconciler/redis_acl.py with lifecycle/redis_backend.py's rules): it reads back its own writes under its
+prefix, cannot read, write, publish to or script another claim's keys and channels (their prefix guessed), cannot run
+an admin or instance-wide command; failures say what failed, never a password, and come within their time bound."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.exceptions import NoPermissionError, ResponseError
+
+from lifecycle import redis_backend as core
+from reconciler.redis_acl import TOTAL_TIMEOUT, RedisFailure, set_user, try_user
+from tests.testbed.procs import ManagedProcess, free_port, system_tool, wait_for
+from tests.testbed.redis import RedisServer, start_redis
+
+ADMIN = secrets.token_urlsafe(24)
+# what a tenant must not run: each instance-wide, or showing or touching what is not its own
+FORBIDDEN = [("FLUSHALL",), ("FLUSHDB",), ("KEYS", "*"), ("SCAN", "0"), ("RANDOMKEY",), ("DBSIZE",),
+             ("CONFIG", "GET", "*"), ("CONFIG", "SET", "maxmemory", "0"), ("ACL", "LIST"), ("ACL", "SETUSER", "x"),
+             ("DEBUG", "SLEEP", "0"), ("MODULE", "LIST"), ("CLIENT", "LIST"), ("CLIENT", "KILL", "ID", "1"),
+             ("MONITOR",), ("SHUTDOWN",), ("SAVE",), ("BGSAVE",), ("SLAVEOF", "NO", "ONE"), ("SWAPDB", "0", "1"),
+             ("SELECT", "1"), ("PUBSUB", "CHANNELS"), ("SCRIPT", "FLUSH"), ("SCRIPT", "KILL"), ("FUNCTION", "LIST"),
+             ("FUNCTION", "FLUSH"), ("SLOWLOG", "GET"), ("LATENCY", "DOCTOR")]
+
+
+def run(client: redis.Redis, *command: str) -> Any:
+    """One command as `client`'s user (redis-py's execute_command is untyped)."""
+    return client.execute_command(*command)  # type: ignore[no-untyped-call]
+
+
+def claim(namespace: str, name: str = "shop-redis") -> dict[str, object]:
+    return {"apiVersion": "apprafter.io/v1alpha1", "kind": "ResourceClaim",
+            "metadata": {"namespace": namespace, "name": name, "uid": "u"}, "spec": {"type": "redis"}}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    started = start_redis(Path(tmp_path_factory.mktemp("redis")), password=ADMIN)
+    yield started
+    started.stop()
+
+
+def provisioned(server: RedisServer, namespace: str) -> tuple[core.Account, redis.Redis]:
+    """The claim's user as the backend sets it, and a client logged in as it (as the app's Secret would)."""
+    account, password = core.account_of(claim(namespace)), secrets.token_urlsafe(32)
+    asyncio.run(set_user("127.0.0.1", server.port, ADMIN, account.user, core.acl_rules(account, password)))
+    asyncio.run(try_user("127.0.0.1", server.port, account.user, password))
+    return account, redis.Redis(port=server.port, username=account.user, password=password, decode_responses=True)
+
+
+def test_a_claim_reads_its_own_keys_and_reaches_nothing_else(server: RedisServer) -> None:
+    a, as_a = provisioned(server, "team-a")
+    b, as_b = provisioned(server, "team-b")
+    assert (a.user, a.prefix) == ("team-a.shop-redis", "team-a.shop-redis:")
+    as_b.set(f"{b.prefix}cart", "b's")
+    as_a.set(f"{a.prefix}cart", "a's")
+    assert as_a.get(f"{a.prefix}cart") == "a's" and as_b.get(f"{b.prefix}cart") == "b's"
+    assert as_a.incr(f"{a.prefix}visits") == 1 and as_a.hset(f"{a.prefix}h", "f", "v") == 1
+
+    # B's keys, its prefix guessed: A can neither read, write, rename into, copy nor delete them
+    for command in [("GET", f"{b.prefix}cart"), ("SET", f"{b.prefix}cart", "x"), ("DEL", f"{b.prefix}cart"),
+                    ("EXISTS", f"{b.prefix}cart"), ("RENAME", f"{a.prefix}cart", f"{b.prefix}mine"),
+                    ("COPY", f"{b.prefix}cart", f"{a.prefix}copy"), ("GET", "team-b.other:cart"),
+                    ("SET", "unprefixed", "x"), ("PUBLISH", f"{b.prefix}events", "x"),
+                    ("EVAL", "return redis.call('GET', KEYS[1])", "1", f"{b.prefix}cart"),
+                    ("EVAL", f"return redis.call('GET', '{b.prefix}cart')", "0")]:
+        with pytest.raises((NoPermissionError, ResponseError), match=r"(?i)permission|can't access"):
+            run(as_a, *command)
+    admin = redis.Redis(port=server.port, password=ADMIN, decode_responses=True)
+    for command in FORBIDDEN:  # the ACL refuses each (DEBUG and MODULE are also off server-wide: ask the ACL too)
+        assert "no permissions" in run(admin, "ACL", "DRYRUN", a.user, *command), command
+        with pytest.raises((NoPermissionError, ResponseError)):
+            run(as_a, *command)
+    assert run(admin, "ACL", "DRYRUN", a.user, "GET", f"{a.prefix}cart") == "OK"
+    # what a queue library needs stays: INFO, a script on its own keys, pub/sub on its own channels
+    assert "redis_version" in as_a.info("server")
+    assert as_a.eval("return redis.call('GET', KEYS[1])", 1, f"{a.prefix}cart") == "a's"
+    assert as_a.publish(f"{a.prefix}events", "x") == 0
+    assert as_b.get(f"{b.prefix}cart") == "b's"  # untouched by all of the above
+
+
+def test_setting_the_user_again_keeps_its_keys_and_takes_the_new_password(server: RedisServer) -> None:
+    account, first = provisioned(server, "team-c")
+    first.set(f"{account.prefix}kept", "1")
+    _, second = provisioned(server, "team-c")
+    assert second.get(f"{account.prefix}kept") == "1"
+    with pytest.raises(redis.AuthenticationError):
+        first.connection_pool.disconnect()
+        first.ping()
+
+
+def test_failures_name_what_failed_never_a_password(server: RedisServer) -> None:
+    account, password = core.account_of(claim("team-d")), secrets.token_urlsafe(32)
+    wrong = secrets.token_urlsafe(24)
+    with pytest.raises(RedisFailure) as refused:
+        asyncio.run(set_user("127.0.0.1", server.port, wrong, account.user, core.acl_rules(account, password)))
+    assert refused.value.reason == "BackendRefused"
+    assert str(refused.value) == (f"127.0.0.1:{server.port} refused the password of the admin's ACL SETUSER "
+                                  "team-d.shop-redis")
+    bad_rules = [*core.acl_rules(account, password), "+nosuchcommand"]
+    with pytest.raises(RedisFailure) as bad:
+        asyncio.run(set_user("127.0.0.1", server.port, ADMIN, account.user, bad_rules))
+    assert bad.value.reason == "BackendRefused" and "nosuchcommand" in str(bad.value)
+    for said in (str(refused.value), str(bad.value)):
+        assert password not in said and ADMIN not in said and wrong not in said
+
+
+def test_a_silent_server_is_unreachable_within_the_bound() -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(RedisFailure) as unreachable:
+            asyncio.run(try_user("127.0.0.1", port, "u", "p"))
+        assert time.monotonic() - started < TOTAL_TIMEOUT + 2
+    assert unreachable.value.reason == "BackendUnreachable" and f"127.0.0.1:{port}" in str(unreachable.value)
+
+
+def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_admin_password(tmp_path: Path) -> None:
+    instance = core.instance_of({"metadata": {"name": "redis-integrated"}, "spec": {"config": {
+        "resources": {"memory": "128Mi", "cpu": "100m"}}}}, "apprafter-redis")
+    assert isinstance(instance, core.Instance)
+    [container] = core.instance_objects(instance, "localhost/redis:test")[0]["spec"]["template"]["spec"]["containers"]
+    # as the kubelet runs it: $(ADMIN_PASSWORD) expanded from the admin Secret; another port, on loopback
+    port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
+    args[args.index("--port") + 1] = str(port)
+    args[args.index("--bind") + 1: args.index("--bind") + 3] = ["127.0.0.1", "-::1"]
+    binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
+    proc = ManagedProcess("redis-instance", [binary, *args], tmp_path / "redis.log", env={"PATH": "/usr/bin:/bin"},
+                          cwd=tmp_path)
+    try:
+        admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
+        wait_for("the instance to answer", lambda: _answers(admin), 20, proc)
+        settings = {k: v for key in ("maxmemory", "maxmemory-policy", "save", "appendonly")
+                    for k, v in admin.config_get(key).items()}
+        assert settings == {"maxmemory": str(96 * 2**20), "maxmemory-policy": "volatile-lru", "save": "",
+                            "appendonly": "no"}
+        with pytest.raises(redis.AuthenticationError):  # the default user is the admin: nobody else gets in
+            redis.Redis(port=port, password="guess").ping()
+        account, password = core.account_of(claim("team-e")), secrets.token_urlsafe(32)
+        asyncio.run(set_user("127.0.0.1", port, ADMIN, account.user, core.acl_rules(account, password)))
+        asyncio.run(try_user("127.0.0.1", port, account.user, password))
+    finally:
+        proc.stop()
+
+
+def _answers(client: redis.Redis) -> bool | None:
+    try:
+        return bool(client.ping()) or None
+    except redis.ConnectionError:
+        return None

@@ -1,0 +1,196 @@
+"""`needs: redis` through the API server and the real redis-server (reconciler/claims.py, reconciler/redis_claims.py,
+lifecycle/redis_backend.py): an Application's claim, bound to a redis-server ServiceProvider, becomes ready with its
+connection Secret; each app's credentials reach its own keys and nobody else's; the keys outlive the claim and a
+re-created claim gets them back; an integrated provider's instance is made on its first claim, once.
+
+The operator runs on the host, where no ClusterIP answers: the working Redis is a provider naming an existing one
+(`spec.config.address`, an administrator's "bring your own Redis"), the test's redis-server on 127.0.0.1; the
+integrated provider's instance is checked as written (its pod runs on the node tier)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from redis.exceptions import NoPermissionError
+
+from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.testbed.kube import KubeTestBed
+from tests.testbed.redis import RedisServer, start_redis
+
+pytestmark = pytest.mark.testbed
+
+RUN = uuid.uuid4().hex[:8]
+ADMIN = secrets.token_urlsafe(24)  # the bring-your-own Redis' admin password, as its administrator set it
+SERVICES = f"redis-svc-{RUN}"  # this module's redis services namespace (the operator's providerNamespaces.redis)
+OWN, SHARED = f"redis-own-{RUN}", f"redis-shared-{RUN}"
+IMAGE = "localhost/redis:test"
+FIELDS = {"url", "host", "port", "user", "password", "prefix"}
+
+
+def needs(kind: str) -> dict[str, Any]:
+    """The test app with a redis need selecting one of this module's providers, its URL in the env."""
+    return edit(needs={"redis": {"selector": {"bed": RUN, "redis": kind}}}, env={"REDIS_URL": {"claim": "redis/url"}},
+                expose={"port": 8080})
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = start_redis(Path(tmp_path_factory.mktemp("redis")), password=ADMIN)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_platform(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The operator's platform file: this module's services namespace for redis (made, as the stack makes it)."""
+    bed.ensure_namespace(SERVICES)
+    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
+    path.write_text(f"providerNamespaces: {{redis: {SERVICES}}}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def providers(bed: KubeTestBed, redis_server: RedisServer) -> Iterator[None]:
+    """An administrator's two redis-server providers: one naming the test's Redis (with its admin Secret), one
+    integrated (its instance the operator makes)."""
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{OWN}-admin", "namespace": SERVICES},
+               "stringData": {"password": ADMIN}}, field_manager="admin")
+    for name, kind, config in ((OWN, "own", {"address": redis_server.address}),
+                               (SHARED, "shared", {"server": SHARED, "resources": {"memory": "128Mi", "cpu": "100m"},
+                                                         "maxmemoryPercent": 75})):
+        bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": name, "labels": {
+            "bed": RUN, "redis": kind}}, "spec": {"type": "redis", "backend": "redis-server", "config": config}},
+            field_manager="admin")
+    yield
+    for name in (OWN, SHARED):
+        bed.delete(API, "ServiceProvider", name)
+
+
+operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("redis_platform"), "--redis-image", IMAGE)
+
+
+def claim_status(bed: KubeTestBed, namespace: str) -> dict[str, Any]:
+    return (bed.get(API, "ResourceClaim", "demo-redis", namespace) or {}).get("status") or {}
+
+
+def ready_claim(bed: KubeTestBed, namespace: str, timeout: float = 60) -> dict[str, Any]:
+    try:
+        def probe() -> dict[str, Any] | None:
+            st = claim_status(bed, namespace)
+            return st if st.get("ready") is True else None
+        return wait(f"{namespace}/demo-redis ready", probe, timeout)
+    except Exception as e:
+        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace)}") from e
+
+
+def connection(bed: KubeTestBed, namespace: str) -> dict[str, str]:
+    secret = bed.get("v1", "Secret", "demo-redis-conn", namespace)
+    assert secret is not None, f"no Secret {namespace}/demo-redis-conn"
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+def client(fields: dict[str, str]) -> redis.Redis:
+    return redis.Redis.from_url(fields["url"], decode_responses=True)
+
+
+def test_each_apps_redis_works_with_its_secret_and_reaches_no_other_apps_keys(
+        bed: KubeTestBed, operator: Operator, providers: None, redis_server: RedisServer) -> None:
+    first, second = fresh_namespace(bed, "redis"), fresh_namespace(bed, "redis")
+    started = time.monotonic()
+    for namespace in (first, second):
+        apply(bed, cr(namespace, needs("own")))
+    st = ready_claim(bed, first)
+    took = time.monotonic() - started
+    ready_claim(bed, second)
+    assert st["provider"] == OWN and (condition(st, "Ready") or {})["reason"] == "Provisioned"
+    assert st["connection"] == {"host": "127.0.0.1", "port": redis_server.port, "user": f"{first}.demo-redis",
+                                "prefix": f"{first}.demo-redis:", "secretName": "demo-redis-conn"}
+    a, b = connection(bed, first), connection(bed, second)
+    assert set(a) == FIELDS and (a["user"], a["prefix"], a["port"]) == (f"{first}.demo-redis",
+                                                                         f"{first}.demo-redis:", str(redis_server.port))
+    wait(f"{first}/demo ClaimsReady", lambda: (condition(status(bed, first), "ClaimsReady") or {}).get("status")
+         == "True" or None, 60)
+
+    as_a, as_b = client(a), client(b)
+    as_a.set(f"{a['prefix']}cart", "a's")
+    as_b.set(f"{b['prefix']}cart", "b's")
+    assert as_a.get(f"{a['prefix']}cart") == "a's" and as_b.get(f"{b['prefix']}cart") == "b's"
+    guessed = f"{second}.demo-redis:cart"  # b's key, its prefix guessed from its namespace
+    for denied in (lambda: as_a.get(guessed), lambda: as_a.set(guessed, "x"), lambda: as_a.delete(guessed),
+                   lambda: as_a.keys("*"), lambda: as_a.flushall(), lambda: as_a.config_get("*"),
+                   lambda: as_a.acl_list(), lambda: as_a.scan(0)):
+        with pytest.raises(NoPermissionError):
+            denied()
+    assert as_b.get(guessed) == "b's"
+
+    # nothing secret in what the operator says: the claim status, its log
+    said = json.dumps([claim_status(bed, first), claim_status(bed, second)]) + operator.log()
+    for password in (ADMIN, a["password"], b["password"]):
+        assert password not in said
+    print(f"claim -> ready with a bring-your-own Redis: {took:.2f} s")
+
+
+def test_the_keys_outlive_the_claim_and_the_same_app_and_need_get_them_back(
+        bed: KubeTestBed, operator: Operator, providers: None, redis_server: RedisServer) -> None:
+    namespace = fresh_namespace(bed, "redis")
+    apply(bed, cr(namespace, needs("own")))
+    ready_claim(bed, namespace)
+    before = connection(bed, namespace)
+    client(before).set(f"{before['prefix']}order", "42")
+    old = bed.get(API, "ResourceClaim", "demo-redis", namespace) or {}
+    # the claim goes (and its Secret with it, as the garbage collector does on a cluster: the bare API server runs
+    # none); its user and keys stay in Redis. The Application is still there, so its claim comes back.
+    bed.delete(API, "ResourceClaim", "demo-redis", namespace)
+    bed.delete("v1", "Secret", "demo-redis-conn", namespace)
+    wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", "demo-redis", namespace) or {}).get(
+        "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+    ready_claim(bed, namespace)
+    after = connection(bed, namespace)
+    assert (after["user"], after["prefix"]) == (before["user"], before["prefix"])
+    assert after["password"] != before["password"]  # a new Secret, a new password: the old one no longer logs in
+    assert client(after).get(f"{after['prefix']}order") == "42"
+    with pytest.raises(redis.AuthenticationError):
+        client(before).ping()
+
+
+def test_an_integrated_provider_gets_one_guaranteed_instance_on_its_first_claim(
+        bed: KubeTestBed, operator: Operator, providers: None) -> None:
+    assert bed.get("apps/v1", "Deployment", SHARED, SERVICES) is None  # lazy: nothing before a claim
+    namespaces = [fresh_namespace(bed, "redis") for _ in range(2)]
+    for namespace in namespaces:
+        apply(bed, cr(namespace, needs("shared")))
+
+    def says(namespace: str) -> dict[str, Any] | None:
+        ready = condition(claim_status(bed, namespace), "Ready") or {}
+        return ready if ready.get("reason") == "BackendUnreachable" else None
+    # the stand-in Deployment controller marks it available at once; from the host its Service's name resolves
+    # nowhere, so the claim says it cannot reach it, by name
+    for namespace in namespaces:
+        ready = wait(f"{namespace}/demo-redis to try the instance", lambda n=namespace: says(n), 60)
+        assert f"{SHARED}.{SERVICES}.svc:6379 could not be reached" in ready["message"], ready
+        assert claim_status(bed, namespace)["ready"] is False
+    app_says = str((condition(status(bed, namespaces[0]), "ClaimsReady") or {}).get("message"))
+    assert f"needs.redis waits: bound to ServiceProvider {SHARED}: BackendUnreachable: " in app_says
+
+    deployments = bed.http.get(f"/apis/apps/v1/namespaces/{SERVICES}/deployments").json()["items"]
+    assert [d["metadata"]["name"] for d in deployments] == [SHARED]  # one per provider, whatever the claims
+    [container] = deployments[0]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == IMAGE
+    assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "100m",
+                                                                                      "memory": "128Mi"}
+    assert container["args"][container["args"].index("--maxmemory") + 1] == str(96 * 2**20)
+    service = bed.get("v1", "Service", SHARED, SERVICES) or {}
+    assert service["spec"]["ports"][0]["port"] == 6379
+    admin = bed.get("v1", "Secret", f"{SHARED}-admin", SERVICES) or {}
+    password = base64.b64decode(admin["data"]["password"]).decode()
+    assert len(password) >= 32 and password not in operator.log()
