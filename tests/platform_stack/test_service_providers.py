@@ -88,6 +88,7 @@ def doc_tables() -> dict[str, dict[str, dict[str, str]]]:
     """provider -> config field -> tier -> cell, from each `#### <provider>` table of docs/platform-services.md."""
     tables: dict[str, dict[str, dict[str, str]]] = {}
     for section in re.split(r"^#### ", DOC.read_text(), flags=re.M)[1:]:
+        section = re.split(r"^#{1,3} ", section, maxsplit=1, flags=re.M)[0]  # up to the next heading
         name = section.split("\n", 1)[0].strip("` ")
         header = next(line for line in section.splitlines() if line.startswith("| `spec.config`"))
         rows = [line for line in section.splitlines() if line.startswith("| `") and line != header]
