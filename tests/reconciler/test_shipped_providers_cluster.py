@@ -63,7 +63,8 @@ def test_each_need_binds_to_the_integrated_provider_of_its_type(
     def says() -> str | None:
         message = str((condition(status(bed, plain), "ClaimsReady") or {}).get("message", ""))
         named = all(f"bound to ServiceProvider {integrated[kind]}" in message for kind in integrated)
-        waiting = all(f"bound to ServiceProvider {integrated[kind]}, not ready yet" in message for kind in ("pg", "disk"))
+        waiting = all(f"bound to ServiceProvider {integrated[kind]}, not ready yet" in message
+                      for kind in ("pg", "disk"))
         return message if named and waiting else None
     said = wait(f"{plain}/demo ClaimsReady naming each provider", says, 60)
     assert "NoMatchingProvider" not in said and "AmbiguousProvider" not in said, said
