@@ -34,4 +34,11 @@ def render(app: dict[str, Any], into: Path) -> list[dict[str, Any]]:
 
 def shipped(stack: Path, tier: str, into: Path, *args: str) -> list[dict[str, Any]]:
     """The ServiceProviders the stack applies on `tier` (umbrella `--set` args passed on, e.g. overrides)."""
-    return render(umbrella_apps(stack, tier, *args)[COMPONENT], into)
+    rendered = render(umbrella_apps(stack, tier, *args)[COMPONENT], into)
+    return [obj for obj in rendered if obj["kind"] == "ServiceProvider"]
+
+
+def backend_namespaces(stack: Path, tier: str, into: Path) -> set[str]:
+    """The Namespaces the component makes for its providers' shared backends."""
+    return {obj["metadata"]["name"] for obj in render(umbrella_apps(stack, tier)[COMPONENT], into)
+            if obj["kind"] == "Namespace"}

@@ -16,7 +16,7 @@ import pytest
 from lifecycle.binding import BOUND, bind
 from lifecycle.service_provider import backends, check
 from tests.platform_stack.conftest import ALL_TIERS
-from tests.platform_stack.shipped import COMPONENT, shipped, umbrella_apps
+from tests.platform_stack.shipped import COMPONENT, backend_namespaces, render, shipped, umbrella_apps
 from tests.renderer.helpers import REPO
 
 DOC = REPO / "docs" / "platform-services.md"
@@ -109,3 +109,16 @@ def test_the_config_per_tier_is_what_the_platform_services_page_says(stack_all: 
             assert _leaves(config) <= set(table), (name, tier, _leaves(config) - set(table))
             for field, cells in table.items():
                 assert cells[tier] == _cell(_at(config, field)), (name, field, tier)
+
+
+@pytest.mark.parametrize("tier", ALL_TIERS)
+def test_the_namespace_of_each_shared_backend_is_made_and_kept(stack_all: Path, tier: str, tmp_path: Path) -> None:
+    """The operator makes a provider's instance in its config.namespace and creates no namespace: the chart does,
+    and keeps it (a backend's data outlives the component)."""
+    providers = shipped(stack_all, tier, tmp_path)
+    wanted = {p["spec"]["config"]["namespace"] for p in providers if "namespace" in p["spec"].get("config", {})}
+    assert wanted and backend_namespaces(stack_all, tier, tmp_path) == wanted
+    for obj in render(umbrella_apps(stack_all, tier)[COMPONENT], tmp_path):
+        if obj["kind"] == "Namespace":
+            assert obj["metadata"]["annotations"] == {"argocd.argoproj.io/sync-options": "Delete=false",
+                                                      "helm.sh/resource-policy": "keep"}
