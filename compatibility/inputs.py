@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from renderer import patterns
-from renderer.crds import APPLICATION, inline, openapi
+from renderer.crds import APPLICATION, closed, inline, openapi
 from renderer.cue_errors import ENV_VALUE_HINT
 from renderer.errors import Problem, UserError
 from renderer.hints import did_you_mean
@@ -29,17 +29,6 @@ IGNORED_TOP_LEVEL = frozenset({"status"})  # a CR read back from the cluster car
 MAX_MESSAGE = 200
 
 
-def _closed(node: Any) -> Any:
-    """The CUE schema's structs are closed; cue's OpenAPI drops that, so restore it (unknown field = error)."""
-    if isinstance(node, list):
-        return [_closed(n) for n in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _closed(v) for k, v in node.items()}
-    if "properties" in out and "additionalProperties" not in out:
-        out["additionalProperties"] = False
-    return out
-
 
 @functools.cache
 def document_schema() -> dict[str, Any]:
@@ -51,9 +40,9 @@ def document_schema() -> dict[str, Any]:
     """
     schemas = openapi(APPLICATION.package, APPLICATION.schema_file)
     env = {"type": "object", "propertyNames": inline(schemas["EnvKey"], schemas),
-           "additionalProperties": _closed(inline(schemas["EnvValue"], schemas))}
+           "additionalProperties": closed(inline(schemas["EnvValue"], schemas))}
     schema = copy.deepcopy(inline(schemas[APPLICATION.definition], schemas))
-    spec = _closed(schema["properties"]["spec"])
+    spec = closed(schema["properties"]["spec"])
     spec["properties"]["base"]["properties"]["env"] = env
     spec["properties"]["environments"]["additionalProperties"]["properties"]["env"] = env
     schema["properties"]["spec"] = spec

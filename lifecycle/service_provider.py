@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from renderer.crds import AGE, Column, CrdSource, SchemaPatch, inline, openapi
+from renderer.crds import AGE, Column, CrdSource, SchemaPatch, closed, inline, openapi
 
 __all__ = ["SERVICE_PROVIDER", "backends", "check", "config_schema"]
 
@@ -27,24 +27,13 @@ SERVICE_PROVIDER = CrdSource(
 )
 
 
-def _closed(node: Any) -> Any:
-    """cue's OpenAPI drops a closed struct's closedness: put it back (an unknown field is refused)."""
-    if isinstance(node, list):
-        return [_closed(n) for n in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: _closed(v) for k, v in node.items()}
-    if "properties" in out and "additionalProperties" not in out:
-        out["additionalProperties"] = False
-    return out
-
 
 @functools.cache
 def _table() -> dict[str, dict[str, dict[str, Any]]]:
     """type -> backend -> the closed JSON schema of its config, from #Backends (cue runs once per process)."""
     schemas = openapi(SERVICE_PROVIDER.package, SERVICE_PROVIDER.schema_file, SERVICE_PROVIDER.extra_files)
     table = inline(schemas["Backends"], schemas)
-    return {kind: {backend: _closed(schema) for backend, schema in served["properties"].items()}
+    return {kind: {backend: closed(schema) for backend, schema in served["properties"].items()}
             for kind, served in table["properties"].items()}
 
 

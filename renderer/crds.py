@@ -150,6 +150,19 @@ def inline(node: Any, schemas: dict[str, Any]) -> Any:
     return node
 
 
+def closed(node: Any) -> Any:
+    """CUE's closed structs closed again: cue's OpenAPI drops closedness, so an unknown field would pass; every
+    object with properties gets `additionalProperties: false` unless it says otherwise."""
+    if isinstance(node, list):
+        return [closed(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: closed(v) for k, v in node.items()}
+    if "properties" in out and "additionalProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
 def _merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out = dict(a)
     for key, value in b.items():
