@@ -22,6 +22,7 @@
 Usage: .venv/bin/python scripts/bench_webhook.py [--rate 200] [--seconds 10] [--clients 4] [--creates 200]
                                                   [--servers] [--skip-e2e] [--hostile] [--hostile-rate 20]
                                                   [--flood valid|heavy] [--flood-clients 36] [--split-cpus]
+                                                  [--flood-only]
 """
 
 from __future__ import annotations
@@ -689,12 +690,17 @@ def main() -> None:
     parser.add_argument("--flood", choices=("valid", "heavy"), default="valid",
                         help="valid ~110 KiB Applications (issue 34) or 2 MB / 10 000-environment ones (issue 24)")
     parser.add_argument("--flood-clients", type=int, default=36, help="the flooding tenant's connections")
+    parser.add_argument("--flood-only", action="store_true",
+                        help="with --hostile: only the flood through kube-apiserver (another tenant's creates)")
     parser.add_argument("--split-cpus", action="store_true",
                         help="the webhook on the last CPU, the API server, clients and flood on the others")
     args = parser.parse_args()
     if args.split_cpus:
         split_cpus()
     with tempfile.TemporaryDirectory(prefix="apprafter-bench-webhook-") as tmp:
+        if args.hostile and args.flood_only:
+            bench_hostile(args, Path(tmp))
+            return
         if args.hostile:
             one_review_cost(Path(tmp))
             bench_memory(args, Path(tmp))
