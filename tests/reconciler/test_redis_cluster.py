@@ -179,8 +179,10 @@ def test_an_integrated_provider_gets_one_guaranteed_instance_on_its_first_claim(
         ready = wait(f"{namespace}/demo-redis to try the instance", lambda n=namespace: says(n), 60)
         assert f"{SHARED}.{SERVICES}.svc:6379 could not be reached" in ready["message"], ready
         assert claim_status(bed, namespace)["ready"] is False
-    app_says = str((condition(status(bed, namespaces[0]), "ClaimsReady") or {}).get("message"))
-    assert f"needs.redis waits: bound to ServiceProvider {SHARED}: BackendUnreachable: " in app_says
+    # the Application follows its claim's status on the claim's event: wait for it to say the same
+    wanted = f"needs.redis waits: bound to ServiceProvider {SHARED}: BackendUnreachable: "
+    wait(f"{namespaces[0]}/demo ClaimsReady to say why", lambda: wanted in str(
+        (condition(status(bed, namespaces[0]), "ClaimsReady") or {}).get("message")) or None, 60)
 
     deployments = bed.http.get(f"/apis/apps/v1/namespaces/{SERVICES}/deployments").json()["items"]
     assert [d["metadata"]["name"] for d in deployments] == [SHARED]  # one per provider, whatever the claims
