@@ -20,7 +20,7 @@ from renderer.names import NAME_LABEL
 
 __all__ = ["ADMIN_USER", "BACKEND", "DEFAULTS", "INSTANCE_LABELS", "PERMISSIONS", "PORT", "PROVIDER_LABEL",
            "Account", "Instance", "account_of", "acl_rules", "admin_password_in", "admin_secret",
-           "admin_secret_object", "connection", "connection_secret_object", "connection_secret_of",
+           "admin_secret_object", "connection", "connection_secret_object", "connection_secret_of", "dial",
            "instance_objects", "instance_of", "instance_waits", "max_memory", "password_in", "provisioned", "serves",
            "waiting"]
 
@@ -201,6 +201,19 @@ def instance_waits(instance: Instance, deployment: Mapping[str, Any] | None) -> 
     if int(status.get("availableReplicas") or 0) < 1:
         return f"{where} has no available replica yet"
     return None
+
+
+def dial(instance: Instance, service: Mapping[str, Any] | None) -> tuple[str, int] | str:
+    """Where the operator connects to the instance as its admin (`host`, `port`), or why it cannot yet. A Redis the
+    administrator runs: its `address`. An integrated instance: the cluster IP of the Service the operator made (read
+    back from that Service), not its DNS name: the operator needs no cluster DNS, only to be where Services answer,
+    which every pod is (the apps' Secrets keep the DNS name, `instance.host`: in a cluster both reach the same pod)."""
+    if not instance.integrated:
+        return instance.host, instance.port
+    ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
+    if ip in ("", "None"):
+        return f"Service {instance.namespace}/{instance.name} has no cluster IP yet"
+    return ip, PORT
 
 
 def account_of(claim: Mapping[str, Any]) -> Account:

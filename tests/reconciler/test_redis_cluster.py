@@ -5,7 +5,7 @@ re-created claim gets them back; an integrated provider's instance is made on it
 
 The operator runs on the host, where no ClusterIP answers: the working Redis is a provider naming an existing one
 (`spec.config.address`, an administrator's "bring your own Redis"), the test's redis-server on 127.0.0.1; the
-integrated provider's instance is checked as written (its pod runs on the node tier)."""
+integrated provider's instance is checked as written (its pod serves apps on the node tier: test_redis_node.py)."""
 
 from __future__ import annotations
 
@@ -173,11 +173,12 @@ def test_an_integrated_provider_gets_one_guaranteed_instance_on_its_first_claim(
     def says(namespace: str) -> dict[str, Any] | None:
         ready = condition(claim_status(bed, namespace), "Ready") or {}
         return ready if ready.get("reason") == "BackendUnreachable" else None
-    # the stand-in Deployment controller marks it available at once; from the host its Service's name resolves
-    # nowhere, so the claim says it cannot reach it, by name
+    # the stand-in Deployment controller marks it available at once; the operator dials the Service's cluster IP,
+    # which nothing serves on the API-server tier, so the claim says it cannot reach it, naming the Service
     for namespace in namespaces:
         ready = wait(f"{namespace}/demo-redis to try the instance", lambda n=namespace: says(n), 60)
-        assert f"{SHARED}.{SERVICES}.svc:6379 could not be reached" in ready["message"], ready
+        service_ip = (bed.get("v1", "Service", SHARED, SERVICES) or {})["spec"]["clusterIP"]
+        assert f"Service {SHARED}.{SERVICES}.svc, at its cluster IP: {service_ip}:6379 " in ready["message"], ready
         assert claim_status(bed, namespace)["ready"] is False
     app_says = str((condition(status(bed, namespaces[0]), "ClaimsReady") or {}).get("message"))
     assert f"needs.redis waits: bound to ServiceProvider {SHARED}: BackendUnreachable: " in app_says
