@@ -48,8 +48,9 @@ def redis_image(node: NodeTestBed) -> str:
 
 
 @pytest.fixture(scope="module")
-def provider(node: NodeTestBed) -> Iterator[None]:
-    """An administrator's integrated redis-server provider, its instance in a namespace of this module's."""
+def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
+    """An administrator's integrated redis-server provider, its instance in a namespace of this module's (once the
+    operator installed our CRDs)."""
     node.ensure_namespace(SERVICES)
     node.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
                 "spec": {"type": "redis", "backend": "redis-server", "config": {
@@ -60,7 +61,7 @@ def provider(node: NodeTestBed) -> Iterator[None]:
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--redis-image", Fixture("redis_image"),
-                            bed="node", crds=True, inside=True, name="redis-node", requires=("provider",))
+                            bed="node", crds=True, inside=True, name="redis-node")
 
 
 def app(image: str) -> dict[str, Any]:
@@ -93,7 +94,7 @@ def finished(obj: dict[str, Any]) -> Any:
 
 
 def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_other_apps(
-        node: NodeTestBed, test_app: str, redis_image: str, operator: Operator) -> None:
+        node: NodeTestBed, test_app: str, redis_image: str, operator: Operator, provider: None) -> None:
     started = time.monotonic()
     namespaces = [f"redis-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
