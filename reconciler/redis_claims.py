@@ -23,6 +23,8 @@ __all__ = ["DEPLOYMENT", "RedisBackend"]
 log = logging.getLogger("apprafter.claims")
 
 SECRET = GroupVersionKind("v1", "Secret")
+ENDPOINT_SLICE = GroupVersionKind("discovery.k8s.io/v1", "EndpointSlice")
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the Service it belongs to
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 PASSWORD_BYTES = 32  # secrets.token_urlsafe: 43 URL-safe characters, fit for a redis:// URL as they are
 
@@ -53,11 +55,14 @@ class RedisBackend:
                                     f"password: the admin password of the Redis at {instance.host}:{instance.port})"
                                     " does not exist: its administrator creates it")
             service = None
+            slices: list[dict[str, Any]] = []
             if instance.integrated:
                 waits, service = await self._ensure_instance(instance)
                 if waits:
                     return core.waiting("InstanceNotReady", waits)
-            address = core.dial(instance, service)
+                slices, _ = await self.kube.list(ENDPOINT_SLICE, instance.namespace,
+                                                 labels={SERVICE_NAME_LABEL: instance.name})
+            address = core.dial(instance, service, slices)
             if isinstance(address, str):
                 return core.waiting("InstanceNotReady", address)
             host, port = address
