@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.binding import PROVISIONED
@@ -20,7 +20,7 @@ from renderer.names import NAME_LABEL
 
 __all__ = ["ADMIN_USER", "BACKEND", "DEFAULTS", "INSTANCE_LABELS", "PERMISSIONS", "PORT", "PROVIDER_LABEL",
            "Account", "Instance", "account_of", "acl_rules", "admin_password_in", "admin_secret",
-           "admin_secret_object", "connection", "connection_secret_object", "connection_secret_of",
+           "admin_secret_object", "connection", "connection_secret_object", "connection_secret_of", "dial",
            "instance_objects", "instance_of", "instance_waits", "max_memory", "password_in", "provisioned", "serves",
            "waiting"]
 
@@ -201,6 +201,25 @@ def instance_waits(instance: Instance, deployment: Mapping[str, Any] | None) -> 
     if int(status.get("availableReplicas") or 0) < 1:
         return f"{where} has no available replica yet"
     return None
+
+
+def dial(instance: Instance, service: Mapping[str, Any] | None,
+         endpoint_slices: Sequence[Mapping[str, Any]] = ()) -> tuple[str, int] | str:
+    """Where the operator connects to the instance as its admin (`host`, `port`), or why it cannot yet. A Redis the
+    administrator runs: its `address`. An integrated instance: the cluster IP of the Service the operator made (read
+    back from that Service), not its DNS name: the operator needs no cluster DNS, only to be where Services answer,
+    which every pod is (the apps' Secrets keep the DNS name, `instance.host`: in a cluster both reach the same pod).
+    Only once one of the Service's endpoints (its EndpointSlices) is ready: before that nothing would answer, and a
+    cluster IP with no endpoint is dialled into the void until the connect times out."""
+    if not instance.integrated:
+        return instance.host, instance.port
+    ip = str(((service or {}).get("spec") or {}).get("clusterIP") or "")
+    if ip in ("", "None"):
+        return f"Service {instance.namespace}/{instance.name} has no cluster IP yet"
+    if not any((endpoint.get("conditions") or {}).get("ready") for piece in endpoint_slices
+               for endpoint in piece.get("endpoints") or []):
+        return f"Service {instance.namespace}/{instance.name} has no ready endpoint yet"
+    return ip, PORT
 
 
 def account_of(claim: Mapping[str, Any]) -> Account:

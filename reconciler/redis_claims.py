@@ -23,6 +23,8 @@ __all__ = ["DEPLOYMENT", "RedisBackend"]
 log = logging.getLogger("apprafter.claims")
 
 SECRET = GroupVersionKind("v1", "Secret")
+ENDPOINT_SLICE = GroupVersionKind("discovery.k8s.io/v1", "EndpointSlice")
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the Service it belongs to
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 PASSWORD_BYTES = 32  # secrets.token_urlsafe: 43 URL-safe characters, fit for a redis:// URL as they are
 
@@ -52,16 +54,30 @@ class RedisBackend:
                 return core.waiting("AdminSecretMissing", f"Secret {instance.namespace}/{instance.admin_secret} (key "
                                     f"password: the admin password of the Redis at {instance.host}:{instance.port})"
                                     " does not exist: its administrator creates it")
+            service = None
+            slices: list[dict[str, Any]] = []
             if instance.integrated:
-                waits = await self._ensure_instance(instance)
+                waits, service = await self._ensure_instance(instance)
                 if waits:
                     return core.waiting("InstanceNotReady", waits)
+                slices, _ = await self.kube.list(ENDPOINT_SLICE, instance.namespace,
+                                                 labels={SERVICE_NAME_LABEL: instance.name})
+            address = core.dial(instance, service, slices)
+            if isinstance(address, str):
+                return core.waiting("InstanceNotReady", address)
+            host, port = address
             account = core.account_of(claim)
             secret_name = core.connection_secret_of(claim)
             live_secret = await self.kube.get(SECRET, secret_name, claim["metadata"]["namespace"])
             password = core.password_in(live_secret, account) or new_password()
-            await set_user(instance.host, instance.port, admin, account.user, core.acl_rules(account, password))
-            await try_user(instance.host, instance.port, account.user, password)
+            try:
+                await set_user(host, port, admin, account.user, core.acl_rules(account, password))
+                await try_user(host, port, account.user, password)
+            except RedisFailure as e:
+                if host == instance.host:
+                    raise
+                # the message names the Service too, not only the cluster IP dialled
+                raise RedisFailure(e.reason, f"Service {instance.host}, at its cluster IP: {e}") from e
             secret = core.connection_secret_object(claim, instance, account, password)
             if not up_to_date(live_secret, secret, self.kube.field_manager):
                 await self.kube.apply(secret)
@@ -88,10 +104,11 @@ class RedisBackend:
                                                 "object": instance.admin_secret})
         return core.admin_password_in(await self.kube.get(SECRET, instance.admin_secret, instance.namespace))
 
-    async def _ensure_instance(self, instance: core.Instance) -> str | None:
+    async def _ensure_instance(self, instance: core.Instance) -> tuple[str | None, dict[str, Any] | None]:
         """Apply the instance's Deployment and Service where they differ; why it cannot take users yet (None: it
-        can)."""
+        can), and its Service as the API server has it (its cluster IP)."""
         deployment: dict[str, Any] | None = None
+        service: dict[str, Any] | None = None
         for obj in core.instance_objects(instance, self.image):
             live = await self.kube.get(gvk_of(obj), obj["metadata"]["name"], instance.namespace)
             if not up_to_date(live, obj, self.kube.field_manager):
@@ -100,4 +117,6 @@ class RedisBackend:
                                                     "object": f"{obj['kind']} {obj['metadata']['name']}"})
             if obj["kind"] == "Deployment":
                 deployment = live
-        return core.instance_waits(instance, deployment)
+            else:
+                service = live
+        return core.instance_waits(instance, deployment), service

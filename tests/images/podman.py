@@ -72,18 +72,23 @@ class Image:
     id: str
 
 
-def make_images(prefix: str = PREFIX) -> dict[str, Image]:
-    """`make images` as a user runs it (tags under `prefix`); name -> Image."""
+def make_images(prefix: str = PREFIX, names: Sequence[str] = ()) -> dict[str, Image]:
+    """`make images` as a user runs it (tags under `prefix`); name -> Image. `names`: those alone
+    (`tools/images.sh build NAME...`, what `make images` runs)."""
     venv = Path(sys.executable).parent.parent
     (REPO / "build").mkdir(exist_ok=True)
     # One build at a time in this checkout: pytest-xdist workers ask for the images at once (tests/parallel.py);
     # the second finds them built (same inputs, same hash) and builds nothing.
     with open(REPO / "build" / ".make-images.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200,
-            extra_env={"IMAGE_PREFIX": prefix})
+        if names:
+            run(["tools/images.sh", "build", *names], timeout=1200,
+                extra_env={"IMAGE_PREFIX": prefix, "PYTHON": str(venv / "bin" / "python")})
+        else:
+            run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200,
+                extra_env={"IMAGE_PREFIX": prefix})
     images = {}
-    for name in IMAGES:
+    for name in names or IMAGES:
         ref = f"{prefix}/{name}:{tag(name)}"
         images[name] = Image(ref, inspect(ref)["Id"])
     return images

@@ -150,3 +150,21 @@ def test_an_integrated_instance_takes_users_once_its_deployment_has_an_available
         "Deployment apprafter-redis/redis-integrated has no available replica yet")
     assert core.instance_waits(instance, {"status": {"availableReplicas": 1}}) is None
     assert core.instance_waits(own, None) is None
+
+
+def test_the_operator_dials_an_integrated_instance_at_its_services_cluster_ip_and_an_own_redis_at_its_address() -> None:
+    instance = core.instance_of(provider(), NS)
+    own = core.instance_of(provider(address="redis.example:6380"), NS)
+    assert not isinstance(instance, list) and not isinstance(own, list)
+    ready = [{"endpoints": [{"addresses": ["10.244.0.9"], "conditions": {"ready": False}}]},
+             {"endpoints": [{"addresses": ["10.244.0.7"], "conditions": {"ready": True}}]}]
+    assert core.dial(instance, {"spec": {"clusterIP": "10.0.0.17"}}, ready) == ("10.0.0.17", 6379)
+    # no ready endpoint: nothing would answer at the cluster IP, so it is not dialled
+    for slices in ([], [{"endpoints": None}], ready[:1]):
+        assert core.dial(instance, {"spec": {"clusterIP": "10.0.0.17"}}, slices) == (
+            f"Service {NS}/redis-integrated has no ready endpoint yet")
+    # the apps' Secrets keep the Service's DNS name
+    assert core.connection(instance, core.account_of(claim()))["host"] == f"redis-integrated.{NS}.svc"
+    for service in (None, {"spec": {}}, {"spec": {"clusterIP": "None"}}):
+        assert core.dial(instance, service) == f"Service {NS}/redis-integrated has no cluster IP yet"
+    assert core.dial(own, None) == ("redis.example", 6380)

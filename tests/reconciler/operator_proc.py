@@ -12,7 +12,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx
 import pytest
@@ -21,6 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.testbed.forkserver import ForkServer
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, wait_for
+
+if TYPE_CHECKING:
+    from tests.testbed.node import NodeTestBed
 
 TRACE_ENV, TRACED = "APPRAFTER_TEST_TRACE", "tests.reconciler.traced_operator"
 # Resync every 10 s (not 2): a module's operator watches every namespace of its worker's API server, where earlier
@@ -57,10 +60,17 @@ class Operator:
 
     def __init__(self, bed: KubeTestBed, workdir: Path, args: Sequence[str] = (), name: str = "operator",
                  kubeconfig: Path | None = None, records_namespace: str | None = None,
-                 entry: str = "apprafter") -> None:
+                 entry: str = "apprafter", inside: NodeTestBed | None = None) -> None:
         """`entry`: the module `python -m` runs (a test-only wrapper of `apprafter`, say); with APPRAFTER_TEST_TRACE
-        set, `apprafter` runs traced (tests/reconciler/traced_operator.py)."""
+        set, `apprafter` runs traced (tests/reconciler/traced_operator.py). `inside`: run in that node bed's network
+        namespace, as a pod is, where cluster IPs answer (nsenter, not forked; the API server at its address there,
+        as the bed's admin unless `kubeconfig` says; its ports probed from inside)."""
         self.bed = bed
+        self.inside = inside
+        if inside is not None and kubeconfig is None:
+            workdir.mkdir(parents=True, exist_ok=True)
+            kubeconfig = inside.inner_kubeconfig(workdir / f"{name}.inside.kubeconfig", f"{name}-inside",
+                                                 ["system:masters"])
         self.name = name
         self.health_port, self.metrics_port = free_port(), free_port()
         # Its baselines and hostname records apart from every other operator's of the session: what one module
@@ -71,6 +81,8 @@ class Operator:
         self.argv = [sys.executable, "-m", self.entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
                      "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
+        if inside is not None:
+            self.argv = inside.nsenter(*self.argv)
         workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = workdir / f"{name}.log"
         self.proc: ManagedProcess | None = None
@@ -84,7 +96,7 @@ class Operator:
         path = {"PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])} \
             if self.entry != "apprafter" else {}
         self.proc = ManagedProcess(self.name, self.argv, log, env={**os.environ, **path, **(env or {})},
-                                   forkserver=forkserver())
+                                   forkserver=None if self.inside else forkserver())
         if wait:
             try:
                 wait_for(f"{self.name} /readyz", lambda: self._probe(wait), 60, self.proc, interval=0.1)
@@ -95,20 +107,25 @@ class Operator:
                 raise
         return self
 
+    def _get(self, port: int, path: str, timeout: float) -> tuple[int, str]:
+        url = f"http://127.0.0.1:{port}{path}"
+        resp = self.inside.request("GET", url, timeout=timeout) if self.inside else httpx.get(url, timeout=timeout)
+        return resp.status_code, resp.text
+
     def _probe(self, wait: str) -> bool | None:
-        resp = httpx.get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)
-        return True if resp.status_code == 200 or wait == "up" else None
+        code, _ = self._get(self.health_port, "/readyz", 2)
+        return True if code == 200 or wait == "up" else None
 
     def readyz(self) -> tuple[int, str]:
-        resp = httpx.get(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2)
-        return resp.status_code, resp.text.strip()
+        code, text = self._get(self.health_port, "/readyz", 2)
+        return code, text.strip()
 
     def healthz(self) -> int:
-        return httpx.get(f"http://127.0.0.1:{self.health_port}/healthz", timeout=2).status_code
+        return self._get(self.health_port, "/healthz", 2)[0]
 
     def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         """Every sample: (name, sorted labels) -> value."""
-        text = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
+        text = self._get(self.metrics_port, "/metrics", 5)[1]
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in text_string_to_metric_families(text) for s in family.samples}
 
@@ -165,12 +182,13 @@ def _value(request: pytest.FixtureRequest, given: str | Fixture) -> str:
 
 def operator_fixture(*args: str | Fixture, bed: str = "bed", name: str = "operator",
                      rbac: Sequence[str | Fixture] | None = None, argocd: str | Fixture | None = None,
-                     crds: bool = False, requires: Sequence[str] = ()) -> Any:
+                     crds: bool = False, requires: Sequence[str] = (), inside: bool = False) -> Any:
     """One operator process for a module, as the fixture `operator` (`operator = operator_fixture(...)`):
     `apprafter operator` with `args` on the bed the fixture `bed` names (`bed`, `kube`, `node`); as the bed's admin,
     or with `rbac` (namespaces; () for the chart's own) as its ServiceAccount bound by the operator chart's RBAC
     there, in its records namespace and in `argocd` (tests/testbed/gitops.py chart_operator); our CRDs installed
-    first with `crds`; the fixtures `requires` set up before it starts (and torn down after it stops). A Fixture(name)
+    first with `crds`; the fixtures `requires` set up before it starts (and torn down after it stops); with `inside`,
+    in the node bed's network namespace, as the bed's admin (Operator's `inside`). A Fixture(name)
     in the arguments stands for that fixture's value. Started once ready, stopped at the module's end."""
 
     @pytest.fixture(scope="module", name="operator")
@@ -186,7 +204,12 @@ def operator_fixture(*args: str | Fixture, bed: str = "bed", name: str = "operat
         if crds:
             install_our_crds(kube, workdir)
         argv = [_value(request, a) for a in args]
-        if rbac is None:
+        if inside:
+            from tests.testbed.node import NodeTestBed
+
+            assert rbac is None and isinstance(kube, NodeTestBed), "inside: the node bed, as its admin"
+            op = Operator(kube, workdir, argv, name=name, inside=kube)
+        elif rbac is None:
             op = Operator(kube, workdir, argv, name=name)
         else:
             op = chart_operator(kube, workdir, argv, tuple(_value(request, n) for n in rbac) or (OPERATOR_NAMESPACE,),

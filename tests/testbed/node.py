@@ -178,6 +178,12 @@ class NodeTestBed(KubeTestBed):
         """A kubeconfig (through the host's forwarder) for `user` in `groups` with a client certificate."""
         return _kubeconfig(path, self.url, self.ca.pem, self.user_certificate(user, groups), user)
 
+    def inner_kubeconfig(self, path: Path, user: str, groups: Iterable[str] = ()) -> Path:
+        """A kubeconfig for a process run inside the namespace (`nsenter`): the API server's address there, `user`
+        in `groups` with a client certificate."""
+        return _kubeconfig(path, f"https://{NODE_IP}:{API_PORT}", self.ca.pem, self.user_certificate(user, groups),
+                           user)
+
     # --- inside the namespace -------------------------------------------------------------------------
 
     def nsenter(self, *argv: str | os.PathLike[str]) -> list[str]:
