@@ -64,7 +64,8 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "namespace": {"type": "string"},
                 "operation": {"type": "string"},
                 "userInfo": {"type": "object", "required": ["username"],
-                             "properties": {"username": {"type": "string"}}},
+                             "properties": {"username": {"type": "string"},
+                                            "groups": {"type": "array", "items": {"type": "string"}}}},
                 "object": _OBJECT,
                 "oldObject": _OBJECT,
             },
@@ -81,6 +82,7 @@ class Settings:
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
     claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
+    provider_writers: tuple[str, ...] = ()  # who may write ServiceProviders (`group:NAME` a group); none: RBAC alone
     # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
     hostname_policies: tuple[hostname_policy.Policy, ...] = ()
 
@@ -136,6 +138,7 @@ class _Request:
     name: str
     obj: dict[str, Any]
     old: dict[str, Any]
+    groups: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -196,7 +199,8 @@ def _parse(body: bytes) -> _Request:
     name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
     group, kind = req["kind"]["group"], req["kind"]["kind"]
     return _Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
-                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old)
+                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old,
+                    tuple(req["userInfo"].get("groups") or ()))
 
 
 def _uid_of(body: bytes) -> str:
@@ -378,6 +382,9 @@ def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
 
 
 def _service_provider(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.provider_writer(req.user, req.groups, settings.provider_writers)
+    if reason:
+        return _Verdict((("metadata", reason),), FORBIDDEN)
     return _Verdict(tuple(service_provider.check(req.obj)))
 
 

@@ -79,6 +79,20 @@ def claim_status_writer(user: str, providers: tuple[str, ...]) -> str | None:
             "(a claim marked ready lets its Application deploy with the connection Secret the provider wrote)")
 
 
+GROUP_PREFIX = "group:"  # a provider writer that is a group, not a username
+
+
+def provider_writer(user: str, groups: tuple[str, ...], writers: tuple[str, ...]) -> str | None:
+    """Why `user` (in `groups`) may not write a ServiceProvider (None when it may): a provider decides where the data
+    of every claim it binds lives, so only the platform's writers do (usernames, `group:NAME` for a group); none
+    named: whoever RBAC lets (cluster-scoped: a tenant's RoleBinding never reaches it)."""
+    users = {writer for writer in writers if not writer.startswith(GROUP_PREFIX)}
+    if not writers or user in users or any(f"{GROUP_PREFIX}{group}" in writers for group in groups):
+        return None
+    return (f"only the platform's provider writers ({', '.join(writers)}) may write ServiceProviders; {user!r} may "
+            "not (a provider decides where the data of every claim it binds lives)")
+
+
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
     are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""
