@@ -20,7 +20,17 @@ import pytest
 
 from lifecycle.retention import DROP_ANNOTATION, FINALIZER
 from tests.reconciler.helpers import (
-    API, apply, condition, cr, edit, events, fresh_namespace, plan_phase, plans, wait, wait_phase,
+    API,
+    apply,
+    condition,
+    cr,
+    edit,
+    events,
+    fresh_namespace,
+    plan_phase,
+    plans,
+    wait,
+    wait_phase,
 )
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
