@@ -175,7 +175,8 @@ def plan(volume: Volume, live: Mapping[str, Any] | None, storage_class: Mapping[
     if phase == "Lost":
         return Plan(apply, Condition(PROVISIONED, "False", "VolumeLost", f"{where} lost its PersistentVolume"),
                     size, {"ready": False, "connection": connection})
-    class_said = f"StorageClass {class_name}" if class_name else "no default StorageClass exists"
+    class_said = (f"StorageClass {class_name}" + ("" if storage_class is not None else ", which does not exist")
+                  if class_name else "no default StorageClass exists")
     return Plan(apply, Condition(PROVISIONED, "False", "VolumeNotBound", f"{where} is {phase}, not Bound yet "
                                  f"({class_said}: its provisioner binds it)"), size,
                 {"ready": False, "connection": connection})
