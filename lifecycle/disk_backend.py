@@ -156,6 +156,9 @@ def plan(volume: Volume, live: Mapping[str, Any] | None, storage_class: Mapping[
         if owner != volume.claim:
             return _waiting("VolumeConflict", f"{where} exists and is not this claim's (label {CLAIM_LABEL}="
                             f"{owner or '<none>'}): it is left alone; delete or rename it, or rename the app")
+        if (live.get("metadata") or {}).get("deletionTimestamp"):
+            return _waiting("VolumeDeleting", f"{where} is being deleted (its data was dropped): a new one is made "
+                            "once it is gone")
         live_size = str(((live.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage") or "")
         phase = str((live.get("status") or {}).get("phase") or "Pending")
         apply = None

@@ -76,6 +76,9 @@ def test_another_claims_volume_under_the_name_is_left_alone() -> None:
     decided = plan(volume, live("10Gi", owner="other"), storage_class())
     assert decided.apply is None and decided.ready.reason == "VolumeConflict"
     assert not drop_target(claim(), live("10Gi", owner="other")) and drop_target(claim(), live("10Gi"))
+    going = live("10Gi")
+    going["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    assert plan(volume, going, storage_class()).ready.reason == "VolumeDeleting"
 
 
 def test_quantities_and_the_default_class() -> None:
