@@ -11,6 +11,7 @@ controller-manager removes it): deleted means deletionTimestamp set. Real provis
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,8 +108,10 @@ def bind(bed: KubeTestBed, namespace: str) -> None:
 def test_a_disk_need_gets_its_volume_ready_at_once_on_a_wait_for_first_consumer_class(
         bed: KubeTestBed, operator: Operator, providers: None) -> None:
     namespace = fresh_namespace(bed, "disk")
+    started = time.monotonic()
     apply(bed, cr(namespace, needs("late", "small")))
     st = ready_claim(bed, namespace)
+    print(f"Application with needs.disk -> claim ready (WaitForFirstConsumer): {time.monotonic() - started:.2f} s")
     pvc = volume(bed, namespace)
     assert pvc["spec"]["resources"]["requests"]["storage"] == "5Gi"  # small, from the one table
     assert pvc["spec"]["storageClassName"] == LATE and pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
