@@ -54,10 +54,12 @@ def _removes(plan: Mapping[str, Any], need: str) -> bool:
 
 def claims_to_drop(plan: Mapping[str, Any] | None, pruned: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Of the claims a pass prunes, those whose need the approved plan it consumed removes (their data goes with
-    them); None: no plan was consumed, every pruned claim's data stays."""
+    them), unless one is marked already (an administrator's `admin`: the mark is never rewritten); None: no plan was
+    consumed, every pruned claim's data stays."""
     if plan is None or ((plan.get("status") or {}).get("phase") or "") not in APPROVED_PHASES:
         return []
-    return [claim for claim in pruned if _removes(plan, _need(claim))]
+    return [claim for claim in pruned if _removes(plan, _need(claim))
+            and not ((claim.get("metadata") or {}).get("annotations") or {}).get(DROP_ANNOTATION)]
 
 
 def verdict(claim: Mapping[str, Any], plan: Mapping[str, Any] | None) -> Verdict:

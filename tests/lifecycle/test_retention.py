@@ -70,3 +70,4 @@ def test_only_the_claims_whose_need_the_consumed_plan_removes_are_marked() -> No
     pruned = [claim(kind="redis"), claim(kind="pg")]
     assert [c["spec"]["type"] for c in claims_to_drop(plan(), pruned)] == ["redis"]
     assert claims_to_drop(None, pruned) == [] and claims_to_drop(plan("pending-approval"), pruned) == []
+    assert claims_to_drop(plan(), [claim("admin")]) == []  # marked already: left as it is
