@@ -329,5 +329,6 @@ def snapshot() -> dict[str, Any]:
                                 check=True).stdout.count("\n"),
         "cgroups": sorted(str(d.relative_to(CGROUP_ROOT)) for h in CGROUP_ROOT.iterdir() if h.is_dir()
                           for d in h.iterdir() if d.is_dir()),
-        "paths": {str(p): sorted(os.listdir(p)) if p.is_dir() else None for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS)},
+        "paths": {str(p): sorted(os.listdir(p)) if p.is_dir() else None
+                  for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS, HOSTPATH_VOLUMES)},
     }
