@@ -221,11 +221,15 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
+    # the public Gateway's per-hostname listeners, in the Gateways' namespace alone (no create, no delete)
+    assert rules(one(objects, "Role", "apprafter:operator:listeners", "apprafter-gateway")) == {
+        ("gateway.networking.k8s.io", "gateways", ()): ["get", "list", "watch", "patch"]}
     bindings = [b for b in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
                 if b["roleRef"]["name"] != "apprafter:admission"]  # the webhook's (its one read grant)
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
-        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator")}
+        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator"),
+        ("RoleBinding", "apprafter-gateway", "apprafter:operator:listeners")}
     assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)
 
 
