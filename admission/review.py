@@ -367,9 +367,19 @@ def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(problems), FORBIDDEN)
 
 
+def _drop_mark(obj: Mapping[str, Any]) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(authority.DROP_ANNOTATION)
+    return str(value) if value is not None else None
+
+
 def _resource_claim(req: _Request, settings: Settings) -> _Verdict:
     selector = (req.obj.get("spec") or {}).get("selector") or {}
-    return _Verdict(tuple((f"spec.selector.{key}", why) for key, why in selector_problems(selector)), FORBIDDEN)
+    problems = [(f"spec.selector.{key}", why) for key, why in selector_problems(selector)]
+    reason = authority.drop_data_writer(_drop_mark(req.old), _drop_mark(req.obj), req.user, req.groups,
+                                        settings.operator_user)
+    if reason:
+        problems.append((f"metadata.annotations.{authority.DROP_ANNOTATION}", reason))
+    return _Verdict(tuple(problems), FORBIDDEN)
 
 
 def _claim_status(req: _Request, settings: Settings) -> _Verdict:

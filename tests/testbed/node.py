@@ -404,11 +404,12 @@ class NodeTestBed(KubeTestBed):
     # --- stop -------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop every server, then sweep what they leave (pods, shims, mounts, cgroups, the namespace) and put the
-        host's sysctls back when no other bed runs. Idempotent."""
+        """Stop every server, then sweep what they leave (pods, shims, mounts, cgroups, the namespace, the
+        hostpath provisioner's volumes) and put the host's sysctls back when no other bed runs. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        volumes = self._hostpath_volumes()
         with contextlib.suppress(Exception):
             self.rpc.close()
         self.http.close()
@@ -426,11 +427,25 @@ class NodeTestBed(KubeTestBed):
                 self.released.append(f"containerd's store not emptied: {exc}")
         for proc in reversed(last):
             proc.stop()
+        for volume in volumes:  # the kubelet is stopped and its mounts swept: nothing holds them
+            shutil.rmtree(volume, ignore_errors=True)
+            self.released.append(f"removed hostpath volume {volume}")
         self.released += hoststate.release(self.record)
         self.store.release(clean)
         if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
             shutil.rmtree(self.dir, ignore_errors=True)
 
+
+    def _hostpath_volumes(self) -> list[Path]:
+        """The directories of this bed's hostpath PersistentVolumes (a crashed bed's: hoststate sweeps them once
+        no bed runs)."""
+        with contextlib.suppress(Exception):
+            resp = self.http.get("/api/v1/persistentvolumes")
+            if resp.status_code == 200:
+                paths = [Path(str((pv["spec"].get("hostPath") or {}).get("path") or ""))
+                         for pv in resp.json()["items"]]
+                return [p for p in paths if p.parent == hoststate.HOSTPATH_VOLUMES]
+        return []
 
     def _empty_containerd(self) -> None:
         """Before containerd stops: its tasks and containers gone, and the images no test used this session."""
@@ -478,6 +493,24 @@ def _run(argv: Iterable[str | os.PathLike[str]], what: str) -> str:
     if proc.returncode != 0:
         raise BedError(f"{what}: {' '.join(map(str, argv))} exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+# The node's default StorageClass: kube-controller-manager's hostpath provisioner, named as k3s' class (the dev and
+# solo tiers' integrated `disk` provider names `local-path`), which it stands in for: a node-local directory per
+# volume, made once its pod is scheduled, deleted with its claim.
+STORAGE_CLASS = "local-path"
+
+
+def _create_storage_class(http: httpx.Client, url: str) -> None:
+    """The default StorageClass of the node (a conflict is one already there: a start retried by the same bed).
+    WaitForFirstConsumer, as k3s' local-path: a volume is made once its pod is scheduled; no expansion."""
+    obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+           "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+           "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete",
+           "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": False}
+    resp = http.post(url + "/apis/storage.k8s.io/v1/storageclasses", json=obj)
+    if resp.status_code not in (201, 409):
+        raise BedError(f"creating StorageClass {STORAGE_CLASS}: {resp.status_code} {resp.text[:500]}")
 
 
 def _kubeconfig(path: Path, url: str, ca_pem: bytes, cert: ServingCert | None, user: str,
@@ -667,6 +700,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                 api_ready = time.monotonic() - started
                 # Cluster DNS first: its informers sync while the controllers and the kubelet start.
                 node_dns.create(probe, url, NODE_IP)
+                _create_storage_class(probe, url)
             (workdir / "Corefile").write_text(node_dns.corefile(NODE_IP, kubeconfigs / "coredns.kubeconfig"))
             server("coredns", [binaries["coredns"], "-conf", workdir / "Corefile"])
             common = [f"--authentication-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}",
@@ -676,7 +710,10 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                 f"--kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}", *common,
                 "--use-service-account-credentials", f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={apiserver_cert.ca_path}", f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1"])
+                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1",
+                # A real dynamic provisioner for one node (kubernetes.io/host-path, volumes under
+                # /tmp/hostpath_pv/<uuid>, deleted with their PVC): STORAGE_CLASS, the default class.
+                "--enable-hostpath-provisioner", "--v=1"])
             sched_kc = kubeconfigs / "kube-scheduler.kubeconfig"
             server("kube-scheduler", [binaries["kube-scheduler"], f"--kubeconfig={sched_kc}",
                                       f"--authentication-kubeconfig={sched_kc}",
