@@ -108,7 +108,7 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--pg-image", metavar="REF",
               help="The PostgreSQL image of the CloudNativePG Clusters the operator makes for cloudnative-pg "
                    "ServiceProviders (CloudNativePG reads the major version from its tag, which must start with it). "
-                   f"Default: {REDIS_REGISTRY}/postgresql:{PG_MAJOR}-<this version>.")
+                   f"Default: {REDIS_REGISTRY}/postgresql:{PG_MAJOR}.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -132,10 +132,9 @@ def default_redis_image() -> str:
 
 
 def default_pg_image() -> str:
-    """The release's PostgreSQL image of this version, its tag led by the major version CloudNativePG reads."""
-    from importlib.metadata import version
-
-    return f"{REDIS_REGISTRY}/postgresql:{PG_MAJOR}-{version('apprafter-render')}"
+    """The release's PostgreSQL image, tagged with its major version, the one CloudNativePG reads from the tag
+    (`make images` builds it as localhost/postgresql:<major>)."""
+    return f"{REDIS_REGISTRY}/postgresql:{PG_MAJOR}"
 
 
 def _run(settings: OperatorSettings) -> int:
