@@ -1,12 +1,12 @@
 """The claim binder, the edge: reads a ResourceClaim (fresh) and the cluster's ServiceProviders, asks
 lifecycle.binding which provider it is bound to, lets the operator's own backend (reconciler.redis_claims for
-redis-server providers, reconciler.disk_claims for storage-class ones) provision it, and writes the claim's status
-once as the operator's status field manager: status.provider and Bound, plus that backend's Ready, ready and
-connection. Another backend's claims get provider and Bound alone (their status.ready and conditions stay that
-backend's). A claim one of its backends provisions carries the finalizer lifecycle.retention.FINALIZER, set before
-anything is provisioned; once such a claim is deleted, its data is dropped by the backend only when
-lifecycle.retention says so (an approved data-migration plan, an administrator's act), else it stays; then the
-finalizer goes."""
+redis-server providers, reconciler.pg_claims for cloudnative-pg ones, reconciler.disk_claims for storage-class ones)
+provision it, and writes the claim's status once as the operator's status field manager: status.provider and Bound,
+plus that backend's Ready, ready and connection. Another backend's claims get provider and Bound alone (their
+status.ready and conditions stay that backend's). A claim one of its backends provisions carries the finalizer
+lifecycle.retention.FINALIZER, set before anything is provisioned; once such a claim is deleted, its data is dropped
+by the backend only when lifecycle.retention says so (an approved data-migration plan, an administrator's act),
+else it stays; then the finalizer goes."""
 
 from __future__ import annotations
 
@@ -24,12 +24,15 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself, key_of
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from controller_runtime.writes import write_status
-from lifecycle import disk_backend, redis_backend, retention
+from lifecycle import disk_backend, pg_backend, redis_backend, retention
 from lifecycle.binding import bind, status_of
 from lifecycle.conditions import Condition
 from lifecycle.service_provider import SERVICE_PROVIDER
 from reconciler.backends import ClaimBackend
 from reconciler.disk_claims import PVC, DiskBackend
+from reconciler.pg_claims import CLUSTER as PG_CLUSTER
+from reconciler.pg_claims import DATABASE as PG_DATABASE
+from reconciler.pg_claims import PgBackend
 from reconciler.redis_claims import DEPLOYMENT, RedisBackend
 from renderer.crds import RESOURCE_CLAIM
 from toolchain.timestamps import time_now
@@ -40,8 +43,8 @@ log = logging.getLogger("apprafter.claims")
 
 CLUSTER = (ALL_NAMESPACES,)
 # A backend's reasons that pass by themselves: looked at again with backoff (an instance's Deployment becoming
-# available wakes its claims at once through the watch).
-RETRIED = frozenset({"BackendUnreachable", "InstanceNotReady"})
+# available, a CloudNativePG Cluster or Database changing, wakes its claims at once through the watches).
+RETRIED = frozenset({"BackendUnreachable", "InstanceNotReady", "RoleNotReady", "DatabaseNotReady"})
 
 
 class ClaimController:
@@ -51,12 +54,15 @@ class ClaimController:
     primary: KindLike = RESOURCE_CLAIM
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
-    def __init__(self, services_namespace: str | None = None, redis_image: str | None = None) -> None:
-        """`services_namespace`: where the redis-server providers' instances run (running `redis_image`); None: no
-        backend of the operator's own, claims are bound only."""
+    def __init__(self, services_namespace: str | None = None, redis_image: str | None = None,
+                 pg_namespace: str | None = None, pg_image: str | None = None) -> None:
+        """`services_namespace`: where the redis-server providers' instances run (running `redis_image`);
+        `pg_namespace`: where the cloudnative-pg providers' Clusters run (running `pg_image`); None: no such backend
+        of the operator's own, those claims are bound only."""
         self.runtime: Runtime | None = None
         self.services_namespace, self.redis_image = services_namespace, redis_image
-        # The backends the operator runs itself; the cloudnative-pg one joins them (reconciler.backends).
+        self.pg_namespace, self.pg_image = pg_namespace, pg_image
+        # The backends the operator runs itself (reconciler.backends).
         self.backends: list[ClaimBackend] = []
 
     def watches(self) -> Sequence[Watch]:
@@ -65,6 +71,10 @@ class ClaimController:
         if self.services_namespace:  # an instance's Deployment becoming available wakes its provider's claims
             watches.append(Watch(DEPLOYMENT, redis_backend.INSTANCE_LABELS, self.claims_of_instance,
                                  (self.services_namespace,)))
+        if self.pg_namespace and self.pg_image:  # CloudNativePG's status writes wake the provider's claims
+            for kind in (PG_CLUSTER, PG_DATABASE):
+                watches.append(Watch(kind, pg_backend.CLUSTER_LABELS, self.claims_of_instance,
+                                     (self.pg_namespace,)))
         return watches
 
     def bind(self, runtime: Runtime) -> None:
@@ -72,6 +82,8 @@ class ClaimController:
         self.backends = [DiskBackend(runtime.kube)]
         if self.services_namespace and self.redis_image:
             self.backends.append(RedisBackend(runtime.kube, self.services_namespace, self.redis_image))
+        if self.pg_namespace and self.pg_image:
+            self.backends.append(PgBackend(runtime.kube, self.pg_namespace, self.pg_image))
 
     def claims(self) -> Informer:
         assert self.runtime is not None
@@ -88,9 +100,9 @@ class ClaimController:
         return sorted(key_of(c) for c in self.claims().items()
                       if (c.get("spec") or {}).get("type") == kind or (c.get("status") or {}).get("provider") == name)
 
-    def claims_of_instance(self, deployment: Mapping[str, Any]) -> Iterable[Key]:
-        """The claims bound to the provider whose instance this Deployment is."""
-        provider = ((deployment.get("metadata") or {}).get("labels") or {}).get(redis_backend.PROVIDER_LABEL)
+    def claims_of_instance(self, instance: Mapping[str, Any]) -> Iterable[Key]:
+        """The claims bound to the provider whose instance this is (a Deployment, a Cluster, a Database)."""
+        provider = ((instance.get("metadata") or {}).get("labels") or {}).get(redis_backend.PROVIDER_LABEL)
         return sorted(key_of(c) for c in self.claims().items() if (c.get("status") or {}).get("provider") == provider)
 
     def claim_of_volume(self, volume: Mapping[str, Any]) -> Iterable[Key]:

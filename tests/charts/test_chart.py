@@ -197,6 +197,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         # the storage-class backend: a disk claim's PersistentVolumeClaim, and the StorageClasses it reads
         ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
+        # the cloudnative-pg backend: the shared Cluster and a Database per claim, never deleted
+        ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+        ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -259,7 +262,9 @@ def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: l
               ("apprafter.io", "resourceclaims/status", ()): ["patch"],
               ("discovery.k8s.io", "endpointslices", ()): ["list"],
               ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
-              ("storage.k8s.io", "storageclasses", ()): ["get", "list"]}
+              ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
+              ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"]}
 
     def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
         return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}
