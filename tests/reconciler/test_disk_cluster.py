@@ -161,7 +161,8 @@ def test_the_volume_outlives_its_claim_and_the_same_app_gets_it_back(
     ready_claim(bed, namespace)
     assert volume(bed, namespace)["metadata"]["uid"] == uid and not volume(bed, namespace)["metadata"].get(
         "deletionTimestamp")
-    assert any("no approved data-migration plan" in e.get("note", "") for e in events(bed, namespace, "DataRetained"))
+    wait("the DataRetained event", lambda: any("no approved data-migration plan" in e.get("note", "")
+                                               for e in events(bed, namespace, "DataRetained")) or None, 30)
 
 
 def test_removing_the_need_waits_for_a_data_migration_plan_and_approving_it_deletes_the_volume(
@@ -183,7 +184,8 @@ def test_removing_the_need_waits_for_a_data_migration_plan_and_approving_it_dele
     # deleted: on the bare API server its pvc-protection finalizer (the controller-manager's) keeps it listed
     wait("the volume deleted", lambda: not volume(bed, namespace) or volume(bed, namespace)["metadata"].get(
         "deletionTimestamp") or None, 30)
-    [dropped] = events(bed, namespace, "DataDropped")
+    # the Event is recorded once the drop is done, after the volume's delete: waited for, as any other writer's
+    [dropped] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert name in dropped["note"] and "needs.disk" in dropped["note"]
     wait("plan applied", lambda: plan_phase(bed, namespace, name) == "applied" or None)
 
@@ -202,4 +204,5 @@ def test_an_administrator_drops_the_data_of_a_claim_by_its_annotation(
     bed.delete(API, "ResourceClaim", "demo-disk", namespace)
     wait("the volume deleted", lambda: (volume(bed, namespace).get("metadata") or {}).get("uid") != uid or volume(
         bed, namespace)["metadata"].get("deletionTimestamp") or None, 30)
-    assert "administrator" in events(bed, namespace, "DataDropped")[0]["note"]
+    [dropped] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
+    assert "administrator" in dropped["note"]

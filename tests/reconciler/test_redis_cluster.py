@@ -177,8 +177,9 @@ def test_the_keys_outlive_the_claim_and_the_same_app_and_need_get_them_back(
     assert client(after).get(f"{after['prefix']}order") == "42"
     with pytest.raises(redis.AuthenticationError):
         client(before).ping()
-    assert any("no approved data-migration plan removes needs.redis" in e.get("note", "")
-               for e in events(bed, namespace, "DataRetained"))
+    said = "no approved data-migration plan removes needs.redis"
+    wait("the DataRetained event",
+         lambda: any(said in e.get("note", "") for e in events(bed, namespace, "DataRetained")) or None, 30)
 
 
 def admin(server: RedisServer) -> redis.Redis:
@@ -220,7 +221,7 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_user_and_
         assert server.exists(f"{theirs['prefix']}a", f"{theirs['prefix']}b") == 2
     with pytest.raises(redis.AuthenticationError):
         client(mine).ping()
-    [dropped] = events(bed, namespace, "DataDropped")
+    [dropped] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert name in dropped["note"] and "needs.redis" in dropped["note"]
     wait("plan applied", lambda: plan_phase(bed, namespace, name) == "applied" or None)
     assert ADMIN not in operator.log() and mine["password"] not in operator.log()
