@@ -25,10 +25,11 @@ from lifecycle.conditions import Condition, find_condition
 from lifecycle.redis_backend import PROVIDER_LABEL, connection_secret_of
 from renderer.names import NAME_LABEL
 
-__all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "KEEPER_ROLE", "PORT", "PROVIDER_LABEL", "DropStep",
-           "Shared", "Tenant", "cluster_object", "connection", "connection_secret_object", "connection_secret_of",
-           "database_object", "drop_step", "password_in", "password_secret_object", "provisioned", "readiness",
-           "role_entry", "serves", "shared_buffers", "shared_of", "tenant_of", "waiting"]
+__all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION", "PORT",
+           "PROVIDER_LABEL", "DropStep", "Shared", "Tenant", "cluster_object", "connection",
+           "connection_secret_object", "connection_secret_of", "database_object", "drop_step", "password_in",
+           "password_secret_object", "provisioned", "readiness", "role_entry", "serves", "shared_buffers",
+           "shared_of", "tenant_of", "waiting"]
 
 BACKEND = "cloudnative-pg"  # the ServiceProvider spec.backend this module serves
 CNPG = "postgresql.cnpg.io/v1"
@@ -49,6 +50,12 @@ MIN_STORAGE = 2**20
 # The entry that stands in spec.managed.roles when a drop would empty it: a role no claim can have (no dot), kept
 # absent; CloudNativePG reconciles and reports no roles at all for an empty list.
 KEEPER_ROLE = "apprafter_no_role"
+# On the Cluster, when a drop waits on a role CloudNativePG lists pending-reconciliation: the time (epoch seconds) the
+# operator touched it last. CloudNativePG's DROP ROLE writes nothing new to the Cluster's status, so its instance
+# manager may not look again (and list the role reconciled) until the Cluster changes; this change is that nudge, made
+# at most every NUDGE_SECONDS.
+NUDGE_ANNOTATION = "apprafter.io/roles-nudged"
+NUDGE_SECONDS = 10
 HBA = ("host sameuser all all scram-sha-256", "host all all all reject")
 IDENTIFIER_MAX = 63  # bytes of a PostgreSQL identifier (NAMEDATALEN - 1: a longer one is cut short silently)
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
@@ -193,7 +200,7 @@ def _roles(live: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
 
 
 def _cluster(shared: Shared, image: str, roles: Mapping[str, Mapping[str, Any]],
-             live: Mapping[str, Any] | None) -> dict[str, Any]:
+             live: Mapping[str, Any] | None, nudged: int | None = None) -> dict[str, Any]:
     resources = {"cpu": shared.cpu, "memory": shared.memory}
     storage: dict[str, Any] = {"size": shared.storage_size}
     if shared.storage_class:
@@ -202,6 +209,8 @@ def _cluster(shared: Shared, image: str, roles: Mapping[str, Mapping[str, Any]],
     version = ((live or {}).get("metadata") or {}).get("resourceVersion")
     if version:
         meta["resourceVersion"] = version
+    if nudged is not None:
+        meta["annotations"] = {NUDGE_ANNOTATION: str(nudged)}
     return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": {
         "instances": shared.instances, "imageName": image, "storage": storage,
         "resources": {"requests": resources, "limits": resources},  # Guaranteed QoS
@@ -335,7 +344,8 @@ def _without(roles: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Map
 
 
 def drop_step(shared: Shared, image: str, tenant: Tenant, cluster: Mapping[str, Any] | None,
-              database: Mapping[str, Any] | None, password_secret: Mapping[str, Any] | None) -> DropStep:
+              database: Mapping[str, Any] | None, password_secret: Mapping[str, Any] | None,
+              now: float = 0) -> DropStep:
     """What to write next to drop a deleted claim's database and role on the provider's Cluster, from what exists
     and what CloudNativePG reports; every step waits for CloudNativePG's word, so a pass may stop anywhere.
 
@@ -346,7 +356,8 @@ def drop_step(shared: Shared, image: str, tenant: Tenant, cluster: Mapping[str, 
        not yet recomputed would pass for done. Hence the role's entry is first taken out of spec.managed.roles, and
        only once CloudNativePG lists the role `not-managed` (computed after that write: it still exists) is it put
        back `ensure: absent`; `reconciled` after that is the drop (DROP ROLE; a refusal in cannotReconcile). Then
-       its entry goes, and the role is done once CloudNativePG lists it nowhere.
+       its entry goes, and the role is done once CloudNativePG lists it nowhere. While it lists the role
+       pending-reconciliation, the Cluster is nudged (NUDGE_ANNOTATION) every NUDGE_SECONDS of `now`.
     3. The Database resource deleted (retained: CloudNativePG only releases it), then the role's password Secret."""
     what = f"Database {shared.namespace}/{tenant.object_name}"
     where = f"Cluster {shared.namespace}/{shared.name}"
@@ -383,7 +394,15 @@ def drop_step(shared: Shared, image: str, tenant: Tenant, cluster: Mapping[str, 
     if refused:
         return DropStep(waits=f"{where} cannot drop {role}: {'; '.join(map(str, refused))}")
     if listed != "reconciled":
-        return DropStep(waits=f"CloudNativePG has not dropped {role} on {where} yet ({listed or 'not listed'})")
+        waits = f"CloudNativePG has not dropped {role} on {where} yet ({listed or 'not listed'})"
+        annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+        try:
+            last = int(annotations.get(NUDGE_ANNOTATION) or 0)
+        except ValueError:
+            last = 0
+        if listed == "pending-reconciliation" and now - last >= NUDGE_SECONDS:
+            return DropStep(apply=_cluster(shared, image, roles, cluster, int(now)), waits=waits)
+        return DropStep(waits=waits)
     return DropStep(apply=_cluster(shared, image, _without(roles, tenant.name), cluster),
                     waits=f"{role} dropped; its entry taken out of {where}'s managed roles")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -64,7 +65,7 @@ class PgBackend:
             step = core.drop_step(shared, self.image, tenant,
                                   await self.kube.get(CLUSTER, shared.name, shared.namespace),
                                   await self.kube.get(DATABASE, tenant.object_name, shared.namespace),
-                                  await self.kube.get(SECRET, tenant.object_name, shared.namespace))
+                                  await self.kube.get(SECRET, tenant.object_name, shared.namespace), time.time())
             if step.apply is not None:
                 await self.kube.apply(step.apply)
             if step.delete is not None:

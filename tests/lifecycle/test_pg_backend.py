@@ -393,3 +393,25 @@ def test_a_claim_whose_role_cloudnative_pg_never_made_is_done_once_its_entry_is_
     assert roles_of(first.apply) == [OTHER]
     assert step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]}), None) == core.DropStep(
         delete="Secret")
+
+
+def test_a_role_listed_pending_gets_the_cluster_nudged_at_most_every_ten_seconds() -> None:
+    """CloudNativePG's DROP ROLE writes nothing new to the Cluster, so its instance manager may not list the role
+    again until the Cluster changes: the drop touches it (an annotation), never more often than NUDGE_SECONDS."""
+    gone = {"name": ROLE, "ensure": "absent"}
+    pending = live_cluster(gone, OTHER, listed={"pending-reconciliation": [ROLE]})
+    waits = f"CloudNativePG has not dropped role {ROLE} on Cluster {NS}/pg-integrated yet (pending-reconciliation)"
+    nudge = step_at(pending, 1_700_000_000.5)
+    assert nudge.waits == waits and nudge.apply is not None
+    assert nudge.apply["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
+    assert roles_of(nudge.apply) == [gone, OTHER]  # the roles as they are
+    pending["metadata"]["annotations"] = {core.NUDGE_ANNOTATION: "1700000000"}
+    assert step_at(pending, 1_700_000_009) == core.DropStep(waits=waits)
+    assert step_at(pending, 1_700_000_010).apply is not None
+    # only while CloudNativePG lists it pending: a stale not-managed waits for its own write's recomputation
+    stale = live_cluster(gone, OTHER, listed={"not-managed": [ROLE]})
+    assert step_at(stale, 1_700_000_000).apply is None
+
+
+def step_at(cluster: dict[str, Any], now: float) -> core.DropStep:
+    return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, None, PASSWORD, now)

@@ -324,6 +324,9 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_database_
     by_status(bed, reconciled=[n for n in present if n != role], pending_reconciliation=[role], not_managed=["app"])
     drop_says(bed, mine, f"CloudNativePG has not dropped role {role} on Cluster {SERVICES}/{CLUSTER} yet "
                     "(pending-reconciliation)")
+    # CloudNativePG's DROP ROLE changes no status: the Cluster is touched so that its instance manager looks again
+    nudged = (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["metadata"].get("annotations") or {}
+    assert "apprafter.io/roles-nudged" in nudged, nudged
     by_status(bed, reconciled=present, not_managed=["app"])  # dropped: an absent role not in PostgreSQL
     wait("the absent entry taken out", lambda: role not in managed(bed) or None, 60)
     by_status(bed, reconciled=[n for n in present if n != role], not_managed=["app"])
