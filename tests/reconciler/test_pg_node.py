@@ -204,6 +204,8 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         # retention: the second Application deleted without a plan (its claim goes, the data stays), created again
         node.delete(API, "Application", "demo", second)
         node.wait_gone(API, "ResourceClaim", "demo-pg", second, timeout=120)
+        node.wait_gone(API, "Application", "demo", second, timeout=120)
+        assert fields[1]["user"] in in_postgres(node, primary["metadata"]["name"], "rolname", "pg_roles")
         again = time.monotonic()
         apply(node, cr(second, app(test_app)))
         node.wait(API, "Application", "demo", second, ready, timeout=300, what=f"Application {second}/demo Ready again")
