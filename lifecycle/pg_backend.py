@@ -27,9 +27,9 @@ from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION", "PORT",
            "PROVIDER_LABEL", "DropStep", "Shared", "Tenant", "cluster_object", "connection",
-           "connection_secret_object", "connection_secret_of", "database_object", "drop_step", "password_in",
-           "password_secret_object", "provisioned", "readiness", "role_entry", "serves", "shared_buffers",
-           "shared_of", "tenant_of", "waiting"]
+           "connection_secret_object", "connection_secret_of", "database_due", "database_object", "drop_step",
+           "password_in", "password_secret_object", "provisioned", "readiness", "role_entry", "serves",
+           "shared_buffers", "shared_of", "tenant_of", "waiting"]
 
 BACKEND = "cloudnative-pg"  # the ServiceProvider spec.backend this module serves
 CNPG = "postgresql.cnpg.io/v1"
@@ -209,8 +209,11 @@ def _cluster(shared: Shared, image: str, roles: Mapping[str, Mapping[str, Any]],
     version = ((live or {}).get("metadata") or {}).get("resourceVersion")
     if version:
         meta["resourceVersion"] = version
-    if nudged is not None:
-        meta["annotations"] = {NUDGE_ANNOTATION: str(nudged)}
+    # kept as the live Cluster has it by every other write (of ours): else a provisioning pass would take it away, a
+    # change that wakes the drop to nudge again, and so on
+    last = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(NUDGE_ANNOTATION)
+    if nudged is not None or last is not None:
+        meta["annotations"] = {NUDGE_ANNOTATION: str(nudged) if nudged is not None else str(last)}
     return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": {
         "instances": shared.instances, "imageName": image, "storage": storage,
         "resources": {"requests": resources, "limits": resources},  # Guaranteed QoS
@@ -284,6 +287,15 @@ def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
         said = f": {db_status['message']}" if db_status.get("message") else ""
         return "DatabaseNotReady", f"{what} is not applied on {where} yet{said}"
     return None
+
+
+def database_due(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
+                 password_secret: Mapping[str, Any] | None) -> bool:
+    """Whether the claim's Database may be written: once CloudNativePG reconciled its role (the database's owner),
+    with its password. Written earlier, CloudNativePG's CREATE DATABASE fails for want of the owner, and its Database
+    controller tries again only 30 s later (measured: every further claim then took ≈ 31 s)."""
+    waits = readiness(shared, tenant, cluster, password_secret, None)
+    return waits is not None and waits[0] == "DatabaseNotReady"
 
 
 def connection(shared: Shared, tenant: Tenant) -> dict[str, Any]:

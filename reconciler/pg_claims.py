@@ -89,7 +89,9 @@ class PgBackend:
             # the password first: CloudNativePG reads it when the role appears in the Cluster
             password_secret, password = await self._password(shared, tenant)
             cluster = await self._apply_cluster(shared, tenant)
-            database = await self._apply(core.database_object(shared, tenant), DATABASE)
+            database = await self.kube.get(DATABASE, tenant.object_name, shared.namespace)
+            if database is not None or core.database_due(shared, tenant, cluster, password_secret):
+                database = await self._apply(core.database_object(shared, tenant), DATABASE)
             waits = core.readiness(shared, tenant, cluster, password_secret, database)
             if waits is not None:
                 return core.waiting(*waits)

@@ -411,6 +411,9 @@ def test_a_role_listed_pending_gets_the_cluster_nudged_at_most_every_ten_seconds
     # only while CloudNativePG lists it pending: a stale not-managed waits for its own write's recomputation
     stale = live_cluster(gone, OTHER, listed={"not-managed": [ROLE]})
     assert step_at(stale, 1_700_000_000).apply is None
+    # another claim's pass keeps it (else it would take it away, and wake the drop to nudge again)
+    kept = core.cluster_object(shared(), IMAGE, core.tenant_of(claim("shop", "new-pg")), pending)
+    assert kept["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
 
 
 def step_at(cluster: dict[str, Any], now: float) -> core.DropStep:

@@ -118,8 +118,8 @@ def play_cnpg(bed: KubeTestBed, roles: list[str]) -> None:
             "cannotReconcile": None,
             "passwordStatus": {role: {"transactionID": 750 + i, "resourceVersion": versions[role]}
                                for i, role in enumerate(roles)}}})
-    for role in roles:
-        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+    for role in roles:  # written by the operator once CloudNativePG reconciled its owner
+        database = wait(f"Database {role}", partial(bed.get, CNPG, "Database", role, SERVICES), 60)
         cnpg_status(bed, "Database", role, {"applied": True,
                                             "observedGeneration": database["metadata"]["generation"]})
 
@@ -160,9 +160,8 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
         password = bed.get("v1", "Secret", role, SERVICES) or {}
         assert password["type"] == "kubernetes.io/basic-auth"
         assert base64.b64decode(password["data"]["username"]).decode() == role
-        database = bed.get(CNPG, "Database", role, SERVICES) or {}
-        assert database["spec"] == {"cluster": {"name": CLUSTER}, "name": role, "owner": role, "ensure": "present",
-                                    "databaseReclaimPolicy": "retain"}
+        # no Database before CloudNativePG reconciled its owner (its CREATE DATABASE would fail and wait 30 s)
+        assert bed.get(CNPG, "Database", role, SERVICES) is None
     # nothing runs the Cluster here until the test says so: the claims wait, and their Application says why
     for namespace in (first, second):
         waiting = says(bed, namespace, "InstanceNotReady")
@@ -186,6 +185,10 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
         f"role {roles[1]} is not reconciled on Cluster {SERVICES}/{CLUSTER} yet")
 
     play_cnpg(bed, roles)
+    for role in roles:
+        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+        assert database["spec"] == {"cluster": {"name": CLUSTER}, "name": role, "owner": role, "ensure": "present",
+                                    "databaseReclaimPolicy": "retain"}
     for namespace, role in zip((first, second), roles, strict=True):
         ready = says(bed, namespace, "Provisioned")
         st = claim_status(bed, namespace)
@@ -223,7 +226,6 @@ def test_the_role_password_and_database_outlive_the_claim_and_the_same_app_and_n
         or None, 60)
     reconciled = ((bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}).get("status") or {}).get(
         "managedRolesStatus", {}).get("byStatus", {}).get("reconciled") or []
-    wait(f"{namespace}'s Database", lambda: bed.get(CNPG, "Database", role, SERVICES), 60)
     play_cnpg(bed, sorted({*reconciled, role}))
     says(bed, namespace, "Provisioned")
     before = connection(bed, namespace)
@@ -271,14 +273,13 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_database_
     for namespace in (mine, theirs):
         apply(bed, cr(namespace, NEEDS))
     wait("both claims' roles in the Cluster", lambda: {role, other} <= set(managed(bed)) or None, 60)
+    present = sorted(name for name, entry in managed(bed).items() if entry.get("ensure") == "present")
+    play_cnpg(bed, present)
     for name in (role, other):
-        wait(f"Database {name}", partial(bed.get, CNPG, "Database", name, SERVICES), 60)
         # CloudNativePG's instance manager puts its finalizer on every Database it reconciles
         bed.http.patch(f"/apis/{CNPG}/namespaces/{SERVICES}/databases/{name}",
                        content=json.dumps({"metadata": {"finalizers": ["cnpg.io/deleteDatabase"]}}).encode(),
                        headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
-    present = sorted(name for name, entry in managed(bed).items() if entry.get("ensure") == "present")
-    play_cnpg(bed, present)
     for namespace in (mine, theirs):
         says(bed, namespace, "Provisioned")
     wait_phase(bed, mine, "Ready", timeout=60)
