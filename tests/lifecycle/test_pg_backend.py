@@ -418,3 +418,19 @@ def test_a_role_listed_pending_gets_the_cluster_nudged_at_most_every_ten_seconds
 
 def step_at(cluster: dict[str, Any], now: float) -> core.DropStep:
     return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, None, PASSWORD, now)
+
+
+def test_the_database_is_due_only_once_cloudnative_pg_reconciled_its_owner_with_its_password() -> None:
+    tenant = core.tenant_of(claim())
+    secret = {"metadata": {"name": ROLE, "resourceVersion": "5"}}
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+
+    def cluster(**roles: Any) -> dict[str, Any]:
+        return {"status": {**ready, "managedRolesStatus": roles}}
+    assert not core.database_due(shared(), tenant, None, secret)
+    assert not core.database_due(shared(), tenant, {"status": {}}, secret)  # not Ready
+    assert not core.database_due(shared(), tenant, cluster(byStatus={"pending-reconciliation": [ROLE]}), secret)
+    stale = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "4"}})
+    assert not core.database_due(shared(), tenant, stale, secret)  # its password not applied yet
+    done = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "5"}})
+    assert core.database_due(shared(), tenant, done, secret)
