@@ -6,7 +6,9 @@ One Cluster per ServiceProvider (lazy: made for its first claim), Guaranteed, `s
 limit. Each claim is one login role and one database of the same name, owned by it (CloudNativePG's managed roles and
 Database resources). The Cluster's pg_hba lets a role reach only the database of its own name (`sameuser`), so no
 claim reaches another's database. Every name is derived from the claim's namespace and name, so re-creating the same
-app and need re-binds to the same role, password and database.
+app and need re-binds to the same role, password and database. When lifecycle.retention lets a deleted claim's data go,
+`drop_step` says what to write next, step by step on CloudNativePG's word: the database, then the role, then their
+resources.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from lifecycle.conditions import Condition, find_condition
 from lifecycle.redis_backend import PROVIDER_LABEL, connection_secret_of
 from renderer.names import NAME_LABEL
 
-__all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "PORT", "PROVIDER_LABEL", "Shared", "Tenant",
-           "cluster_object", "connection", "connection_secret_object", "connection_secret_of", "database_object",
+__all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION", "PORT",
+           "PROVIDER_LABEL", "DropStep", "Shared", "Tenant", "cluster_object", "connection",
+           "connection_secret_object", "connection_secret_of", "database_due", "database_object", "drop_step",
            "password_in", "password_secret_object", "provisioned", "readiness", "role_entry", "serves",
            "shared_buffers", "shared_of", "tenant_of", "waiting"]
 
@@ -44,6 +47,15 @@ MIN_STORAGE = 2**20
 # pg_hba.conf rules before CloudNativePG's fallback (`host all all all scram-sha-256`): a TCP login reaches only the
 # database named as its role (every claim's role and database share a name), anything else over TCP is refused.
 # CloudNativePG's own fixed rules come first (the local socket, streaming_replica's and the pooler's certificates).
+# The entry that stands in spec.managed.roles when a drop would empty it: a role no claim can have (no dot), kept
+# absent; CloudNativePG reconciles and reports no roles at all for an empty list.
+KEEPER_ROLE = "apprafter_no_role"
+# On the Cluster, when a drop waits on a role CloudNativePG lists pending-reconciliation: the time (epoch seconds) the
+# operator touched it last. CloudNativePG's DROP ROLE writes nothing new to the Cluster's status, so its instance
+# manager may not look again (and list the role reconciled) until the Cluster changes; this change is that nudge, made
+# at most every NUDGE_SECONDS.
+NUDGE_ANNOTATION = "apprafter.io/roles-nudged"
+NUDGE_SECONDS = 10
 HBA = ("host sameuser all all scram-sha-256", "host all all all reject")
 IDENTIFIER_MAX = 63  # bytes of a PostgreSQL identifier (NAMEDATALEN - 1: a longer one is cut short silently)
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
@@ -176,9 +188,19 @@ def cluster_object(shared: Shared, image: str, tenant: Tenant,
     """The provider's Cluster with the claim's role added to the roles the live one manages (kept, sorted by name):
     a role stays when its claim goes (its data outlives the claim), and one claim's pass never drops another's.
     The live resourceVersion rides along, so a concurrent pass's roles are never overwritten unseen (409: again)."""
-    roles = {str(role.get("name")): dict(role) for role in
-             ((((live or {}).get("spec") or {}).get("managed") or {}).get("roles") or []) if isinstance(role, Mapping)}
+    roles = _roles(live)
     roles[tenant.name] = role_entry(tenant)
+    return _cluster(shared, image, roles, live)
+
+
+def _roles(live: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The live Cluster's spec.managed.roles by name."""
+    return {str(role.get("name")): dict(role) for role in
+            ((((live or {}).get("spec") or {}).get("managed") or {}).get("roles") or []) if isinstance(role, Mapping)}
+
+
+def _cluster(shared: Shared, image: str, roles: Mapping[str, Mapping[str, Any]],
+             live: Mapping[str, Any] | None, nudged: int | None = None) -> dict[str, Any]:
     resources = {"cpu": shared.cpu, "memory": shared.memory}
     storage: dict[str, Any] = {"size": shared.storage_size}
     if shared.storage_class:
@@ -187,12 +209,17 @@ def cluster_object(shared: Shared, image: str, tenant: Tenant,
     version = ((live or {}).get("metadata") or {}).get("resourceVersion")
     if version:
         meta["resourceVersion"] = version
+    # kept as the live Cluster has it by every other write (of ours): else a provisioning pass would take it away, a
+    # change that wakes the drop to nudge again, and so on
+    last = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(NUDGE_ANNOTATION)
+    if nudged is not None or last is not None:
+        meta["annotations"] = {NUDGE_ANNOTATION: str(nudged) if nudged is not None else str(last)}
     return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": {
         "instances": shared.instances, "imageName": image, "storage": storage,
         "resources": {"requests": resources, "limits": resources},  # Guaranteed QoS
         "enableSuperuserAccess": False,
         "postgresql": {"parameters": {"shared_buffers": shared.shared_buffers}, "pg_hba": list(HBA)},
-        "managed": {"roles": [roles[name] for name in sorted(roles)]}}}
+        "managed": {"roles": [dict(roles[name]) for name in sorted(roles)]}}}
 
 
 def password_secret_object(shared: Shared, tenant: Tenant, password: str) -> dict[str, Any]:
@@ -206,13 +233,14 @@ def password_secret_object(shared: Shared, tenant: Tenant, password: str) -> dic
             "data": {"username": _b64(tenant.name), "password": _b64(password)}}
 
 
-def database_object(shared: Shared, tenant: Tenant) -> dict[str, Any]:
-    """The claim's Database: owned by its role, retained in PostgreSQL when the resource is deleted."""
+def database_object(shared: Shared, tenant: Tenant, ensure: str = "present") -> dict[str, Any]:
+    """The claim's Database: owned by its role, retained in PostgreSQL when the resource is deleted; `ensure:
+    absent` when its claim's data is dropped (CloudNativePG drops the database, and says so at that generation)."""
     return {"apiVersion": CNPG, "kind": "Database",
             "metadata": {"name": tenant.object_name, "namespace": shared.namespace,
                          "labels": {**CLUSTER_LABELS, PROVIDER_LABEL: shared.provider},
                          "annotations": {CLAIM_ANNOTATION: tenant.claim}},
-            "spec": {"cluster": {"name": shared.name}, "name": tenant.name, "owner": tenant.name, "ensure": "present",
+            "spec": {"cluster": {"name": shared.name}, "name": tenant.name, "owner": tenant.name, "ensure": ensure,
                      "databaseReclaimPolicy": "retain"}}
 
 
@@ -261,6 +289,15 @@ def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
     return None
 
 
+def database_due(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
+                 password_secret: Mapping[str, Any] | None) -> bool:
+    """Whether the claim's Database may be written: once CloudNativePG reconciled its role (the database's owner),
+    with its password. Written earlier, CloudNativePG's CREATE DATABASE fails for want of the owner, and its Database
+    controller tries again only 30 s later (measured: every further claim then took ≈ 31 s)."""
+    waits = readiness(shared, tenant, cluster, password_secret, None)
+    return waits is not None and waits[0] == "DatabaseNotReady"
+
+
 def connection(shared: Shared, tenant: Tenant) -> dict[str, Any]:
     """status.connection: where the claim connects, as whom, to which database (never the password)."""
     return {"host": shared.host, "port": PORT, "user": tenant.name, "db": tenant.name}
@@ -293,6 +330,106 @@ def provisioned(shared: Shared, tenant: Tenant, secret: str) -> tuple[Condition,
 def waiting(reason: str, message: str) -> tuple[Condition, dict[str, Any]]:
     """The Ready condition and status fields of a claim not provisioned yet (no secret material in `message`)."""
     return Condition(PROVISIONED, "False", reason, message), {"ready": False}
+
+
+class DropStep(NamedTuple):
+    """The next write of a claim's drop (issue 31 item 5), and why the drop is not done yet (None: done once the
+    write is made)."""
+
+    apply: dict[str, Any] | None = None  # an object to apply: the claim's Database, or the Cluster
+    delete: str | None = None  # "Database" or "Secret": the claim's object of that kind (Tenant.object_name) goes
+    waits: str | None = None
+
+
+def _listed(cluster: Mapping[str, Any], name: str) -> str | None:
+    """The list of status.managedRolesStatus.byStatus that names the role (reconciled, pending-reconciliation,
+    not-managed, reserved), as CloudNativePG's instance manager last computed it from PostgreSQL."""
+    by_status = (((cluster.get("status") or {}).get("managedRolesStatus") or {}).get("byStatus") or {})
+    return next((str(state) for state, names in sorted(by_status.items()) if name in (names or [])), None)
+
+
+def _without(roles: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Mapping[str, Any]]:
+    """The roles without `name`'s entry; never an empty list (CloudNativePG reconciles no roles then, and would never
+    say what became of the one handed back): KEEPER_ROLE stands in."""
+    kept = {other: role for other, role in roles.items() if other != name}
+    return kept or {KEEPER_ROLE: {"name": KEEPER_ROLE, "ensure": "absent"}}
+
+
+def drop_step(shared: Shared, image: str, tenant: Tenant, cluster: Mapping[str, Any] | None,
+              database: Mapping[str, Any] | None, password_secret: Mapping[str, Any] | None,
+              now: float = 0) -> DropStep:
+    """What to write next to drop a deleted claim's database and role on the provider's Cluster, from what exists
+    and what CloudNativePG reports; every step waits for CloudNativePG's word, so a pass may stop anywhere.
+
+    1. The Database `ensure: absent`: CloudNativePG runs DROP DATABASE and says applied at that generation (until
+       then its message: e.g. the database is still being accessed).
+    2. The role, after its database (it owns it): CloudNativePG's byStatus says only which list a role is in, and a
+       role it dropped (`ensure: absent`, no longer in PostgreSQL) is `reconciled` as the live role was, so a status
+       not yet recomputed would pass for done. Hence the role's entry is first taken out of spec.managed.roles, and
+       only once CloudNativePG lists the role `not-managed` (computed after that write: it still exists) is it put
+       back `ensure: absent`; `reconciled` after that is the drop (DROP ROLE; a refusal in cannotReconcile). Then
+       its entry goes, and the role is done once CloudNativePG lists it nowhere. While it lists the role
+       pending-reconciliation, the Cluster is nudged (NUDGE_ANNOTATION) every NUDGE_SECONDS of `now`.
+    3. The Database resource deleted (retained: CloudNativePG only releases it), then the role's password Secret."""
+    what = f"Database {shared.namespace}/{tenant.object_name}"
+    where = f"Cluster {shared.namespace}/{shared.name}"
+    deleting = database is not None and bool((database.get("metadata") or {}).get("deletionTimestamp"))
+    if cluster is None:  # never made, or deleted since (its instances' storage with it): no database, no role left
+        return _forget(tenant, what, database, deleting, password_secret)
+    if database is not None and not deleting:
+        if (database.get("spec") or {}).get("ensure") != "absent":
+            return DropStep(apply=database_object(shared, tenant, "absent"),
+                            waits=f"{what} set to ensure: absent; CloudNativePG drops database {tenant.name}")
+        status = database.get("status") or {}
+        generation = int((database.get("metadata") or {}).get("generation") or 0)
+        if status.get("applied") is not True or int(status.get("observedGeneration") or 0) < generation:
+            said = f": {status['message']}" if status.get("message") else ""
+            return DropStep(waits=f"CloudNativePG has not dropped database {tenant.name} on {where} yet{said}")
+    roles = _roles(cluster)
+    entry = roles.get(tenant.name)
+    listed = _listed(cluster, tenant.name)
+    role = f"role {tenant.name}"
+    if entry is not None and entry.get("ensure") != "absent":
+        return DropStep(apply=_cluster(shared, image, _without(roles, tenant.name), cluster),
+                        waits=f"{role} taken out of {where}'s managed roles; waiting for CloudNativePG to list it "
+                              "not-managed")
+    if entry is None:
+        if listed == "not-managed":
+            roles[tenant.name] = {"name": tenant.name, "ensure": "absent", "comment": f"apprafter claim {tenant.claim}"}
+            return DropStep(apply=_cluster(shared, image, roles, cluster),
+                            waits=f"{role} set to ensure: absent on {where}; CloudNativePG drops it")
+        if listed is not None:
+            return DropStep(waits=f"CloudNativePG still lists {role} {listed} on {where}")
+        return _forget(tenant, what, database, deleting, password_secret)
+    refused = ((((cluster.get("status") or {}).get("managedRolesStatus") or {}).get("cannotReconcile") or {})
+               .get(tenant.name))
+    if refused:
+        return DropStep(waits=f"{where} cannot drop {role}: {'; '.join(map(str, refused))}")
+    if listed != "reconciled":
+        waits = f"CloudNativePG has not dropped {role} on {where} yet ({listed or 'not listed'})"
+        annotations = (cluster.get("metadata") or {}).get("annotations") or {}
+        try:
+            last = int(annotations.get(NUDGE_ANNOTATION) or 0)
+        except ValueError:
+            last = 0
+        if listed == "pending-reconciliation" and now - last >= NUDGE_SECONDS:
+            return DropStep(apply=_cluster(shared, image, roles, cluster, int(now)), waits=waits)
+        return DropStep(waits=waits)
+    return DropStep(apply=_cluster(shared, image, _without(roles, tenant.name), cluster),
+                    waits=f"{role} dropped; its entry taken out of {where}'s managed roles")
+
+
+def _forget(tenant: Tenant, what: str, database: Mapping[str, Any] | None, deleting: bool,
+            password_secret: Mapping[str, Any] | None) -> DropStep:
+    """The last steps, once neither the database nor the role is left: the Database resource, then the password
+    Secret."""
+    if database is not None:
+        if deleting:
+            return DropStep(waits=f"{what} is being deleted (CloudNativePG releases it)")
+        return DropStep(delete="Database", waits=f"{what} deleted (CloudNativePG releases it)")
+    if password_secret is not None:
+        return DropStep(delete="Secret")
+    return DropStep()
 
 
 def _b64(value: str) -> str:

@@ -2,12 +2,14 @@
 provider's Cluster, the claim's password Secret and Database in the Cluster's namespace, its connection Secret), ask
 lifecycle.pg_backend what should, write it (the password Secret once, the Cluster with the claim's role, the Database,
 the connection Secret), and hand the claim's Ready condition and status fields back to the claim binder, which writes
-the claim's status once. CloudNativePG makes the role and the database; this module never connects to PostgreSQL."""
+the claim's status once; for a deleted claim whose data may go, write the next step of its drop. CloudNativePG makes
+and drops the role and the database; this module never connects to PostgreSQL."""
 
 from __future__ import annotations
 
 import logging
 import secrets
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +19,6 @@ from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind
 from lifecycle import pg_backend as core
 from lifecycle.conditions import Condition
-from reconciler.backends import drop_pg_database_and_role
 
 __all__ = ["CLUSTER", "DATABASE", "PgBackend"]
 
@@ -48,8 +49,34 @@ class PgBackend:
         return core.serves(claim, provider)
 
     async def drop(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> str | None:
-        """Drop the claim's database and role (reconciler.backends' hook); None once done, else why not yet."""
-        return await drop_pg_database_and_role(claim, provider)
+        """Drop the claim's database and role, then their Database resource and password Secret, one step of
+        lifecycle.pg_backend.drop_step per pass (CloudNativePG's status writes wake the claim for the next, the
+        backoff retries otherwise); None once all are gone, else why not yet. The Cluster is written under the live
+        resourceVersion (a 409, another claim's pass in between: raised, retried)."""
+        if provider is None:
+            return "its ServiceProvider is gone: nothing says which Cluster holds the data (create the provider again)"
+        shared = core.shared_of(provider, self.namespace)
+        if isinstance(shared, list):
+            return f"ServiceProvider {provider['metadata']['name']}: " + "; ".join(shared)
+        tenant = core.tenant_of(claim)
+        where = {"controller": "claims", "namespace": claim["metadata"]["namespace"],
+                 "object": claim["metadata"]["name"], "role": tenant.name}
+        try:
+            step = core.drop_step(shared, self.image, tenant,
+                                  await self.kube.get(CLUSTER, shared.name, shared.namespace),
+                                  await self.kube.get(DATABASE, tenant.object_name, shared.namespace),
+                                  await self.kube.get(SECRET, tenant.object_name, shared.namespace), time.time())
+            if step.apply is not None:
+                await self.kube.apply(step.apply)
+            if step.delete is not None:
+                await self.kube.delete(SECRET if step.delete == "Secret" else DATABASE, tenant.object_name,
+                                       shared.namespace)
+            log.info("drop step", extra={**where, "reason": step.waits or "done"})
+            return step.waits
+        except KubeError as e:
+            if e.retryable:
+                raise
+            return str(e)
 
     async def provision(self, claim: Mapping[str, Any], provider: Mapping[str, Any]) -> Provisioned:
         """The claim's Ready condition and status fields, after making what it needs (nothing secret is said)."""
@@ -62,7 +89,9 @@ class PgBackend:
             # the password first: CloudNativePG reads it when the role appears in the Cluster
             password_secret, password = await self._password(shared, tenant)
             cluster = await self._apply_cluster(shared, tenant)
-            database = await self._apply(core.database_object(shared, tenant), DATABASE)
+            database = await self.kube.get(DATABASE, tenant.object_name, shared.namespace)
+            if database is not None or core.database_due(shared, tenant, cluster, password_secret):
+                database = await self._apply(core.database_object(shared, tenant), DATABASE)
             waits = core.readiness(shared, tenant, cluster, password_secret, database)
             if waits is not None:
                 return core.waiting(*waits)

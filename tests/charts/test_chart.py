@@ -197,9 +197,10 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         # the storage-class backend: a disk claim's PersistentVolumeClaim, and the StorageClasses it reads
         ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
-        # the cloudnative-pg backend: the shared Cluster and a Database per claim, never deleted
+        # the cloudnative-pg backend: the shared Cluster, never deleted, and a Database per claim, deleted once its
+        # data was dropped (under an approved data-migration plan or an administrator's act)
         ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
-        ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"],
+        ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -264,7 +265,7 @@ def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: l
               ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
               ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
               ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
-              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"]}
+              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"]}
 
     def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
         return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}

@@ -258,3 +258,179 @@ def test_it_serves_pg_claims_of_cloudnative_pg_providers_alone() -> None:
     assert not core.serves(claim(), None)
     assert not core.serves({**claim(), "spec": {"type": "redis"}}, provider())
     assert not core.serves(claim(), {"spec": {"type": "pg", "backend": "other"}})
+
+
+# --- the drop (lifecycle.retention let the deleted claim's data go) -----------------------------------------------
+
+ROLE = "shop.cart-pg"
+OTHER = {"name": "shop.orders-pg", "ensure": "present", "login": True, "passwordSecret": {"name": "shop.orders-pg"}}
+
+
+def live_cluster(*roles: dict[str, Any], listed: dict[str, list[str]] | None = None,
+                 refused: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The Cluster as the API server holds it: its managed roles, and what CloudNativePG last said of them."""
+    spec = core.cluster_object(shared(), IMAGE, core.tenant_of(claim()))["spec"]
+    spec["managed"]["roles"] = list(roles)
+    return {"apiVersion": core.CNPG, "kind": "Cluster",
+            "metadata": {"name": "pg-integrated", "namespace": NS, "resourceVersion": "77"}, "spec": spec,
+            "status": {"managedRolesStatus": {"byStatus": listed or {}, **({"cannotReconcile": refused}
+                                                                           if refused else {})}}}
+
+
+def live_database(ensure: str = "present", generation: int = 1, applied: bool | None = True,
+                  observed: int = 1, message: str = "", deleting: bool = False) -> dict[str, Any]:
+    database = core.database_object(shared(), core.tenant_of(claim()), ensure)
+    database["metadata"].update({"generation": generation, **({"deletionTimestamp": "2026-12-05T05:00:00Z"}
+                                                               if deleting else {})})
+    database["status"] = {"observedGeneration": observed, **({"applied": applied} if applied is not None else {}),
+                          **({"message": message} if message else {})}
+    return database
+
+
+PASSWORD = {"metadata": {"name": ROLE, "namespace": NS}}
+
+
+def step(cluster: dict[str, Any] | None, database: dict[str, Any] | None,
+         secret: dict[str, Any] | None = PASSWORD) -> core.DropStep:
+    return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, database, secret)
+
+
+def roles_of(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
+    assert obj is not None and obj["kind"] == "Cluster"
+    assert obj["metadata"]["resourceVersion"] == "77"  # written under the live version: a concurrent pass is seen
+    roles: list[dict[str, Any]] = obj["spec"]["managed"]["roles"]
+    return roles
+
+
+def test_the_drop_first_sets_the_database_absent_and_waits_for_cloudnative_pg_to_drop_it() -> None:
+    mine = core.role_entry(core.tenant_of(claim()))
+    cluster = live_cluster(mine, OTHER, listed={"reconciled": [ROLE, "shop.orders-pg"]})
+    first = step(cluster, live_database())
+    assert first.apply == core.database_object(shared(), core.tenant_of(claim()), "absent")
+    assert first.apply["kind"] == "Database" and first.apply["spec"]["ensure"] == "absent"
+    assert first.apply["spec"]["databaseReclaimPolicy"] == "retain" and first.delete is None
+    assert first.waits == (f"Database {NS}/{ROLE} set to ensure: absent; CloudNativePG drops database {ROLE}")
+    # written, not yet applied at that generation (the earlier generation's applied says nothing of it)
+    assert step(cluster, live_database("absent", generation=2, observed=1)) == core.DropStep(
+        waits=f"CloudNativePG has not dropped database {ROLE} on Cluster {NS}/pg-integrated yet")
+    # CloudNativePG could not drop it: its words
+    assert step(cluster, live_database("absent", generation=2, applied=False, observed=1, message=(
+        f'while dropping database "{ROLE}": database "{ROLE}" is being accessed by other users'))).waits == (
+        f"CloudNativePG has not dropped database {ROLE} on Cluster {NS}/pg-integrated yet: while dropping database "
+        f'"{ROLE}": database "{ROLE}" is being accessed by other users')
+
+
+def test_then_the_role_leaves_the_managed_roles_and_comes_back_absent_once_listed_not_managed() -> None:
+    mine = core.role_entry(core.tenant_of(claim()))
+    dropped_db = live_database("absent", generation=2, observed=2)
+    handed_back = step(live_cluster(mine, OTHER, listed={"reconciled": [ROLE, "shop.orders-pg"]}), dropped_db)
+    assert roles_of(handed_back.apply) == [OTHER]  # the other claim's role untouched
+    assert handed_back.waits == (f"role {ROLE} taken out of Cluster {NS}/pg-integrated's managed roles; waiting for "
+                                 "CloudNativePG to list it not-managed")
+    # the status CloudNativePG computed before that write still says reconciled: nothing is decided on it
+    stale = step(live_cluster(OTHER, listed={"reconciled": [ROLE, "shop.orders-pg"]}), dropped_db)
+    assert stale == core.DropStep(waits=f"CloudNativePG still lists role {ROLE} reconciled on Cluster "
+                                        f"{NS}/pg-integrated")
+    absent = step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"], "not-managed": ["app", ROLE]}),
+                  dropped_db)
+    assert roles_of(absent.apply) == [{"name": ROLE, "ensure": "absent", "comment": "apprafter claim shop/cart-pg"},
+                                      OTHER]  # sorted by name
+    assert absent.waits == f"role {ROLE} set to ensure: absent on Cluster {NS}/pg-integrated; CloudNativePG drops it"
+
+
+def test_the_role_is_dropped_once_cloudnative_pg_says_reconciled_after_not_managed_then_its_entry_goes() -> None:
+    gone = {"name": ROLE, "ensure": "absent", "comment": "apprafter claim shop/cart-pg"}
+    where = f"Cluster {NS}/pg-integrated"
+    # the status from before (not-managed), then CloudNativePG at work (pending-reconciliation)
+    for listed in ({"not-managed": [ROLE]}, {"pending-reconciliation": [ROLE]}):
+        state = next(iter(listed))
+        assert step(live_cluster(gone, OTHER, listed=listed), None) == core.DropStep(
+            waits=f"CloudNativePG has not dropped role {ROLE} on {where} yet ({state})")
+    refused = step(live_cluster(gone, OTHER, listed={"pending-reconciliation": [ROLE]}, refused={ROLE: [
+        f"could not perform DELETE on role {ROLE}: owner of database x"]}), None)
+    assert refused == core.DropStep(waits=f"{where} cannot drop role {ROLE}: could not perform DELETE on role "
+                                          f"{ROLE}: owner of database x")
+    dropped = step(live_cluster(OTHER, gone, listed={"reconciled": ["shop.orders-pg", ROLE]}), None)
+    assert roles_of(dropped.apply) == [OTHER]
+    assert dropped.waits == f"role {ROLE} dropped; its entry taken out of {where}'s managed roles"
+
+
+def test_a_drop_never_empties_the_managed_roles_a_keeper_stands_in() -> None:
+    mine = core.role_entry(core.tenant_of(claim()))
+    keeper = {"name": core.KEEPER_ROLE, "ensure": "absent"}
+    assert roles_of(step(live_cluster(mine, listed={"reconciled": [ROLE]}), None).apply) == [keeper]
+    back = step(live_cluster(keeper, listed={"reconciled": [core.KEEPER_ROLE], "not-managed": [ROLE]}), None)
+    assert [r["name"] for r in roles_of(back.apply)] == [core.KEEPER_ROLE, ROLE]
+    gone = {"name": ROLE, "ensure": "absent"}
+    assert roles_of(step(live_cluster(gone, keeper, listed={"reconciled": [ROLE, core.KEEPER_ROLE]}),
+                         None).apply) == [keeper]
+    assert "." not in core.KEEPER_ROLE  # no claim's role: every one has a dot
+    # a claim that comes later keeps it (harmless: CloudNativePG keeps it absent) and adds its own role
+    later = core.cluster_object(shared(), IMAGE, core.tenant_of(claim("shop", "new-pg")), live_cluster(keeper))
+    assert [r["name"] for r in later["spec"]["managed"]["roles"]] == [core.KEEPER_ROLE, "shop.new-pg"]
+
+
+def test_once_the_role_is_listed_nowhere_its_database_resource_then_its_password_secret_go() -> None:
+    cluster = live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]})
+    dropped_db = live_database("absent", generation=2, observed=2)
+    assert step(cluster, dropped_db) == core.DropStep(
+        delete="Database", waits=f"Database {NS}/{ROLE} deleted (CloudNativePG releases it)")
+    assert step(cluster, live_database("absent", generation=3, observed=2, deleting=True)) == core.DropStep(
+        waits=f"Database {NS}/{ROLE} is being deleted (CloudNativePG releases it)")
+    assert step(cluster, None) == core.DropStep(delete="Secret")
+    assert step(cluster, None, None) == core.DropStep()  # done
+
+
+def test_without_a_cluster_there_is_no_database_or_role_left_only_their_resources_go() -> None:
+    assert step(None, live_database()).delete == "Database"
+    assert step(None, None) == core.DropStep(delete="Secret")
+    assert step(None, None, None) == core.DropStep()
+
+
+def test_a_claim_whose_role_cloudnative_pg_never_made_is_done_once_its_entry_is_out() -> None:
+    mine = core.role_entry(core.tenant_of(claim()))
+    first = step(live_cluster(mine, OTHER, listed={"pending-reconciliation": [ROLE]}), None)
+    assert roles_of(first.apply) == [OTHER]
+    assert step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]}), None) == core.DropStep(
+        delete="Secret")
+
+
+def test_a_role_listed_pending_gets_the_cluster_nudged_at_most_every_ten_seconds() -> None:
+    """CloudNativePG's DROP ROLE writes nothing new to the Cluster, so its instance manager may not list the role
+    again until the Cluster changes: the drop touches it (an annotation), never more often than NUDGE_SECONDS."""
+    gone = {"name": ROLE, "ensure": "absent"}
+    pending = live_cluster(gone, OTHER, listed={"pending-reconciliation": [ROLE]})
+    waits = f"CloudNativePG has not dropped role {ROLE} on Cluster {NS}/pg-integrated yet (pending-reconciliation)"
+    nudge = step_at(pending, 1_700_000_000.5)
+    assert nudge.waits == waits and nudge.apply is not None
+    assert nudge.apply["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
+    assert roles_of(nudge.apply) == [gone, OTHER]  # the roles as they are
+    pending["metadata"]["annotations"] = {core.NUDGE_ANNOTATION: "1700000000"}
+    assert step_at(pending, 1_700_000_009) == core.DropStep(waits=waits)
+    assert step_at(pending, 1_700_000_010).apply is not None
+    # only while CloudNativePG lists it pending: a stale not-managed waits for its own write's recomputation
+    stale = live_cluster(gone, OTHER, listed={"not-managed": [ROLE]})
+    assert step_at(stale, 1_700_000_000).apply is None
+    # another claim's pass keeps it (else it would take it away, and wake the drop to nudge again)
+    kept = core.cluster_object(shared(), IMAGE, core.tenant_of(claim("shop", "new-pg")), pending)
+    assert kept["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
+
+
+def step_at(cluster: dict[str, Any], now: float) -> core.DropStep:
+    return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, None, PASSWORD, now)
+
+
+def test_the_database_is_due_only_once_cloudnative_pg_reconciled_its_owner_with_its_password() -> None:
+    tenant = core.tenant_of(claim())
+    secret = {"metadata": {"name": ROLE, "resourceVersion": "5"}}
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+
+    def cluster(**roles: Any) -> dict[str, Any]:
+        return {"status": {**ready, "managedRolesStatus": roles}}
+    assert not core.database_due(shared(), tenant, None, secret)
+    assert not core.database_due(shared(), tenant, {"status": {}}, secret)  # not Ready
+    assert not core.database_due(shared(), tenant, cluster(byStatus={"pending-reconciliation": [ROLE]}), secret)
+    stale = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "4"}})
+    assert not core.database_due(shared(), tenant, stale, secret)  # its password not applied yet
+    done = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "5"}})
+    assert core.database_due(shared(), tenant, done, secret)

@@ -2,7 +2,9 @@
 lifecycle/pg_backend.py): an Application's claim, bound to a cloudnative-pg ServiceProvider, makes the provider's one
 Cluster (lazily, Guaranteed, shared_buffers, the pg_hba that confines each role to its own database) with a managed
 role per claim, its password Secret and a retained Database; the claim waits on what CloudNativePG reports and becomes
-ready with its connection Secret; the role, password and database outlive the claim.
+ready with its connection Secret; the role, password and database outlive the claim, unless an approved
+data-migration plan removes the need: then the database and the role are dropped, step by step on CloudNativePG's
+word, and their resources go.
 
 No CloudNativePG manager runs on this tier: the test writes the status CloudNativePG writes (a JSON merge patch of the
 status subresource, as its controllers do with client.MergeFrom: the Ready condition, status.managedRolesStatus, a
@@ -15,13 +17,28 @@ import base64
 import json
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.helpers import (
+    API,
+    apply,
+    condition,
+    cr,
+    edit,
+    events,
+    fresh_namespace,
+    plan_phase,
+    plans,
+    status,
+    wait,
+    wait_phase,
+)
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed
 
 pytestmark = pytest.mark.testbed
@@ -101,8 +118,8 @@ def play_cnpg(bed: KubeTestBed, roles: list[str]) -> None:
             "cannotReconcile": None,
             "passwordStatus": {role: {"transactionID": 750 + i, "resourceVersion": versions[role]}
                                for i, role in enumerate(roles)}}})
-    for role in roles:
-        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+    for role in roles:  # written by the operator once CloudNativePG reconciled its owner
+        database = wait(f"Database {role}", partial(bed.get, CNPG, "Database", role, SERVICES), 60)
         cnpg_status(bed, "Database", role, {"applied": True,
                                             "observedGeneration": database["metadata"]["generation"]})
 
@@ -143,9 +160,8 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
         password = bed.get("v1", "Secret", role, SERVICES) or {}
         assert password["type"] == "kubernetes.io/basic-auth"
         assert base64.b64decode(password["data"]["username"]).decode() == role
-        database = bed.get(CNPG, "Database", role, SERVICES) or {}
-        assert database["spec"] == {"cluster": {"name": CLUSTER}, "name": role, "owner": role, "ensure": "present",
-                                    "databaseReclaimPolicy": "retain"}
+        # no Database before CloudNativePG reconciled its owner (its CREATE DATABASE would fail and wait 30 s)
+        assert bed.get(CNPG, "Database", role, SERVICES) is None
     # nothing runs the Cluster here until the test says so: the claims wait, and their Application says why
     for namespace in (first, second):
         waiting = says(bed, namespace, "InstanceNotReady")
@@ -169,6 +185,10 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
         f"role {roles[1]} is not reconciled on Cluster {SERVICES}/{CLUSTER} yet")
 
     play_cnpg(bed, roles)
+    for role in roles:
+        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+        assert database["spec"] == {"cluster": {"name": CLUSTER}, "name": role, "owner": role, "ensure": "present",
+                                    "databaseReclaimPolicy": "retain"}
     for namespace, role in zip((first, second), roles, strict=True):
         ready = says(bed, namespace, "Provisioned")
         st = claim_status(bed, namespace)
@@ -206,7 +226,6 @@ def test_the_role_password_and_database_outlive_the_claim_and_the_same_app_and_n
         or None, 60)
     reconciled = ((bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}).get("status") or {}).get(
         "managedRolesStatus", {}).get("byStatus", {}).get("reconciled") or []
-    wait(f"{namespace}'s Database", lambda: bed.get(CNPG, "Database", role, SERVICES), 60)
     play_cnpg(bed, sorted({*reconciled, role}))
     says(bed, namespace, "Provisioned")
     before = connection(bed, namespace)
@@ -226,3 +245,112 @@ def test_the_role_password_and_database_outlive_the_claim_and_the_same_app_and_n
     assert kept["spec"]["databaseReclaimPolicy"] == "retain"
     names = [r["name"] for r in (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]]
     assert names.count(role) == 1
+
+
+def managed(bed: KubeTestBed) -> dict[str, dict[str, Any]]:
+    """The Cluster's spec.managed.roles by name."""
+    cluster = bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}
+    return {r["name"]: r for r in ((cluster.get("spec") or {}).get("managed") or {}).get("roles") or []}
+
+
+def by_status(bed: KubeTestBed, **lists: list[str] | None) -> None:
+    """CloudNativePG's instance manager recomputing byStatus from PostgreSQL (the lists it no longer has: null)."""
+    states = ("reconciled", "not-managed", "pending-reconciliation")
+    cnpg_status(bed, "Cluster", CLUSTER, {"managedRolesStatus": {"byStatus": {
+        state: lists.get(state.replace("-", "_")) for state in states}}})
+
+
+def drop_says(bed: KubeTestBed, namespace: str, words: str) -> None:
+    """Wait for the claim's deletion to say why it waits (a DataDropWaiting event) in these words."""
+    wait(f"a DataDropWaiting event saying {words!r}", lambda: any(
+        words in e.get("note", "") for e in events(bed, namespace, "DataDropWaiting")) or None, 60)
+
+
+def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_database_and_role_step_by_step(
+        bed: KubeTestBed, operator: Operator, provider: None) -> None:
+    mine, theirs = fresh_namespace(bed, "pg"), fresh_namespace(bed, "pg")
+    role, other = f"{mine}.demo-pg", f"{theirs}.demo-pg"
+    for namespace in (mine, theirs):
+        apply(bed, cr(namespace, NEEDS))
+    wait("both claims' roles in the Cluster", lambda: {role, other} <= set(managed(bed)) or None, 60)
+    present = sorted(name for name, entry in managed(bed).items() if entry.get("ensure") == "present")
+    play_cnpg(bed, present)
+    for name in (role, other):
+        # CloudNativePG's instance manager puts its finalizer on every Database it reconciles
+        bed.http.patch(f"/apis/{CNPG}/namespaces/{SERVICES}/databases/{name}",
+                       content=json.dumps({"metadata": {"finalizers": ["cnpg.io/deleteDatabase"]}}).encode(),
+                       headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    for namespace in (mine, theirs):
+        says(bed, namespace, "Provisioned")
+    wait_phase(bed, mine, "Ready", timeout=60)
+    before = {kind: bed.get(*kind_of, other, SERVICES) for kind, kind_of in (
+        ("database", (CNPG, "Database")), ("secret", ("v1", "Secret")))}
+    their_entry = managed(bed)[other]
+
+    apply(bed, cr(mine, edit(NEEDS, needs=None, env=None)))
+    st = wait_phase(bed, mine, "AwaitingMigrationApproval", timeout=60)
+    [plan] = plans(bed, mine)
+    assert {"rule": "AR-DM001", "field": "needs.pg"}.items() <= next(
+        c for c in plan["spec"]["changes"] if c["rule"] == "AR-DM001").items()
+    assert st["migrationPlan"] == plan["metadata"]["name"]
+    # held: nothing dropped, nothing even asked of CloudNativePG while the plan waits
+    assert managed(bed)[role]["ensure"] == "present"
+    assert (bed.get(CNPG, "Database", role, SERVICES) or {})["spec"]["ensure"] == "present"
+
+    name = plan["metadata"]["name"]
+    approved = time.monotonic()
+    result = run_cli("migration", "approve", name, "-n", mine, "--kubeconfig", str(bed.kubeconfig))
+    assert result.returncode == 0, result.stderr
+    # 1. the database first (its role owns it): ensure: absent, and nothing else until CloudNativePG says it dropped it
+    def absent() -> dict[str, Any] | None:
+        found = bed.get(CNPG, "Database", role, SERVICES) or {}
+        return found if found["spec"]["ensure"] == "absent" else None
+    database = wait("the Database set absent", absent, 60)
+    assert managed(bed)[role]["ensure"] == "present"
+    claim = bed.get(API, "ResourceClaim", "demo-pg", mine) or {}
+    assert claim["metadata"].get("deletionTimestamp"), claim  # pruned, held by its finalizer
+    drop_says(bed, mine, f"CloudNativePG drops database {role}")
+    cnpg_status(bed, "Database", role, {"applied": True, "observedGeneration": database["metadata"]["generation"]})
+    # 2. the role: handed back (its entry out), absent once CloudNativePG lists it not-managed, then its entry out
+    wait("the role's entry taken out", lambda: role not in managed(bed) or None, 60)
+    assert managed(bed)[other] == their_entry
+    by_status(bed, reconciled=present)  # a status computed before that write: it lists the role reconciled still
+    drop_says(bed, mine, f"CloudNativePG still lists role {role} reconciled on Cluster {SERVICES}/{CLUSTER}")
+    assert role not in managed(bed)  # nothing decided on it
+    by_status(bed, reconciled=[n for n in present if n != role], not_managed=["app", role])
+    wait("the role put back absent", lambda: managed(bed).get(role, {}).get("ensure") == "absent" or None, 60)
+    put_back = managed(bed)[role]
+    assert "passwordSecret" not in put_back and not put_back.get("login")  # nothing left to log in with
+    drop_says(bed, mine, f"CloudNativePG has not dropped role {role} on Cluster {SERVICES}/{CLUSTER} yet (not-managed)")
+    by_status(bed, reconciled=[n for n in present if n != role], pending_reconciliation=[role], not_managed=["app"])
+    drop_says(bed, mine, f"CloudNativePG has not dropped role {role} on Cluster {SERVICES}/{CLUSTER} yet "
+                    "(pending-reconciliation)")
+    # CloudNativePG's DROP ROLE changes no status: the Cluster is touched so that its instance manager looks again
+    nudged = (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["metadata"].get("annotations") or {}
+    assert "apprafter.io/roles-nudged" in nudged, nudged
+    by_status(bed, reconciled=present, not_managed=["app"])  # dropped: an absent role not in PostgreSQL
+    wait("the absent entry taken out", lambda: role not in managed(bed) or None, 60)
+    by_status(bed, reconciled=[n for n in present if n != role], not_managed=["app"])
+    # 3. the Database resource (CloudNativePG's finalizer: it releases it, retained: nothing dropped again)
+    wait("the Database being deleted", lambda: (bed.get(CNPG, "Database", role, SERVICES) or {}).get(
+        "metadata", {}).get("deletionTimestamp"), 60)
+    bed.http.patch(f"/apis/{CNPG}/namespaces/{SERVICES}/databases/{role}",
+                   content=json.dumps({"metadata": {"finalizers": None}}).encode(),
+                   headers={"Content-Type": "application/merge-patch+json"}).raise_for_status()
+    wait("the claim gone", lambda: bed.get(API, "ResourceClaim", "demo-pg", mine) is None or None, 60)
+    print(f"`migration approve` run -> claim gone, its database and role dropped (CloudNativePG's status played): "
+          f"{time.monotonic() - approved:.2f} s")
+    assert bed.get(CNPG, "Database", role, SERVICES) is None
+    assert bed.get("v1", "Secret", role, SERVICES) is None
+    assert role not in managed(bed)
+    # the other app's role, Database, password Secret and claim untouched
+    assert managed(bed)[other] == their_entry
+    after = {kind: bed.get(*kind_of, other, SERVICES) for kind, kind_of in (
+        ("database", (CNPG, "Database")), ("secret", ("v1", "Secret")))}
+    for kind in ("database", "secret"):
+        assert (after[kind] or {})["metadata"]["uid"] == (before[kind] or {})["metadata"]["uid"], kind
+    assert (after["database"] or {})["spec"]["ensure"] == "present"
+    assert claim_status(bed, theirs)["ready"] is True
+    [dropped] = events(bed, mine, "DataDropped")
+    assert name in dropped["note"] and "needs.pg" in dropped["note"]
+    wait("plan applied", lambda: plan_phase(bed, mine, name) == "applied" or None)

@@ -3,7 +3,10 @@
 operator makes on the first claim; two Applications in two namespaces become Ready with a connection Secret each;
 a pod of each, its Secret as its env, creates a table, writes and reads a row through `psql "$url"` (the Cluster's
 `-rw` Service by DNS name), while its credentials are refused on the other's database and on guessed ones (the
-pg_hba `sameuser` rule), and its status and the operator's log hold no password.
+pg_hba `sameuser` rule), and its status and the operator's log hold no password. Then retention and the drop, for
+real: one Application deleted without a plan and created again reads its earlier row; the other's need removed
+waits for a data-migration plan (the app keeps running), and once a person approves it CloudNativePG drops its
+database and role (seen in PostgreSQL as its superuser), while the first app's data stays.
 
 The operator runs in the node's network namespace (operator_proc's `inside`), where a pod would; it never connects to
 PostgreSQL, only writes CloudNativePG's resources and reads their status."""
@@ -21,8 +24,9 @@ from typing import Any
 import pytest
 
 from tests.images.podman import make_images
-from tests.reconciler.helpers import API, apply, cr
+from tests.reconciler.helpers import API, apply, cr, plans
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
 from tests.testbed.node import NodeTestBed
@@ -52,6 +56,8 @@ echo "other-wrong: $(PGPASSWORD=guess q "host=$HOST port=$PORT user=$OTHER dbnam
                      -Atc 'select 1')"
 """
 REFUSED = "pg_hba.conf rejects connection"
+READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -98,21 +104,23 @@ def provider(node: NodeTestBed, operator: Operator, cloudnative_pg: CloudNativeP
     node.delete("v1", "Namespace", SERVICES)  # the Cluster goes with it (not waited for: nothing uses it)
 
 
-def app(image: str) -> dict[str, Any]:
-    """The test app with a pg need on this module's provider, its URL in the env."""
-    return {"image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": {"selector": {"bed": RUN}}},
-            "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
+def app(image: str, pg: bool = True) -> dict[str, Any]:
+    """The test app with a pg need on this module's provider, its URL in the env (or without either)."""
+    return {"image": image, "replicas": 1, "expose": {"port": 8080}, "env": {"MODE": "serve"}} if not pg else {
+        "image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": {"selector": {"bed": RUN}}},
+        "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
 
 
-def client_pod(namespace: str, image: str, other_db: str) -> dict[str, Any]:
+def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-client",
+               script: str = CLIENT) -> dict[str, Any]:
     """A pod running psql (the PostgreSQL image's) with the app's connection Secret as its env."""
     def secret(key: str) -> dict[str, Any]:
         return {"valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}}
     env = [{"name": name.upper(), **secret(name)} for name in ("url", "host", "port", "user", "password")]
     env += [{"name": "OTHER", "value": other_db}, {"name": "MESSAGE", "value": f"from-{namespace}"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psql-client", "namespace": namespace}, "spec": {
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [{"name": "client", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", CLIENT],
+        "containers": [{"name": "client", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
                         "env": env, "securityContext": {"runAsUser": 26, "allowPrivilegeEscalation": False}}]}}
 
 
@@ -124,6 +132,21 @@ def ready(obj: dict[str, Any]) -> Any:
 
 def finished(obj: dict[str, Any]) -> Any:
     return obj if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+
+def read(node: NodeTestBed, namespace: str, image: str, name: str) -> str:
+    """What a psql pod with the app's connection Secret reads from its table."""
+    node.apply(client_pod(namespace, image, "", name, READER), field_manager="test")
+    pod = node.wait("v1", "Pod", name, namespace, finished, timeout=120, what=f"pod {namespace}/{name} to finish")
+    log = node.logs(name, namespace)
+    assert pod["status"]["phase"] == "Succeeded", log
+    return log.strip()
+
+
+def in_postgres(node: NodeTestBed, primary: str, column: str, catalog: str) -> list[str]:
+    """A catalog's names, read as the superuser over the instance's local socket (peer authentication)."""
+    return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "psql", "-X", "-d", "postgres",
+                        "-Atc", f"select {column} from {catalog}").stdout.split()
 
 
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
@@ -177,6 +200,46 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
             assert password not in said
         print(f"\npg: first claim -> shared Cluster Ready {cluster_ready:.1f} s; two apps Ready {to_ready:.1f} s; "
               f"both pods done {time.monotonic() - started:.1f} s")
+
+        # retention: the second Application deleted without a plan (its claim goes, the data stays), created again
+        node.delete(API, "Application", "demo", second)
+        node.wait_gone(API, "ResourceClaim", "demo-pg", second, timeout=120)
+        node.wait_gone(API, "Application", "demo", second, timeout=120)
+        assert fields[1]["user"] in in_postgres(node, primary["metadata"]["name"], "rolname", "pg_roles")
+        again = time.monotonic()
+        apply(node, cr(second, app(test_app)))
+        node.wait(API, "Application", "demo", second, ready, timeout=300, what=f"Application {second}/demo Ready again")
+        again = time.monotonic() - again
+        assert read(node, second, cloudnative_pg.postgres_image, "psql-reader") == f"read: from-{second}"
+
+        # the first app's need removed: held for a data-migration plan, the app running on meanwhile
+        apply(node, cr(first, app(test_app, pg=False)))
+        node.wait(API, "Application", "demo", first,
+                  lambda o: o if (o.get("status") or {}).get("phase") == "AwaitingMigrationApproval" else None,
+                  timeout=60, what="the change held")
+        assert (node.get("apps/v1", "Deployment", "demo", first) or {})["status"].get("availableReplicas") == 1
+        assert fields[0]["db"] in in_postgres(node, primary["metadata"]["name"], "datname", "pg_database")
+        [plan] = plans(node, first)
+        assert any(c["rule"] == "AR-DM001" and c["field"] == "needs.pg" for c in plan["spec"]["changes"])
+        approved = time.monotonic()  # approved by a person, with the CLI (its own start counted in)
+        result = run_cli("migration", "approve", plan["metadata"]["name"], "-n", first, "--kubeconfig",
+                         str(node.kubeconfig))
+        assert result.returncode == 0, result.stderr
+        node.wait_gone(API, "ResourceClaim", "demo-pg", first, timeout=300)
+        dropped = time.monotonic() - approved
+        # in PostgreSQL, as the instance's superuser over its local socket: the database and the role are gone
+        databases = in_postgres(node, primary["metadata"]["name"], "datname", "pg_database")
+        roles = in_postgres(node, primary["metadata"]["name"], "rolname", "pg_roles")
+        assert fields[0]["db"] not in databases and fields[0]["user"] not in roles, (databases, roles)
+        assert fields[1]["db"] in databases and fields[1]["user"] in roles, (databases, roles)
+        assert node.get(cnpg.API, "Database", fields[0]["db"], SERVICES) is None
+        assert node.get("v1", "Secret", fields[0]["user"], SERVICES) is None
+        managed = (node.get(cnpg.API, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]
+        assert [r["name"] for r in managed] == [fields[1]["user"]], managed
+        # the other app's data intact
+        assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-2") == f"read: from-{second}"
+        print(f"pg: re-created app Ready {again:.1f} s (its row read back); `migration approve` run -> database and "
+              f"role dropped, claim gone {dropped:.1f} s")
     finally:
         for namespace in namespaces:
             node.delete("v1", "Namespace", namespace)
