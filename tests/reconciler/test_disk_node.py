@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.reconciler.helpers import API, apply, cr, plans
+from tests.reconciler.node_pods import ready
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed.node import STORAGE_CLASS, NodeTestBed
@@ -68,12 +69,6 @@ operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, b
 def app(image: str, message: str, disk: bool = True) -> dict[str, Any]:
     return {"image": image, "replicas": 1, "expose": {"port": 8080}, "command": ["python3", "-c", SCRIPT],
             "env": {"MESSAGE": message}, **({"needs": {"disk": {"selector": {"bed": RUN}}}} if disk else {})}
-
-
-def ready(obj: dict[str, Any]) -> Any:
-    status = obj.get("status") or {}
-    return obj if status.get("observedGeneration") == obj["metadata"]["generation"] and \
-        status.get("phase") == "Ready" else None
 
 
 def app_log(node: NodeTestBed, namespace: str) -> str:

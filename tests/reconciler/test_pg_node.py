@@ -24,7 +24,9 @@ from typing import Any
 import pytest
 
 from tests.images.podman import make_images
+from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, apply, cr, plans
+from tests.reconciler.node_pods import finished, ready, secret_env
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
@@ -114,24 +116,9 @@ def app(image: str, pg: bool = True) -> dict[str, Any]:
 def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-client",
                script: str = CLIENT) -> dict[str, Any]:
     """A pod running psql (the PostgreSQL image's) with the app's connection Secret as its env."""
-    def secret(key: str) -> dict[str, Any]:
-        return {"valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}}
-    env = [{"name": name.upper(), **secret(name)} for name in ("url", "host", "port", "user", "password")]
+    env = secret_env(SECRET, [(key.upper(), key) for key in ("url", "host", "port", "user", "password")])
     env += [{"name": "OTHER", "value": other_db}, {"name": "MESSAGE", "value": f"from-{namespace}"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "spec": {
-        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [{"name": "client", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script],
-                        "env": env, "securityContext": {"runAsUser": 26, "allowPrivilegeEscalation": False}}]}}
-
-
-def ready(obj: dict[str, Any]) -> Any:
-    status = obj.get("status") or {}
-    return obj if status.get("observedGeneration") == obj["metadata"]["generation"] and \
-        status.get("phase") == "Ready" else None
-
-
-def finished(obj: dict[str, Any]) -> Any:
-    return obj if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+    return node_pods.client_pod(name, namespace, image, script, env, 26)
 
 
 def read(node: NodeTestBed, namespace: str, image: str, name: str) -> str:

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from tests.images.podman import make_images
+from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, apply, cr
+from tests.reconciler.node_pods import finished, ready, secret_env
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.testbed.node import NodeTestBed
 
@@ -73,24 +75,9 @@ def app(image: str) -> dict[str, Any]:
 
 def client_pod(namespace: str, image: str, other_prefix: str) -> dict[str, Any]:
     """A pod running redis-cli with the app's connection Secret as its env."""
-    def secret(key: str) -> dict[str, Any]:
-        return {"valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}}
-    env = [{"name": "REDIS_URL", **secret("url")}, {"name": "PREFIX", **secret("prefix")},
-           {"name": "OTHER", "value": other_prefix}, {"name": "MESSAGE", "value": f"from {namespace}"}]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "redis-client", "namespace": namespace}, "spec": {
-        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [{"name": "client", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", CLIENT],
-                        "env": env, "securityContext": {"runAsUser": 999, "allowPrivilegeEscalation": False}}]}}
-
-
-def ready(obj: dict[str, Any]) -> Any:
-    status = obj.get("status") or {}
-    return obj if status.get("observedGeneration") == obj["metadata"]["generation"] and \
-        status.get("phase") == "Ready" else None
-
-
-def finished(obj: dict[str, Any]) -> Any:
-    return obj if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+    env = secret_env(SECRET, [("REDIS_URL", "url"), ("PREFIX", "prefix")])
+    env += [{"name": "OTHER", "value": other_prefix}, {"name": "MESSAGE", "value": f"from {namespace}"}]
+    return node_pods.client_pod("redis-client", namespace, image, CLIENT, env, 999)
 
 
 def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_other_apps(
