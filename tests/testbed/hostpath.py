@@ -1,5 +1,5 @@
 """Writable volumes from the node's host-path provisioner: kube-controller-manager's built-in one
-(`--enable-hostpath-provisioner`, the bed's default StorageClass `hostpath`: tests/testbed/node.py) makes each
+(`--enable-hostpath-provisioner`, the bed's default StorageClass `local-path`: tests/testbed/node.py) makes each
 volume a directory `/tmp/hostpath_pv/<uuid>` (fixed in Kubernetes' source) root-owned with mode 0750, which a pod
 running as another user (PostgreSQL as uid 26) cannot write, and fsGroup does not change for host-path volumes. The
 bed's watcher opens each new volume's directory to every user (0777, as Rancher's local-path-provisioner's helper

@@ -412,11 +412,11 @@ class NodeTestBed(KubeTestBed):
             return
         self._stopped = True
         volumes = self._hostpath_volumes()
-        self.volumes.stop()
         with contextlib.suppress(Exception):
             self.rpc.close()
         self.http.close()
         self.client.close()
+        self.volumes.stop()
         last = [p for p in self.processes if p.name in ("containerd", "forwarder")]
         for proc in reversed(self.processes):  # the servers, newest first (kube-proxy, kubelet, ..., etcd)
             if proc not in last:
@@ -498,7 +498,10 @@ def _run(argv: Iterable[str | os.PathLike[str]], what: str) -> str:
     return proc.stdout
 
 
-STORAGE_CLASS = "hostpath"  # the node's default StorageClass: kube-controller-manager's hostpath provisioner
+# The node's default StorageClass: kube-controller-manager's hostpath provisioner, named as k3s' class (the dev and
+# solo tiers' integrated `disk` provider names `local-path`), which it stands in for: a node-local directory per
+# volume, made once its pod is scheduled, deleted with its claim.
+STORAGE_CLASS = "local-path"
 
 
 def _create_storage_class(http: httpx.Client, url: str) -> None:
