@@ -6,6 +6,7 @@ may CONNECT too, which `REVOKE CONNECT ... FROM PUBLIC` closes."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 import uuid
@@ -140,6 +141,12 @@ def test_a_cluster_of_our_images_serves_each_managed_role_its_own_database(
         assert after["a-on-b"] == "permission denied for database", after
         assert after["acl-a"] != "default", after
 
+        # The status fields a backend waits on, as this run saw them (names and versions only: no secret material).
+        shapes = {"cluster": {k: (node.get(API, "Cluster", CLUSTER, namespace) or {})["status"].get(k) for k in (
+                      "phase", "conditions", "readyInstances", "currentPrimary", "writeService", "readService",
+                      "managedRolesStatus")},
+                  "database": (node.get(API, "Database", "claim-a", namespace) or {}).get("status")}
+        print("\ncnpg status: " + json.dumps(shapes, default=str))
         # The kubelet's summary (cAdvisor on the cgroup), per container: this cgroup v1 host reports no pod total.
         summary = node.http.get(f"/api/v1/nodes/{node.node_name}/proxy/stats/summary").json()
         containers = next(p["containers"] for p in summary["pods"] if p["podRef"]["name"] == primary)
