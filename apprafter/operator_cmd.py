@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 REDIS_REGISTRY = "ghcr.io/apprafter"  # where the release publishes its images (tools/images.sh publish)
+PG_MAJOR = 15  # the PostgreSQL major version of the release's image (Debian bookworm's)
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -100,10 +101,17 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="Bind each ResourceClaim to its ServiceProvider (status.provider, the Bound condition). Off when "
                    "the webhook names other claim providers (--claim-status-user without the operator's account): "
                    "they alone may write claim status, so they bind (docs/platform-services.md).")
+@click.option("--gateway-listeners/--no-gateway-listeners", default=True, show_default=True,
+              help="Add to the platform's public Gateway one HTTPS listener per public hostname an Application holds "
+                   "with TLS, serving that app's certificate (needs patch on Gateways in the gateway namespace).")
 @click.option("--redis-image", metavar="REF",
               help="The image of the redis-server instances the operator runs for redis-server ServiceProviders "
                    "(Debian's redis-server, deploy/images/redis.Dockerfile). Default: "
                    f"{REDIS_REGISTRY}/redis:<this version>.")
+@click.option("--pg-image", metavar="REF",
+              help="The PostgreSQL image of the CloudNativePG Clusters the operator makes for cloudnative-pg "
+                   "ServiceProviders (CloudNativePG reads the major version from its tag, which must start with it). "
+                   f"Default: {REDIS_REGISTRY}/postgresql:{PG_MAJOR}.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -124,6 +132,12 @@ def default_redis_image() -> str:
     from importlib.metadata import version
 
     return f"{REDIS_REGISTRY}/redis:{version('apprafter-render')}"
+
+
+def default_pg_image() -> str:
+    """The release's PostgreSQL image, tagged with its major version, the one CloudNativePG reads from the tag
+    (`make images` builds it as localhost/postgresql:<major>)."""
+    return f"{REDIS_REGISTRY}/postgresql:{PG_MAJOR}"
 
 
 def _run(settings: OperatorSettings) -> int:
@@ -165,6 +179,7 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
     from controller_runtime.telemetry import Telemetry
     from reconciler.application import ApplicationController
     from reconciler.claims import ClaimController
+    from reconciler.gateway_listeners import GatewayListenerController
     from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
     from reconciler.sourcecredential import SourceCredentialController
@@ -201,9 +216,14 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
                                              credentials.check_interval, manager_settings.max_backoff, openbao)]
         if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
+        if settings.platform.gateway_listeners:
+            controllers.append(GatewayListenerController(context.gateway_name, context.gateway_namespace,
+                                                         records_namespace))
         if settings.platform.claim_binder:
             controllers.append(ClaimController(context.provider_namespace("redis"),
-                                               settings.platform.redis_image or default_redis_image()))
+                                               settings.platform.redis_image or default_redis_image(),
+                                               context.provider_namespace("pg"),
+                                               settings.platform.pg_image or default_pg_image()))
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()

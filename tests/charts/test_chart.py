@@ -194,6 +194,12 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "resourceclaims/status", ()): ["patch"],
         # the redis-server backend: does its instance's Service have a ready endpoint to dial yet?
         ("discovery.k8s.io", "endpointslices", ()): ["list"],
+        # the storage-class backend: a disk claim's PersistentVolumeClaim, and the StorageClasses it reads
+        ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
+        # the cloudnative-pg backend: the shared Cluster and a Database per claim, never deleted
+        ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+        ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -218,11 +224,15 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
+    # the public Gateway's per-hostname listeners, in the Gateways' namespace alone (no create, no delete)
+    assert rules(one(objects, "Role", "apprafter:operator:listeners", "apprafter-gateway")) == {
+        ("gateway.networking.k8s.io", "gateways", ()): ["get", "list", "watch", "patch"]}
     bindings = [b for b in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
                 if b["roleRef"]["name"] != "apprafter:admission"]  # the webhook's (its one read grant)
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
-        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator")}
+        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator"),
+        ("RoleBinding", "apprafter-gateway", "apprafter:operator:listeners")}
     assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)
 
 
@@ -250,7 +260,11 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
 def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: list[dict[str, Any]]) -> None:
     binder = {("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
               ("apprafter.io", "resourceclaims/status", ()): ["patch"],
-              ("discovery.k8s.io", "endpointslices", ()): ["list"]}
+              ("discovery.k8s.io", "endpointslices", ()): ["list"],
+              ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
+              ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
+              ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"]}
 
     def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
         return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}

@@ -38,7 +38,7 @@ class CloudNativePG:
 
     operator_image: str
     postgres_image: str
-    storage_class: str = STORAGE_CLASS
+    storage_class: str = STORAGE_CLASS  # the node's default: its host-path provisioner's
 
 
 def _with_our_images(doc: dict[str, Any], operator_image: str, postgres_image: str) -> dict[str, Any]:
