@@ -6,6 +6,7 @@ may CONNECT too, which `REVOKE CONNECT ... FROM PUBLIC` closes."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 import uuid
@@ -140,9 +141,18 @@ def test_a_cluster_of_our_images_serves_each_managed_role_its_own_database(
         assert after["a-on-b"] == "permission denied for database", after
         assert after["acl-a"] != "default", after
 
+        # The status fields a backend waits on, as this run saw them (names and versions only: no secret material).
+        shapes = {"cluster": {k: (node.get(API, "Cluster", CLUSTER, namespace) or {})["status"].get(k) for k in (
+                      "phase", "conditions", "readyInstances", "currentPrimary", "writeService", "readService",
+                      "managedRolesStatus")},
+                  "database": (node.get(API, "Database", "claim-a", namespace) or {}).get("status")}
+        print("\ncnpg status: " + json.dumps(shapes, default=str))
+        # The kubelet's summary (cAdvisor on the cgroup), per container: this cgroup v1 host reports no pod total.
         summary = node.http.get(f"/api/v1/nodes/{node.node_name}/proxy/stats/summary").json()
-        memory = next(p["memory"] for p in summary["pods"] if p["podRef"]["name"] == primary)
-        print(f"\ncnpg: Cluster create -> Ready {to_ready:.1f}s; instance pod working set "
-              f"{memory['workingSetBytes'] / 2**20:.0f} MiB (limit 256 MiB); images: "
+        containers = next(p["containers"] for p in summary["pods"] if p["podRef"]["name"] == primary)
+        memory = {c["name"]: c["memory"].get("workingSetBytes", 0) / 2**20 for c in containers}
+        assert 0 < memory["postgres"] < 256, memory
+        print(f"\ncnpg: Cluster create -> Ready {to_ready:.1f}s; instance container working set "
+              f"{memory['postgres']:.0f} MiB (limit 256 MiB); images: "
               + ", ".join(f"{ref} {inspect(ref)['Size'] / 1e6:.0f} MB"
                           for ref in (operator.operator_image, operator.postgres_image)))
