@@ -9,9 +9,9 @@ Which needs: redis (the redis-server backend on main); pg once its CloudNativePG
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -73,6 +73,30 @@ class Run:
         self.steps[name] = round(time.monotonic() - self.started, 1)
 
 
+class Outcome:
+    """What a call in another thread returned or raised, awaited with a timeout."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+    def run(self, call: Callable[..., Any], *args: Any) -> None:
+        try:
+            self.value = call(*args)
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def result(self, timeout: float) -> Any:
+        if not self.done.wait(timeout):
+            raise TimeoutError(f"no outcome in {timeout} s")
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
 def claim_names(needs: Sequence[str]) -> set[str]:
     return {f"{SHOP}-{need}" for need in needs}
 
@@ -111,34 +135,35 @@ def to_healthy(stack: StackOnNode, image: str, needs: Sequence[str], run: Run) -
     node, argocd = stack.node, stack.argocd
     assert argocd is not None
     names = claim_names(needs)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        healthy = pool.submit(argocd.wait_app, SHOP_ARGO, "Synced and Healthy with the shop's pods Ready",
-                              watch_argo(stack, run, image, needs), WAIT)
+    # Argo CD's watch in a daemon thread: a failing step below raises at once instead of waiting for it to time out.
+    healthy = Outcome()
+    threading.Thread(target=healthy.run, args=(argocd.wait_app, SHOP_ARGO, "Synced and Healthy with the shop's pods "
+                                               "Ready", watch_argo(stack, run, image, needs), WAIT),
+                     daemon=True, name="argo-cd-watch").start()
 
-        def claims(predicate: Callable[[dict[str, Any]], bool]) -> Callable[[list[dict[str, Any]]], Any]:
-            def every(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
-                found = {c["metadata"]["name"]: c for c in items if c["metadata"]["name"] in names and predicate(c)}
-                return found if names <= found.keys() else None
-            return every
-        found = node.wait_list(API, "ResourceClaim", SHOP_NAMESPACE,
-                               claims(lambda c: bool((c.get("status") or {}).get("provider"))
-                                      and has_condition(c, "Bound")), timeout=WAIT, what=f"claims {names} bound")
-        run.step("claims bound")
-        found = node.wait_list(API, "ResourceClaim", SHOP_NAMESPACE,
-                               claims(lambda c: (c.get("status") or {}).get("ready") is True), timeout=WAIT,
-                               what=f"claims {names} ready (backends provisioned)")
-        run.claim_uids = {name: claim["metadata"]["uid"] for name, claim in found.items()}
-        run.step("backends provisioned (claims ready)")
-        secrets = {f"{SHOP}-{need}-conn" for need in needs}
-        node.wait_list("v1", "Secret", SHOP_NAMESPACE,
-                       lambda items: secrets <= {s["metadata"]["name"] for s in items}, timeout=WAIT,
-                       what=f"connection Secrets {secrets}")
-        run.step("connection Secrets written")
-        node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE,
-                  lambda _: rolled_out(node, SHOP_NAMESPACE, SHOP, image), timeout=WAIT, what="the shop's pods Ready")
-        run.step("pods Ready")
-        healthy.result(timeout=WAIT)
-        run.step("Argo CD Healthy")
+    def claims(predicate: Callable[[dict[str, Any]], bool]) -> Callable[[list[dict[str, Any]]], Any]:
+        def every(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]] | None:
+            found = {c["metadata"]["name"]: c for c in items if c["metadata"]["name"] in names and predicate(c)}
+            return found if names <= found.keys() else None
+        return every
+    node.wait_list(API, "ResourceClaim", SHOP_NAMESPACE,
+                   claims(lambda c: bool((c.get("status") or {}).get("provider")) and has_condition(c, "Bound")),
+                   timeout=WAIT, what=f"claims {names} bound")
+    run.step("claims bound")
+    found = node.wait_list(API, "ResourceClaim", SHOP_NAMESPACE,
+                           claims(lambda c: (c.get("status") or {}).get("ready") is True), timeout=WAIT,
+                           what=f"claims {names} ready (backends provisioned)")
+    run.claim_uids = {name: claim["metadata"]["uid"] for name, claim in found.items()}
+    run.step("backends provisioned (claims ready)")
+    secrets = {f"{SHOP}-{need}-conn" for need in needs}
+    node.wait_list("v1", "Secret", SHOP_NAMESPACE, lambda items: secrets <= {s["metadata"]["name"] for s in items},
+                   timeout=WAIT, what=f"connection Secrets {secrets}")
+    run.step("connection Secrets written")
+    node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE, lambda _: rolled_out(node, SHOP_NAMESPACE, SHOP, image),
+              timeout=WAIT, what="the shop's pods Ready")
+    run.step("pods Ready")
+    healthy.result(WAIT)
+    run.step("Argo CD Healthy")
     return run
 
 
