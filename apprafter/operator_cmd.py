@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 REDIS_REGISTRY = "ghcr.io/apprafter"  # where the release publishes its images (tools/images.sh publish)
+PG_MAJOR = 15  # the PostgreSQL major version of the release's image (Debian bookworm's)
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -104,6 +105,10 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="The image of the redis-server instances the operator runs for redis-server ServiceProviders "
                    "(Debian's redis-server, deploy/images/redis.Dockerfile). Default: "
                    f"{REDIS_REGISTRY}/redis:<this version>.")
+@click.option("--pg-image", metavar="REF",
+              help="The PostgreSQL image of the CloudNativePG Clusters the operator makes for cloudnative-pg "
+                   "ServiceProviders (CloudNativePG reads the major version from its tag, which must start with it). "
+                   f"Default: {REDIS_REGISTRY}/postgresql:{PG_MAJOR}.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -124,6 +129,12 @@ def default_redis_image() -> str:
     from importlib.metadata import version
 
     return f"{REDIS_REGISTRY}/redis:{version('apprafter-render')}"
+
+
+def default_pg_image() -> str:
+    """The release's PostgreSQL image, tagged with its major version, the one CloudNativePG reads from the tag
+    (`make images` builds it as localhost/postgresql:<major>)."""
+    return f"{REDIS_REGISTRY}/postgresql:{PG_MAJOR}"
 
 
 def _run(settings: OperatorSettings) -> int:
@@ -203,7 +214,9 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
             controllers.append(PlatformStackController())
         if settings.platform.claim_binder:
             controllers.append(ClaimController(context.provider_namespace("redis"),
-                                               settings.platform.redis_image or default_redis_image()))
+                                               settings.platform.redis_image or default_redis_image(),
+                                               context.provider_namespace("pg"),
+                                               settings.platform.pg_image or default_pg_image()))
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()

@@ -71,6 +71,7 @@ class PlatformFlags(NamedTuple):
     platform_stack: bool
     claim_binder: bool = True
     redis_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_redis_image)
+    pg_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_pg_image)
 
 
 class SourceCredentialSettings(NamedTuple):
@@ -117,7 +118,8 @@ class OperatorSettings:
             lease=lease,
             serving=ServingFlags(flags["bind_address"], flags["health_port"], flags["metrics_port"]),
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
-                                   flags["platform_stack"], flags["claim_binder"], flags["redis_image"]),
+                                   flags["platform_stack"], flags["claim_binder"], flags["redis_image"],
+                                   flags["pg_image"]),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],

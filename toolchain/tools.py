@@ -212,6 +212,8 @@ TOOLS: dict[str, Tool] = {
              "seals a Secret as SealedSecrets' own client does: the format cross-check (test bed)"),
         Tool("sealed-secrets-controller", "SEALED_SECRETS_VERSION", ("--version",),
              _first(r"controller version: (v\S+)"), "unseals SealedSecrets on the test bed's API server"),
+        Tool("cnpg-manager", "CNPG_VERSION", ("version",), _first(r"Version:(\d+\.\d+\.\d+)"),
+             "CloudNativePG's operator and instance manager, shipped in the `cnpg` image (node tier)"),
         Tool("vault", "VAULT_VERSION", ("version",), _first(r"^Vault (v\d+\.\d+\.\d+)"),
              "stands in for OpenBao's server: KV v2 and the Kubernetes auth method on loopback (test bed)"),
     )

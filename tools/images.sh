@@ -32,16 +32,21 @@ CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 # name -> Dockerfile; the pinned tools its venv ships (into /opt/apprafter/bin); files of the repository it
 # COPYs. Each image gets a build context of its own (see stage()), so its inputs hash covers only what it uses.
 declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile
-                       [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile)
-declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]="")
-declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="")
+                       [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile
+                       [cnpg]=deploy/images/cnpg.Dockerfile [postgresql]=deploy/images/postgresql.Dockerfile)
+declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]=""
+                  [cnpg]="cnpg-manager" [postgresql]="")
+declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
 # Argo CD's image and its Redis (docs/images.md "Argo CD's image and its Redis"): the packages upstream's
 # images install, on top of the local base (tools/base-image.sh --with; one base for both, built once).
 GITOPS_PACKAGES=git,tini,gpg,gpg-agent,openssh-client,redis-server
-declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES)
-ALL=(argocd-cue-cmp apprafter-operator argocd redis)
+# CloudNativePG's operand (docs/images.md "CloudNativePG's images"): Debian's PostgreSQL at bookworm's major, which
+# the image's tag carries (CloudNativePG reads the major from it).
+POSTGRES_MAJOR=15
+declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES [postgresql]=postgresql-$POSTGRES_MAJOR)
+ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
 # `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.
@@ -70,7 +75,15 @@ wheel() {
 }
 
 # tag NAME: the image's tag (Argo CD's image carries the Argo CD version it is built from).
-tag() { if [[ "$1" == argocd ]]; then echo "$ARGOCD_VERSION"; else echo "$VERSION"; fi; }
+# CloudNativePG's image carries its version as upstream tags it (1.26.1), the PostgreSQL image its major.
+tag() {
+  case "$1" in
+    argocd) echo "$ARGOCD_VERSION" ;;
+    cnpg) echo "${CNPG_VERSION#v}" ;;
+    postgresql) echo "$POSTGRES_MAJOR" ;;
+    *) echo "$VERSION" ;;
+  esac
+}
 
 # stage NAME DIR WHEELS: the build context of one image: the wheel, the pinned dependencies, the venv script
 # (venv images), the pinned tools it ships (bin/) and the files its Dockerfile copies.
@@ -138,7 +151,8 @@ build() {
     local start=$SECONDS
     buildah bud --quiet --isolation chroot --timestamp "$sde" --secret "id=ca,src=$CA_BUNDLE" \
       --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$rev" \
-      --build-arg "SOURCE_DATE_EPOCH=$sde" --build-arg "ARGOCD_VERSION=$ARGOCD_VERSION" --label "dev.apprafter.inputs=$inputs" \
+      --build-arg "SOURCE_DATE_EPOCH=$sde" --build-arg "ARGOCD_VERSION=$ARGOCD_VERSION" \
+      --build-arg "CNPG_VERSION=$CNPG_VERSION" --label "dev.apprafter.inputs=$inputs" \
       -f "$dockerfile" -t "$tag" "$ctx" >/dev/null || die 2 "buildah failed building $tag (see above)"
     local id size base_size; id=$(podman image inspect --format '{{.Id}}' "$tag")
     size=$(podman image inspect --format '{{.Size}}' "$tag"); base_size=$(podman image inspect --format '{{.Size}}' "$base")

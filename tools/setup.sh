@@ -216,6 +216,24 @@ build_coredns() {
   rm -rf "$stage"; return "$rc"
 }
 
+# CloudNativePG's operator (its `manager` binary: the operator, and inside every instance pod the instance
+# manager the `bootstrap-controller` init container copies in) from its module at the pin its CRDs come from
+# (fetch-crds.sh), built as upstream's .goreleaser.yml does (CGO off, -s -w, the version stamped). The image
+# `cnpg` of `make images` ships it as /manager (deploy/images/cnpg.Dockerfile). Upstream's install manifest of the
+# same release (releases/cnpg-<version>.yaml: CRDs, RBAC, the webhooks, the Deployment) is kept beside it for the
+# node tier (tests/testbed/cnpg.py). Its own build cache, removed after.
+build_cnpg_manager() {
+  local src cache rc=0
+  src=$(go mod download -json "github.com/cloudnative-pg/cloudnative-pg@$CNPG_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$src" ]] || return 1
+  cache=$(mktemp -d)
+  (cd "$src" && GOCACHE="$cache" go build -trimpath \
+    -ldflags "-s -w -X github.com/cloudnative-pg/cloudnative-pg/pkg/versions.buildVersion=${CNPG_VERSION#v}" \
+    -o "$1/cnpg-manager" ./cmd/manager) || rc=$?
+  [[ $rc -ne 0 ]] || cp "$src/releases/cnpg-${CNPG_VERSION#v}.yaml" "$1/" || rc=$?
+  rm -rf "$cache"; return "$rc"
+}
+
 # The builds, in lanes that run side by side (APPRAFTER_SETUP_JOBS at a time, default 3): a Go build leaves a core
 # idle while it downloads modules and links, and the apt-get and mmdebstrap steps wait on the network and the disk.
 # A lane's tools build one after another (the Kubernetes commands share one module's packages); lanes share
@@ -230,6 +248,8 @@ lane_small_go() {
   # SealedSecrets' controller runs on the test bed; kubeseal is the format cross-check (tests/testbed/sealed_secrets.py).
   ensure kubeseal "$SEALED_SECRETS_VERSION" build_kubeseal
   ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_controller
+  # CloudNativePG's operator for the node tier (tests/testbed/cnpg.py) and the `cnpg` image.
+  ensure cnpg-manager "$CNPG_VERSION" build_cnpg_manager cnpg-manager version
 }
 lane_kubernetes() {
   ensure etcd "$ETCD_VERSION" build_etcd etcd --version

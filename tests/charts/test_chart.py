@@ -196,6 +196,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
         # the redis-server backend: does its instance's Service have a ready endpoint to dial yet?
         ("discovery.k8s.io", "endpointslices", ()): ["list"],
+        # the cloudnative-pg backend: the shared Cluster and a Database per claim, never deleted
+        ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+        ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
@@ -253,7 +256,9 @@ def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: l
     binder = {("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
               ("apprafter.io", "resourceclaims/status", ()): ["patch"],
               ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
-              ("discovery.k8s.io", "endpointslices", ()): ["list"]}
+              ("discovery.k8s.io", "endpointslices", ()): ["list"],
+              ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"]}
 
     def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
         return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}

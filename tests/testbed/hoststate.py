@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.testbed import hostpath
+
 STATE_DIR = Path(os.environ.get("APPRAFTER_NODE_STATE_DIR", "/run/apprafter-node"))
 # What kubelet sets at start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables), no flag avoids it.
 KUBELET_SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -203,6 +205,7 @@ def sweep(record: BedRecord) -> list[str]:
             if link.is_symlink() and os.readlink(link).startswith(record.dir + "/"):
                 link.unlink()
                 undone.append(f"removed {link}")
+    undone += hostpath.sweep(Path(record.dir))  # after the pods using them are killed and unmounted
     return undone
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.testbed import hoststate, node_dns
+from tests.testbed import hostpath, hoststate, node_dns
 from tests.testbed.kube import ADMIN_USER, KubeTestBed, _rejected, ssl_context
 from tests.testbed.pki import CA, ServingCert, service_account_keys
 from tests.testbed.procs import BedError, ManagedProcess, system_tool, tool, wait_for
@@ -157,6 +157,8 @@ class NodeTestBed(KubeTestBed):
         self.timings: dict[str, float] = {}
         self.ca = ca
         self.store, self.sandbox = store, sandbox
+        # opens and records the host-path provisioner's volumes (tests/testbed/hostpath.py); started by start_node
+        self.volumes = hostpath.VolumeWatcher(url, token, ca_path, workdir)
 
     # --- people -----------------------------------------------------------------------------------------
 
@@ -411,6 +413,7 @@ class NodeTestBed(KubeTestBed):
         self._stopped = True
         with contextlib.suppress(Exception):
             self.rpc.close()
+        self.volumes.stop()
         self.http.close()
         self.client.close()
         last = [p for p in self.processes if p.name in ("containerd", "forwarder")]
@@ -676,7 +679,9 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                 f"--kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}", *common,
                 "--use-service-account-credentials", f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={apiserver_cert.ca_path}", f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1"])
+                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1",
+                # dynamic volumes for PVCs of the StorageClass hostpath.storage_class() (CloudNativePG's, disks')
+                "--enable-hostpath-provisioner"])
             sched_kc = kubeconfigs / "kube-scheduler.kubeconfig"
             server("kube-scheduler", [binaries["kube-scheduler"], f"--kubeconfig={sched_kc}",
                                       f"--authentication-kubeconfig={sched_kc}",
@@ -695,6 +700,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                           record=record, recovered=recovered, ca=ca, store=store, sandbox=sandbox)
         bed.user_tokens = user_tokens
         bed.timings["api server ready"] = api_ready
+        bed.volumes.start()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             crds_done = pool.submit(bed.install_crds, crds, timeout) if crds else None
             bed.wait_condition("v1", "Node", NODE_NAME, None, "Ready", timeout=timeout)

@@ -1,0 +1,228 @@
+"""`needs: pg` through the API server with CloudNativePG's CRDs (reconciler/claims.py, reconciler/pg_claims.py,
+lifecycle/pg_backend.py): an Application's claim, bound to a cloudnative-pg ServiceProvider, makes the provider's one
+Cluster (lazily, Guaranteed, shared_buffers, the pg_hba that confines each role to its own database) with a managed
+role per claim, its password Secret and a retained Database; the claim waits on what CloudNativePG reports and becomes
+ready with its connection Secret; the role, password and database outlive the claim.
+
+No CloudNativePG manager runs on this tier: the test writes the status CloudNativePG writes (a JSON merge patch of the
+status subresource, as its controllers do with client.MergeFrom: the Ready condition, status.managedRolesStatus, a
+Database's applied and observedGeneration). Its real-tool twin, where CloudNativePG makes the role and the database
+and pods connect, is tests/reconciler/test_pg_node.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.testbed.kube import KubeTestBed
+
+pytestmark = pytest.mark.testbed
+
+RUN = uuid.uuid4().hex[:8]
+SERVICES = f"pg-svc-{RUN}"  # this module's pg services namespace (the operator's providerNamespaces.pg)
+PROVIDER, CLUSTER = f"pg-{RUN}", f"postgres-{RUN}"
+IMAGE = "localhost/postgresql:15"
+CNPG = "postgresql.cnpg.io/v1"
+FIELDS = {"url", "host", "port", "user", "password", "db"}
+CNPG_MANAGER = "manager"  # the field manager CloudNativePG's binary writes status as (controller-runtime's default)
+
+
+@pytest.fixture(scope="module")
+def pg_platform(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The operator's platform file: this module's services namespace for pg (made, as the stack makes it)."""
+    bed.ensure_namespace(SERVICES)
+    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
+    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def provider(bed: KubeTestBed, pg_platform: str) -> Any:
+    """An administrator's cloudnative-pg provider, its Cluster in this module's services namespace."""
+    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
+               "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {
+                   "cluster": CLUSTER, "namespace": SERVICES, "instances": 1, "storage": {"size": "1Gi"},
+                   "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
+              field_manager="admin")
+    yield
+    bed.delete(API, "ServiceProvider", PROVIDER)
+
+
+operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("pg_platform"), "--pg-image", IMAGE)
+
+NEEDS = edit(needs={"pg": {"selector": {"bed": RUN}}}, env={"DATABASE_URL": {"claim": "pg/url"}},
+             expose={"port": 8080})
+
+
+def claim_status(bed: KubeTestBed, namespace: str) -> dict[str, Any]:
+    return (bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}).get("status") or {}
+
+
+def says(bed: KubeTestBed, namespace: str, reason: str, timeout: float = 60) -> dict[str, Any]:
+    """Wait for the claim's Ready condition to have this reason."""
+    def probe() -> dict[str, Any] | None:
+        ready = condition(claim_status(bed, namespace), "Ready") or {}
+        return ready if ready.get("reason") == reason else None
+    try:
+        return wait(f"{namespace}/demo-pg to say {reason}", probe, timeout)
+    except Exception as e:
+        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace)}") from e
+
+
+def cnpg_status(bed: KubeTestBed, kind: str, name: str, patch: dict[str, Any]) -> None:
+    """Write status as CloudNativePG does: a JSON merge patch of the status subresource."""
+    plural = {"Cluster": "clusters", "Database": "databases"}[kind]
+    resp = bed.http.patch(f"/apis/{CNPG}/namespaces/{SERVICES}/{plural}/{name}/status",
+                          params={"fieldManager": CNPG_MANAGER}, content=json.dumps({"status": patch}).encode(),
+                          headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code < 300, resp.text
+
+
+def play_cnpg(bed: KubeTestBed, roles: list[str]) -> None:
+    """What CloudNativePG reports once the Cluster runs, the roles exist with their Secrets' passwords and the
+    Databases are made."""
+    versions = {role: (bed.get("v1", "Secret", role, SERVICES) or {})["metadata"]["resourceVersion"] for role in roles}
+    cnpg_status(bed, "Cluster", CLUSTER, {
+        "phase": "Cluster in healthy state", "instances": 1, "readyInstances": 1,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady",
+                        "message": "Cluster is Ready", "lastTransitionTime": "2026-12-05T00:00:00Z"}],
+        # a merge patch from the status read: what is no longer there is null (client.MergeFrom's diff)
+        "managedRolesStatus": {
+            "byStatus": {"reconciled": roles, "reserved": ["postgres", "streaming_replica"],
+                         "pending-reconciliation": None},
+            "cannotReconcile": None,
+            "passwordStatus": {role: {"transactionID": 750 + i, "resourceVersion": versions[role]}
+                               for i, role in enumerate(roles)}}})
+    for role in roles:
+        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+        cnpg_status(bed, "Database", role, {"applied": True,
+                                            "observedGeneration": database["metadata"]["generation"]})
+
+
+def connection(bed: KubeTestBed, namespace: str) -> dict[str, str]:
+    secret = bed.get("v1", "Secret", "demo-pg-conn", namespace)
+    assert secret is not None, f"no Secret {namespace}/demo-pg-conn"
+    return {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+
+
+def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secrets(
+        bed: KubeTestBed, operator: Operator, provider: None) -> None:
+    assert bed.get(CNPG, "Cluster", CLUSTER, SERVICES) is None  # lazy: nothing before a claim
+    first, second = fresh_namespace(bed, "pg"), fresh_namespace(bed, "pg")
+    roles = [f"{first}.demo-pg", f"{second}.demo-pg"]
+    started = time.monotonic()
+    for namespace in (first, second):
+        apply(bed, cr(namespace, NEEDS))
+
+    def both_roles() -> dict[str, Any] | None:
+        cluster = bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}
+        names = [r["name"] for r in ((cluster.get("spec") or {}).get("managed") or {}).get("roles") or []]
+        return cluster if names == sorted(roles) else None
+    cluster = wait("the Cluster to manage both claims' roles", both_roles, 60)
+    spec = cluster["spec"]
+    assert spec["resources"]["requests"] == spec["resources"]["limits"] == {"cpu": "250m", "memory": "256Mi"}
+    assert (spec["instances"], spec["imageName"], spec["storage"]["size"]) == (1, IMAGE, "1Gi")
+    assert spec["postgresql"]["parameters"]["shared_buffers"] == "64MB"
+    assert spec["postgresql"]["pg_hba"] == ["host sameuser all all scram-sha-256", "host all all all reject"]
+    assert spec["enableSuperuserAccess"] is False
+    for role, entry in zip(sorted(roles), spec["managed"]["roles"], strict=True):
+        assert (entry["login"], entry["passwordSecret"], entry["ensure"]) == (True, {"name": role}, "present")
+        assert not entry.get("superuser") and not entry.get("createdb") and not entry.get("createrole")
+    clusters = bed.http.get(f"/apis/{CNPG}/namespaces/{SERVICES}/clusters").json()["items"]
+    assert [c["metadata"]["name"] for c in clusters] == [CLUSTER]  # one per provider, whatever the claims
+
+    for role in roles:
+        password = bed.get("v1", "Secret", role, SERVICES) or {}
+        assert password["type"] == "kubernetes.io/basic-auth"
+        assert base64.b64decode(password["data"]["username"]).decode() == role
+        database = bed.get(CNPG, "Database", role, SERVICES) or {}
+        assert database["spec"] == {"cluster": {"name": CLUSTER}, "name": role, "owner": role, "ensure": "present",
+                                    "databaseReclaimPolicy": "retain"}
+    # nothing runs the Cluster here until the test says so: the claims wait, and their Application says why
+    for namespace in (first, second):
+        waiting = says(bed, namespace, "InstanceNotReady")
+        assert waiting["message"] == f"Cluster {SERVICES}/{CLUSTER} is not ready yet (no phase yet)"
+        assert claim_status(bed, namespace)["ready"] is False
+    wanted = f"needs.pg waits: bound to ServiceProvider {PROVIDER}: InstanceNotReady: "
+    wait(f"{first}/demo ClaimsReady to say why", lambda: wanted in str(
+        (condition(status(bed, first), "ClaimsReady") or {}).get("message")) or None, 60)
+
+    # CloudNativePG could not make the first role: the claim says so, with its words
+    cnpg_status(bed, "Cluster", CLUSTER, {
+        "phase": "Cluster in healthy state",
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady", "message": "Cluster is Ready",
+                        "lastTransitionTime": "2026-12-05T00:00:00Z"}],
+        "managedRolesStatus": {"byStatus": {"pending-reconciliation": roles},
+                               "cannotReconcile": {roles[0]: ["could not perform CREATE on role: disk full"]}}})
+    refused = says(bed, first, "BackendRefused")
+    assert refused["message"] == (f"Cluster {SERVICES}/{CLUSTER} cannot reconcile role {roles[0]}: could not "
+                                  "perform CREATE on role: disk full")
+    assert says(bed, second, "RoleNotReady")["message"] == (
+        f"role {roles[1]} is not reconciled on Cluster {SERVICES}/{CLUSTER} yet")
+
+    play_cnpg(bed, roles)
+    for namespace, role in zip((first, second), roles, strict=True):
+        ready = says(bed, namespace, "Provisioned")
+        st = claim_status(bed, namespace)
+        assert st["ready"] is True and st["provider"] == PROVIDER, st
+        host = f"{CLUSTER}-rw.{SERVICES}.svc"
+        assert st["connection"] == {"host": host, "port": 5432, "user": role, "db": role,
+                                    "secretName": "demo-pg-conn"}
+        fields = connection(bed, namespace)
+        assert set(fields) == FIELDS and (fields["host"], fields["port"], fields["user"], fields["db"]) == (
+            host, "5432", role, role)
+        stored = base64.b64decode((bed.get("v1", "Secret", role, SERVICES) or {})["data"]["password"]).decode()
+        assert fields["password"] == stored and len(stored) >= 43
+        assert fields["url"] == f"postgresql://{role}:{stored}@{host}:5432/{role}"
+        assert ready["message"] == f"role and database {role} on {host}:5432; connection in Secret demo-pg-conn"
+    took = time.monotonic() - started
+    wait(f"{first}/demo ClaimsReady", lambda: (condition(status(bed, first), "ClaimsReady") or {}).get("status")
+         == "True" or None, 60)
+    a, b = connection(bed, first), connection(bed, second)
+    assert a["password"] != b["password"]
+
+    # nothing secret in what the operator says: the claims' status, its log
+    said = json.dumps([claim_status(bed, first), claim_status(bed, second)]) + operator.log()
+    for password in (a["password"], b["password"]):
+        assert password not in said
+    print(f"two claims -> ready (CloudNativePG's status played): {took:.2f} s")
+
+
+def test_the_role_password_and_database_outlive_the_claim_and_the_same_app_and_need_get_them_back(
+        bed: KubeTestBed, operator: Operator, provider: None) -> None:
+    namespace = fresh_namespace(bed, "pg")
+    role = f"{namespace}.demo-pg"
+    apply(bed, cr(namespace, NEEDS))
+    wait("the claim's role in the Cluster", lambda: role in [r["name"] for r in (
+        (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}).get("spec") or {}).get("managed", {}).get("roles", [])]
+        or None, 60)
+    reconciled = ((bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {}).get("status") or {}).get(
+        "managedRolesStatus", {}).get("byStatus", {}).get("reconciled") or []
+    wait(f"{namespace}'s Database", lambda: bed.get(CNPG, "Database", role, SERVICES), 60)
+    play_cnpg(bed, sorted({*reconciled, role}))
+    says(bed, namespace, "Provisioned")
+    before = connection(bed, namespace)
+    database = bed.get(CNPG, "Database", role, SERVICES) or {}
+    old = bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}
+    # the claim goes (and its Secret with it, as the garbage collector does on a cluster: the bare API server runs
+    # none); its role, password Secret and Database stay. The Application is still there, so its claim comes back.
+    bed.delete(API, "ResourceClaim", "demo-pg", namespace)
+    bed.delete("v1", "Secret", "demo-pg-conn", namespace)
+    wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}).get(
+        "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+    says(bed, namespace, "Provisioned")
+    after = connection(bed, namespace)
+    assert after == before  # the same role, database and password: CloudNativePG has nothing to change
+    kept = bed.get(CNPG, "Database", role, SERVICES) or {}
+    assert kept["metadata"]["uid"] == database["metadata"]["uid"]
+    assert kept["spec"]["databaseReclaimPolicy"] == "retain"
+    names = [r["name"] for r in (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]]
+    assert names.count(role) == 1

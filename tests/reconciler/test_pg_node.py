@@ -1,0 +1,182 @@
+"""`needs: pg` on the node tier (issue 31 item 2), the real-tool twin of test_pg_cluster.py: CloudNativePG built here
+(tests/testbed/cnpg.py: its operator from the pinned module, Debian's PostgreSQL image) runs the shared Cluster the
+operator makes on the first claim; two Applications in two namespaces become Ready with a connection Secret each;
+a pod of each, its Secret as its env, creates a table, writes and reads a row through `psql "$url"` (the Cluster's
+`-rw` Service by DNS name), while its credentials are refused on the other's database and on guessed ones (the
+pg_hba `sameuser` rule), and its status and the operator's log hold no password.
+
+The operator runs in the node's network namespace (operator_proc's `inside`), where a pod would; it never connects to
+PostgreSQL, only writes CloudNativePG's resources and reads their status."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.images.podman import make_images
+from tests.reconciler.helpers import API, apply, cr
+from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.testbed import cnpg
+from tests.testbed.cnpg import CloudNativePG
+from tests.testbed.node import NodeTestBed
+
+pytestmark = [pytest.mark.node, pytest.mark.testbed]
+
+RUN = uuid.uuid4().hex[:8]
+SERVICES = f"pg-svc-{RUN}"  # where the Cluster runs (the provider's spec.config.namespace, the operator's pg namespace)
+PROVIDER, CLUSTER = f"pg-node-{RUN}", f"postgres-{RUN}"
+SECRET = "demo-pg-conn"
+# What each client pod does with its Secret (never printing it): create a table, write and read a row in its own
+# database through the URL, then log in with its own user and password to the other app's database and to guessed
+# ones; only the answer, or the refusal's kind, is printed.
+CLIENT = """set -u
+q() { psql -X -w "$@" 2>&1 | grep -o -e 'pg_hba.conf rejects connection' -e 'password authentication failed' \
+      -e 'does not exist' -e '^[^ ]*$' | head -1; }
+as_me() { PGPASSWORD="$PASSWORD" q "host=$HOST port=$PORT user=$USER dbname=$1 connect_timeout=10" -Atc 'select 1'; }
+echo "write: $(q "$URL" -Atc "create table if not exists notes (v text); insert into notes values ('$MESSAGE')" \
+                 -c "select count(*) from notes")"
+echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+echo "whoami: $(q "$URL" -Atc "select current_user || '@' || current_database()")"
+echo "other: $(as_me "$OTHER")"
+echo "postgres: $(as_me postgres)"
+echo "app: $(as_me app)"
+echo "template1: $(as_me template1)"
+echo "other-wrong: $(PGPASSWORD=guess q "host=$HOST port=$PORT user=$OTHER dbname=$OTHER connect_timeout=10" \
+                     -Atc 'select 1')"
+"""
+REFUSED = "pg_hba.conf rejects connection"
+
+
+@pytest.fixture(scope="module")
+def cloudnative_pg(node: NodeTestBed) -> Iterator[CloudNativePG]:
+    """CloudNativePG's operator and the PostgreSQL image `make images` builds, in the node (before our operator
+    starts: it watches Clusters and Databases)."""
+    images = make_images(names=("cnpg", "postgresql"))
+    operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
+    installed = cnpg.install(node, operator_image, postgres_image)
+    yield installed
+    cnpg.uninstall(node)
+
+
+@pytest.fixture(scope="module")
+def pg_image(cloudnative_pg: CloudNativePG) -> str:
+    return cloudnative_pg.postgres_image
+
+
+@pytest.fixture(scope="module")
+def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The operator's platform file: this module's pg services namespace (made, as the stack makes it)."""
+    node.ensure_namespace(SERVICES)
+    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
+    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n")
+    return str(path)
+
+
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),
+                            "--pg-image", Fixture("pg_image"), bed="node", crds=True, inside=True, name="pg-node",
+                            requires=("cloudnative_pg",))
+
+
+@pytest.fixture(scope="module")
+def provider(node: NodeTestBed, operator: Operator, cloudnative_pg: CloudNativePG) -> Iterator[None]:
+    """An administrator's cloudnative-pg provider: one small instance on the node's host-path volumes."""
+    node.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
+                "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {
+                    "cluster": CLUSTER, "namespace": SERVICES, "instances": 1,
+                    "storage": {"size": "1Gi", "storageClassName": cloudnative_pg.storage_class},
+                    "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
+               field_manager="admin")
+    yield
+    node.delete(API, "ServiceProvider", PROVIDER)
+    node.delete("v1", "Namespace", SERVICES)  # the Cluster goes with it (not waited for: nothing uses it)
+
+
+def app(image: str) -> dict[str, Any]:
+    """The test app with a pg need on this module's provider, its URL in the env."""
+    return {"image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": {"selector": {"bed": RUN}}},
+            "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
+
+
+def client_pod(namespace: str, image: str, other_db: str) -> dict[str, Any]:
+    """A pod running psql (the PostgreSQL image's) with the app's connection Secret as its env."""
+    def secret(key: str) -> dict[str, Any]:
+        return {"valueFrom": {"secretKeyRef": {"name": SECRET, "key": key}}}
+    env = [{"name": name.upper(), **secret(name)} for name in ("url", "host", "port", "user", "password")]
+    env += [{"name": "OTHER", "value": other_db}, {"name": "MESSAGE", "value": f"from-{namespace}"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "psql-client", "namespace": namespace}, "spec": {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "containers": [{"name": "client", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", CLIENT],
+                        "env": env, "securityContext": {"runAsUser": 26, "allowPrivilegeEscalation": False}}]}}
+
+
+def ready(obj: dict[str, Any]) -> Any:
+    status = obj.get("status") or {}
+    return obj if status.get("observedGeneration") == obj["metadata"]["generation"] and \
+        status.get("phase") == "Ready" else None
+
+
+def finished(obj: dict[str, Any]) -> Any:
+    return obj if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed") else None
+
+
+def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
+        node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator, provider: None) -> None:
+    started = time.monotonic()
+    namespaces = [f"pg-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    try:
+        for namespace in namespaces:
+            node.ensure_namespace(namespace)
+            apply(node, cr(namespace, app(test_app)))
+        node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, cnpg.cluster_ready, timeout=600,
+                  what=f"Cluster {SERVICES}/{CLUSTER} Ready")
+        cluster_ready = time.monotonic() - started
+        for namespace in namespaces:
+            node.wait(API, "Application", "demo", namespace, ready, timeout=300,
+                      what=f"Application {namespace}/demo Ready")
+        to_ready = time.monotonic() - started
+        claims = [(node.get(API, "ResourceClaim", "demo-pg", n) or {}).get("status") or {} for n in namespaces]
+        fields = []
+        host = f"{CLUSTER}-rw.{SERVICES}.svc"
+        for namespace, claim in zip(namespaces, claims, strict=True):
+            role = f"{namespace}.demo-pg"
+            assert claim["ready"] is True and claim["provider"] == PROVIDER
+            assert claim["connection"] == {"host": host, "port": 5432, "user": role, "db": role,
+                                           "secretName": SECRET}
+            secret = node.get("v1", "Secret", SECRET, namespace) or {}
+            fields.append({k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()})
+        # one Cluster, made by the operator, Guaranteed, serving both
+        clusters = node.http.get(f"/apis/{cnpg.API}/namespaces/{SERVICES}/clusters").json()["items"]
+        assert [c["metadata"]["name"] for c in clusters] == [CLUSTER]
+        primary = node.get("v1", "Pod", clusters[0]["status"]["currentPrimary"], SERVICES) or {}
+        assert primary["status"]["qosClass"] == "Guaranteed"
+
+        first, second = namespaces
+        for namespace, other in ((first, fields[1]), (second, fields[0])):
+            node.apply(client_pod(namespace, cloudnative_pg.postgres_image, other["db"]), field_manager="test")
+        for namespace, own, other in ((first, fields[0], fields[1]), (second, fields[1], fields[0])):
+            pod = node.wait("v1", "Pod", "psql-client", namespace, finished, timeout=120,
+                            what=f"pod {namespace}/psql-client to finish")
+            log = node.logs("psql-client", namespace)
+            assert pod["status"]["phase"] == "Succeeded", log
+            assert log.splitlines() == [
+                "write: 1", f"read: from-{namespace}", f"whoami: {own['user']}@{own['db']}",
+                f"other: {REFUSED}", f"postgres: {REFUSED}", f"app: {REFUSED}", f"template1: {REFUSED}",
+                "other-wrong: password authentication failed"], log
+            assert own["db"] != other["db"]
+
+        # nothing secret in what the operator says: the claims' status, its log
+        said = json.dumps(claims) + operator.log()
+        for password in (f["password"] for f in fields):
+            assert password not in said
+        print(f"\npg: first claim -> shared Cluster Ready {cluster_ready:.1f} s; two apps Ready {to_ready:.1f} s; "
+              f"both pods done {time.monotonic() - started:.1f} s")
+    finally:
+        for namespace in namespaces:
+            node.delete("v1", "Namespace", namespace)
