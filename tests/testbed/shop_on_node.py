@@ -4,7 +4,8 @@ ServiceProviders and provisioned by their backends (the operator pod), its conne
 Ready, Argo CD Healthy only then; each step timed from the commit. The app (tests/testbed/shopapp/) writes what a
 POST gives it to its Postgres and its Redis and reads both back on GET.
 
-Which needs: redis (the redis-server backend on main); pg once its CloudNativePG backend is on the node (NEEDS).
+pg is served by CloudNativePG (built here; the bed installs it in place of the stack's cloudnative-pg component, whose
+upstream chart cannot be fetched here: tests/testbed/cnpg.py), redis by the operator's redis-server backend.
 """
 
 from __future__ import annotations
@@ -25,11 +26,10 @@ from tests.testbed.stack_on_node import ARGOCD_NAMESPACE, StackOnNode, user_appl
 API = "apprafter.io/v1alpha1"
 SHOP, SHOP_ARGO, SHOP_NAMESPACE = "shop", "shop-prod", "shop-prod"  # the guide's names: <app>-<env>
 PORT = 3000
-# What each need gives the app: its env from the claim (docs/user-guide.md, docs/platform-services.md). pg is not
-# here yet: no backend serves pg-integrated on main (its CloudNativePG backend is issue 31 item 2, in progress).
+# What each need gives the app: its env from the claim (docs/user-guide.md, docs/platform-services.md).
 ENV: dict[str, dict[str, str]] = {"pg": {"DATABASE_URL": "claim.pg.url"},
                                   "redis": {"REDIS_URL": "claim.redis.url", "REDIS_PREFIX": "claim.redis.prefix"}}
-NEEDS = ("redis",)  # what the proof asks for: the needs a backend serves on the node
+NEEDS = ("pg", "redis")  # the guide's example: both, each served by its integrated provider's backend
 WAIT = 300.0
 
 
