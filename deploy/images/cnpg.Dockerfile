@@ -1,6 +1,6 @@
 # cnpg: CloudNativePG's operator image rebuilt here (docs/images.md): the pinned `manager` binary the set-up builds
-# from CloudNativePG's Go module (CNPG_VERSION, tools/setup.sh build_cnpg_manager), at /manager as upstream's
-# Dockerfile lays it out (there a link to operator/manager_<arch>), run as upstream's release manifest runs it
+# from CloudNativePG's Go module (CNPG_VERSION, tools/setup.sh build_cnpg_manager), laid out as upstream's
+# Dockerfile lays it out (/operator/manager_<arch>, and /manager a link to it), run as upstream's release manifest runs it
 # (`/manager controller ...`, uid 10001 from the Deployment, upstream's image user 65532). Every instance pod runs
 # this image too, in its `bootstrap-controller` init container (`/manager bootstrap /controller/manager`: it copies
 # itself into the pod, where the PostgreSQL image's container runs it as the instance manager).
@@ -22,7 +22,12 @@ LABEL org.opencontainers.image.title="cnpg" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${BASE}"
 
-RUN --mount=type=bind,source=.,target=/context install -m 0755 /context/bin/cnpg-manager /manager
+# Upstream's layout exactly: the operator lists `operator/manager_<arch>` (relative to / , its working directory) to
+# learn which architectures its instance manager exists for, and refuses a Cluster otherwise ("invalid
+# architecture: amd64"); /manager is the link its Deployment and the instances' init container run.
+RUN --mount=type=bind,source=.,target=/context \
+    install -D -m 0755 /context/bin/cnpg-manager "/operator/manager_$(dpkg --print-architecture)" \
+ && ln -s "operator/manager_$(dpkg --print-architecture)" /manager
 
 USER 65532:65532
 WORKDIR /

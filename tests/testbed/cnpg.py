@@ -1,11 +1,11 @@
 """CloudNativePG on the node tier: its operator installed as a cluster admin installs it, from upstream's release
 manifest of the pinned version (CNPG_VERSION: CRDs, RBAC, webhooks, the Deployment; kept beside the binary by
-tools/setup.sh build_cnpg_manager) with our images (the `cnpg` and `postgresql` images of `make images`), and a
-StorageClass of the node's built-in host-path provisioner for the instances' volumes (tests/testbed/hostpath.py).
-The operator runs as a pod in `cnpg-system` and manages its own webhook certificates as upstream's does (a CA and
-a serving certificate in Secrets, the CA injected into its webhook configurations); the API server calls the
-webhooks through their Service, so every Cluster, Database and role passes CloudNativePG's own defaulting and
-validation."""
+tools/setup.sh build_cnpg_manager) with our images (the `cnpg` and `postgresql` images of `make images`). The
+instances' volumes come from the node's default StorageClass (the built-in host-path provisioner,
+tests/testbed/hostpath.py). The operator runs as a pod in `cnpg-system` and manages its own webhook certificates
+as upstream's does (a CA and a serving certificate in Secrets, the CA injected into its webhook configurations);
+the API server calls the webhooks through their Service, so every Cluster, Database and role passes
+CloudNativePG's own defaulting and validation."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from typing import Any
 
 import yaml
 
-from tests.testbed import hostpath
-from tests.testbed.node import NodeTestBed
+from tests.testbed.node import STORAGE_CLASS, NodeTestBed
 from toolchain.tools import TOOLS, tools_dir
 
 API = "postgresql.cnpg.io/v1"
@@ -39,7 +38,7 @@ class CloudNativePG:
 
     operator_image: str
     postgres_image: str
-    storage_class: str = hostpath.STORAGE_CLASS
+    storage_class: str = STORAGE_CLASS
 
 
 def _with_our_images(doc: dict[str, Any], operator_image: str, postgres_image: str) -> dict[str, Any]:
@@ -56,9 +55,8 @@ def _with_our_images(doc: dict[str, Any], operator_image: str, postgres_image: s
 
 
 def install(node: NodeTestBed, operator_image: str, postgres_image: str, *, timeout: float = 240) -> CloudNativePG:
-    """Install the operator (images already imported into the node) and the StorageClass; returns once the
+    """Install the operator (images already imported into the node); returns once the
     operator's pod is Ready and its CA is in both webhook configurations (so the API server can call them)."""
-    node.apply(hostpath.storage_class(), field_manager="apprafter-testbed")
     node.install_crds([manifest()], timeout=timeout)
     with manifest().open() as source:
         docs = [d for d in yaml.safe_load_all(source) if d and d.get("kind") != "CustomResourceDefinition"]

@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.testbed import hostpath
-
 STATE_DIR = Path(os.environ.get("APPRAFTER_NODE_STATE_DIR", "/run/apprafter-node"))
 # What kubelet sets at start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables), no flag avoids it.
 KUBELET_SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -37,6 +35,10 @@ SHIM_SOCKETS = Path("/run/containerd/s")
 # namespaces can be mounted under it), and never undoes it.
 NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# kube-controller-manager's hostpath provisioner (--enable-hostpath-provisioner) makes every volume under this
+# hard-coded directory, whichever bed asked: a bed removes its own volumes as it stops; what a dead bed left is
+# removed once no bed runs (entries made since the first bed came).
+HOSTPATH_VOLUMES = Path("/tmp/hostpath_pv")
 
 
 def sysctl_path(name: str) -> Path:
@@ -105,8 +107,9 @@ def claim(record: BedRecord) -> list[str]:
         undone = _undo_dead(state)
         if not state.get("beds"):  # the host is as it was before the first bed: remember it so
             state["sysctls"] = read_sysctls()
-            state["created"] = [str(p) for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS.parent, NETNS_DIR)
-                                if not p.exists()]
+            state["created"] = [str(p) for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS.parent, NETNS_DIR,
+                                                 HOSTPATH_VOLUMES) if not p.exists()]
+            state["since"] = time.time()
             state["mounted"] = [] if _mount_point(NETNS_DIR) else [str(NETNS_DIR)]
         state["beds"] = [*state.get("beds", []), dataclasses.asdict(record)]
     return undone
@@ -166,6 +169,13 @@ def _remove_created(state: dict[str, Any]) -> list[str]:
     """What the beds created on the host, if no longer in use: `ip netns`'s bind mount of /run/netns (no namespace
     left under it), kubelet's log links and the shims' socket directory (empty)."""
     undone = []
+    since = state.get("since")
+    if isinstance(since, (int, float)) and HOSTPATH_VOLUMES.is_dir():
+        for volume in HOSTPATH_VOLUMES.iterdir():
+            with contextlib.suppress(OSError):
+                if volume.lstat().st_ctime >= since - 1:
+                    shutil.rmtree(volume, ignore_errors=True)
+                    undone.append(f"removed hostpath volume {volume}")
     for mounted in state.get("mounted", []):
         with contextlib.suppress(OSError):
             if _mount_point(Path(mounted)) and not os.listdir(mounted) and subprocess.run(
@@ -205,7 +215,6 @@ def sweep(record: BedRecord) -> list[str]:
             if link.is_symlink() and os.readlink(link).startswith(record.dir + "/"):
                 link.unlink()
                 undone.append(f"removed {link}")
-    undone += hostpath.sweep(Path(record.dir))  # after the pods using them are killed and unmounted
     return undone
 
 
@@ -320,5 +329,6 @@ def snapshot() -> dict[str, Any]:
                                 check=True).stdout.count("\n"),
         "cgroups": sorted(str(d.relative_to(CGROUP_ROOT)) for h in CGROUP_ROOT.iterdir() if h.is_dir()
                           for d in h.iterdir() if d.is_dir()),
-        "paths": {str(p): sorted(os.listdir(p)) if p.is_dir() else None for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS)},
+        "paths": {str(p): sorted(os.listdir(p)) if p.is_dir() else None
+                  for p in (CONTAINER_LOG_LINKS, SHIM_SOCKETS, HOSTPATH_VOLUMES)},
     }

@@ -157,8 +157,8 @@ class NodeTestBed(KubeTestBed):
         self.timings: dict[str, float] = {}
         self.ca = ca
         self.store, self.sandbox = store, sandbox
-        # opens and records the host-path provisioner's volumes (tests/testbed/hostpath.py); started by start_node
-        self.volumes = hostpath.VolumeWatcher(url, token, ca_path, workdir)
+        # opens the host-path provisioner's volumes to every user (tests/testbed/hostpath.py); started by start_node
+        self.volumes = hostpath.VolumeWatcher(url, token, ca_path)
 
     # --- people -----------------------------------------------------------------------------------------
 
@@ -406,14 +406,15 @@ class NodeTestBed(KubeTestBed):
     # --- stop -------------------------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Stop every server, then sweep what they leave (pods, shims, mounts, cgroups, the namespace) and put the
-        host's sysctls back when no other bed runs. Idempotent."""
+        """Stop every server, then sweep what they leave (pods, shims, mounts, cgroups, the namespace, the
+        hostpath provisioner's volumes) and put the host's sysctls back when no other bed runs. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        volumes = self._hostpath_volumes()
+        self.volumes.stop()
         with contextlib.suppress(Exception):
             self.rpc.close()
-        self.volumes.stop()
         self.http.close()
         self.client.close()
         last = [p for p in self.processes if p.name in ("containerd", "forwarder")]
@@ -429,11 +430,25 @@ class NodeTestBed(KubeTestBed):
                 self.released.append(f"containerd's store not emptied: {exc}")
         for proc in reversed(last):
             proc.stop()
+        for volume in volumes:  # the kubelet is stopped and its mounts swept: nothing holds them
+            shutil.rmtree(volume, ignore_errors=True)
+            self.released.append(f"removed hostpath volume {volume}")
         self.released += hoststate.release(self.record)
         self.store.release(clean)
         if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
             shutil.rmtree(self.dir, ignore_errors=True)
 
+
+    def _hostpath_volumes(self) -> list[Path]:
+        """The directories of this bed's hostpath PersistentVolumes (a crashed bed's: hoststate sweeps them once
+        no bed runs)."""
+        with contextlib.suppress(Exception):
+            resp = self.http.get("/api/v1/persistentvolumes")
+            if resp.status_code == 200:
+                paths = [Path(str((pv["spec"].get("hostPath") or {}).get("path") or ""))
+                         for pv in resp.json()["items"]]
+                return [p for p in paths if p.parent == hoststate.HOSTPATH_VOLUMES]
+        return []
 
     def _empty_containerd(self) -> None:
         """Before containerd stops: its tasks and containers gone, and the images no test used this session."""
@@ -481,6 +496,21 @@ def _run(argv: Iterable[str | os.PathLike[str]], what: str) -> str:
     if proc.returncode != 0:
         raise BedError(f"{what}: {' '.join(map(str, argv))} exited {proc.returncode}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+STORAGE_CLASS = "hostpath"  # the node's default StorageClass: kube-controller-manager's hostpath provisioner
+
+
+def _create_storage_class(http: httpx.Client, url: str) -> None:
+    """The default StorageClass of the node (a conflict is one already there: a start retried by the same bed).
+    WaitForFirstConsumer, as k3s' local-path: a volume is made once its pod is scheduled; no expansion."""
+    obj = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+           "metadata": {"name": STORAGE_CLASS, "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+           "provisioner": "kubernetes.io/host-path", "reclaimPolicy": "Delete",
+           "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": False}
+    resp = http.post(url + "/apis/storage.k8s.io/v1/storageclasses", json=obj)
+    if resp.status_code not in (201, 409):
+        raise BedError(f"creating StorageClass {STORAGE_CLASS}: {resp.status_code} {resp.text[:500]}")
 
 
 def _kubeconfig(path: Path, url: str, ca_pem: bytes, cert: ServingCert | None, user: str,
@@ -670,6 +700,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                 api_ready = time.monotonic() - started
                 # Cluster DNS first: its informers sync while the controllers and the kubelet start.
                 node_dns.create(probe, url, NODE_IP)
+                _create_storage_class(probe, url)
             (workdir / "Corefile").write_text(node_dns.corefile(NODE_IP, kubeconfigs / "coredns.kubeconfig"))
             server("coredns", [binaries["coredns"], "-conf", workdir / "Corefile"])
             common = [f"--authentication-kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}",
@@ -679,9 +710,10 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
                 f"--kubeconfig={kubeconfigs / 'kube-controller-manager.kubeconfig'}", *common,
                 "--use-service-account-credentials", f"--service-account-private-key-file={sa_key}",
                 f"--root-ca-file={apiserver_cert.ca_path}", f"--service-cluster-ip-range={SERVICE_CIDR}",
-                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1", "--v=1",
-                # dynamic volumes for PVCs of the StorageClass hostpath.storage_class() (CloudNativePG's, disks')
-                "--enable-hostpath-provisioner"])
+                f"--cluster-cidr={POD_CIDR}", "--leader-elect=false", "--bind-address=127.0.0.1",
+                # A real dynamic provisioner for one node (kubernetes.io/host-path, volumes under
+                # /tmp/hostpath_pv/<uuid>, deleted with their PVC): STORAGE_CLASS, the default class.
+                "--enable-hostpath-provisioner", "--v=1"])
             sched_kc = kubeconfigs / "kube-scheduler.kubeconfig"
             server("kube-scheduler", [binaries["kube-scheduler"], f"--kubeconfig={sched_kc}",
                                       f"--authentication-kubeconfig={sched_kc}",
