@@ -32,7 +32,7 @@ from platform_stack import umbrella
 from renderer.names import OPERATOR_FIELD_MANAGER
 from tests.images.podman import Image
 from tests.reconciler.helpers import cr, edit
-from tests.testbed import cnpg, hostpath
+from tests.testbed import cnpg
 from tests.testbed.argocd import ARGOCD_API, ARGOCD_VERSIONS, sync_status
 from tests.testbed.argocd_pods import UPSTREAM_IMAGES
 from tests.testbed.node import NodeTestBed, has_condition, start_node
@@ -380,15 +380,14 @@ class Shop:
 
 @pytest.fixture(scope="module")
 def shop(booted: Booted, images: dict[str, Image]) -> Shop:
-    """The shop's image in the node's containerd; CloudNativePG installed from the images built here, as the stand-in
-    for the stack's `cloudnative-pg` component (its chart is on a public repository: LEFT_OUT), its StorageClass
-    the node's default (the solo tier's pg-integrated names none); the redis and PostgreSQL images under the names
-    the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported and tagged, as
-    the operator's own image is)."""
+    """The shop's image in the node's containerd; CloudNativePG installed from the images built here, as the
+    stand-in for the stack's `cloudnative-pg` component (its chart is on a public repository: LEFT_OUT; volumes from
+    the node's default StorageClass, as the solo tier's pg-integrated names none); the redis and PostgreSQL images
+    under the names the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported
+    and tagged, as the operator's own image is)."""
     node = booted.stack.node
     operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
     cnpg.install(node, operator_image, postgres_image)
-    node.apply(hostpath.storage_class(default=True), field_manager="platform-admin")
     node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
     node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
     return Shop(node.import_image(build_shop_app()))
