@@ -45,6 +45,7 @@ from tests.testbed.shop_on_node import (
     get_items,
     post_item,
     push_and_sync,
+    serving,
 )
 from tests.testbed.stack_on_node import (
     APPRAFTER,
@@ -413,6 +414,7 @@ def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then
     ours = node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
     assert ours["status"]["phase"] == "Ready"
     # The app's own word: a POST stored in each backend, a GET reads both back.
+    serving(stack)
     for value in ("apples", "pears"):
         assert post_item(stack, value) == {"stored": value}
     shop.posted = get_items(stack)
@@ -428,4 +430,5 @@ def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(b
     # New claims (the old ones went with the Application), bound to the same backends: the same data.
     assert set(run.claim_uids) == set(shop.first.claim_uids)
     assert all(run.claim_uids[name] != uid for name, uid in shop.first.claim_uids.items())
+    serving(stack)
     assert get_items(stack) == shop.posted

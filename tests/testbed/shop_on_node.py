@@ -20,7 +20,8 @@ from typing import Any
 from tests.argocd.objects import APP_FILE
 from tests.testbed.argocd import ARGOCD_API, sync_status
 from tests.testbed.gitops import rolled_out
-from tests.testbed.node import has_condition
+from tests.testbed.node import RequestFailed, has_condition
+from tests.testbed.procs import wait_for
 from tests.testbed.stack_on_node import ARGOCD_NAMESPACE, StackOnNode, user_application
 
 API = "apprafter.io/v1alpha1"
@@ -205,14 +206,26 @@ def service_url(stack: StackOnNode, path: str) -> str:
     return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}{path}"
 
 
+def serving(stack: StackOnNode) -> None:
+    """Until the Service answers /healthz: kube-proxy programs a new endpoint a moment after the EndpointSlice says it
+    is ready (until then a Service without endpoints refuses connections), and nothing in the API says when."""
+    def answers() -> bool | None:
+        try:
+            return True if stack.node.request("GET", service_url(stack, "/healthz"), timeout=5).status_code == 200 \
+                else None
+        except RequestFailed:
+            return None
+    wait_for("the shop's Service to answer through kube-proxy", answers, 30, interval=0.1)
+
+
 def post_item(stack: StackOnNode, value: str) -> dict[str, Any]:
     resp = stack.node.request("POST", service_url(stack, "/items"), body=value.encode(),
                               headers={"Content-Type": "text/plain"})
-    assert resp.status == 201, (resp.status, resp.body)
-    return dict(json.loads(resp.body))
+    assert resp.status_code == 201, (resp.status_code, resp.text)
+    return dict(json.loads(resp.content))
 
 
 def get_items(stack: StackOnNode) -> dict[str, Any]:
     resp = stack.node.request("GET", service_url(stack, "/items"))
-    assert resp.status == 200, (resp.status, resp.body)
-    return dict(json.loads(resp.body))
+    assert resp.status_code == 200, (resp.status_code, resp.text)
+    return dict(json.loads(resp.content))
