@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -386,12 +387,14 @@ def shop(booted: Booted, images: dict[str, Image]) -> Shop:
     the node's default StorageClass, as the solo tier's pg-integrated names none); the redis and PostgreSQL images
     under the names the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported
     and tagged, as the operator's own image is)."""
-    node = booted.stack.node
+    node, started = booted.stack.node, time.monotonic()
     operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
     cnpg.install(node, operator_image, postgres_image)
     node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
     node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
-    return Shop(node.import_image(build_shop_app()))
+    image = node.import_image(build_shop_app())
+    print(f"the shop's set-up (CloudNativePG installed, images imported and tagged): {time.monotonic() - started:.1f} s")
+    return Shop(image)
 
 
 def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then(booted: Booted, shop: Shop) -> None:
