@@ -393,7 +393,7 @@ def shop(booted: Booted, images: dict[str, Image]) -> Shop:
     node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
     node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
     image = node.import_image(build_shop_app())
-    print(f"the shop's set-up (CloudNativePG installed, images imported and tagged): {time.monotonic() - started:.1f} s")
+    print(f"the shop's set-up (CloudNativePG, images imported and tagged): {time.monotonic() - started:.1f} s")
     return Shop(image)
 
 
