@@ -118,7 +118,8 @@ class ReviewPool:
         self.policies = policies
         self.operator_user = settings.operator_user
         self.config = {"operator_user": settings.operator_user, "context": settings.context._asdict(),
-                       "claim_status_users": list(settings.claim_status_users), "cpu_seconds": limits.cpu_seconds,
+                       "claim_status_users": list(settings.claim_status_users),
+                       "provider_writers": list(settings.provider_writers), "cpu_seconds": limits.cpu_seconds,
                        "memory_mb": limits.memory_mb}
         self.idle: list[_Worker] = []
         self.shares = Shares(limits.workers, limits.queue, limits.reserved_queue)

@@ -64,7 +64,8 @@ REQUEST_SCHEMA: dict[str, Any] = {
                 "namespace": {"type": "string"},
                 "operation": {"type": "string"},
                 "userInfo": {"type": "object", "required": ["username"],
-                             "properties": {"username": {"type": "string"}}},
+                             "properties": {"username": {"type": "string"},
+                                            "groups": {"type": "array", "items": {"type": "string"}}}},
                 "object": _OBJECT,
                 "oldObject": _OBJECT,
             },
@@ -81,6 +82,7 @@ class Settings:
     operator_user: str = DEFAULT_OPERATOR_USER
     context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
     claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
+    provider_writers: tuple[str, ...] = ()  # who may write ServiceProviders (`group:NAME` a group); none: RBAC alone
     # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
     hostname_policies: tuple[hostname_policy.Policy, ...] = ()
 
@@ -136,6 +138,7 @@ class _Request:
     name: str
     obj: dict[str, Any]
     old: dict[str, Any]
+    groups: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -196,7 +199,8 @@ def _parse(body: bytes) -> _Request:
     name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
     group, kind = req["kind"]["group"], req["kind"]["kind"]
     return _Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
-                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old)
+                    req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old,
+                    tuple(req["userInfo"].get("groups") or ()))
 
 
 def _uid_of(body: bytes) -> str:
@@ -363,9 +367,19 @@ def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
     return _Verdict(tuple(problems), FORBIDDEN)
 
 
+def _drop_mark(obj: Mapping[str, Any]) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(authority.DROP_ANNOTATION)
+    return str(value) if value is not None else None
+
+
 def _resource_claim(req: _Request, settings: Settings) -> _Verdict:
     selector = (req.obj.get("spec") or {}).get("selector") or {}
-    return _Verdict(tuple((f"spec.selector.{key}", why) for key, why in selector_problems(selector)), FORBIDDEN)
+    problems = [(f"spec.selector.{key}", why) for key, why in selector_problems(selector)]
+    reason = authority.drop_data_writer(_drop_mark(req.old), _drop_mark(req.obj), req.user, req.groups,
+                                        settings.operator_user)
+    if reason:
+        problems.append((f"metadata.annotations.{authority.DROP_ANNOTATION}", reason))
+    return _Verdict(tuple(problems), FORBIDDEN)
 
 
 def _claim_status(req: _Request, settings: Settings) -> _Verdict:
@@ -378,6 +392,9 @@ def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
 
 
 def _service_provider(req: _Request, settings: Settings) -> _Verdict:
+    reason = authority.provider_writer(req.user, req.groups, settings.provider_writers)
+    if reason:
+        return _Verdict((("metadata", reason),), FORBIDDEN)
     return _Verdict(tuple(service_provider.check(req.obj)))
 
 

@@ -77,7 +77,8 @@ def _tuples(value: Any) -> Any:
 
 def _settings(config: dict[str, Any]) -> review.Settings:
     context: dict[str, Any] = {k: _tuples(v) for k, v in config["context"].items() if k in PlatformContext._fields}
-    return review.Settings(config["operator_user"], PlatformContext(**context), tuple(config["claim_status_users"]))
+    return review.Settings(config["operator_user"], PlatformContext(**context), tuple(config["claim_status_users"]),
+                           tuple(config["provider_writers"]))
 
 
 def _answer(path: str, body: bytes, settings: review.Settings, now: str, cpu_seconds: float) -> tuple[

@@ -287,6 +287,58 @@ def _values(tier: str, domain: str | None, multitenancy: bool | None) -> dict[st
     return values
 
 
+ISSUERS = {"acme": "acme", "self-signed": "selfSigned", "own": "none"}  # --issuer -> the gateway chart's issuer.type
+MAX_SOLVER_BYTES = 64 << 10
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
+
+
+def _issuer(issuer: str | None, email: str | None, server: str | None, solver: Path | None) -> dict[str, Any]:
+    """PlatformStack spec.overrides for the public issuer (the gateway component's `issuer` value): only what was
+    asked; nothing asked, the tier's (ACME, a CA of the cluster's own on dev)."""
+    acme: dict[str, Any] = {}
+    if email is not None:
+        if not _EMAIL.fullmatch(email) or len(email) > 254:
+            raise _fail("--acme-email", "an email address such as ops@example.com (the ACME account's contact)")
+        acme["email"] = email
+    if server is not None:
+        if not server.startswith("https://") or any(c.isspace() for c in server) or len(server) > 2048:
+            raise _fail("--acme-server", "an https:// URL of an ACME directory")
+        acme["server"] = server
+    if solver is not None:
+        acme["dns01"] = _solver(solver)
+    chosen = ISSUERS[issuer] if issuer is not None else ("acme" if acme else None)
+    if acme and chosen != "acme":
+        raise _fail("--issuer", f"{issuer}: --acme-email, --acme-server and --dns01-solver are for --issuer acme")
+    if chosen is None:
+        return {}
+    return {"gateway": {"values": {"issuer": {"type": chosen, **({"acme": acme} if acme else {})}}}}
+
+
+def _solver(path: Path) -> dict[str, Any]:
+    """A cert-manager ACME dns01 solver (its provider's block): read, never printed (it names Secrets)."""
+    import yaml
+
+    where = str(path)
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_SOLVER_BYTES + 1)
+    except OSError as e:
+        raise _fail(where, f"cannot read the DNS-01 solver file: {e.strerror}") from None
+    if len(data) > MAX_SOLVER_BYTES:
+        raise _fail(where, f"the DNS-01 solver file is larger than {MAX_SOLVER_BYTES >> 10} KiB")
+    try:
+        solver = yaml.safe_load(data)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise UserError([Problem(where, mark.line + 1 if mark else 0, mark.column + 1 if mark else 0, "",
+                                 "not YAML: a cert-manager ACME dns01 solver, e.g. cloudflare: {apiTokenSecretRef: "
+                                 "{name: cloudflare-token, key: api-token}}")]) from None
+    if not isinstance(solver, dict) or not solver or not all(isinstance(key, str) for key in solver):
+        raise _fail(where, "a cert-manager ACME dns01 solver: a mapping naming its DNS provider, e.g. cloudflare: "
+                           "{apiTokenSecretRef: {name: cloudflare-token, key: api-token}}")
+    return solver
+
+
 @click.command("cluster-bootstrap")
 @click.argument("reference", metavar="oci://HOST/REPO/platform-stack")
 @click.option("--version", "version", required=True, metavar="VERSION", help="The stack version to install.")
@@ -295,6 +347,15 @@ def _values(tier: str, domain: str | None, multitenancy: bool | None) -> dict[st
 @click.option("--tier", required=True, type=click.Choice(TIERS), help="PlatformStack spec.values.tier.")
 @click.option("--domain", metavar="DOMAIN", help="PlatformStack spec.values.domain (the apps' public domain).")
 @click.option("--multitenancy/--no-multitenancy", default=None, help="PlatformStack spec.values.multitenancy.")
+@click.option("--issuer", type=click.Choice(sorted(ISSUERS)),
+              help="Who signs public certificates (the ClusterIssuer apprafter-public the stack makes): acme (every "
+                   "tier but dev), self-signed (a CA of the cluster's own: dev), own (yours, by that name).")
+@click.option("--acme-email", metavar="EMAIL", help="The ACME account's contact (expiry and policy notices).")
+@click.option("--acme-server", metavar="URL",
+              help="The ACME directory (default Let's Encrypt's; its staging directory while you try things).")
+@click.option("--dns01-solver", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="A cert-manager ACME dns01 solver (YAML): the domain's names and its wildcards by DNS-01; without "
+                   "it each app's hostname is proven by HTTP-01 through the public Gateway.")
 @click.option("--channel", type=click.Choice(CHANNELS), default="stable", show_default=True,
               help="The release channel the PlatformStack follows.")
 @click.option("--auto-upgrade/--no-auto-upgrade", default=None,
@@ -314,7 +375,8 @@ def _values(tier: str, domain: str | None, multitenancy: bool | None) -> dict[st
 @kube_options
 @reported
 def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain: str | None,
-                      multitenancy: bool | None, channel: str, auto_upgrade: bool | None,
+                      multitenancy: bool | None, issuer: str | None, acme_email: str | None,
+                      acme_server: str | None, dns01_solver: Path | None, channel: str, auto_upgrade: bool | None,
                       argocd_manifest: Path | None, sidecar_image: str | None, registry_secret: str | None,
                       plain_http: bool, dry_run: bool, output: str, kubeconfig: Path | None,
                       kube_context: str | None) -> None:
@@ -325,6 +387,7 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
     from lifecycle.bootstrap import Request, namespaced_in, plan, reads
 
     values = _values(tier, domain, multitenancy)
+    overrides = _issuer(issuer, acme_email, acme_server, dns01_solver)
     public_key = _public_key(key)
     manifest = _manifest(argocd_manifest) if argocd_manifest is not None else None
     sidecar = _sidecar(sidecar_image)
@@ -344,7 +407,7 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
             placed = namespaced_in(manifest, ARGOCD_NAMESPACE, await _scopes(kube, manifest, str(argocd_manifest)))
         request = Request(stack, values, channel, tier == "solo" if auto_upgrade is None else auto_upgrade,
                           public_key, sidecar, crds, placed, str(argocd_manifest), registry_secret,
-                          tenant_project=_tenant_project())
+                          tenant_project=_tenant_project(), overrides=overrides)
         decided = plan(request, await _read(kube, reads(request)))
         if dry_run:
             return decided

@@ -101,6 +101,9 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="Bind each ResourceClaim to its ServiceProvider (status.provider, the Bound condition). Off when "
                    "the webhook names other claim providers (--claim-status-user without the operator's account): "
                    "they alone may write claim status, so they bind (docs/platform-services.md).")
+@click.option("--gateway-listeners/--no-gateway-listeners", default=True, show_default=True,
+              help="Add to the platform's public Gateway one HTTPS listener per public hostname an Application holds "
+                   "with TLS, serving that app's certificate (needs patch on Gateways in the gateway namespace).")
 @click.option("--redis-image", metavar="REF",
               help="The image of the redis-server instances the operator runs for redis-server ServiceProviders "
                    "(Debian's redis-server, deploy/images/redis.Dockerfile). Default: "
@@ -176,6 +179,7 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
     from controller_runtime.telemetry import Telemetry
     from reconciler.application import ApplicationController
     from reconciler.claims import ClaimController
+    from reconciler.gateway_listeners import GatewayListenerController
     from reconciler.openbao import OpenBao
     from reconciler.platformstack import PlatformStackController
     from reconciler.sourcecredential import SourceCredentialController
@@ -212,6 +216,9 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
                                              credentials.check_interval, manager_settings.max_backoff, openbao)]
         if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
+        if settings.platform.gateway_listeners:
+            controllers.append(GatewayListenerController(context.gateway_name, context.gateway_namespace,
+                                                         records_namespace))
         if settings.platform.claim_binder:
             controllers.append(ClaimController(context.provider_namespace("redis"),
                                                settings.platform.redis_image or default_redis_image(),

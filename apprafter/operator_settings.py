@@ -72,6 +72,7 @@ class PlatformFlags(NamedTuple):
     claim_binder: bool = True
     redis_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_redis_image)
     pg_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_pg_image)
+    gateway_listeners: bool = True  # add each TLS-routed public hostname's listener to the public Gateway
 
 
 class SourceCredentialSettings(NamedTuple):
@@ -119,7 +120,7 @@ class OperatorSettings:
             serving=ServingFlags(flags["bind_address"], flags["health_port"], flags["metrics_port"]),
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
                                    flags["platform_stack"], flags["claim_binder"], flags["redis_image"],
-                                   flags["pg_image"]),
+                                   flags["pg_image"], flags["gateway_listeners"]),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],

@@ -25,6 +25,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--claim-status-user", "claim_status_users", multiple=True,
               help="A claim provider's username: who may write ResourceClaim status (repeat for several; none "
                    "given: the operator).")
+@click.option("--provider-writer", "provider_writers", multiple=True, metavar="USER|group:GROUP",
+              help="Who may write ServiceProviders: a username, or group:NAME (repeat for several; none given: "
+                   "whoever RBAC lets). The chart names the cluster's administrators and Argo CD's controller.")
 @click.option("--kubeconfig", type=_FILE, help="Read HostnamePolicies from this cluster (in a pod: its own account; "
               "neither: only the apps' default hostnames are allowed).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Also serve /metrics over plain HTTP here.")
@@ -63,7 +66,8 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
                    "it); past it a write gets 429.")
 @reported
 def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user: str,
-            claim_status_users: tuple[str, ...], kubeconfig: Path | None, metrics_port: int | None,
+            claim_status_users: tuple[str, ...], provider_writers: tuple[str, ...], kubeconfig: Path | None,
+            metrics_port: int | None,
             platform_file: Path | None, domain: str | None,
             tier: str | None, cert_poll_seconds: float,
             workers: int, review_cpu_seconds: float, review_memory_mb: int, review_deadline_seconds: float,
@@ -79,7 +83,7 @@ def webhook(cert_file: Path, key_file: Path, host: str, port: int, operator_user
     logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     context = settings.flags_context(platform_file, domain=domain, tier=tier)
-    rules = Settings(operator_user, context, claim_status_users)
+    rules = Settings(operator_user, context, claim_status_users, provider_writers)
     limits = Limits(workers, review_cpu_seconds, review_memory_mb, review_deadline_seconds, queue=review_queue)
     bounds = Bounds(MAX_BODY_BYTES, read_timeout, max_buffered_mb << 20)
     connections = ConnectionLimits(max_connections, client_fresh_connections, handshake_timeout)

@@ -79,6 +79,45 @@ def claim_status_writer(user: str, providers: tuple[str, ...]) -> str | None:
             "(a claim marked ready lets its Application deploy with the connection Secret the provider wrote)")
 
 
+GROUP_PREFIX = "group:"  # a provider writer that is a group, not a username
+
+
+def provider_writer(user: str, groups: tuple[str, ...], writers: tuple[str, ...]) -> str | None:
+    """Why `user` (in `groups`) may not write a ServiceProvider (None when it may): a provider decides where the data
+    of every claim it binds lives, so only the platform's writers do (usernames, `group:NAME` for a group); none
+    named: whoever RBAC lets (cluster-scoped: a tenant's RoleBinding never reaches it)."""
+    users = {writer for writer in writers if not writer.startswith(GROUP_PREFIX)}
+    if not writers or user in users or any(f"{GROUP_PREFIX}{group}" in writers for group in groups):
+        return None
+    return (f"only the platform's provider writers ({', '.join(writers)}) may write ServiceProviders; {user!r} may "
+            "not (a provider decides where the data of every claim it binds lives)")
+
+
+# A ResourceClaim's request that its backend drop the claim's data when it is deleted (lifecycle.retention): written
+# by the operator as `MigrationPlan/<name>` just before it prunes a claim under that approved data-migration plan, or
+# by a cluster administrator as `admin` (the documented admin act). Nobody else may add, change or remove it.
+DROP_ANNOTATION = "apprafter.io/drop-data"
+ADMIN_DROP = "admin"
+PLAN_DROP_PREFIX = "MigrationPlan/"
+ADMIN_GROUP = "system:masters"  # a cluster administrator: the group the API server's superuser certificates carry
+
+
+def drop_data_writer(old: str | None, new: str | None, user: str, groups: tuple[str, ...],
+                     operator_user: str) -> str | None:
+    """Why `user` may not change a claim's DROP_ANNOTATION from `old` to `new` (None when it may, or it is
+    unchanged): `MigrationPlan/<name>` is the operator's (it prunes under the approved plan), `admin` and its
+    removal a cluster administrator's (group system:masters)."""
+    if old == new:
+        return None
+    if user == operator_user and (new or "").startswith(PLAN_DROP_PREFIX) and not old:
+        return None
+    if ADMIN_GROUP in groups and new in (ADMIN_DROP, None):
+        return None
+    return (f"{DROP_ANNOTATION} drops the claim's backend data when it is deleted: only the operator "
+            f"({operator_user}) writes {PLAN_DROP_PREFIX}<plan> (under an approved data-migration plan), and only a "
+            f"cluster administrator ({ADMIN_GROUP}) writes {ADMIN_DROP!r} or removes it; {user!r} may not")
+
+
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
     are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""

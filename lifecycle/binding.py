@@ -9,7 +9,7 @@ the claim and the providers, calls `bind`, writes `status_of`; lifecycle.applica
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, find_condition, render
@@ -113,14 +113,16 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
 
 
 def status_of(binding: Binding, claim: Mapping[str, Any], timestamp: str,
-              provisioned: tuple[Condition, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+              provisioned: tuple[Condition | Sequence[Condition], Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The claim's status as the operator writes it: status.provider and the Bound condition (each transition time
     kept while its status holds), and, when the operator's own backend serves the provider, that backend's Ready
-    condition and fields (status.ready, status.connection). Other backends' status is theirs."""
+    condition (or conditions: a disk claim's Size besides its Ready) and fields (status.ready, status.connection).
+    Other backends' status is theirs."""
     status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
     assert isinstance(status, Mapping)
     generation = int((claim.get("metadata") or {}).get("generation") or 0)
-    conditions = [binding.condition, *([provisioned[0]] if provisioned else [])]
+    backend = provisioned[0] if provisioned else []
+    conditions = [binding.condition, *([backend] if isinstance(backend, Condition) else backend)]
     written = render(conditions, status.get("conditions") or [], generation, timestamp)
     return {**({"provider": binding.provider} if binding.provider else {}), **(provisioned[1] if provisioned else {}),
             "conditions": written}

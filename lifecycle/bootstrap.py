@@ -77,6 +77,7 @@ class Request:
     registry_secret: str | None = None  # spec.source.secretRef: the controller's registry login
     # deploy/argocd/tenant-project.yaml: tenants' Argo CD Applications may create apprafter.io Applications only
     tenant_project: Mapping[str, Any] | None = None
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # PlatformStack spec.overrides (the issuer)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +184,7 @@ def stack_spec(request: Request) -> dict[str, Any]:
         source["secretRef"] = {"name": request.registry_secret}
     spec: dict[str, Any] = {"channel": request.channel, "autoUpgrade": request.auto_upgrade, "source": source,
                             "values": dict(request.values),
+                            **({"overrides": dict(request.overrides)} if request.overrides else {}),
                             "verify": {"provider": "cosign", "secretRef": {"name": KEYS_SECRET}}}
     if not request.auto_upgrade:
         spec["pin"] = stack.version

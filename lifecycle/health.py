@@ -149,6 +149,12 @@ def _route_state(obj: Mapping[str, Any]) -> ChildState:
         if accepted and (accepted.get("observedGeneration") or generation) < generation:
             return ChildState(IN_PROGRESS, "Progressing", f"{name}: Gateway {gateway} has not seen generation "
                               f"{generation} yet")
+        if accepted.get("status") == "False" and accepted.get("reason") == "NoMatchingParent":
+            # The listener it names is not there yet: the operator adds a hostname's own listener once its
+            # certificate was issued (lifecycle.listeners).
+            section = (parent.get("parentRef") or {}).get("sectionName")
+            return ChildState(IN_PROGRESS, "Progressing", f"{name}: Gateway {gateway} has no listener {section} "
+                              "yet (the operator adds it once the app's certificate is issued)")
         if accepted.get("status") == "False":
             return ChildState(FAILED, "RouteNotAccepted", f"{name}: not accepted by Gateway {gateway} "
                               f"({accepted.get('reason')}: {accepted.get('message')})")

@@ -25,8 +25,8 @@ from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER_LABELS", "CNPG", "DEFAULTS", "HBA", "PORT", "PROVIDER_LABEL", "Shared", "Tenant",
            "cluster_object", "connection", "connection_secret_object", "connection_secret_of", "database_object",
-           "password_in", "password_secret_object", "provisioned", "readiness", "serves", "shared_buffers",
-           "shared_of", "tenant_of", "waiting"]
+           "password_in", "password_secret_object", "provisioned", "readiness", "role_entry", "serves",
+           "shared_buffers", "shared_of", "tenant_of", "waiting"]
 
 BACKEND = "cloudnative-pg"  # the ServiceProvider spec.backend this module serves
 CNPG = "postgresql.cnpg.io/v1"

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from platform_stack.errors import StackError, StackToolError
-from renderer.context import CLUSTER_ISSUER, DEFAULTS, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER, HTTPS_LISTENER, TIERS
+from renderer.context import (
+    CLUSTER_ISSUER,
+    DEFAULTS,
+    GATEWAY_NAMESPACE,
+    GATEWAYS,
+    HTTP_LISTENER,
+    HTTPS_LISTENER,
+    LISTENERS_FIELD_MANAGER,
+    TIERS,
+)
 from renderer.cue import CueResult, run_cue
 from renderer.cue_errors import parse_errors
 from toolchain.tools import remedy
@@ -53,7 +62,8 @@ def platform_tags() -> list[str]:
     dns = {"namespace": DEFAULTS.dns_namespace, "podLabels": dict(DEFAULTS.dns_selector)}
     providers = dict(DEFAULTS.provider_namespaces)
     tags = {"gatewayNamespace": GATEWAY_NAMESPACE, "httpsListener": HTTPS_LISTENER, "httpListener": HTTP_LISTENER,
-            "clusterIssuer": CLUSTER_ISSUER, **{f"{network}Gateway": name for network, name in GATEWAYS.items()},
+            "clusterIssuer": CLUSTER_ISSUER, "listenersManager": LISTENERS_FIELD_MANAGER,
+            **{f"{network}Gateway": name for network, name in GATEWAYS.items()},
             "dns": json.dumps(dns, sort_keys=True), "providerNamespaces": json.dumps(providers, sort_keys=True)}
     return [arg for key, value in sorted(tags.items()) for arg in ("-t", f"{key}={value}")]
 

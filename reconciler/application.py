@@ -47,6 +47,7 @@ from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from lifecycle.private_images import private_hosts, pull_always
+from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event
@@ -54,7 +55,7 @@ from reconciler.status import status_of
 from reconciler.tenancy import Tenancy
 from renderer.context import PlatformContext
 from renderer.crds import APPLICATION
-from renderer.manifests import HTTPROUTE, KINDS
+from renderer.manifests import CLAIM, HTTPROUTE, KINDS
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
 __all__ = ["ApplicationController"]
@@ -211,7 +212,7 @@ class ApplicationPass:
                                                       for c in desired.claims})
             if not waiting:
                 await _all(self.ensure(child) for child in desired.children)
-                await self.prune(desired)
+                await self.prune(desired, live_plans)
         except KubeError as e:
             with contextlib.suppress(KubeError):
                 await self.write_status(apply_failed(self.app, str(e), e.retryable))
@@ -282,13 +283,25 @@ class ApplicationPass:
         credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
         return workload(desired.children, live, pods, scoped_out(image, self.namespace, credentials))
 
-    async def prune(self, desired: Desired) -> None:
-        """Delete the children an earlier apply made that this render no longer has (lifecycle.children)."""
+    async def prune(self, desired: Desired, plans: Mapping[str, Mapping[str, Any]]) -> None:
+        """Delete the children an earlier apply made that this render no longer has (lifecycle.children). A claim
+        whose need the approved plan this pass carries out removes is marked first (lifecycle.retention): its
+        backend drops its data; every other claim's data stays."""
         uid = self.app["metadata"]["uid"]
+        consumed = desired.decision.consumed
         for kind in KINDS:
             cache = self.controller.cache(kind)
-            async for gone in prune(self.kube, cache, prunable(cache.owned_by(uid), desired.objects, self.namespace,
-                                                               uid)):
+            chosen = prunable(cache.owned_by(uid), desired.objects, self.namespace, uid)
+            if kind == CLAIM and consumed:
+                for claim in claims_to_drop(plans.get(consumed), chosen):
+                    marked = await self.kube.merge(CLAIM, claim["metadata"]["name"], self.namespace, {"metadata": {
+                        "annotations": {DROP_ANNOTATION: drop_mark(consumed)}}},
+                        resource_version=claim["metadata"].get("resourceVersion"))
+                    cache.update(marked)
+                    chosen = [marked if c["metadata"]["name"] == marked["metadata"]["name"] else c for c in chosen]
+                    log.info("claim data to drop", extra={**self.log, "child": claim["metadata"]["name"],
+                                                          "plan": consumed})
+            async for gone in prune(self.kube, cache, chosen):
                 log.info("pruned", extra={**self.log, "kind": kind.kind, "child": gone.obj["metadata"]["name"]})
 
     async def record(self, note: Note) -> None:

@@ -17,6 +17,7 @@ from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind
 from lifecycle import pg_backend as core
 from lifecycle.conditions import Condition
+from reconciler.backends import drop_pg_database_and_role
 
 __all__ = ["CLUSTER", "DATABASE", "PgBackend"]
 
@@ -38,8 +39,17 @@ class PgBackend:
     """Provisions claims bound to cloudnative-pg providers: Clusters (in `namespace` unless a provider names another)
     running `image`."""
 
+    backend = core.BACKEND
+
     def __init__(self, kube: Kube, namespace: str, image: str) -> None:
         self.kube, self.namespace, self.image = kube, namespace, image
+
+    def serves(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> bool:
+        return core.serves(claim, provider)
+
+    async def drop(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> str | None:
+        """Drop the claim's database and role (reconciler.backends' hook); None once done, else why not yet."""
+        return await drop_pg_database_and_role(claim, provider)
 
     async def provision(self, claim: Mapping[str, Any], provider: Mapping[str, Any]) -> Provisioned:
         """The claim's Ready condition and status fields, after making what it needs (nothing secret is said)."""

@@ -4,7 +4,7 @@ then prove its credentials as the user. A failure is a RedisFailure whose messag
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -13,7 +13,7 @@ from redis.exceptions import AuthenticationError, NoPermissionError, RedisError,
 
 from toolchain.errors import ToolFailure
 
-__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisFailure", "set_user", "try_user"]
+__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisFailure", "drop_user", "set_user", "try_user"]
 
 CONNECT_TIMEOUT = 3.0  # seconds to open the TCP connection
 CALL_TIMEOUT = 5.0  # seconds for one command's answer
@@ -48,19 +48,27 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-async def _exchange(host: str, port: int, username: str | None, password: str, command: Sequence[str],
-                    what: str, secrets: Sequence[str]) -> None:
-    """Run one command as `username` (None: the default user) and close; RedisFailure on any failure."""
+Work = Callable[[Redis], Awaitable[object]]
+SCAN_BATCH = 500  # keys per SCAN step and per UNLINK when a claim's keys are dropped
+
+
+async def _exchange(host: str, port: int, username: str | None, password: str, command: Sequence[str] | Work,
+                    what: str, secrets: Sequence[str], timeout: float = TOTAL_TIMEOUT) -> None:
+    """Run one command (or `command(client)`) as `username` (None: the default user) and close; RedisFailure on
+    any failure."""
     where = f"{host}:{port}"
     client = _client(host, port, username, password)
     try:
-        async with asyncio.timeout(TOTAL_TIMEOUT):
+        async with asyncio.timeout(timeout):
             try:
-                await client.execute_command(*command)  # type: ignore[no-untyped-call]
+                if callable(command):
+                    await command(client)
+                else:
+                    await client.execute_command(*command)  # type: ignore[no-untyped-call]
             finally:
                 await client.aclose()
     except TimeoutError as e:
-        raise RedisFailure(UNREACHABLE, f"{where} did not answer {what} within {TOTAL_TIMEOUT:g} s") from e
+        raise RedisFailure(UNREACHABLE, f"{where} did not answer {what} within {timeout:g} s") from e
     except AuthenticationError as e:
         raise RedisFailure(REFUSED, f"{where} refused the password of {what}") from e
     except NoPermissionError as e:
@@ -82,3 +90,26 @@ async def set_user(host: str, port: int, admin_password: str, user: str, rules: 
 async def try_user(host: str, port: int, user: str, password: str) -> None:
     """AUTH as `user` and PING: its credentials work."""
     await _exchange(host, port, user, password, ["PING"], f"user {user}", [password])
+
+
+async def drop_user(host: str, port: int, admin_password: str, user: str, prefix: str,
+                    timeout: float = 60.0) -> int:
+    """As the admin: ACL DELUSER `user` (Redis closes its connections) and UNLINK every key under `prefix` (SCAN in
+    batches: never KEYS, which blocks the instance); how many keys went. `prefix` holds no glob character (a claim's
+    is `<namespace>.<claim>:`, DNS labels and a dot), so `<prefix>*` matches exactly its keys."""
+    gone = 0
+
+    async def drop(client: Redis) -> None:
+        nonlocal gone
+        await client.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
+        cursor = 0
+        while True:
+            cursor, keys = await client.scan(cursor, match=f"{prefix}*", count=SCAN_BATCH)
+            if keys:
+                gone += int(await client.unlink(*keys))
+            if int(cursor) == 0:
+                return
+
+    await _exchange(host, port, None, admin_password, drop, f"the admin's ACL DELUSER {user} and UNLINK {prefix}*",
+                    [admin_password], timeout)
+    return gone

@@ -16,7 +16,7 @@ from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind, gvk_of
 from lifecycle import redis_backend as core
 from lifecycle.conditions import Condition
-from reconciler.redis_acl import RedisFailure, set_user, try_user
+from reconciler.redis_acl import RedisFailure, drop_user, set_user, try_user
 
 __all__ = ["DEPLOYMENT", "RedisBackend"]
 
@@ -26,6 +26,7 @@ SECRET = GroupVersionKind("v1", "Secret")
 ENDPOINT_SLICE = GroupVersionKind("discovery.k8s.io/v1", "EndpointSlice")
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the Service it belongs to
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+SERVICE = GroupVersionKind("v1", "Service")
 PASSWORD_BYTES = 32  # secrets.token_urlsafe: 43 URL-safe characters, fit for a redis:// URL as they are
 
 Provisioned = tuple[Condition, dict[str, Any]]
@@ -39,8 +40,42 @@ class RedisBackend:
     """Provisions claims bound to redis-server providers: instances (in `namespace` unless a provider names
     another) running `image`."""
 
+    backend = core.BACKEND
+
     def __init__(self, kube: Kube, namespace: str, image: str) -> None:
         self.kube, self.namespace, self.image = kube, namespace, image
+
+    def serves(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> bool:
+        return core.serves(claim, provider)
+
+    async def drop(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> str | None:
+        """Drop the claim's data: ACL DELUSER its user and UNLINK the keys under its prefix, as the instance's admin.
+        None once done; else why not yet (the claim's deletion waits, retried)."""
+        if provider is None:
+            return "its ServiceProvider is gone: nothing can reach its Redis (create the provider again)"
+        instance = core.instance_of(provider, self.namespace)
+        if isinstance(instance, list):
+            return f"ServiceProvider {provider['metadata']['name']}: " + "; ".join(instance)
+        admin = core.admin_password_in(await self.kube.get(SECRET, instance.admin_secret, instance.namespace))
+        if admin is None:
+            return f"Secret {instance.namespace}/{instance.admin_secret} (the admin password) does not exist"
+        service = None
+        slices: list[dict[str, Any]] = []
+        if instance.integrated:
+            service = await self.kube.get(SERVICE, instance.name, instance.namespace)
+            slices, _ = await self.kube.list(ENDPOINT_SLICE, instance.namespace,
+                                             labels={SERVICE_NAME_LABEL: instance.name})
+        address = core.dial(instance, service, slices)
+        if isinstance(address, str):
+            return address
+        account = core.account_of(claim)
+        try:
+            gone = await drop_user(address[0], address[1], admin, account.user, account.prefix)
+        except RedisFailure as e:
+            return str(e)
+        log.info("data dropped", extra={"controller": "claims", "namespace": claim["metadata"]["namespace"],
+                                        "object": claim["metadata"]["name"], "user": account.user, "keys": gone})
+        return None
 
     async def provision(self, claim: Mapping[str, Any], provider: Mapping[str, Any]) -> Provisioned:
         """The claim's Ready condition and status fields, after making what it needs (nothing secret is said)."""

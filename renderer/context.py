@@ -15,6 +15,7 @@ __all__ = [
     "GATEWAY_NAMESPACE",
     "HTTPS_LISTENER",
     "HTTP_LISTENER",
+    "LISTENERS_FIELD_MANAGER",
     "PLATFORM_HOSTS",
     "TIERS",
     "PlatformContext"
@@ -28,11 +29,14 @@ TIERS = ("dev", "solo", "team", "production", "regulated")
 GATEWAY_NAMESPACE = "apprafter-gateway"
 GATEWAYS = {"public": "public", "internal": "internal", "vpn": "vpn"}  # network -> Gateway name
 HTTPS_LISTENER, HTTP_LISTENER = "https", "http"
+# The operator's field manager of the public Gateway's per-hostname listeners (lifecycle.listeners): the stack's
+# gateway component tells Argo CD to leave the fields it owns alone.
+LISTENERS_FIELD_MANAGER = "apprafter-operator-listeners"
 # The names under the platform's domain that its own components route (Argo CD's and Grafana's UIs, ...): no
 # Application may route them or any name under them (lifecycle.hostname_policy). The one list: a stack component
 # that routes a name under the domain takes its label from here.
 PLATFORM_HOSTS = ("argocd", "grafana", "prometheus", "alertmanager", "hubble", "backstage", "openbao", "registry")
-# The ClusterIssuer the platform's cert-manager provides for public hostnames (the stack creates it).
+# The ClusterIssuer of public hostnames' certificates (the stack's gateway component makes it).
 CLUSTER_ISSUER = "apprafter-public"
 # What each tier can provide; an app asking for more gets a warning, never a silent drop.
 TIER_FEATURES: dict[str, frozenset[str]] = {
@@ -50,7 +54,6 @@ class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses`
     domain: str = "apps.example.com"
     gateway_name: str = GATEWAYS["public"]
     gateway_namespace: str = GATEWAY_NAMESPACE
-    gateway_listener: str = HTTPS_LISTENER
     tier: str = "solo"
     # The cluster's IP families; None lets the API server choose (PreferDualStack without ipFamilies).
     ip_families: tuple[str, ...] | None = None

@@ -57,10 +57,14 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
     if expose:
         objects.append(network.service(target, eff))
         if expose.get("network") == "public":
+            if expose.get("tls", True):
+                objects.append(network.redirect_route(target, eff))
             objects.append(network.http_route(target, eff))
             if expose.get("tls", True):
                 objects += [network.certificate(target, eff), network.reference_grant(target)]
     objects += [network.network_policy(target, eff), network.egress_policy(target, eff)]
+    if expose and expose.get("network") == "public":
+        objects.append(network.ingress_policy(target, eff))
     if eff.get("autoscale"):
         objects.append(platform.scaled_object(target, eff))
     return objects, warnings

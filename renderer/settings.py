@@ -97,14 +97,13 @@ PLATFORM_SETTINGS = (
     PlatformSetting("ip_families", ("ipFamilies",), IP_FAMILIES),
     PlatformSetting("gateway_name", ("gateway", "name"), DNS_NAME),
     PlatformSetting("gateway_namespace", ("gateway", "namespace"), DNS_LABEL),
-    PlatformSetting("gateway_listener", ("gateway", "listener"), DNS_NAME),
     PlatformSetting("cluster_issuer", ("clusterIssuer",), DNS_NAME),
     PlatformSetting("confidential_runtime_class", ("confidentialRuntimeClass",), DNS_NAME),
 )
 _BY_ATTR = {s.attr: s for s in PLATFORM_SETTINGS}
 _PROVIDERS_KEY = "providerNamespaces"
 _PROVIDER_PREFIX = "provider_namespace."
-_SECTIONS = {"gateway": ("name", "namespace", "listener")}
+_SECTIONS = {"gateway": ("name", "namespace")}
 
 
 def read_platform_file(path: Path) -> dict[str, Given]:

@@ -47,7 +47,18 @@ def default_hostname(app: str, environment: str, domain: str) -> str:
 
 def tls_secret(target: Target) -> str:
     """The Secret cert-manager writes the app's public certificate into (in the app's namespace)."""
-    return f"{target.instance}-tls"
+    return tls_secret_name(target.app, target.environment)
+
+
+def tls_secret_name(app: str, environment: str) -> str:
+    """`{app}-{env}-tls`: the renderer's Certificate writes it, the operator's listener for the hostname serves it."""
+    return f"{app}-{environment}-tls"
+
+
+def tls_listener(host: str) -> str:
+    """The public Gateway's listener that serves one app's own certificate: named by its hostname (a valid listener
+    name), so the route names it and the operator adds it (lifecycle.listeners), each from the hostname alone."""
+    return host
 
 
 def certificate(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
@@ -90,13 +101,39 @@ def http_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
     if plain:
         rules.append({"matches": [{"path": {"type": "PathPrefix", "value": p}} for p in plain],
                       "backendRefs": backend, **timeouts})
-    tls = expose.get("tls", True)
+    host = hostname(target, expose)
+    # With TLS: the listener of the app's own hostname and certificate, which the operator adds to the shared
+    # Gateway (a route cannot bring a certificate; docs/application.md "Public TLS"); without: the http listener.
     parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": target.context.gateway_name,
               "namespace": target.context.gateway_namespace,
-              "sectionName": target.context.gateway_listener if tls else HTTP_LISTENER}
+              "sectionName": tls_listener(host) if expose.get("tls", True) else HTTP_LISTENER}
     return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
             "metadata": target.metadata(target.app, "app"),
-            "spec": {"parentRefs": [parent], "hostnames": [hostname(target, expose)], "rules": rules}}
+            "spec": {"parentRefs": [parent], "hostnames": [host], "rules": rules}}
+
+
+def redirect_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """A public app with TLS: plain HTTP on its hostname answers 301 to the same URL over HTTPS (the Gateway's http
+    listener; its own route, since a filter applies to every parent of the route that carries it)."""
+    parent = {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": target.context.gateway_name,
+              "namespace": target.context.gateway_namespace, "sectionName": HTTP_LISTENER}
+    redirect = {"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}
+    return {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": target.metadata(f"{target.app}-redirect", "app"),
+            "spec": {"parentRefs": [parent], "hostnames": [hostname(target, eff["expose"])],
+                     "rules": [{"filters": [redirect]}]}}
+
+
+def ingress_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+    """A public app under Cilium: its Gateway's Envoy reaches the pods as the reserved `ingress` identity, not as a
+    pod of the Gateway's namespace, so the NetworkPolicy's rule does not admit it; this admits that identity on the
+    exposed port, nothing else (Cilium adds it to the NetworkPolicy's allows)."""
+    port = eff["expose"]["port"]
+    return {"apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+            "metadata": target.metadata(f"{target.app}-ingress", "app"),
+            "spec": {"endpointSelector": {"matchLabels": target.selector()},
+                     "ingress": [{"fromEntities": ["ingress"],
+                                  "toPorts": [{"ports": [{"port": str(port), "protocol": "TCP"}]}]}]}}
 
 
 def network_policy(target: Target, eff: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.retention import DROP_ANNOTATION
 from tests.admission.cluster import Webhook, apply, fresh_namespace, merge_status, message, ok
 from tests.admission.reviews import API, EDITOR, OPERATOR
 from tests.testbed.kube import KubeTestBed
@@ -50,3 +51,26 @@ def test_a_claims_status_is_its_providers(admission_bed: KubeTestBed, webhook: W
             assert CLAIMS in text and f"only the claim's provider ({OPERATOR}) may write ResourceClaim status" in text
         stored = ok(merge_status(operator, admission_bed, made, {"ready": True, "message": "bound"}))
         assert stored["status"]["ready"] is True
+
+
+def test_only_the_operator_and_an_administrator_ask_for_a_claims_data_to_be_dropped(
+        admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    """apprafter.io/drop-data (lifecycle.retention): `MigrationPlan/<name>` is the operator's, written as it prunes
+    a claim under an approved data-migration plan; `admin` and its removal a cluster administrator's."""
+    ns = fresh_namespace(admission_bed)
+    marked = "metadata.annotations.apprafter.io/drop-data"
+
+    def annotated(value: str) -> dict[str, Any]:
+        return {**claim(ns), "metadata": {**claim(ns)["metadata"], "annotations": {DROP_ANNOTATION: value}}}
+
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        ok(apply(operator, admission_bed, claim(ns)))
+        for value in ("admin", "MigrationPlan/shop-prod-0123456789"):
+            text = message(apply(tenant, admission_bed, annotated(value)))
+            assert CLAIMS in text and marked in text and f"{EDITOR!r} may not" in text
+        assert "may not" in message(apply(operator, admission_bed, annotated("admin")))
+        ok(apply(operator, admission_bed, annotated("MigrationPlan/shop-prod-0123456789")))
+        # the operator never turns one plan's mark into another's
+        assert "may not" in message(apply(operator, admission_bed, annotated("MigrationPlan/other-0123456789")))
+    # the bed's administrator (system:masters): may set `admin`
+    ok(apply(admission_bed.http, admission_bed, annotated("admin"), manager="admin"))

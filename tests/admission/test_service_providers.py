@@ -1,7 +1,8 @@
 """ServiceProvider writes pass the webhook (issue 34 item 6, the kind of issue 31): through the real API server, a
 provider whose backend does not serve its type, or of a type no backend serves yet, is refused with the webhook's
 message naming the field, and so is a config its backend does not read; a type the platform does not know is the
-CRD's to refuse; a tenant may not write one at all (cluster-scoped: RBAC); an administrator's provider is kept as
+CRD's to refuse; a tenant may not write one at all (cluster-scoped: RBAC; and the webhook, when RBAC grants too
+much); an administrator's provider is kept as
 written, its backend's config included; the integrated providers the stack ships on every tier pass."""
 
 from __future__ import annotations
@@ -89,6 +90,33 @@ def test_the_schema_and_rbac_refuse_before_the_webhook(admission_bed: KubeTestBe
         refused = apply(tenant, admission_bed, provider("pg-mine", "pg", "cloudnative-pg"))
     assert refused.status_code == 403 and "serviceproviders" in message(refused), refused.text
     assert admission_bed.get(API, "ServiceProvider", "pg-mine") is None
+
+
+def test_a_tenant_rbac_lets_write_providers_is_refused_by_the_webhook(admission_bed: KubeTestBed, webhook: Webhook,
+                                                                      made: list[str]) -> None:
+    """A ClusterRole granted too widely (a tenant may write ServiceProviders) still does not let a tenant say where
+    claims' data lives: the webhook admits the platform's provider writers alone (--provider-writer)."""
+    rbac, name = "rbac.authorization.k8s.io", "too-wide-providers"
+    grant = {"apiVersion": f"{rbac}/v1", "kind": "ClusterRole", "metadata": {"name": name},
+             "rules": [{"apiGroups": ["apprafter.io"], "resources": ["serviceproviders"], "verbs": ["*"]}]}
+    binding = {"apiVersion": f"{rbac}/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+               "subjects": [{"kind": "User", "name": EDITOR, "apiGroup": rbac}],
+               "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name}}
+    admission_bed.apply(grant, field_manager="admin")
+    admission_bed.apply(binding, field_manager="admin")
+    made.append("pg-mine")
+    try:
+        with admission_bed.as_user(EDITOR) as tenant:
+            refused = apply(tenant, admission_bed, provider("pg-mine", "pg", "cloudnative-pg"))
+        assert refused.status_code == 403, refused.text
+        said = message(refused)
+        assert PROVIDERS in said and "only the platform's provider writers (group:system:masters) may write " \
+            f"ServiceProviders; {EDITOR!r} may not" in said, said
+        assert admission_bed.get(API, "ServiceProvider", "pg-mine") is None
+        ok(apply(admission_bed.http, admission_bed, provider("pg-mine", "pg", "cloudnative-pg")))  # the administrator
+    finally:
+        admission_bed.delete(f"{rbac}/v1", "ClusterRoleBinding", name)
+        admission_bed.delete(f"{rbac}/v1", "ClusterRole", name)
 
 
 def test_the_stacks_integrated_providers_of_every_tier_pass_the_webhook_and_each_need_binds_to_its_own(

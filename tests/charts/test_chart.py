@@ -196,6 +196,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
         # the redis-server backend: does its instance's Service have a ready endpoint to dial yet?
         ("discovery.k8s.io", "endpointslices", ()): ["list"],
+        # the storage-class backend: a disk claim's PersistentVolumeClaim, and the StorageClasses it reads
+        ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
         # the cloudnative-pg backend: the shared Cluster and a Database per claim, never deleted
         ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
         ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"],
@@ -223,11 +226,15 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
+    # the public Gateway's per-hostname listeners, in the Gateways' namespace alone (no create, no delete)
+    assert rules(one(objects, "Role", "apprafter:operator:listeners", "apprafter-gateway")) == {
+        ("gateway.networking.k8s.io", "gateways", ()): ["get", "list", "watch", "patch"]}
     bindings = [b for b in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
                 if b["roleRef"]["name"] != "apprafter:admission"]  # the webhook's (its one read grant)
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {
         ("ClusterRoleBinding", None, "apprafter:operator"), ("RoleBinding", NAMESPACE, "apprafter:operator"),
-        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator")}
+        ("RoleBinding", UMBRELLA_NAMESPACE, "apprafter:operator"),
+        ("RoleBinding", "apprafter-gateway", "apprafter:operator:listeners")}
     assert all(b["subjects"] == [OPERATOR_SA] for b in bindings)
 
 
@@ -257,6 +264,8 @@ def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: l
               ("apprafter.io", "resourceclaims/status", ()): ["patch"],
               ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
               ("discovery.k8s.io", "endpointslices", ()): ["list"],
+              ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
+              ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
               ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
               ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch"]}
 

@@ -33,6 +33,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeTestBed]:
     kube = start_kube(tmp_path_factory.mktemp("kube"))
     try:
         kube.ensure_namespace("argocd")  # the chart grants the PlatformStack controller its Applications there
+        kube.ensure_namespace("apprafter-gateway")  # and the operator the public Gateway's listeners there
         on(kube, "install", RELEASE, str(CHART), "--create-namespace")
         yield kube
     finally:

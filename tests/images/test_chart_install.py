@@ -147,6 +147,7 @@ def installed(images: dict[str, Image], node: NodeTestBed, testbed_dir: Path) ->
         for image in images.values():  # the chart names them by tag, pulled IfNotPresent: present
             bed.import_image(image.ref)
         bed.ensure_namespace("argocd")  # Argo CD runs there before the operator is installed
+        bed.ensure_namespace("apprafter-gateway")  # the Gateways' (the chart's listeners Role is made there)
         values = {"image": {"registry": PREFIX}}
         (workdir / "values.json").write_text(json.dumps(values))
         notes = helm_on(bed, "install", RELEASE, str(CHART), "--create-namespace", "-f", str(workdir / "values.json"))

@@ -198,6 +198,13 @@ def test_a_route_or_certificate_counts_only_where_its_controller_reports() -> No
     assert workload(CHILDREN, live_of(deployment(), HTTPRoute=refused), [])[:3] == (
         FAILED, "RouteNotAccepted",
         "HTTPRoute web: not accepted by Gateway public (NotAllowedByListeners: no listener)")
+    # The hostname's own listener is not on the Gateway yet (its certificate is being issued): it waits.
+    waiting = {"status": {"parents": [{"parentRef": {"name": "public", "sectionName": "web.example.com"},
+                                       "conditions": [{"type": "Accepted", "status": "False",
+                                                       "reason": "NoMatchingParent", "message": "no such listener"}]}]}}
+    assert workload(CHILDREN, live_of(deployment(), HTTPRoute=waiting), [])[:3] == (
+        IN_PROGRESS, "Progressing", "HTTPRoute web: Gateway public has no listener web.example.com yet (the operator "
+                                    "adds it once the app's certificate is issued)")
     issuing = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Issuing", "message": "x"}]}}
     assert workload(CHILDREN, live_of(deployment(), Certificate=issuing), [])[:3] == (
         IN_PROGRESS, "Progressing", "Certificate web not ready (Issuing: x)")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from apprafter.bootstrap_cmd import _crds, _printed, _sidecar, _tenant_project, sidecar_directory
+from apprafter.bootstrap_cmd import _crds, _issuer, _printed, _sidecar, _tenant_project, sidecar_directory
 from lifecycle.bootstrap import (
     FIELD_MANAGER,
     KEYS_SECRET,
@@ -212,6 +212,20 @@ def test_the_tenants_project_denies_every_namespace_of_the_platform(source_eval:
     assert {d["server"] for d in project["spec"]["destinations"]} == {"https://kubernetes.default.svc"}
 
 
+def test_the_public_issuer_asked_for_is_the_platform_stacks_override_of_the_gateway() -> None:
+    assert _issuer(None, None, None, None) == {}  # the tier's own: ACME, a CA of the cluster's own on dev
+    assert _issuer("self-signed", None, None, None) == {"gateway": {"values": {"issuer": {"type": "selfSigned"}}}}
+    assert _issuer("own", None, None, None) == {"gateway": {"values": {"issuer": {"type": "none"}}}}
+    asked = _issuer(None, "ops@example.com", "https://acme-staging-v02.api.letsencrypt.org/directory", None)
+    assert asked == {"gateway": {"values": {"issuer": {"type": "acme", "acme": {
+        "email": "ops@example.com", "server": "https://acme-staging-v02.api.letsencrypt.org/directory"}}}}}
+    steps = plan(request(overrides=asked), argocd_there()).steps
+    stack = next(s.obj for s in steps if s.obj["kind"] == "PlatformStack")
+    assert stack["spec"]["overrides"] == asked
+    plain = next(s.obj for s in plan(request(), argocd_there()).steps if s.obj["kind"] == "PlatformStack")
+    assert "overrides" not in plain["spec"]
+
+
 def test_a_platform_stack_someone_changed_is_left_alone() -> None:
     first = plan(request(), argocd_there())
     live = {**argocd_there(), **{key_of(s.obj): as_applied(s.obj, s.manager) for s in first.steps}}
@@ -265,9 +279,27 @@ def bootstrap(tmp_path: Path, *args: str) -> tuple[int, str, str]:
                                            "stack is signed with)"),
     (("--argocd-manifest", "/nonexistent/install.yaml"), "/nonexistent/install.yaml: --argocd-manifest: no such file"),
     (("--domain", "a b"), "--domain: 'a b': a DNS domain such as example.com"),
+    (("--acme-email", "ops"), "--acme-email: an email address such as ops@example.com (the ACME account's contact)"),
+    (("--acme-server", "http://acme.example/dir"), "--acme-server: an https:// URL of an ACME directory"),
+    (("--issuer", "self-signed", "--acme-email", "ops@example.com"),
+     "--issuer: self-signed: --acme-email, --acme-server and --dns01-solver are for --issuer acme"),
+    (("--dns01-solver", "/nonexistent/solver.yaml"),
+     "/nonexistent/solver.yaml: cannot read the DNS-01 solver file: No such file or directory"),
 ])
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
     assert bootstrap(tmp_path, *args) == (1, "", line + "\n")
+
+
+def test_a_dns01_solver_file_that_is_not_a_solver_is_refused_without_printing_it(tmp_path: Path) -> None:
+    solver = tmp_path / "solver.yaml"
+    for text in ("- cloudflare\n- hunter2\n", "{}\n", "cloudflare: {apiToken: [hunter2\n"):
+        solver.write_text(text)
+        code, out, err = bootstrap(tmp_path, "--dns01-solver", str(solver))
+        assert (code, out) == (1, "") and len(err.splitlines()) == 1 and err.startswith(f"{solver}"), err
+        assert "hunter2" not in err
+    solver.write_text("cloudflare:\n  apiTokenSecretRef: {name: cloudflare-token, key: api-token}\n")
+    assert _issuer(None, None, None, solver) == {"gateway": {"values": {"issuer": {"type": "acme", "acme": {
+        "dns01": {"cloudflare": {"apiTokenSecretRef": {"name": "cloudflare-token", "key": "api-token"}}}}}}}}
 
 
 def test_a_private_key_is_refused_without_printing_it(tmp_path: Path) -> None:

@@ -19,7 +19,14 @@ import yaml
 
 from platform_stack.governance import REQUIRED
 from platform_stack.source import evaluate
-from renderer.context import CLUSTER_ISSUER, DEFAULTS, GATEWAY_NAMESPACE, GATEWAYS, HTTP_LISTENER
+from renderer.context import (
+    CLUSTER_ISSUER,
+    DEFAULTS,
+    GATEWAY_NAMESPACE,
+    GATEWAYS,
+    HTTP_LISTENER,
+    LISTENERS_FIELD_MANAGER,
+)
 from renderer.manifests.meta import Target
 from renderer.manifests.network import default_hostname, egress_policy, http_route
 from scripts.package_chart import package
@@ -171,32 +178,39 @@ def routes() -> list[dict[str, Any]]:
     return [http_route(target, {"expose": {"port": 8080, "network": "public", "tls": tls}}) for tls in (True, False)]
 
 
-def check_gateway(objects: list[dict[str, Any]], namespace: str) -> None:
+def check_gateway(objects: list[dict[str, Any]], namespace: str, app: dict[str, Any]) -> None:
+    """The stack's gateway on an ACME tier without a DNS provider: the Gateways with their http listeners, the public
+    issuer solving HTTP-01 through the public one, no wildcard listener (HTTP-01 cannot prove one) and the apps'
+    TLS routes naming the listener of their own hostname, which the operator adds and Argo CD leaves alone."""
     gateways = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Gateway"}
     assert set(gateways) == set(GATEWAYS.values())
     assert namespace == GATEWAY_NAMESPACE
     for route in routes():
+        [hostname] = route["spec"]["hostnames"]
+        assert hostname == default_hostname("web", "prod", DOMAIN)
         for parent in route["spec"]["parentRefs"]:
             gateway = gateways[parent["name"]]
             assert gateway["metadata"]["namespace"] == parent["namespace"]
-            [listener] = [lst for lst in gateway["spec"]["listeners"] if lst["name"] == parent["sectionName"]]
-            assert listener["protocol"] == ("HTTP" if parent["sectionName"] == HTTP_LISTENER else "HTTPS")
-            assert listener["allowedRoutes"]["namespaces"]["from"] == "All"  # the route lives in the app's namespace
-    certificates = {o["spec"]["secretName"]: o for o in objects if o["kind"] == "Certificate"}
+            if parent["sectionName"] == HTTP_LISTENER:
+                [listener] = [lst for lst in gateway["spec"]["listeners"] if lst["name"] == HTTP_LISTENER]
+                assert listener["protocol"] == "HTTP"
+                assert listener["allowedRoutes"]["namespaces"]["from"] == "All"  # the route is in the app's namespace
+            else:  # the operator's listener of the hostname (lifecycle.listeners), not the chart's
+                assert parent["sectionName"] == hostname
+                assert hostname not in {lst["name"] for lst in gateway["spec"]["listeners"]}
     for gateway in gateways.values():
-        [https] = [lst for lst in gateway["spec"]["listeners"] if lst["protocol"] == "HTTPS"]
-        assert https["tls"]["mode"] == "Terminate"
-        for ref in https["tls"]["certificateRefs"]:
-            assert (ref["group"], ref["kind"]) == ("", "Secret")
-            certificate = certificates[ref["name"]]  # the chart's Certificate writes the Secret the listener serves
-            assert certificate["metadata"]["namespace"] == gateway["metadata"]["namespace"]
-            assert certificate["spec"]["issuerRef"] == {"group": "cert-manager.io", "kind": "ClusterIssuer",
-                                                        "name": CLUSTER_ISSUER}
-    public = certificates[f"{GATEWAYS['public']}-tls"]["spec"]["dnsNames"]
-    for route in routes():
-        [hostname] = route["spec"]["hostnames"]
-        assert hostname == default_hostname("web", "prod", DOMAIN)
-        assert any(fnmatch.fnmatchcase(hostname, name) and name.count(".") == hostname.count(".") for name in public)
+        assert [lst["protocol"] for lst in gateway["spec"]["listeners"]] == ["HTTP"]
+    assert not [o for o in objects if o["kind"] == "Certificate"]
+    [issuer] = [o for o in objects if o["kind"] == "ClusterIssuer"]
+    assert issuer["metadata"]["name"] == CLUSTER_ISSUER
+    [solver] = issuer["spec"]["acme"]["solvers"]
+    [parent] = solver["http01"]["gatewayHTTPRoute"]["parentRefs"]
+    public = gateways[GATEWAYS["public"]]
+    assert (parent["name"], parent["namespace"], parent["sectionName"]) == (
+        public["metadata"]["name"], public["metadata"]["namespace"], HTTP_LISTENER)
+    assert app["spec"]["ignoreDifferences"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                                 "managedFieldsManagers": [LISTENERS_FIELD_MANAGER]}]
+    assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(app["spec"]["syncPolicy"]["syncOptions"])
     assert not [o for o in objects if o["kind"] == "CustomResourceDefinition"]  # the gateway-api component's
 
 
@@ -211,8 +225,17 @@ def check_gateway_api(objects: list[dict[str, Any]], wave: int) -> None:
 
 
 def check_network_policies(objects: list[dict[str, Any]]) -> None:
-    [policy] = [o for o in objects if o["kind"] == "CiliumClusterwideNetworkPolicy"]
-    assert len(objects) == 1
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "CiliumClusterwideNetworkPolicy"}
+    assert set(policies) == {"apprafter-default-deny", "apprafter-acme-http01-solvers"} and len(objects) == 2
+    # cert-manager's HTTP-01 solvers in app namespaces take the challenge from the Gateway's data plane alone.
+    solvers = policies["apprafter-acme-http01-solvers"]["spec"]
+    assert solvers["endpointSelector"] == {"matchLabels": {"acme.cert-manager.io/http01-solver": "true"}}
+    sources = [rule.get("fromEntities") or rule["fromEndpoints"] for rule in solvers["ingress"]]
+    assert "egress" not in solvers and sources == [
+        ["ingress"], [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": GATEWAY_NAMESPACE}}]]
+    assert {port["port"] for rule in solvers["ingress"] for ports in rule["toPorts"] for port in ports["ports"]} == {
+        "8089"}
+    policy = policies["apprafter-default-deny"]
     spec = policy["spec"]
     [expression] = spec["endpointSelector"]["matchExpressions"]
     assert "matchLabels" not in spec["endpointSelector"]  # every pod of a selected namespace, whatever its labels
@@ -250,7 +273,7 @@ def test_each_chart_of_ours_resolves_in_the_registry_and_renders_what_the_stack_
         check_pods_have_resources(name, objects)
         if not evaluate()["resourcePaths"][name]:
             assert not pod_specs(objects), f"{name} declares no containers but runs pods"
-    check_gateway(rendered["gateway"], apps["gateway"]["spec"]["destination"]["namespace"])
+    check_gateway(rendered["gateway"], apps["gateway"]["spec"]["destination"]["namespace"], apps["gateway"])
     check_gateway_api(rendered["gateway-api"],
                       int(apps["gateway-api"]["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]))
     check_network_policies(rendered["network-policies"])
@@ -264,6 +287,41 @@ def test_each_chart_of_ours_resolves_in_the_registry_and_renders_what_the_stack_
         kube.ensure_namespace(namespace)
         accepted = kube.dry_run_apply(objects, namespace=namespace)
         assert [o["kind"] for o in accepted] == [o["kind"] for o in objects]
+
+
+def gateway_chart(*sets: str) -> list[dict[str, Any]]:
+    flags = [arg for value in (f"domain={DOMAIN}", *sets) for arg in ("--set", value)]
+    out = ok(helm("template", "gateway", str(CHARTS / "apprafter-gateway"), "--namespace", GATEWAY_NAMESPACE,
+                  "--kube-version", KUBE_VERSION, *flags))
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def test_the_listeners_wildcard_certificates_come_only_from_an_issuer_that_can_sign_them() -> None:
+    """A CA of the cluster's own (dev), ACME with a DNS-01 solver, or the administrator's issuer: the Gateways serve
+    their networks' wildcards on `https`; ACME with HTTP-01 alone proves one hostname at a time, so no wildcard."""
+    dns01 = ("issuer.acme.dns01.cloudflare.apiTokenSecretRef.name=cloudflare",
+             "issuer.acme.dns01.cloudflare.apiTokenSecretRef.key=token", "issuer.acme.email=ops@example.com")
+    for sets, issuers in ((("issuer.type=selfSigned",), [f"{CLUSTER_ISSUER}-root", CLUSTER_ISSUER]),
+                          (dns01, [CLUSTER_ISSUER]), (("issuer.type=none",), [])):
+        objects = gateway_chart(*sets)
+        assert [o["metadata"]["name"] for o in objects if o["kind"] == "ClusterIssuer"] == issuers, sets
+        certificates = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Certificate"}
+        for gateway in (o for o in objects if o["kind"] == "Gateway"):
+            [https] = [lst for lst in gateway["spec"]["listeners"] if lst["protocol"] == "HTTPS"]
+            [ref] = https["tls"]["certificateRefs"]
+            certificate = certificates[ref["name"]]
+            assert certificate["spec"]["issuerRef"]["name"] == CLUSTER_ISSUER
+            if gateway["metadata"]["name"] == GATEWAYS["public"]:  # every app's default hostname is covered
+                host = default_hostname("web", "prod", DOMAIN)
+                assert any(fnmatch.fnmatchcase(host, name) and name.count(".") == host.count(".")
+                           for name in certificate["spec"]["dnsNames"])
+    [ca] = [o for o in gateway_chart("issuer.type=selfSigned") if o["kind"] == "Certificate" and o["spec"].get("isCA")]
+    assert ca["metadata"]["namespace"] == "cert-manager"  # a CA ClusterIssuer reads its Secret there
+    [issuer] = [o for o in gateway_chart(*dns01) if o["kind"] == "ClusterIssuer"]
+    acme = issuer["spec"]["acme"]
+    assert acme["email"] == "ops@example.com"
+    assert [list(solver) for solver in acme["solvers"]] == [["selector", "dns01"], ["http01"]]
+    assert acme["solvers"][0]["selector"] == {"dnsZones": [DOMAIN]}  # the domain's names; other hostnames: HTTP-01
 
 
 def test_the_gateway_chart_refuses_to_render_without_the_platform_domain(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ RUN = uuid.uuid4().hex[:8]  # this module's providers and selector: another modu
 SELECTOR = {"tier": "integrated", "bed": RUN}
 WANTED = f"bed={RUN},tier=integrated"
 # internal: no public hostname for two namespaces' Applications to contend for
-PG = edit(needs={"pg": {"selector": SELECTOR}}, env={"DATABASE_URL": {"claim": "pg/url"}}, expose={"port": 8080})
+# redis on a dragonfly provider: a backend the schema declares and the operator does not run, so the binder alone
+# writes these claims' status (the operator's own backends, redis-server and cloudnative-pg, have modules of their own)
+NEED = edit(needs={"redis": {"selector": SELECTOR}}, env={"REDIS_URL": {"claim": "redis/url"}}, expose={"port": 8080})
 
 
 @pytest.fixture(scope="module")
@@ -33,18 +35,18 @@ def providers(bed: KubeTestBed) -> Iterator[list[str]]:
 
 
 def provider(bed: KubeTestBed, made: list[str], name: str) -> None:
-    """A cluster administrator's ServiceProvider of type pg with the module's labels."""
+    """A cluster administrator's ServiceProvider of type redis (backend dragonfly) with the module's labels."""
     bed.apply({"apiVersion": API, "kind": "ServiceProvider",
                "metadata": {"name": name, "labels": SELECTOR},
-               "spec": {"type": "pg", "backend": "cloudnative-pg"}}, field_manager="admin")
+               "spec": {"type": "redis", "backend": "dragonfly"}}, field_manager="admin")
     made.append(name)
 
 
-def claim_status(bed: KubeTestBed, namespace: str, name: str = "demo-pg") -> dict[str, Any]:
+def claim_status(bed: KubeTestBed, namespace: str, name: str = "demo-redis") -> dict[str, Any]:
     return (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}
 
 
-def bound(bed: KubeTestBed, namespace: str, reason: str, name: str = "demo-pg") -> dict[str, Any]:
+def bound(bed: KubeTestBed, namespace: str, reason: str, name: str = "demo-redis") -> dict[str, Any]:
     """The claim's status once its Bound condition has `reason`."""
     def probe() -> dict[str, Any] | None:
         st = claim_status(bed, namespace, name)
@@ -73,38 +75,38 @@ def binder_passes(operator: Operator) -> float:
 def test_a_need_waits_named_until_a_provider_binds_it_and_then_stays_bound(
         bed: KubeTestBed, operator: Operator, providers: list[str]) -> None:
     first = fresh_namespace(bed, "bind")
-    apply(bed, cr(first, PG))
+    apply(bed, cr(first, NEED))
     unbound = bound(bed, first, "NoMatchingProvider")
     assert "provider" not in unbound
     said = (condition(unbound, "Bound") or {})["message"]
-    assert said.startswith(f"no ServiceProvider of type pg has labels {WANTED}"), said
-    app_says = claims_ready_says(bed, first, "needs.pg waits: NoMatchingProvider: ")
-    assert f"needs.pg waits: NoMatchingProvider: no ServiceProvider of type pg has labels {WANTED}" in app_says
+    assert said.startswith(f"no ServiceProvider of type redis has labels {WANTED}"), said
+    app_says = claims_ready_says(bed, first, "needs.redis waits: NoMatchingProvider: ")
+    assert f"needs.redis waits: NoMatchingProvider: no ServiceProvider of type redis has labels {WANTED}" in app_says
     assert status(bed, first)["phase"] == "Pending"
 
     # an administrator creates the provider: the claim is bound, nobody edits anything else
-    integrated = f"pg-integrated-{RUN}"
+    integrated = f"redis-integrated-{RUN}"
     provider(bed, providers, integrated)
     st = bound(bed, first, "Bound")
     assert st["provider"] == integrated and "ready" not in st  # ready stays the backend's
     assert (condition(st, "Bound") or {})["message"] == f"bound to ServiceProvider {integrated}"
-    claims_ready_says(bed, first, f"needs.pg waits: bound to ServiceProvider {integrated}, not ready yet")
-    claim = bed.get(API, "ResourceClaim", "demo-pg", first) or {}
+    claims_ready_says(bed, first, f"needs.redis waits: bound to ServiceProvider {integrated}, not ready yet")
+    claim = bed.get(API, "ResourceClaim", "demo-redis", first) or {}
     [binder] = [m for m in claim["metadata"]["managedFields"] if m.get("subresource") == "status"]
     assert (binder["manager"], binder["operation"]) == ("apprafter-operator-status", "Apply")
     assert set(binder["fieldsV1"]["f:status"]) == {"f:provider", "f:conditions"}
 
     # a second matching provider: the bound claim stays; a new claim elsewhere is ambiguous
-    second = f"pg-second-{RUN}"
+    second = f"redis-second-{RUN}"
     provider(bed, providers, second)
     other = fresh_namespace(bed, "bind")
-    apply(bed, cr(other, PG))
+    apply(bed, cr(other, NEED))
     ambiguous = bound(bed, other, "AmbiguousProvider")
     assert "provider" not in ambiguous
     assert (condition(ambiguous, "Bound") or {})["message"] == (
-        f"2 ServiceProviders of type pg match with labels {WANTED}: {integrated}, {second}; narrow "
-        "needs.pg.selector to a label only one of them has")
-    claims_ready_says(bed, other, "needs.pg waits: AmbiguousProvider: 2 ServiceProviders of type pg match")
+        f"2 ServiceProviders of type redis match with labels {WANTED}: {integrated}, {second}; narrow "
+        "needs.redis.selector to a label only one of them has")
+    claims_ready_says(bed, other, "needs.redis waits: AmbiguousProvider: 2 ServiceProviders of type redis match")
     passes = binder_passes(operator)
     claims = len(bed.http.get(f"/apis/{API}/resourceclaims").json()["items"])
     wait("a resync of every claim", lambda: binder_passes(operator) >= passes + claims or None, 60)
@@ -115,5 +117,5 @@ def test_a_need_waits_named_until_a_provider_binds_it_and_then_stays_bound(
     bed.delete(API, "ServiceProvider", integrated)
     missing = bound(bed, first, "ProviderMissing")
     assert missing["provider"] == integrated
-    claims_ready_says(bed, first, f"needs.pg waits: ProviderMissing: bound to ServiceProvider {integrated}, which "
+    claims_ready_says(bed, first, f"needs.redis waits: ProviderMissing: bound to ServiceProvider {integrated}, which "
                                   "no longer exists")

@@ -22,8 +22,23 @@ import pytest
 import redis
 from redis.exceptions import NoPermissionError
 
-from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from lifecycle.retention import FINALIZER
+from tests.reconciler.helpers import (
+    API,
+    apply,
+    condition,
+    cr,
+    edit,
+    events,
+    fresh_namespace,
+    plan_phase,
+    plans,
+    status,
+    wait,
+    wait_phase,
+)
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.redis import RedisServer, start_redis
 
@@ -148,6 +163,7 @@ def test_the_keys_outlive_the_claim_and_the_same_app_and_need_get_them_back(
     before = connection(bed, namespace)
     client(before).set(f"{before['prefix']}order", "42")
     old = bed.get(API, "ResourceClaim", "demo-redis", namespace) or {}
+    assert FINALIZER in old["metadata"]["finalizers"]  # its deletion waits for the backend, which keeps the data
     # the claim goes (and its Secret with it, as the garbage collector does on a cluster: the bare API server runs
     # none); its user and keys stay in Redis. The Application is still there, so its claim comes back.
     bed.delete(API, "ResourceClaim", "demo-redis", namespace)
@@ -161,6 +177,54 @@ def test_the_keys_outlive_the_claim_and_the_same_app_and_need_get_them_back(
     assert client(after).get(f"{after['prefix']}order") == "42"
     with pytest.raises(redis.AuthenticationError):
         client(before).ping()
+    said = "no approved data-migration plan removes needs.redis"
+    wait("the DataRetained event",
+         lambda: any(said in e.get("note", "") for e in events(bed, namespace, "DataRetained")) or None, 30)
+
+
+def admin(server: RedisServer) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=server.port, password=ADMIN, decode_responses=True)
+
+
+def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_user_and_its_keys(
+        bed: KubeTestBed, operator: Operator, providers: None, redis_server: RedisServer, tmp_path: Path) -> None:
+    namespace, other = fresh_namespace(bed, "redis"), fresh_namespace(bed, "redis")
+    for where in (namespace, other):
+        apply(bed, cr(where, needs("own")))
+        ready_claim(bed, where)
+    mine, theirs = connection(bed, namespace), connection(bed, other)
+    for fields in (mine, theirs):
+        with client(fields) as c:
+            c.set(f"{fields['prefix']}a", "1")
+            c.set(f"{fields['prefix']}b", "2")
+    wait_phase(bed, namespace, "Ready", timeout=60)
+
+    apply(bed, cr(namespace, edit(needs("own"), needs=None, env={"LOG_LEVEL": "info"})))
+    st = wait_phase(bed, namespace, "AwaitingMigrationApproval", timeout=60)
+    [plan] = plans(bed, namespace)
+    assert {"rule": "AR-DM001", "field": "needs.redis"}.items() <= next(
+        c for c in plan["spec"]["changes"] if c["rule"] == "AR-DM001").items()
+    assert st["migrationPlan"] == plan["metadata"]["name"]
+    assert admin(redis_server).acl_getuser(mine["user"]) is not None  # held: nothing dropped while it waits
+
+    name = plan["metadata"]["name"]
+    approved = time.monotonic()  # the CLI's own start (a python process) counted in
+    result = run_cli("migration", "approve", name, "-n", namespace, "--kubeconfig", str(bed.kubeconfig))
+    assert result.returncode == 0, result.stderr
+    wait("the claim gone", lambda: bed.get(API, "ResourceClaim", "demo-redis", namespace) is None or None, 60)
+    print(f"`migration approve` run -> claim gone, its user and keys dropped: {time.monotonic() - approved:.2f} s")
+    with admin(redis_server) as server:
+        assert server.acl_getuser(mine["user"]) is None
+        assert server.exists(f"{mine['prefix']}a", f"{mine['prefix']}b") == 0
+        # the other app's user and keys are untouched
+        assert server.acl_getuser(theirs["user"]) is not None
+        assert server.exists(f"{theirs['prefix']}a", f"{theirs['prefix']}b") == 2
+    with pytest.raises(redis.AuthenticationError):
+        client(mine).ping()
+    [dropped] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
+    assert name in dropped["note"] and "needs.redis" in dropped["note"]
+    wait("plan applied", lambda: plan_phase(bed, namespace, name) == "applied" or None)
+    assert ADMIN not in operator.log() and mine["password"] not in operator.log()
 
 
 def test_an_integrated_provider_gets_one_guaranteed_instance_on_its_first_claim(

@@ -1,7 +1,7 @@
 """The stack's integrated ServiceProviders (issue 31 item 1) through the operator's claim binder and the API server:
 applied as Argo CD applies them, they bind an Application's needs with no selector each to the one of its type, and
 `selector: {tier: integrated}` too, with no edit of anything; the Application then says each need waits for its
-backend (none is built yet), not for a provider."""
+backend, not for a provider."""
 
 from __future__ import annotations
 
@@ -56,15 +56,16 @@ def test_each_need_binds_to_the_integrated_provider_of_its_type(
     apply(bed, cr(chosen, edit(needs={"pg": {"selector": {"tier": "integrated"}}}, expose=EXPOSE)))
     for kind, name in integrated.items():
         st = bound_to(bed, plain, f"demo-{kind}")
-        # pg and disk have no backend yet; redis has one, whose instance this bed cannot run (no namespace for it)
-        assert st["provider"] == name and st.get("ready") in ((None,) if kind != "redis" else (False,)), st
+        # every type has the operator's backend now: redis' and pg's instances this bed cannot run (no namespace for
+        # them), disk's volume waits for a provisioner this bed has not (nor the shipped class): ready false, each
+        assert st["provider"] == name and st.get("ready") is False, st
     assert bound_to(bed, chosen, "demo-pg")["provider"] == integrated["pg"]
 
     def says() -> str | None:
         message = str((condition(status(bed, plain), "ClaimsReady") or {}).get("message", ""))
         named = all(f"bound to ServiceProvider {integrated[kind]}" in message for kind in integrated)
-        waiting = all(f"bound to ServiceProvider {integrated[kind]}, not ready yet" in message
-                      for kind in ("pg", "disk"))
+        waiting = (f"bound to ServiceProvider {integrated['pg']}: " in message
+                   and f"bound to ServiceProvider {integrated['disk']}: VolumeNotBound: " in message)
         return message if named and waiting else None
     said = wait(f"{plain}/demo ClaimsReady naming each provider", says, 60)
     assert "NoMatchingProvider" not in said and "AmbiguousProvider" not in said, said

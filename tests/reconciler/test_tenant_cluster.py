@@ -126,7 +126,7 @@ def gc_deletes_children(bed: KubeTestBed, operator: Operator, ns: str, uid: str,
         return None
 
     wait(f"the operator's last pass of {ns}/{name}", gone_logged)
-    for (kind, child), obj in children(bed, ns).items():
+    for (kind, child), obj in children(bed, ns, f"{name}-prod").items():
         if any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences") or []):
             bed.delete(obj["apiVersion"], kind, child, ns)
 
@@ -600,3 +600,91 @@ def test_the_renderer_keeps_names_apart_across_apps_and_environments() -> None:
         for need in ("pg", "redis"):
             key = ("Secret", f"{app}-{need}-conn")
             assert seen.setdefault(key, app) == app, f"{key} is read by {seen[key]} and {app}"
+
+
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+
+
+def chart_gateway(bed: KubeTestBed) -> dict[str, Any]:
+    """The public Gateway as the stack's gateway chart makes it (its wildcard `https` and its `http` listener),
+    server-side applied as Argo CD applies it."""
+    bed.ensure_namespace("apprafter-gateway")
+    every = {"namespaces": {"from": "All"}}
+    https = {"name": "https", "protocol": "HTTPS", "port": 443, "allowedRoutes": every,
+             "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": "public-tls"}]}}
+    http = {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": every}
+    gateway = {"apiVersion": GATEWAY_API, "kind": "Gateway",
+               "metadata": {"name": "public", "namespace": "apprafter-gateway"},
+               "spec": {"gatewayClassName": "cilium", "listeners": [https, http]}}
+    bed.apply(gateway, "apprafter-gateway", field_manager="argocd-controller")
+    return gateway
+
+
+def certificate_issued(bed: KubeTestBed, name: str, namespace: str) -> None:
+    """What cert-manager does once it issued a Certificate (the test bed runs none): Ready, with an expiry."""
+    info = bed.resource_for("cert-manager.io/v1", "Certificate")
+    status = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "issued",
+                              "lastTransitionTime": "2026-12-05T00:00:00Z"}], "notAfter": "2027-03-05T00:00:00Z"}
+    resp = bed.http.patch(info.path(name, namespace) + "/status", params={"fieldManager": "cert-manager"},
+                          content=json.dumps({"status": status}).encode(),
+                          headers={"Content-Type": "application/merge-patch+json"})
+    assert resp.status_code < 300, resp.text
+
+
+def listeners_of(bed: KubeTestBed) -> dict[str, dict[str, Any]]:
+    live = bed.get(GATEWAY_API, "Gateway", "public", "apprafter-gateway") or {}
+    return {item["name"]: item for item in (live.get("spec") or {}).get("listeners") or []}
+
+
+def test_each_public_tls_hostname_gets_a_listener_of_its_own_serving_its_certificate(bed: KubeTestBed,
+                                                                                     operator: Operator) -> None:
+    """The operator adds to the public Gateway one HTTPS listener per held hostname once its certificate was issued,
+    with that app's certificate Secret and routes from that app's namespace alone; the chart's listeners stay as
+    Argo CD applied them; a hostname's listener goes with its app's route."""
+    chart = chart_gateway(bed)
+    try:
+        listeners_for_their_hostnames(bed, operator, chart)
+    finally:  # the bed's other operators (other records, so no listeners) must not meet this Gateway
+        bed.delete(GATEWAY_API, "Gateway", "public", "apprafter-gateway")
+
+
+def listeners_for_their_hostnames(bed: KubeTestBed, operator: Operator, chart: dict[str, Any]) -> None:
+    first, team_a = tenant_namespace(bed, "listen-a")
+    second, team_b = tenant_namespace(bed, "listen-b")
+    ok(team_a.apply(cr(first, public("listen.example.com"), name="shop")))
+    ok(team_b.apply(cr(second, public(), name="cart")))
+    ready(bed, first, "shop")
+    ready(bed, second, "cart")
+    default = "cart.prod.apps.example.com"
+    # No listener names a Secret before cert-manager wrote it (Traefik would refuse the whole shared Gateway).
+    assert set(listeners_of(bed)) == {"https", "http"}
+    certificate_issued(bed, "shop", first)
+    certificate_issued(bed, "cart", second)
+    wait("both hostnames' listeners", lambda: {"listen.example.com", default} <= set(listeners_of(bed)) or None)
+    live = listeners_of(bed)
+    for host, ns, app in (("listen.example.com", first, "shop"), (default, second, "cart")):
+        assert live[host]["hostname"] == host and (live[host]["port"], live[host]["protocol"]) == (443, "HTTPS")
+        assert live[host]["tls"]["certificateRefs"] == [{"group": "", "kind": "Secret", "name": f"{app}-prod-tls",
+                                                        "namespace": ns}]
+        assert live[host]["allowedRoutes"]["namespaces"] == {
+            "from": "Selector", "selector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}
+        route = bed.get(GATEWAY_API, "HTTPRoute", app, ns)
+        assert route is not None and route["spec"]["parentRefs"][0]["sectionName"] == host
+        grant = bed.get("gateway.networking.k8s.io/v1beta1", "ReferenceGrant", f"{app}-gateway-tls", ns)
+        assert grant is not None and grant["spec"]["to"] == [{"group": "", "kind": "Secret", "name": f"{app}-prod-tls"}]
+    for original in chart["spec"]["listeners"]:  # Argo CD's, as it applied them
+        assert {k: live[original["name"]][k] for k in original} == original
+    # A hand-made route in the other namespace naming the first app's listener adds nothing (and the listener
+    # takes routes from the first namespace alone).
+    squat = {"apiVersion": GATEWAY_API, "kind": "HTTPRoute", "metadata": {"name": "shop", "namespace": second},
+             "spec": {"hostnames": ["listen.example.com"], "parentRefs": [
+                 {"name": "public", "namespace": "apprafter-gateway", "sectionName": "listen.example.com"}]}}
+    bed.apply(squat, second, field_manager="tenant")
+    assert set(listeners_of(bed)) == {"https", "http", "listen.example.com", default}
+    bed.delete(GATEWAY_API, "HTTPRoute", "shop", second)
+    # The app goes: its route goes with it (the garbage collector), and so does its listener.
+    uid = (bed.get(API, "Application", "shop", first) or {})["metadata"]["uid"]
+    ok(team_a.delete("shop"))
+    gc_deletes_children(bed, operator, first, uid, "shop")
+    wait("the listener of the app that went", lambda: "listen.example.com" not in listeners_of(bed) or None)
+    assert set(listeners_of(bed)) == {"https", "http", default}

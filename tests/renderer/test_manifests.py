@@ -27,10 +27,44 @@ def test_public_route_defaults(tmp_path: Path) -> None:
     assert route["hostnames"] == ["demo.dev.apps.acme.example"]
     assert route["rules"] == [{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                                "backendRefs": [{"name": "demo", "port": 8080}]}]
-    assert route["parentRefs"][0]["sectionName"] == "https"
+    assert route["parentRefs"][0]["sectionName"] == "demo.dev.apps.acme.example"  # the hostname's own listener
     ingress = objs["NetworkPolicy"]["spec"]["ingress"]
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "apprafter-gateway"}}} in [
         rule["from"][0] for rule in ingress]
+
+
+def named(tmp_path: Path, base_extra: str, **context: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    """The objects by (kind, name): an app may have two of a kind."""
+    write_app(tmp_path, MINIMAL.replace('expose: port: 8080', base_extra))
+    given = {k: Given(v, Origin(k)) for k, v in context.items()}
+    out = render_loaded(load(tmp_path), "dev", "manifests", "ns1", platform_context(None, given))
+    return {(o["kind"], o["metadata"]["name"]): o for o in out.objects}
+
+
+def test_plain_http_on_a_public_tls_hostname_is_redirected_to_https(tmp_path: Path) -> None:
+    objs = named(tmp_path, 'expose: {port: 8080, network: "public"}', domain="apps.acme.example")
+    redirect = objs["HTTPRoute", "demo-redirect"]["spec"]
+    assert redirect["hostnames"] == objs["HTTPRoute", "demo"]["spec"]["hostnames"] == ["demo.dev.apps.acme.example"]
+    [parent] = redirect["parentRefs"]
+    assert (parent["name"], parent["namespace"], parent["sectionName"]) == ("public", "apprafter-gateway", "http")
+    # No backend: the Gateway answers 301 itself, keeping host, path and query.
+    assert redirect["rules"] == [{"filters": [{"type": "RequestRedirect",
+                                               "requestRedirect": {"scheme": "https", "statusCode": 301}}]}]
+    plain = named(tmp_path, 'expose: {port: 8080, network: "public", tls: false}', domain="apps.acme.example")
+    assert ("HTTPRoute", "demo-redirect") not in plain  # the app is served on http itself
+    assert plain["HTTPRoute", "demo"]["spec"]["parentRefs"][0]["sectionName"] == "http"
+
+
+def test_a_public_app_admits_ciliums_gateway_identity_on_its_port_only(tmp_path: Path) -> None:
+    objs = named(tmp_path, 'expose: {port: 8080, network: "public"}')
+    policy = objs["CiliumNetworkPolicy", "demo-ingress"]["spec"]
+    assert policy["endpointSelector"] == objs["NetworkPolicy", "demo"]["spec"]["podSelector"]
+    assert policy["ingress"] == [{"fromEntities": ["ingress"], "toPorts": [{"ports": [{"port": "8080",
+                                                                                        "protocol": "TCP"}]}]}]
+    assert "egress" not in policy  # the egress policy is its own object, unchanged
+    assert objs["CiliumNetworkPolicy", "demo-egress"]["spec"]["egress"]
+    internal = named(tmp_path, "expose: port: 8080")
+    assert ("CiliumNetworkPolicy", "demo-ingress") not in internal
 
 
 def test_internal_app_has_no_route_and_no_gateway_ingress(tmp_path: Path) -> None:
@@ -142,13 +176,20 @@ def test_public_tls_is_a_cert_manager_certificate_the_platform_gateway_may_use(t
 
 
 def test_routes_attach_to_the_gateway_the_platform_stack_deploys(tmp_path: Path) -> None:
+    from lifecycle.listeners import FIELD_MANAGER, listener
     from platform_stack.source import evaluate
 
     gateway = evaluate()["values"]["components"]["gateway"]
-    parent = objects(tmp_path, 'expose: {port: 8080, network: "public"}')["HTTPRoute"]["spec"]["parentRefs"][0]
+    route = objects(tmp_path, 'expose: {port: 8080, network: "public"}')["HTTPRoute"]["spec"]
+    [parent], [host] = route["parentRefs"], route["hostnames"]
     assert parent["namespace"] == gateway["namespace"]
     assert parent["name"] == gateway["values"]["gateways"]["public"]["name"]
-    assert parent["sectionName"] in gateway["values"]["gateways"]["public"]["listeners"].values()
+    # With TLS: the listener the operator adds for the hostname, as the field manager Argo CD leaves alone there.
+    assert parent["sectionName"] == listener(host, "ns1", "demo", "dev")["name"]
+    assert gateway["ignoreDifferences"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                                             "managedFieldsManagers": [FIELD_MANAGER]}]
+    plain = objects(tmp_path, 'expose: {port: 8080, network: "public", tls: false}')["HTTPRoute"]["spec"]
+    assert plain["parentRefs"][0]["sectionName"] == gateway["values"]["gateways"]["public"]["listeners"]["http"]
 
 
 def test_egress_is_default_deny_plus_dns_namespace_needs_and_the_world(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lifecycle.crd import OPERATOR_CRDS
+from renderer.context import GATEWAY_NAMESPACE
 from renderer.crds import crd_documents
 from renderer.emit import dump_stream
 from renderer.manifests import KINDS
@@ -60,6 +61,8 @@ VIEWER = LocalUser("viewer", "role:readonly")
 FIELD_MANAGER = "apprafter-gitops-loop"
 OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = OPERATOR.split(":")[2:]
 OPERATOR_RBAC, APPROVER_ROLE = "apprafter:operator", "apprafter:migration-approver"
+# The chart's Role in the Gateways' namespace: the public Gateway's listeners (reconciler.gateway_listeners)
+LISTENERS_RBAC = "apprafter:operator:listeners"
 RBAC_KINDS = frozenset({"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"})
 
 
@@ -306,6 +309,7 @@ def operator_kubeconfig(kube: KubeTestBed, workdir: Path, namespaces: Sequence[s
     workdir.mkdir(parents=True, exist_ok=True)
     token = kube.service_account_token(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)
     objects = chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((*namespaces, CHART_ARGOCD_NAMESPACE))))
+    objects += chart_rbac(LISTENERS_RBAC, (GATEWAY_NAMESPACE,))
     if records is not None:
         objects += [{**o, "metadata": {**o["metadata"], "namespace": records}} for o in chart_rbac(OPERATOR_RBAC)
                     if o["metadata"].get("namespace") == OPERATOR_NAMESPACE]

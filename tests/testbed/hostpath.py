@@ -1,14 +1,15 @@
-"""Writable volumes from the node's host-path provisioner: kube-controller-manager's built-in one
-(`--enable-hostpath-provisioner`, the bed's default StorageClass `hostpath`: tests/testbed/node.py) makes each
-volume a directory `/tmp/hostpath_pv/<uuid>` (fixed in Kubernetes' source) root-owned with mode 0750, which a pod
-running as another user (PostgreSQL as uid 26) cannot write, and fsGroup does not change for host-path volumes. The
-bed's watcher opens each new volume's directory to every user (0777, as Rancher's local-path-provisioner's helper
-pod makes its directories) as soon as its PersistentVolume appears. The bed removes the directories (node.py)."""
+"""Dynamic volumes on the node tier: kube-controller-manager's built-in host-path provisioner
+(`--enable-hostpath-provisioner`, provisioner `kubernetes.io/host-path`), which makes each volume a directory
+`/tmp/hostpath_pv/<uuid>` (a path fixed in Kubernetes' source), root-owned with mode 0750. A pod running as
+another user (PostgreSQL as uid 26) could not write it, so the bed's watcher opens each new volume's directory
+to every user (0777, as Rancher's local-path-provisioner's helper pod makes its directories) and writes its path
+into the bed's directory, from where `sweep` removes it when the bed stops, or at the next start after a crash."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,20 @@ import httpx
 
 from tests.testbed.kube import ssl_context
 
+PROVISIONER = "kubernetes.io/host-path"
 ROOT = Path("/tmp/hostpath_pv")  # the provisioner's own base path (k8s.io/kubernetes pkg/volume/hostpath)
+RECORD = "hostpath-volumes"  # in the bed's directory: one volume directory a line
 
 
 class VolumeWatcher:
-    """Watches PersistentVolumes; each host-path one under ROOT is opened to every user."""
+    """Watches PersistentVolumes; each host-path one the provisioner made is recorded and opened to every user."""
 
-    def __init__(self, url: str, token: str, ca_path: Path) -> None:
+    def __init__(self, url: str, token: str, ca_path: Path, bed_dir: Path) -> None:
+        self.record = bed_dir / RECORD
         self.http = httpx.Client(base_url=url, verify=ssl_context(ca_path), timeout=httpx.Timeout(30, read=None),
                                  headers={"Authorization": f"Bearer {token}"})
         self.stopping = threading.Event()
-        self.opened: set[str] = set()
+        self.seen: set[str] = set()
         self.thread = threading.Thread(target=self._run, name="hostpath-volumes", daemon=True)
 
     def start(self) -> None:
@@ -44,7 +48,7 @@ class VolumeWatcher:
                 if not version:
                     listed = self.http.get("/api/v1/persistentvolumes").json()
                     for volume in listed.get("items", []):
-                        self._open(volume)
+                        self._adopt(volume)
                     version = listed["metadata"]["resourceVersion"]
                 params = {"watch": "1", "resourceVersion": version, "allowWatchBookmarks": "true"}
                 with self.http.stream("GET", "/api/v1/persistentvolumes", params=params) as stream:
@@ -57,15 +61,34 @@ class VolumeWatcher:
                             break
                         version = event["object"]["metadata"]["resourceVersion"]
                         if event["type"] in ("ADDED", "MODIFIED"):
-                            self._open(event["object"])
+                            self._adopt(event["object"])
             except (httpx.HTTPError, RuntimeError, KeyError, ValueError):
                 if self.stopping.wait(0.5):  # a closed client at stop, or the API server restarting
                     return
 
-    def _open(self, volume: dict[str, Any]) -> None:
+    def _adopt(self, volume: dict[str, Any]) -> None:
         path = Path(((volume.get("spec") or {}).get("hostPath") or {}).get("path") or "/")
-        if path.parent != ROOT or str(path) in self.opened:
+        if path.parent != ROOT or str(path) in self.seen:
             return
+        self.seen.add(str(path))
+        with self.record.open("a") as out:  # first, so that a crash right after still finds it
+            out.write(f"{path}\n")
         with contextlib.suppress(FileNotFoundError):  # the provisioner makes it before it creates the PV
             path.chmod(0o777)
-            self.opened.add(str(path))
+
+
+def sweep(bed_dir: Path) -> list[str]:
+    """Remove the volume directories a bed recorded (its PersistentVolumes are gone with its etcd)."""
+    record = bed_dir / RECORD
+    if not record.exists():
+        return []
+    removed = []
+    for line in record.read_text().splitlines():
+        path = Path(line.strip())
+        if path.parent == ROOT and path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(f"removed volume {path}")
+    record.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        ROOT.rmdir()  # only when no other bed's volume is left in it
+    return removed

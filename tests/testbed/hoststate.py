@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.testbed import hostpath
+
 STATE_DIR = Path(os.environ.get("APPRAFTER_NODE_STATE_DIR", "/run/apprafter-node"))
 # What kubelet sets at start (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables), no flag avoids it.
 KUBELET_SYSCTLS = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
@@ -38,7 +40,7 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # kube-controller-manager's hostpath provisioner (--enable-hostpath-provisioner) makes every volume under this
 # hard-coded directory, whichever bed asked: a bed removes its own volumes as it stops; what a dead bed left is
 # removed once no bed runs (entries made since the first bed came).
-HOSTPATH_VOLUMES = Path("/tmp/hostpath_pv")
+HOSTPATH_VOLUMES = hostpath.ROOT
 
 
 def sysctl_path(name: str) -> Path:
@@ -215,6 +217,7 @@ def sweep(record: BedRecord) -> list[str]:
             if link.is_symlink() and os.readlink(link).startswith(record.dir + "/"):
                 link.unlink()
                 undone.append(f"removed {link}")
+    undone += hostpath.sweep(Path(record.dir))  # after the pods using them are killed and unmounted
     return undone
 
 

@@ -157,8 +157,8 @@ class NodeTestBed(KubeTestBed):
         self.timings: dict[str, float] = {}
         self.ca = ca
         self.store, self.sandbox = store, sandbox
-        # opens the host-path provisioner's volumes to every user (tests/testbed/hostpath.py); started by start_node
-        self.volumes = hostpath.VolumeWatcher(url, token, ca_path)
+        # opens and records the host-path provisioner's volumes (tests/testbed/hostpath.py); started by start_node
+        self.volumes = hostpath.VolumeWatcher(url, token, ca_path, workdir)
 
     # --- people -----------------------------------------------------------------------------------------
 
@@ -407,14 +407,14 @@ class NodeTestBed(KubeTestBed):
 
     def stop(self) -> None:
         """Stop every server, then sweep what they leave (pods, shims, mounts, cgroups, the namespace, the
-        hostpath provisioner's volumes) and put the host's sysctls back when no other bed runs. Idempotent."""
+        hostpath provisioner's volumes: tests/testbed/hostpath.py) and put the host's sysctls back when no other bed
+        runs. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
-        volumes = self._hostpath_volumes()
-        self.volumes.stop()
         with contextlib.suppress(Exception):
             self.rpc.close()
+        self.volumes.stop()
         self.http.close()
         self.client.close()
         last = [p for p in self.processes if p.name in ("containerd", "forwarder")]
@@ -430,25 +430,11 @@ class NodeTestBed(KubeTestBed):
                 self.released.append(f"containerd's store not emptied: {exc}")
         for proc in reversed(last):
             proc.stop()
-        for volume in volumes:  # the kubelet is stopped and its mounts swept: nothing holds them
-            shutil.rmtree(volume, ignore_errors=True)
-            self.released.append(f"removed hostpath volume {volume}")
         self.released += hoststate.release(self.record)
         self.store.release(clean)
         if os.environ.get("APPRAFTER_KEEP_TESTBED") != "1":
             shutil.rmtree(self.dir, ignore_errors=True)
 
-
-    def _hostpath_volumes(self) -> list[Path]:
-        """The directories of this bed's hostpath PersistentVolumes (a crashed bed's: hoststate sweeps them once
-        no bed runs)."""
-        with contextlib.suppress(Exception):
-            resp = self.http.get("/api/v1/persistentvolumes")
-            if resp.status_code == 200:
-                paths = [Path(str((pv["spec"].get("hostPath") or {}).get("path") or ""))
-                         for pv in resp.json()["items"]]
-                return [p for p in paths if p.parent == hoststate.HOSTPATH_VOLUMES]
-        return []
 
     def _empty_containerd(self) -> None:
         """Before containerd stops: its tasks and containers gone, and the images no test used this session."""
@@ -498,7 +484,10 @@ def _run(argv: Iterable[str | os.PathLike[str]], what: str) -> str:
     return proc.stdout
 
 
-STORAGE_CLASS = "hostpath"  # the node's default StorageClass: kube-controller-manager's hostpath provisioner
+# The node's default StorageClass: kube-controller-manager's hostpath provisioner, named as k3s' class (the dev and
+# solo tiers' integrated `disk` provider names `local-path`), which it stands in for: a node-local directory per
+# volume, made once its pod is scheduled, deleted with its claim.
+STORAGE_CLASS = "local-path"
 
 
 def _create_storage_class(http: httpx.Client, url: str) -> None:

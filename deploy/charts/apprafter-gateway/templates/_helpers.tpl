@@ -20,3 +20,10 @@ app.kubernetes.io/version: {{ .Chart.Version | quote }}
 {{- $domain := required "domain: set the platform's base domain (PlatformStack spec.values.domain)" $root.Values.domain -}}
 {{- if $gw.subdomain }}{{ printf "%s.%s" $gw.subdomain $domain }}{{ else }}{{ $domain }}{{ end -}}
 {{- end -}}
+
+{{/* gateway.wildcards: "true" when the issuer can sign the networks' wildcard certificates (a CA of the cluster's
+own, the administrator's issuer, or ACME with a DNS-01 solver); HTTP-01 proves one hostname at a time. */}}
+{{- define "gateway.wildcards" -}}
+{{- $issuer := .Values.issuer -}}
+{{- if or (ne $issuer.type "acme") $issuer.acme.dns01 }}true{{ end -}}
+{{- end -}}

@@ -1,0 +1,122 @@
+"""The public Gateway's per-hostname HTTPS listeners: one per hostname an Application holds and routes with TLS, each
+serving that app's own certificate to that app's namespace's routes alone (docs/application.md "Public TLS")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from lifecycle.conditions import find_condition
+from lifecycle.hostnames import holder
+from renderer.context import LISTENERS_FIELD_MANAGER
+from renderer.crds import APPLICATION
+from renderer.manifests import Kind
+from renderer.manifests.network import tls_listener, tls_secret_name
+
+__all__ = ["FIELD_MANAGER", "GATEWAY", "MAX_LISTENERS", "Wanted", "apply_object", "issued", "listener", "ours",
+           "wanted"]
+
+GATEWAY = Kind("gateway.networking.k8s.io/v1", "Gateway", "gateways")
+# The operator's own field manager on the Gateway: Argo CD (which syncs the gateway chart) ignores the fields it
+# owns, server-side apply merges its listeners with the chart's by name, and an apply of the whole set removes the
+# ones it no longer lists.
+FIELD_MANAGER = LISTENERS_FIELD_MANAGER
+MAX_LISTENERS = 64  # the Gateway API CRD's maxItems on spec.listeners
+HTTPS_PORT = 443
+
+
+class Wanted(NamedTuple):
+    """The listeners to own (oldest holding first), and the hostnames left without one: the Gateway is full."""
+
+    listeners: tuple[dict[str, Any], ...]
+    left_out: tuple[str, ...]
+
+
+def _made_by(route: Mapping[str, Any], app: str) -> bool:
+    """Whether the Application `app` controls the route (the operator made it from that app's render)."""
+    group = APPLICATION.api_version.split("/")[0] + "/"
+    return any(ref.get("controller") and ref.get("kind") == APPLICATION.kind and ref.get("name") == app
+               and str(ref.get("apiVersion", "")).startswith(group)
+               for ref in (route.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _routes_tls(route: Mapping[str, Any], host: str, gateway: tuple[str, str]) -> bool:
+    """Whether `route` serves `host` with TLS on this Gateway: it names the hostname's listener."""
+    spec = route.get("spec") or {}
+    if host not in (spec.get("hostnames") or []):
+        return False
+    return any((ref.get("name"), ref.get("namespace")) == gateway and ref.get("sectionName") == tls_listener(host)
+               for ref in spec.get("parentRefs") or [])
+
+
+def listener(host: str, namespace: str, app: str, environment: str) -> dict[str, Any]:
+    """HTTPS on 443 for `host` alone, terminated with the app's certificate Secret (its ReferenceGrant lets the
+    Gateway read it), taking routes from the app's namespace only: no other tenant attaches to it."""
+    return {
+        "name": tls_listener(host), "hostname": host, "port": HTTPS_PORT, "protocol": "HTTPS",
+        "tls": {"mode": "Terminate", "certificateRefs": [
+            {"group": "", "kind": "Secret", "name": tls_secret_name(app, environment), "namespace": namespace}]},
+        "allowedRoutes": {
+            "namespaces": {"from": "Selector",
+                           "selector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+            "kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}]},
+    }
+
+
+def issued(certificate: Mapping[str, Any] | None, secret: str) -> bool:
+    """Whether cert-manager has written `secret` from this Certificate at least once (Ready now, or a certificate
+    with an expiry already issued: a failing renewal leaves the last one serving). Before that the listener would
+    name a Secret that does not exist, and Traefik then refuses the whole shared Gateway (ListenersNotValid)."""
+    if certificate is None or (certificate.get("spec") or {}).get("secretName") != secret:
+        return False
+    status = certificate.get("status") or {}
+    ready = find_condition(status.get("conditions"), "Ready")
+    return ready.get("status") == "True" or bool(status.get("notAfter"))
+
+
+def wanted(records: Iterable[Mapping[str, Any]], routes: Iterable[Mapping[str, Any]],
+           certificates: Iterable[Mapping[str, Any]], gateway: tuple[str, str], room: int) -> Wanted:
+    """A listener for each PublicHostname whose holder's own route (the HTTPRoute named by the app, in its namespace,
+    made by its Application) names the hostname's listener on `gateway` (name, namespace), once the app's certificate
+    was issued; at most `room` of them, the oldest holdings first, so a new app never takes an older one's
+    listener."""
+    by_key = {(r["metadata"].get("namespace"), r["metadata"]["name"]): r for r in routes}
+    certified = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in certificates}
+    found: list[tuple[str, str, dict[str, Any]]] = []
+    for record in records:
+        host = str(record["metadata"]["name"])
+        namespace, app, environment = holder(record)
+        route = by_key.get((namespace, app))
+        if route is None or not _made_by(route, app) or not _routes_tls(route, host, gateway):
+            continue
+        if not issued(certified.get((namespace, app)), tls_secret_name(app, environment)):
+            continue
+        created = str(record["metadata"].get("creationTimestamp") or "")
+        found.append((created, host, listener(host, namespace, app, environment)))
+    found.sort(key=lambda item: (item[0], item[1]))
+    kept = sorted((item for item in found[:max(room, 0)]), key=lambda item: item[1])
+    return Wanted(tuple(item[2] for item in kept), tuple(sorted(item[1] for item in found[max(room, 0):])))
+
+
+def ours(gateway: Mapping[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
+    """The names of the listeners `manager` owns on the live Gateway (from its managedFields), sorted."""
+    names: set[str] = set()
+    for entry in (gateway.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") != manager or entry.get("operation") != "Apply":
+            continue
+        listeners = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:listeners") or {}
+        for key in listeners:
+            if key.startswith("k:"):
+                name = json.loads(key[2:]).get("name")
+                if isinstance(name, str):
+                    names.add(name)
+    return sorted(names)
+
+
+def apply_object(gateway: Mapping[str, Any], listeners: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the operator applies: the Gateway's identity and its own listeners, nothing else."""
+    meta = gateway["metadata"]
+    return {"apiVersion": GATEWAY.api_version, "kind": GATEWAY.kind,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "spec": {"listeners": [dict(item) for item in listeners]}}
