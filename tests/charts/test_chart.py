@@ -192,6 +192,8 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         # the claim binder: which providers exist; a claim's status.provider and Bound condition
         ("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
         ("apprafter.io", "resourceclaims/status", ()): ["patch"],
+        # a connection Secret's owner reference blocks its claim's deletion
+        ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
         # the redis-server backend: does its instance's Service have a ready endpoint to dial yet?
         ("discovery.k8s.io", "endpointslices", ()): ["list"],
         # the storage-class backend: a disk claim's PersistentVolumeClaim, and the StorageClasses it reads
@@ -261,6 +263,7 @@ def test_without_the_platform_stack_controller_the_operator_gets_none_of_its_per
 def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: list[dict[str, Any]]) -> None:
     binder = {("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
               ("apprafter.io", "resourceclaims/status", ()): ["patch"],
+              ("apprafter.io", "resourceclaims/finalizers", ()): ["update"],
               ("discovery.k8s.io", "endpointslices", ()): ["list"],
               ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
               ("storage.k8s.io", "storageclasses", ()): ["get", "list"],

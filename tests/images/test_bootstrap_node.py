@@ -20,20 +20,34 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from apprafter.operator_cmd import default_pg_image, default_redis_image
 from lifecycle.bootstrap import KEYS_SECRET, SIDECAR_MANAGER
 from platform_stack import umbrella
 from renderer.names import OPERATOR_FIELD_MANAGER
 from tests.images.podman import Image
 from tests.reconciler.helpers import cr, edit
+from tests.testbed import cnpg
 from tests.testbed.argocd import ARGOCD_API, ARGOCD_VERSIONS, sync_status
 from tests.testbed.argocd_pods import UPSTREAM_IMAGES
 from tests.testbed.node import NodeTestBed, has_condition, start_node
+from tests.testbed.shop_on_node import (
+    NEEDS,
+    SHOP,
+    SHOP_NAMESPACE,
+    Run,
+    delete_and_recreate,
+    get_items,
+    post_item,
+    push_and_sync,
+    serving,
+)
 from tests.testbed.stack_on_node import (
     APPRAFTER,
     ARGO_APP,
@@ -56,7 +70,7 @@ from tests.testbed.stack_on_node import (
     from_zero,
     running_pods,
 )
-from tests.testbed.testapp import build_test_app
+from tests.testbed.testapp import build_shop_app, build_test_app
 
 pytestmark = [pytest.mark.images, pytest.mark.node]
 
@@ -357,3 +371,69 @@ def test_the_argo_cd_ui_tree_shows_the_stack_and_the_app(booted: Booted) -> None
     assert {("apprafter.io", "Application"), ("apps", "Deployment"), ("apps", "ReplicaSet"), ("", "Pod")} <= kinds
     pods = [n for n in app_tree if n["kind"] == "Pod"]
     assert len(pods) == 2 and all(p["health"]["status"] == "Healthy" for p in pods)
+
+
+# --- 5. the user guide's example: needs, from git to a GET that returns what a POST wrote (issue 31) ----------------
+
+@dataclasses.dataclass
+class Shop:
+    image: str
+    first: Run | None = None
+    posted: dict[str, Any] = dataclasses.field(default_factory=dict)  # what GET answered after the POSTs
+
+
+@pytest.fixture(scope="module")
+def shop(booted: Booted, images: dict[str, Image]) -> Shop:
+    """The shop's image in the node's containerd; CloudNativePG installed from the images built here, as the
+    stand-in for the stack's `cloudnative-pg` component (its chart is on a public repository: LEFT_OUT; volumes from
+    the node's default StorageClass, as the solo tier's pg-integrated names none); the redis and PostgreSQL images
+    under the names the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported
+    and tagged, as the operator's own image is)."""
+    node, started = booted.stack.node, time.monotonic()
+    operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
+    cnpg.install(node, operator_image, postgres_image)
+    node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
+    node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
+    image = node.import_image(build_shop_app())
+    print(f"the shop's set-up (CloudNativePG, images imported and tagged): {time.monotonic() - started:.1f} s")
+    return Shop(image)
+
+
+def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then(booted: Booted, shop: Shop) -> None:
+    stack, node = booted.stack, booted.stack.node
+    run = push_and_sync(stack, shop.image)
+    shop.first = run
+    print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}")
+    assert not run.early, run.early
+    # Argo CD said something other than Healthy first, and Healthy only after the claims and pods were ready.
+    healthy_at = next(t for t, sync, health in run.transitions if health == "Healthy")
+    assert any(health != "Healthy" for t, _, health in run.transitions if t < healthy_at), run.transitions
+    assert healthy_at >= run.steps["backends provisioned (claims ready)"] - 1, (healthy_at, run.steps)
+    for need in NEEDS:
+        claim = node.get(API, "ResourceClaim", f"{SHOP}-{need}", SHOP_NAMESPACE) or {}
+        status = claim.get("status") or {}
+        assert status["provider"] == f"{need}-integrated" and status["ready"] is True, status
+        assert status["connection"]["secretName"] == f"{SHOP}-{need}-conn"
+        secret = node.get("v1", "Secret", f"{SHOP}-{need}-conn", SHOP_NAMESPACE) or {}
+        assert {"url", "host", "port", "user", "password"} <= set(secret.get("data") or {}), need
+    ours = node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
+    assert ours["status"]["phase"] == "Ready"
+    # The app's own word: a POST stored in each backend, a GET reads both back.
+    serving(stack)
+    for value in ("apples", "pears"):
+        assert post_item(stack, value) == {"stored": value}
+    shop.posted = get_items(stack)
+    assert shop.posted == {need: ["apples", "pears"] for need in NEEDS}, shop.posted
+
+
+def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(booted: Booted, shop: Shop) -> None:
+    stack = booted.stack
+    assert shop.first is not None and shop.posted, "the previous test did not get the shop running"
+    run = delete_and_recreate(stack, shop.image, shop.first.revision)
+    print(f"the shop again, new Argo CD Application -> each step (s): {run.steps}; Argo CD: {run.transitions}")
+    assert not run.early, run.early
+    # New claims (the old ones went with the Application), bound to the same backends: the same data.
+    assert set(run.claim_uids) == set(shop.first.claim_uids)
+    assert all(run.claim_uids[name] != uid for name, uid in shop.first.claim_uids.items())
+    serving(stack)
+    assert get_items(stack) == shop.posted

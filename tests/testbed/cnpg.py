@@ -1,11 +1,11 @@
 """CloudNativePG on the node tier: its operator installed as a cluster admin installs it, from upstream's release
 manifest of the pinned version (CNPG_VERSION: CRDs, RBAC, webhooks, the Deployment; kept beside the binary by
-tools/setup.sh build_cnpg_manager) with our images (the `cnpg` and `postgresql` images of `make images`). The
-instances' volumes come from the node's default StorageClass (the built-in host-path provisioner,
-tests/testbed/hostpath.py). The operator runs as a pod in `cnpg-system` and manages its own webhook certificates
-as upstream's does (a CA and a serving certificate in Secrets, the CA injected into its webhook configurations);
-the API server calls the webhooks through their Service, so every Cluster, Database and role passes
-CloudNativePG's own defaulting and validation."""
+tools/setup.sh build_cnpg_manager) with our images (the `cnpg` and `postgresql` images of `make images`), and a
+StorageClass of the node's built-in host-path provisioner for the instances' volumes (tests/testbed/hostpath.py).
+The operator runs as a pod in `cnpg-system` and manages its own webhook certificates as upstream's does (a CA and
+a serving certificate in Secrets, the CA injected into its webhook configurations); the API server calls the
+webhooks through their Service, so every Cluster, Database and role passes CloudNativePG's own defaulting and
+validation."""
 
 from __future__ import annotations
 

@@ -308,15 +308,18 @@ def running_pods(node: NodeTestBed, namespace: str, name: str) -> list[dict[str,
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
-def user_application(git: GitServer, revision: str = "main") -> dict[str, Any]:
-    """The Argo CD Application a user writes: their repository through our plugin (prod) into USER_NAMESPACE."""
+def user_application(git: GitServer, revision: str = "main", *, name: str = ARGO_APP, repository: str = USER_APP,
+                     namespace: str = USER_NAMESPACE, cascade: bool = False) -> dict[str, Any]:
+    """The Argo CD Application a user writes: their repository through our plugin (prod) into `namespace`.
+    `cascade`: with Argo CD's resources finalizer, so deleting it deletes what it synced (as the UI's delete does)."""
+    finalizers = {"finalizers": ["resources-finalizer.argocd.argoproj.io"]} if cascade else {}
     return {"apiVersion": ARGOCD_API, "kind": "Application",
-            "metadata": {"name": ARGO_APP, "namespace": ARGOCD_NAMESPACE},
+            "metadata": {"name": name, "namespace": ARGOCD_NAMESPACE, **finalizers},
             "spec": {"project": "default",
-                     "source": {"repoURL": git.url(USER_APP), "path": ".", "targetRevision": revision,
+                     "source": {"repoURL": git.url(repository), "path": ".", "targetRevision": revision,
                                 "plugin": {"name": PLUGIN,
                                            "parameters": [{"name": "environment", "string": "prod"}]}},
-                     "destination": {"server": IN_CLUSTER, "namespace": USER_NAMESPACE},
+                     "destination": {"server": IN_CLUSTER, "namespace": namespace},
                      "syncPolicy": {"automated": {"prune": True, "selfHeal": True},
                                     "syncOptions": ["CreateNamespace=true"]}}}
 

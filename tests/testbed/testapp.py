@@ -1,5 +1,7 @@
-"""The node tier's test image (tests/testbed/testapp/): built with buildah on the local Debian base, named by
-the hash of what it is made of, so a session reuses an unchanged image and two checkouts never share a tag."""
+"""The node tier's test images, built with buildah on the local Debian base, named by the hash of what they are made
+of, so a session reuses an unchanged image and two checkouts never share a tag: the test image (tests/testbed/testapp/)
+and the shop, the user guide's example app with a Postgres and a Redis (tests/testbed/shopapp/, its base with Debian's
+python3-psycopg2 and python3-redis)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from tests.testbed.procs import BedError
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "testapp"
+SHOP_SOURCE = Path(__file__).resolve().parent / "shopapp"
+SHOP_PACKAGES = "python3-psycopg2,python3-redis"
 EPOCH = "1747699200"  # file mtimes and the image's creation time: the same source makes the same image ID
 CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 
@@ -26,15 +30,30 @@ def _run(argv: list[str], timeout: float = 600) -> str:
 
 def build_test_app() -> str:
     """Build (or find) the test image in podman's storage; returns its reference."""
-    base = _run([str(REPO / "tools" / "base-image.sh"), "--name"])
+    return _build(SOURCE, "apprafter-testapp")
+
+
+def build_shop_app() -> str:
+    """Build (or find) the shop's image (its base with SHOP_PACKAGES: tools/base-image.sh --with builds that once,
+    from the apt mirror); returns its reference."""
+    return _build(SHOP_SOURCE, "apprafter-shop", SHOP_PACKAGES)
+
+
+def _build(source: Path, name: str, packages: str = "") -> str:
+    with_packages = ["--with", packages] if packages else []
+    base = _run([str(REPO / "tools" / "base-image.sh"), *with_packages, "--name"])
+    exists = subprocess.run(["podman", "image", "exists", base], check=False,
+                            env={**os.environ, "CONTAINERS_CONF": str(REPO / "tools" / "containers.conf")})
+    if exists.returncode != 0:
+        _run([str(REPO / "tools" / "base-image.sh"), *with_packages], timeout=1200)
     base_id = _run(["podman", "image", "inspect", "--format", "{{.Id}}", base])
     digest = hashlib.sha256(base_id.encode())
-    for name in sorted(p.name for p in SOURCE.iterdir()):
-        digest.update(name.encode() + b"\0" + (SOURCE / name).read_bytes())
-    ref = f"localhost/test-{CHECKOUT}/apprafter-testapp:{digest.hexdigest()[:12]}"
+    for file in sorted(p.name for p in source.iterdir()):
+        digest.update(file.encode() + b"\0" + (source / file).read_bytes())
+    ref = f"localhost/test-{CHECKOUT}/{name}:{digest.hexdigest()[:12]}"
     exists = subprocess.run(["podman", "image", "exists", ref], check=False,
                             env={**os.environ, "CONTAINERS_CONF": str(REPO / "tools" / "containers.conf")})
     if exists.returncode != 0:
         _run(["buildah", "bud", "--quiet", "--isolation", "chroot", "--timestamp", EPOCH, "--build-arg",
-              f"BASE={base}", "-f", str(SOURCE / "Containerfile"), "-t", ref, str(SOURCE)])
+              f"BASE={base}", "-f", str(source / "Containerfile"), "-t", ref, str(source)])
     return ref
