@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # the controllers and the cluster client are imported when th
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
 REDIS_REGISTRY = "ghcr.io/apprafter"  # where the release publishes its images (tools/images.sh publish)
-PG_MAJOR = 15  # the PostgreSQL major version of the release's image (Debian bookworm's)
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -111,7 +110,7 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--pg-image", metavar="REF",
               help="The PostgreSQL image of the CloudNativePG Clusters the operator makes for cloudnative-pg "
                    "ServiceProviders (CloudNativePG reads the major version from its tag, which must start with it). "
-                   f"Default: {REDIS_REGISTRY}/postgresql:{PG_MAJOR}.")
+                   f"Default: {REDIS_REGISTRY}/postgresql:<the release's PostgreSQL major>.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -137,7 +136,9 @@ def default_redis_image() -> str:
 def default_pg_image() -> str:
     """The release's PostgreSQL image, tagged with its major version, the one CloudNativePG reads from the tag
     (`make images` builds it as localhost/postgresql:<major>)."""
-    return f"{REDIS_REGISTRY}/postgresql:{PG_MAJOR}"
+    from toolchain.pins import pins
+
+    return f"{REDIS_REGISTRY}/postgresql:{pins()['POSTGRES_MAJOR']}"
 
 
 def _run(settings: OperatorSettings) -> int:

@@ -39,12 +39,8 @@ declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argo
 declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
-# Argo CD's image and its Redis (docs/images.md "Argo CD's image and its Redis"): the packages upstream's
-# images install, on top of the local base (tools/base-image.sh --with; one base for both, built once).
-GITOPS_PACKAGES=git,tini,gpg,gpg-agent,openssh-client,redis-server
-# CloudNativePG's operand (docs/images.md "CloudNativePG's images"): Debian's PostgreSQL at bookworm's major, which
-# the image's tag carries (CloudNativePG reads the major from it).
-POSTGRES_MAJOR=15
+# Argo CD's image and its Redis share one base, CloudNativePG's operand has its own (GITOPS_PACKAGES and
+# POSTGRES_MAJOR: tools/versions.env, which tools/setup-images.sh builds them from too).
 declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES [postgresql]=postgresql-$POSTGRES_MAJOR)
 ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default

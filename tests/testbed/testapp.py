@@ -11,11 +11,12 @@ import subprocess
 from pathlib import Path
 
 from tests.testbed.procs import BedError
+from toolchain.pins import pins
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = Path(__file__).resolve().parent / "testapp"
 SHOP_SOURCE = Path(__file__).resolve().parent / "shopapp"
-SHOP_PACKAGES = "python3-psycopg2,python3-redis"
+SHOP_PACKAGES = pins()["SHOP_PACKAGES"]  # tools/versions.env: tools/setup-images.sh builds its base
 EPOCH = "1747699200"  # file mtimes and the image's creation time: the same source makes the same image ID
 CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 
