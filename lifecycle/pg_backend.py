@@ -199,10 +199,45 @@ def _roles(live: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
             ((((live or {}).get("spec") or {}).get("managed") or {}).get("roles") or []) if isinstance(role, Mapping)}
 
 
+def major(image: str) -> str:
+    """The PostgreSQL major an image's tag carries (CloudNativePG reads it the same way): `15` of `...:15.4-1`."""
+    tag = image.rsplit("/", 1)[-1].partition("@")[0].partition(":")[2]
+    return re.split(r"[.\-]", tag, maxsplit=1)[0]
+
+
+def kept(shared: Shared, image: str, live: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(image, storage size) to write: the ones asked for, but never another PostgreSQL major than the live Cluster
+    runs (a major upgrade rewrites the data: an administrator's act, not a side effect of an operator's new
+    default image) nor a smaller volume (a volume never shrinks): both refused, the live ones kept."""
+    spec = (live or {}).get("spec") or {}
+    running = spec.get("imageName")
+    if isinstance(running, str) and running and major(running) != major(image):
+        image = running
+    size = shared.storage_size
+    have = (spec.get("storage") or {}).get("size")
+    if isinstance(have, str) and (_bytes(have) or 0) > (_bytes(size) or 0):
+        size = have
+    return image, size
+
+
+def shrinks(old: Mapping[str, Any], new: Mapping[str, Any]) -> str | None:
+    """Why a change of a cloudnative-pg ServiceProvider from `old` to `new` is refused (None when it is not): a
+    smaller `storage.size` (the instances' volumes never shrink; the backend keeps the live size regardless)."""
+    sizes = [_value((provider.get("spec") or {}).get("config") or {}, "storage", "size") for provider in (old, new)]
+    if any((provider.get("spec") or {}).get("backend") != BACKEND for provider in (old, new)):
+        return None
+    before, after = (_bytes(str(size)) for size in sizes)
+    if before is None or after is None or after >= before:
+        return None
+    return (f"{sizes[1]} is smaller than {sizes[0]}: a volume never shrinks (the Cluster keeps {sizes[0]}); move the "
+            "data to a new provider to use less")
+
+
 def _cluster(shared: Shared, image: str, roles: Mapping[str, Mapping[str, Any]],
              live: Mapping[str, Any] | None, nudged: int | None = None) -> dict[str, Any]:
     resources = {"cpu": shared.cpu, "memory": shared.memory}
-    storage: dict[str, Any] = {"size": shared.storage_size}
+    image, size = kept(shared, image, live)
+    storage: dict[str, Any] = {"size": size}
     if shared.storage_class:
         storage["storageClass"] = shared.storage_class
     meta: dict[str, Any] = {"name": shared.name, "namespace": shared.namespace, "labels": _labels(shared)}

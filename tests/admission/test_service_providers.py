@@ -55,6 +55,14 @@ def test_an_administrators_provider_is_kept_as_written(admission_bed: KubeTestBe
     moved = provider("pg-integrated", "pg", "redis-server")
     text = message(apply(admission_bed.http, admission_bed, moved))
     assert PROVIDERS in text and "spec.backend: 'redis-server' does not serve pg: use cloudnative-pg" in text, text
+    # its instances' volumes grow, never shrink
+    grown = {**wanted, "spec": {**wanted["spec"], "config": {**wanted["spec"]["config"],
+                                                             "storage": {"size": "80Gi", "storageClassName": "fast"}}}}
+    assert ok(apply(admission_bed.http, admission_bed, grown))["spec"]["config"]["storage"]["size"] == "80Gi"
+    shrunk = {**grown, "spec": {**grown["spec"], "config": {**grown["spec"]["config"],
+                                                            "storage": {"size": "40Gi", "storageClassName": "fast"}}}}
+    text = message(apply(admission_bed.http, admission_bed, shrunk))
+    assert PROVIDERS in text and "spec.config.storage.size: 40Gi is smaller than 80Gi: a volume never shrinks" in text
 
 
 def test_a_redis_the_administrator_runs_is_named_by_its_address(admission_bed: KubeTestBed, webhook: Webhook,

@@ -434,3 +434,32 @@ def test_the_database_is_due_only_once_cloudnative_pg_reconciled_its_owner_with_
     assert not core.database_due(shared(), tenant, stale, secret)  # its password not applied yet
     done = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "5"}})
     assert core.database_due(shared(), tenant, done, secret)
+
+
+def test_the_major_is_read_from_the_tag_as_cloudnative_pg_reads_it() -> None:
+    assert core.major("ghcr.io/apprafter/postgresql:15") == "15"
+    assert core.major("registry.example.com:5000/pg/postgresql:16.4-3@sha256:" + "a" * 64) == "16"
+    assert core.major("localhost/postgresql:17-bookworm") == "17"
+
+
+def test_a_new_default_image_never_moves_the_live_cluster_to_another_major_nor_shrinks_its_volume() -> None:
+    asked = shared()
+    live = {"spec": {"imageName": "ghcr.io/apprafter/postgresql:15", "storage": {"size": "20Gi"}}}
+    # another major: the live image stays (a major upgrade is an administrator's act); a bigger volume: the live one
+    assert core.kept(asked, "ghcr.io/apprafter/postgresql:16", live) == ("ghcr.io/apprafter/postgresql:15", "20Gi")
+    # the same major (a minor update) and a larger size apply
+    grown = shared(storage={"size": "40Gi"})
+    assert core.kept(grown, "ghcr.io/apprafter/postgresql:15.8", live) == ("ghcr.io/apprafter/postgresql:15.8", "40Gi")
+    assert core.kept(asked, "x/postgresql:16", None) == ("x/postgresql:16", asked.storage_size)  # a new Cluster
+    cluster = core.cluster_object(asked, "ghcr.io/apprafter/postgresql:16", core.tenant_of(claim()), live)
+    assert (cluster["spec"]["imageName"], cluster["spec"]["storage"]["size"]) == ("ghcr.io/apprafter/postgresql:15",
+                                                                                  "20Gi")
+
+
+def test_a_provider_whose_volumes_would_shrink_is_refused_and_growing_is_not() -> None:
+    small, big = provider(storage={"size": "10Gi"}), provider(storage={"size": "20Gi"})
+    assert core.shrinks(big, small) == ("10Gi is smaller than 20Gi: a volume never shrinks (the Cluster keeps 20Gi); "
+                                        "move the data to a new provider to use less")
+    assert core.shrinks(small, big) is None and core.shrinks(big, big) is None
+    redis = {"spec": {"type": "redis", "backend": "redis-server", "config": {}}}
+    assert core.shrinks(redis, redis) is None
