@@ -19,6 +19,7 @@ import pytest
 from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, plugin_socket_name
 from tests.testbed.procs import ManagedProcess, tool, wait_for
+from toolchain.pins import pins
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINERS_CONF = REPO / "tools" / "containers.conf"
@@ -28,12 +29,14 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
-IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis")  # what `make images` builds, in its order
+IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "traefik")  # what `make images` builds, in order
 RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
 
 
 def tag(name: str) -> str:
-    """The tag `make images` gives image `name` (Argo CD's carries the Argo CD version it is built from)."""
+    """The tag `make images` gives image `name` (Argo CD's and Traefik's carry the version they are built from)."""
+    if name == "traefik":
+        return pins()["TRAEFIK_VERSION"]
     return ARGOCD_VERSIONS[0] if name == "argocd" else VERSION
 
 
