@@ -7,7 +7,9 @@ to the first HTTPS 200.
 
 A node bed of its own (start_node), Traefik and the chart's `public` Gateway, one app rendered by our renderer
 (`expose: {network: public}`). The load comes from inside the node's network namespace: N threads in one Python
-process, each on one keep-alive connection, GET / for S seconds per path; the three paths alternate R rounds (so a
+process, each on one keep-alive connection (the test app answers HTTP/1.0 and closes every connection, so a
+client talking to the pod connects anew for each request, as through the Gateway Traefik does to the pod),
+GET / for S seconds per path; the three paths alternate R rounds (so a
 change in the machine's load hits each alike): the pod's IP on 8080 (plain HTTP), the Gateway's address on 80 (a
 hand-written route on the `http` listener to the same Service) and on 443 (the rendered route: TLS terminated by
 Traefik, SNI the app's host). Prints requests per second, p50 and p99 per path and the ratios to the pod's, with
@@ -42,11 +44,12 @@ latencies, failures, lock = [], [], threading.Lock()
 context = ssl.create_default_context(cafile=spec["ca"]) if spec["tls"] else None
 
 def connect():
-    sock = socket.create_connection((spec["address"], spec["port"]), timeout=10)
-    if context:
-        sock = context.wrap_socket(sock, server_hostname=spec["host"])
     conn = http.client.HTTPConnection(spec["host"], spec["port"], timeout=10)
-    conn.sock = sock
+
+    def dial():  # to the address, SNI and Host the app's host; http.client calls it again after a close
+        sock = socket.create_connection((spec["address"], spec["port"]), timeout=10)
+        conn.sock = context.wrap_socket(sock, server_hostname=spec["host"]) if context else sock
+    conn.connect = dial
     return conn
 
 def worker(stop_at):

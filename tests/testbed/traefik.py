@@ -101,8 +101,9 @@ class NodeGateway:
                 "--resolve", f"{host}:{port}:{self.address}", "-D", "-", url]
         for key, value in (headers or {}).items():
             argv += ["-H", f"{key}: {value}"]
-        out = subprocess.run(self.node.nsenter(*argv), capture_output=True, text=True, timeout=timeout + 10,
-                             check=True).stdout
+        # bytes, not text: universal newlines would turn the header block's CRLFs into LFs
+        out = subprocess.run(self.node.nsenter(*argv), capture_output=True, timeout=timeout + 10,
+                             check=True).stdout.decode()
         head, _, body = out.partition("\r\n\r\n")
         status_line, *lines = head.split("\r\n")
         fields = dict(line.split(": ", 1) for line in lines if ": " in line)
