@@ -66,12 +66,13 @@ def host_of(objects: dict[str, dict[str, Any]]) -> str:
 
 def test_https_reaches_the_apps_pod_through_the_public_gateway(
         node: NodeTestBed, gateway: NodeGateway, test_app: str, tmp_path: Path) -> None:
-    namespace, objects = deploy(node, gateway, tmp_path, "shop", test_app,
-                                '{port: 8080, network: "public", websocket: true, '
-                                'rewrites: [{from: "/api/(.*)", to: "/echo/$1"}]}')
-    host = host_of(objects)
-    assert host == f"shop.{ENV}.{DOMAIN}"
+    namespace = f"gw-shop-{RUN}"
     try:
+        _, objects = deploy(node, gateway, tmp_path, "shop", test_app,
+                            '{port: 8080, network: "public", websocket: true, '
+                            'rewrites: [{from: "/api/(.*)", to: "/echo/$1"}]}')
+        host = host_of(objects)
+        assert host == f"shop.{ENV}.{DOMAIN}"
         # Traefik accepted the rendered route on the chart's Gateway, for real (its controllerName in the status)
         route = node.wait(GATEWAY_API, "HTTPRoute", "shop", namespace, route_accepted, timeout=60,
                           what="HTTPRoute shop Accepted by Traefik")
@@ -163,9 +164,10 @@ def observed(gateway: dict[str, Any], generation: int) -> bool:
 def test_two_apps_with_custom_hostnames_each_get_their_own_certificate_by_sni(
         node: NodeTestBed, gateway: NodeGateway, test_app: str, tmp_path: Path) -> None:
     chart = next(o for o in chart_objects(DOMAIN) if o["kind"] == "Gateway")["spec"]["listeners"]
-    apps = {}
+    apps: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {}
     try:
         for name, host in (("alpha", "alpha.customer-one.test"), ("beta", "www.customer-two.test")):
+            apps[name] = (f"gw-{name}-{RUN}", {})  # removed in `finally` even when the deploy fails
             apps[name] = deploy(node, gateway, tmp_path, name, test_app,
                                 f'{{port: 8080, network: "public", hostname: "{host}"}}')
         (ns_a, alpha), (ns_b, beta) = apps["alpha"], apps["beta"]
