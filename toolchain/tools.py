@@ -197,6 +197,8 @@ TOOLS: dict[str, Tool] = {
              "ClusterIP Services inside the node tier's network namespace (iptables mode)"),
         Tool("coredns", "COREDNS_VERSION", ("-version",), _first(r"CoreDNS-(\d+\.\d+\.\d+)"),
              "cluster DNS inside the node tier's network namespace (kube-dns at the 10th ClusterIP)"),
+        Tool("traefik", "TRAEFIK_VERSION", ("version",), _first(r"Version:\s+(v\S+)"),
+             "the node tier's Gateway API implementation (standing in for Cilium's Gateway; runs in the image)"),
         Tool("kubectl", "KUBERNETES_VERSION", ("version", "--client"), _first(r"Client Version: (v\S+)"),
              "the node tier's kubectl (logs, exec, what a person runs)"),
         Tool("argocd", "ARGOCD_VERSION", ("version", "--client", "--short"),

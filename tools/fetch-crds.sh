@@ -4,7 +4,8 @@
 # whose directory exists is skipped. Called by tools/setup.sh as `fetch-crds.sh $TOOLS_DIR`.
 #
 # What is taken from where (paths inside the module zip):
-#   gateway-api     sigs.k8s.io/gateway-api            config/crd/standard/*.yaml (standard channel)
+#   gateway-api     sigs.k8s.io/gateway-api            config/crd/standard/*.yaml (standard channel; also at
+#                                                      TRAEFIK_GATEWAY_API_VERSION with backendtlspolicies)
 #   keda            github.com/kedacore/keda/v2        config/crd/bases/keda.sh_{scaledobjects,triggerauthentications,clustertriggerauthentications}.yaml
 #   cilium          github.com/cilium/cilium           pkg/k8s/apis/cilium.io/client/crds/v2/cilium{,clusterwide}networkpolicies.yaml
 #   argocd          github.com/argoproj/argo-cd/v3     manifests/crds/{application,appproject}-crd.yaml
@@ -73,6 +74,15 @@ fetch gateway-api "$GATEWAY_API_VERSION" sigs.k8s.io/gateway-api cat \
   config/crd/standard/gateway.networking.k8s.io_httproutes.yaml \
   config/crd/standard/gateway.networking.k8s.io_grpcroutes.yaml \
   config/crd/standard/gateway.networking.k8s.io_referencegrants.yaml
+# Traefik's Gateway provider (the node tier's Gateway: tests/testbed/traefik.py) is built against a newer Gateway
+# API and watches BackendTLSPolicy v1, standard only from v1.4.0: that release's standard channel beside the pin.
+fetch gateway-api "$TRAEFIK_GATEWAY_API_VERSION" sigs.k8s.io/gateway-api cat \
+  config/crd/standard/gateway.networking.k8s.io_gatewayclasses.yaml \
+  config/crd/standard/gateway.networking.k8s.io_gateways.yaml \
+  config/crd/standard/gateway.networking.k8s.io_httproutes.yaml \
+  config/crd/standard/gateway.networking.k8s.io_grpcroutes.yaml \
+  config/crd/standard/gateway.networking.k8s.io_referencegrants.yaml \
+  config/crd/standard/gateway.networking.k8s.io_backendtlspolicies.yaml
 fetch keda "$KEDA_VERSION" github.com/kedacore/keda/v2 cat \
   config/crd/bases/keda.sh_scaledobjects.yaml \
   config/crd/bases/keda.sh_triggerauthentications.yaml \

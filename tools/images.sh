@@ -4,7 +4,7 @@
 # (through `apprafter stack sign|verify`, the platform chart's signing code).
 #
 #   tools/images.sh build [NAME...]            build $IMAGE_PREFIX/<name>:<version> (default: every image;
-#                                              `argocd` is tagged with ARGOCD_VERSION); an image whose inputs
+#                                              `argocd` and `traefik` are tagged with their pins); an image whose inputs
 #                                              did not change is kept, not rebuilt
 #   tools/images.sh publish REPO [TARGET...]   push each image (default: the release's, argocd-cue-cmp and
 #                                              apprafter-operator) to REPO/<name>:<version> and the charts (target
@@ -33,16 +33,18 @@ CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 # COPYs. Each image gets a build context of its own (see stage()), so its inputs hash covers only what it uses.
 declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile
                        [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile
-                       [cnpg]=deploy/images/cnpg.Dockerfile [postgresql]=deploy/images/postgresql.Dockerfile)
+                       [cnpg]=deploy/images/cnpg.Dockerfile [postgresql]=deploy/images/postgresql.Dockerfile
+                       [traefik]=deploy/images/traefik.Dockerfile)
 declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]=""
-                  [cnpg]="cnpg-manager" [postgresql]="")
-declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]="")
+                  [cnpg]="cnpg-manager" [postgresql]="" [traefik]="traefik")
+declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]=""
+                   [traefik]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
 # Argo CD's image and its Redis share one base, CloudNativePG's operand has its own (GITOPS_PACKAGES and
 # POSTGRES_MAJOR: tools/versions.env, which tools/setup-images.sh builds them from too).
 declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES [postgresql]=postgresql-$POSTGRES_MAJOR)
-ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql)
+ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql traefik)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
 # `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.
@@ -70,11 +72,12 @@ wheel() {
     || die 2 "building the package wheel failed (see above)"
 }
 
-# tag NAME: the image's tag (Argo CD's image carries the Argo CD version it is built from).
+# tag NAME: the image's tag (Argo CD's and Traefik's images carry the version they are built from).
 # CloudNativePG's image carries its version as upstream tags it (1.26.1), the PostgreSQL image its major.
 tag() {
   case "$1" in
     argocd) echo "$ARGOCD_VERSION" ;;
+    traefik) echo "$TRAEFIK_VERSION" ;;
     cnpg) echo "${CNPG_VERSION#v}" ;;
     postgresql) echo "$POSTGRES_MAJOR" ;;
     *) echo "$VERSION" ;;
@@ -148,7 +151,8 @@ build() {
     buildah bud --quiet --isolation chroot --timestamp "$sde" --secret "id=ca,src=$CA_BUNDLE" \
       --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$rev" \
       --build-arg "SOURCE_DATE_EPOCH=$sde" --build-arg "ARGOCD_VERSION=$ARGOCD_VERSION" \
-      --build-arg "CNPG_VERSION=$CNPG_VERSION" --label "dev.apprafter.inputs=$inputs" \
+      --build-arg "CNPG_VERSION=$CNPG_VERSION" --build-arg "TRAEFIK_VERSION=$TRAEFIK_VERSION" \
+      --label "dev.apprafter.inputs=$inputs" \
       -f "$dockerfile" -t "$tag" "$ctx" >/dev/null || die 2 "buildah failed building $tag (see above)"
     local id size base_size; id=$(podman image inspect --format '{{.Id}}' "$tag")
     size=$(podman image inspect --format '{{.Size}}' "$tag"); base_size=$(podman image inspect --format '{{.Size}}' "$base")

@@ -234,6 +234,22 @@ build_cnpg_manager() {
   rm -rf "$cache"; return "$rc"
 }
 
+# Traefik, the node tier's Gateway API implementation (tests/testbed/traefik.py), as its Makefile's `binary` target
+# builds it (version and codename stamped) from the module's directory: its go.mod replaces three modules with
+# Containous forks, so `go install ...@version` refuses it. The web UI is not built (no Node.js here): the module's
+# webui/static holds a placeholder, and the dashboard stays off. Its own build cache, removed after, as Vault's.
+build_traefik() {
+  local src stage rc=0 codename
+  src=$(go mod download -json "github.com/traefik/traefik/v3@$TRAEFIK_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$src" ]] || return 1
+  codename=$(sed -n 's/^CODENAME ?= //p' "$src/Makefile")
+  stage=$(mktemp -d)
+  (cd "$src" && GOCACHE="$stage/go-build" go build -trimpath -ldflags "-s -w \
+    -X github.com/traefik/traefik/v3/pkg/version.Version=$TRAEFIK_VERSION \
+    -X github.com/traefik/traefik/v3/pkg/version.Codename=$codename" -o "$1/traefik" ./cmd/traefik) || rc=$?
+  rm -rf "$stage"; return "$rc"
+}
+
 # The builds, in lanes that run side by side (APPRAFTER_SETUP_JOBS at a time, default 3): a Go build leaves a core
 # idle while it downloads modules and links, and the apt-get and mmdebstrap steps wait on the network and the disk.
 # A lane's tools build one after another (the Kubernetes commands share one module's packages); lanes share
@@ -269,6 +285,8 @@ lane_kubernetes() {
 }
 build_imageref() { (cd "$here/kube" && go build -trimpath -ldflags "-s -w" -o "$1/imageref" ./imageref); }
 lane_vault() { ensure vault "$VAULT_VERSION" build_vault vault version; }
+# Traefik's cold build costs about 1,100 CPU-seconds: a lane of its own.
+lane_traefik() { ensure traefik "$TRAEFIK_VERSION" build_traefik traefik version; }
 # Argo CD at the pin and at the oldest line still supported (docs/argocd.md "Argo CD versions"); bin/ links the
 # pin. The client is keyed by the Argo CD version and a hash of its source, so an edit rebuilds it;
 # argocd-cmp-client/<version> links the current key.
@@ -305,6 +323,7 @@ join() {
   while ((running > 0)); do reap; done
   ((failed == 0)) || { echo "setup: a tool could not be installed (its lines above say why)" >&2; exit 2; }
 }
+spawn lane_traefik
 spawn lane_vault
 spawn lane_argocd "$ARGOCD_VERSION"
 spawn lane_kubernetes

@@ -20,6 +20,7 @@ from tests.testbed.argocd import ARGOCD_VERSIONS
 from tests.testbed.cmp import CmpServer, plugin_socket_name
 from tests.testbed.procs import ManagedProcess, tool, wait_for
 from toolchain import tools
+from toolchain.pins import pins
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINERS_CONF = REPO / "tools" / "containers.conf"
@@ -29,18 +30,19 @@ VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["versi
 PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
-# what `make images` builds, in its order
-IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql")
-POSTGRES_MAJOR = "15"  # the postgresql image's tag (tools/images.sh POSTGRES_MAJOR: CloudNativePG reads it)
+# what `make images` builds, in its order (tools/images.sh ALL)
+IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql", "traefik")
 RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
 
 
 def tag(name: str) -> str:
-    """The tag `make images` gives image `name` (Argo CD's and CloudNativePG's carry the version they are built
-    from, the PostgreSQL image its major)."""
+    """The tag `make images` gives image `name` (Argo CD's, CloudNativePG's and Traefik's carry the version they are
+    built from, the PostgreSQL image its major: versions.env POSTGRES_MAJOR, which CloudNativePG reads)."""
     if name == "cnpg":
         return tools.TOOLS["cnpg-manager"].pinned.removeprefix("v")
-    return {"argocd": ARGOCD_VERSIONS[0], "postgresql": POSTGRES_MAJOR}.get(name, VERSION)
+    if name == "traefik":
+        return pins()["TRAEFIK_VERSION"]
+    return {"argocd": ARGOCD_VERSIONS[0], "postgresql": pins()["POSTGRES_MAJOR"]}.get(name, VERSION)
 
 
 def env(**extra: str) -> dict[str, str]:

@@ -18,13 +18,14 @@ WEBHOOK_CONFIGS = ("validatingwebhookconfigurations", "mutatingwebhookconfigurat
 FIELD_MANAGER = "cert-manager"
 
 
-def issue_certificate(bed: KubeTestBed, name: str, namespace: str, workdir: Path) -> bytes:
-    """cert-manager's part: the key pair the Certificate asks for, in the Secret it names; returns the CA."""
+def issue_certificate(bed: KubeTestBed, name: str, namespace: str, workdir: Path, *, ca: CA | None = None) -> bytes:
+    """cert-manager's part: the key pair the Certificate asks for, in the Secret it names, signed by `ca` (the
+    Issuer's; a CA of its own when not given); returns the CA."""
     certificate = bed.get(CERT_MANAGER_API, "Certificate", name, namespace)
     assert certificate is not None, f"no Certificate {namespace}/{name}"
     spec = certificate["spec"]
     names = tuple(spec.get("dnsNames") or [spec.get("commonName") or name])
-    serving = CA(f"{name}-ca").serving_cert(workdir / "tls" / namespace / name, name, names)
+    serving = (ca or CA(f"{name}-ca")).serving_cert(workdir / "tls" / namespace / name, name, names)
     data = {"tls.crt": serving.cert_path.read_bytes(), "tls.key": serving.key_path.read_bytes(),
             "ca.crt": serving.ca_pem}
     bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",

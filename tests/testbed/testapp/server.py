@@ -1,6 +1,8 @@
 """The node tier's test workload: an HTTP server whose behaviour MODE (or --mode) chooses.
 
-  serve    GET / answers MESSAGE (default "hello"), /ready 200 "ready", /host the pod's hostname
+  serve    GET / answers MESSAGE (default "hello"), /ready 200 "ready", /host the pod's hostname, /echo...
+           the path it was asked for and the Host header (what a Gateway's rewrite sent), /ws a WebSocket that
+           echoes each text or binary message
   unready  like serve, but /ready answers 503 (a readiness probe never passes)
   hang     listens on PORT and never answers (a probe times out)
   crash    exits 3 at start (a crash loop)
@@ -10,6 +12,8 @@ PORT (default 8080) and MESSAGE come from the environment or --port/--message. S
 """
 
 import argparse
+import base64
+import hashlib
 import os
 import signal
 import socket
@@ -23,7 +27,12 @@ class Handler(BaseHTTPRequestHandler):
     message = "hello"
 
     def do_GET(self):
-        if self.path == "/ready":
+        if self.path == "/ws" and self.headers.get("Upgrade", "").lower() == "websocket":
+            self.websocket()
+            return
+        if self.path.startswith("/echo"):
+            status, body = 200, f"path {self.path} host {self.headers.get('Host', '')}"
+        elif self.path == "/ready":
             status, body = (200, "ready") if self.ready else (503, "not ready")
         elif self.path == "/host":
             status, body = 200, socket.gethostname()
@@ -37,6 +46,36 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+    def websocket(self):
+        """RFC 6455's handshake, then echo every text or binary frame until the client closes."""
+        accept = base64.b64encode(hashlib.sha1(
+            self.headers["Sec-WebSocket-Key"].encode() + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()).decode()
+        self.wfile.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          f"Sec-WebSocket-Accept: {accept}\r\n\r\n").encode())
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            head = self.rfile.read(2)
+            if len(head) < 2:
+                return
+            opcode, length = head[0] & 0x0F, head[1] & 0x7F
+            if length == 126:
+                length = int.from_bytes(self.rfile.read(2), "big")
+            elif length == 127:
+                length = int.from_bytes(self.rfile.read(8), "big")
+            mask = self.rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+            payload = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(length)))
+            if opcode == 0x8:  # close: answer it, then end
+                self.wfile.write(b"\x88\x00")
+                self.wfile.flush()
+                return
+            reply = 0xA if opcode == 0x9 else opcode  # a ping gets its pong; text and binary come back as sent
+            size = len(payload)
+            header = bytes([0x80 | reply, size]) if size < 126 else bytes([0x80 | reply, 126]) + size.to_bytes(2, "big")
+            self.wfile.write(header + payload)
+            self.wfile.flush()
 
 
 def main():
