@@ -333,6 +333,7 @@ def forget_access(kube: KubeTestBed, namespaces: Sequence[str]) -> None:
     person_kubeconfig): on a shared bed the chart's own `helm install` would refuse to adopt them."""
     granted = [*chart_rbac(OPERATOR_RBAC, tuple(dict.fromkeys((OPERATOR_NAMESPACE, *namespaces,
                                                                 CHART_ARGOCD_NAMESPACE)))),
+               *chart_rbac(LISTENERS_RBAC, (GATEWAY_NAMESPACE,)),
                *[o for o in chart_rbac(APPROVER_ROLE) if o["kind"] == "ClusterRole"],
                *moved_argocd_rbac(ARGOCD_NAMESPACE)]
     for obj in granted:
