@@ -134,10 +134,12 @@ def traefik_crds() -> list[Path]:
 
 def chart_objects(domain: str) -> list[dict[str, Any]]:
     """Our gateway chart's `public` Gateway and its Certificate, templated by the pinned helm with Traefik's class
-    (the `internal` and `vpn` Gateways are left out: on Traefik every Gateway of a class shares the same entry
-    points, so they would answer on the same address)."""
+    and the issuer the bed's CA plays (`issuer.type=none`: an issuer of the administrator's that signs wildcards, so
+    the chart's `https` listener is there too); the `internal` and `vpn` Gateways are left out: on Traefik every
+    Gateway of a class shares the same entry points, so they would answer on the same address."""
     out = subprocess.run([str(tool("helm")), "template", "apprafter-gateway", str(CHART), "--namespace", NAMESPACE,
-                          "--set", f"domain={domain}", "--set", f"gatewayClassName={CLASS}"],
+                          "--set", f"domain={domain}", "--set", f"gatewayClassName={CLASS}", "--set",
+                          "issuer.type=none"],
                          capture_output=True, text=True, check=True, timeout=120).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc and doc["metadata"]["name"] in (GATEWAY, f"{GATEWAY}-tls")]
 
