@@ -314,6 +314,21 @@ def _issuer(issuer: str | None, email: str | None, server: str | None, solver: P
     return {"gateway": {"values": {"issuer": {"type": chosen, **({"acme": acme} if acme else {})}}}}
 
 
+_CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
+
+
+def _gateway_class(overrides: dict[str, Any], name: str | None) -> dict[str, Any]:
+    """`overrides` with the gateway component's `gatewayClassName` when one was asked (nothing asked: Cilium's)."""
+    if name is None:
+        return overrides
+    if not _CLASS_NAME.fullmatch(name):
+        raise _fail("--gateway-class", f"{name!r}: a GatewayClass name such as traefik (lowercase letters, digits, "
+                                       "'-' and '.')")
+    gateway = overrides.get("gateway", {})
+    values = {**gateway.get("values", {}), "gatewayClassName": name}
+    return {**overrides, "gateway": {**gateway, "values": values}}
+
+
 def _solver(path: Path) -> dict[str, Any]:
     """A cert-manager ACME dns01 solver (its provider's block): read, never printed (it names Secrets)."""
     import yaml
@@ -356,6 +371,9 @@ def _solver(path: Path) -> dict[str, Any]:
 @click.option("--dns01-solver", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="A cert-manager ACME dns01 solver (YAML): the domain's names and its wildcards by DNS-01; without "
                    "it each app's hostname is proven by HTTP-01 through the public Gateway.")
+@click.option("--gateway-class", metavar="NAME",
+              help="The GatewayClass the stack's Gateways use (default cilium, the stack's own; e.g. traefik where "
+                   "k3s runs Traefik: docs/platform-stack.md says what that leaves out).")
 @click.option("--channel", type=click.Choice(CHANNELS), default="stable", show_default=True,
               help="The release channel the PlatformStack follows.")
 @click.option("--auto-upgrade/--no-auto-upgrade", default=None,
@@ -376,7 +394,8 @@ def _solver(path: Path) -> dict[str, Any]:
 @reported
 def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain: str | None,
                       multitenancy: bool | None, issuer: str | None, acme_email: str | None,
-                      acme_server: str | None, dns01_solver: Path | None, channel: str, auto_upgrade: bool | None,
+                      acme_server: str | None, dns01_solver: Path | None, gateway_class: str | None,
+                      channel: str, auto_upgrade: bool | None,
                       argocd_manifest: Path | None, sidecar_image: str | None, registry_secret: str | None,
                       plain_http: bool, dry_run: bool, output: str, kubeconfig: Path | None,
                       kube_context: str | None) -> None:
@@ -387,7 +406,7 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
     from lifecycle.bootstrap import Request, namespaced_in, plan, reads
 
     values = _values(tier, domain, multitenancy)
-    overrides = _issuer(issuer, acme_email, acme_server, dns01_solver)
+    overrides = _gateway_class(_issuer(issuer, acme_email, acme_server, dns01_solver), gateway_class)
     public_key = _public_key(key)
     manifest = _manifest(argocd_manifest) if argocd_manifest is not None else None
     sidecar = _sidecar(sidecar_image)

@@ -36,9 +36,10 @@ def _phases(plans: Iterable[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
     return frozenset((p["metadata"]["name"], str((p.get("status") or {}).get("phase") or "")) for p in plans)
 
 
-def memo_of(obj: Mapping[str, Any], plans: Iterable[Mapping[str, Any]], now: float) -> CheckMemo:
-    meta = obj["metadata"]
-    return CheckMemo(meta["uid"], int(meta.get("generation") or 0), now, _phases(plans))
+def memo_of(obj: Mapping[str, Any], observed: int, plans: Iterable[Mapping[str, Any]], now: float) -> CheckMemo:
+    """The check just made, remembered for the generation it looked at (`observed`, its status' observedGeneration),
+    never the object's generation after the status write: a spec changed during the check is looked at at once."""
+    return CheckMemo(obj["metadata"]["uid"], observed, now, _phases(plans))
 
 
 def check_due(memo: CheckMemo | None, obj: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], interval: float,

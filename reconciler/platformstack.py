@@ -199,8 +199,8 @@ class PlatformStackPass:
         if verdict.consumed and verdict.consumed in live:
             await self.ensure_phase(live[verdict.consumed], PlanPhase(verdict.consumed, APPLIED, "applied"))
         if verdict.remember:
-            self.controller.memo = inputs.memo_of(self.obj, live.values() if live else self.plans,
-                                                     time.monotonic())
+            self.controller.memo = inputs.memo_of(self.obj, verdict.status.generation,
+                                                  live.values() if live else self.plans, time.monotonic())
         return verdict.outcome
 
     # --- MigrationPlans ------------------------------------------------------------------------------------

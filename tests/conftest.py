@@ -162,9 +162,13 @@ def bare_host() -> dict[str, Any]:
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks schedule() adds
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that compare the host before and after a bed of their own run before any test that starts the
-    session's `node` (which changes the host's sysctls until the session ends); under xdist, the units each worker
-    takes, longest first (tests/parallel.py)."""
-    items.sort(key=lambda item: "bare_host" not in getattr(item, "fixturenames", ()))
+    session's `node` (which changes the host's sysctls until the session ends); then the stack from zero on a node
+    bed of its own (`empty_node`), also before the session's `node` starts, so that the two never run side by side
+    on this machine's two cores; under xdist, the units each worker takes, longest first (tests/parallel.py)."""
+    def first(item: pytest.Item) -> tuple[bool, bool]:
+        fixtures = getattr(item, "fixturenames", ())
+        return "bare_host" not in fixtures, "empty_node" not in fixtures
+    items.sort(key=first)
     parallel.schedule(items, config)
 
 

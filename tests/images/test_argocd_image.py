@@ -1,6 +1,6 @@
 """Argo CD's image and its Redis as `make images` builds them (deploy/images/argocd.Dockerfile, redis.Dockerfile):
 the pinned binary byte for byte under every component's name, as upstream's image lays it out; Debian's
-redis-server as the entrypoint install.yaml's arguments run. They run as pods in test_argocd_pods.py."""
+redis-server as the entrypoint install.yaml's arguments run. They run as pods in test_bootstrap_node.py."""
 
 from __future__ import annotations
 

@@ -38,12 +38,14 @@ from tests.testbed.argocd import ARGOCD_API, ARGOCD_VERSIONS, sync_status
 from tests.testbed.argocd_pods import UPSTREAM_IMAGES
 from tests.testbed.node import NodeTestBed, has_condition, start_node
 from tests.testbed.shop_on_node import (
+    HOSTNAME,
     NEEDS,
     SHOP,
     SHOP_NAMESPACE,
     Run,
     delete_and_recreate,
     get_items,
+    hostname_policy,
     post_item,
     push_and_sync,
     serving,
@@ -53,6 +55,7 @@ from tests.testbed.stack_on_node import (
     ARGO_APP,
     ARGOCD_NAMESPACE,
     CHECK_INTERVAL,
+    DOMAIN,
     LEFT_OUT,
     NAMESPACE,
     NEXT,
@@ -71,6 +74,8 @@ from tests.testbed.stack_on_node import (
     running_pods,
 )
 from tests.testbed.testapp import build_shop_app, build_test_app
+from tests.testbed.traefik import CLASS, GATEWAY, GATEWAY_API, NodeGateway, install_traefik, listener_status
+from tests.testbed.traefik import NAMESPACE as GATEWAY_NAMESPACE
 
 pytestmark = [pytest.mark.images, pytest.mark.node]
 
@@ -152,8 +157,10 @@ def test_the_platform_stack_and_the_root_application_name_the_verified_digest(bo
         "channel": "stable", "autoUpgrade": True,
         "source": {"repoURL": f"oci://{stack.repository}", "insecure": True, "secretRef": {"name": REGISTRY_SECRET},
                    "checkInterval": CHECK_INTERVAL},  # the admin's, after the loader (stack_on_node)
-        "values": {"tier": "solo", "domain": "example.com"},
+        "values": {"tier": "solo", "domain": DOMAIN},
         "verify": {"provider": "cosign", "secretRef": {"name": KEYS_SECRET}}}
+    # --gateway-class traefik: the node runs Traefik's Gateway (as k3s does), not Cilium's
+    assert ps["spec"]["overrides"]["gateway"] == {"values": {"gatewayClassName": CLASS}}
     root = stack.node.get(ARGOCD_API, "Application", umbrella.NAME, ARGOCD_NAMESPACE)
     assert root is not None
     assert root["spec"]["source"]["repoURL"] == f"oci://{stack.repository}"
@@ -170,7 +177,8 @@ def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applicatio
                            lambda app: sync_status(app)[0] == "Synced" and sync_status(app)[2] == stack.digest(),
                            timeout=300, what="the umbrella Synced at the verified digest")
     assert root["spec"]["source"]["targetRevision"] == stack.digest()
-    assert root["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {n: {"enabled": False} for n in LEFT_OUT}
+    assert root["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {
+        **{n: {"enabled": False} for n in LEFT_OUT}, "gateway": {"values": {"gatewayClassName": CLASS}}}
     apps = stack.node.wait_list(ARGOCD_API, "Application", ARGOCD_NAMESPACE,
                                 lambda items: items if {a["metadata"]["name"] for a in items} ==
                                 set(OURS) | set(UNREACHABLE_REQUIRED) else None,
@@ -281,10 +289,12 @@ def test_argo_cd_applied_the_integrated_providers_past_the_webhook_pod(booted: B
 
 
 def test_the_gateway_waits_for_what_the_node_lacks_and_says_so(booted: Booted) -> None:
-    """The gateway chart syncs; Argo CD calls it Progressing for Cilium's Gateways (no controller programs them)
-    and its ACME ClusterIssuer (no cert-manager registers its account here) — nothing else: on the solo tier
-    without a DNS-01 solver there is no wildcard Certificate (apps' own come with them)."""
+    """The gateway chart syncs; Argo CD calls it Progressing for its Gateways of class traefik (no Traefik runs yet:
+    section 5 installs it) and its ACME ClusterIssuer (no cert-manager registers its account here) — nothing else:
+    on the solo tier without a DNS-01 solver there is no wildcard Certificate (apps' own come with them)."""
     stack = booted.stack
+    gateway = stack.node.get(GATEWAY_API, "Gateway", GATEWAY, GATEWAY_NAMESPACE) or {}
+    assert gateway["spec"]["gatewayClassName"] == CLASS
     assert stack.argocd is not None
     app = component_apps(stack.node)["gateway"]
     assert sync_status(app)[:2] == ("Synced", "Progressing")
@@ -304,6 +314,8 @@ def test_a_user_app_from_git_is_healthy_with_running_pods(booted: Booted) -> Non
     assert not booted.early, f"Argo CD said Healthy before the pods were Available: {booted.early[0]}"
     app = node.get(ARGOCD_API, "Application", ARGO_APP, ARGOCD_NAMESPACE)
     assert app is not None and sync_status(app) == ("Synced", "Healthy", stack.revision)
+    assert app["status"]["operationState"]["phase"] == "Succeeded", app["status"]["operationState"]
+    # Rendered by our plugin: the one object Argo CD applied is our Application, which the operator turned into pods.
     assert [(r["group"], r["kind"], r["name"]) for r in app["status"]["resources"]] == [
         ("apprafter.io", "Application", USER_APP)]
     ours = node.get(API, "Application", USER_APP, USER_NAMESPACE)
@@ -366,11 +378,22 @@ def test_the_argo_cd_ui_tree_shows_the_stack_and_the_app(booted: Booted) -> None
     tree = stack.argocd.resource_tree(umbrella.NAME)
     children = {n["name"] for n in tree if n["kind"] == "Application" and n.get("group") == "argoproj.io"}
     assert children == set(OURS) | set(UNREACHABLE_REQUIRED)
+    # The user's app: our Application, the Deployment it owns, its ReplicaSet, the running pods, each Healthy.
     app_tree = stack.argocd.resource_tree(ARGO_APP)
-    kinds = {(n.get("group", ""), n["kind"]) for n in app_tree}  # the core group is left out
-    assert {("apprafter.io", "Application"), ("apps", "Deployment"), ("apps", "ReplicaSet"), ("", "Pod")} <= kinds
-    pods = [n for n in app_tree if n["kind"] == "Pod"]
-    assert len(pods) == 2 and all(p["health"]["status"] == "Healthy" for p in pods)
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for item in app_tree:
+        by_kind.setdefault(item["kind"], []).append(item)
+    [root] = [n for n in by_kind["Application"] if n.get("group") == "apprafter.io"]
+    assert root["health"]["status"] == "Healthy"
+    [deployment] = by_kind["Deployment"]
+    assert deployment["parentRefs"][0]["uid"] == root["uid"] and deployment["health"]["status"] == "Healthy"
+    running = {p["metadata"]["name"] for p in running_pods(stack.node, USER_NAMESPACE, USER_APP)
+               if has_condition(p, "Ready")}
+    pods = by_kind["Pod"]
+    assert {p["name"] for p in pods} == running and len(running) == 2
+    assert all(p["health"]["status"] == "Healthy" for p in pods)
+    replica_sets = {r["uid"] for r in by_kind["ReplicaSet"]}
+    assert all(p["parentRefs"][0]["uid"] in replica_sets for p in pods)
 
 
 # --- 5. the user guide's example: needs, from git to a GET that returns what a POST wrote (issue 31) ----------------
@@ -378,30 +401,36 @@ def test_the_argo_cd_ui_tree_shows_the_stack_and_the_app(booted: Booted) -> None
 @dataclasses.dataclass
 class Shop:
     image: str
+    gateway: NodeGateway
     first: Run | None = None
     posted: dict[str, Any] = dataclasses.field(default_factory=dict)  # what GET answered after the POSTs
 
 
 @pytest.fixture(scope="module")
-def shop(booted: Booted, images: dict[str, Image]) -> Shop:
+def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     """The shop's image in the node's containerd; CloudNativePG installed from the images built here, as the
     stand-in for the stack's `cloudnative-pg` component (its chart is on a public repository: LEFT_OUT; volumes from
     the node's default StorageClass, as the solo tier's pg-integrated names none); the redis and PostgreSQL images
     under the names the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported
-    and tagged, as the operator's own image is)."""
+    and tagged, as the operator's own image is); Traefik serving the stack's own Gateways (class traefik: the
+    bootstrap's `--gateway-class`), as k3s runs it, in place of Cilium's Gateway; the admin's HostnamePolicy that
+    lets the shop's namespace have the guide's hostname."""
     node, started = booted.stack.node, time.monotonic()
-    operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
+    operator_image, postgres_image, traefik_image = (node.import_image(images[name].ref)
+                                                     for name in ("cnpg", "postgresql", "traefik"))
     cnpg.install(node, operator_image, postgres_image)
     node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
     node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
+    gateway = install_traefik(node, traefik_image, testbed_dir / "bootstrap-gateway", domain=DOMAIN, chart=False)
+    node.apply(hostname_policy(), field_manager="platform-admin")
     image = node.import_image(build_shop_app())
-    print(f"the shop's set-up (CloudNativePG, images imported and tagged): {time.monotonic() - started:.1f} s")
-    return Shop(image)
+    print(f"the shop's set-up (CloudNativePG, Traefik, images imported and tagged): {time.monotonic() - started:.1f} s")
+    return Shop(image, gateway)
 
 
 def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then(booted: Booted, shop: Shop) -> None:
     stack, node = booted.stack, booted.stack.node
-    run = push_and_sync(stack, shop.image)
+    run = push_and_sync(stack, shop.gateway, shop.image)
     shop.first = run
     print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}")
     assert not run.early, run.early
@@ -418,22 +447,31 @@ def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then
         assert {"url", "host", "port", "user", "password"} <= set(secret.get("data") or {}), need
     ours = node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
     assert ours["status"]["phase"] == "Ready"
-    # The app's own word: a POST stored in each backend, a GET reads both back.
-    serving(stack)
+    # Its hostname's own HTTPS listener on the stack's Gateway, added by the operator pod, programmed by Traefik.
+    live = node.get(GATEWAY_API, "Gateway", GATEWAY, GATEWAY_NAMESPACE) or {}
+    assert listener_status(live, HOSTNAME)["Programmed"]["status"] == "True"
+    # The app's own word, asked as its users ask it, over HTTPS on its hostname through the Gateway: a POST stored
+    # in each backend, a GET reads both back.
+    serving(shop.gateway)
     for value in ("apples", "pears"):
-        assert post_item(stack, value) == {"stored": value}
-    shop.posted = get_items(stack)
+        assert post_item(shop.gateway, value) == {"stored": value}
+    shop.posted = get_items(shop.gateway)
     assert shop.posted == {need: ["apples", "pears"] for need in NEEDS}, shop.posted
+    # with its own certificate (its hostname, signed by the CA playing the stack's issuer); plain HTTP redirects
+    shown = shop.gateway.certificate(HOSTNAME)
+    assert f"DNS:{HOSTNAME}" in shown and "issuer=CN = apprafter-public test CA" in shown, shown
+    redirected = shop.gateway.curl(f"http://{HOSTNAME}/items", HOSTNAME)
+    assert (redirected.status, redirected.headers["location"]) == (301, f"https://{HOSTNAME}/items")
 
 
 def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(booted: Booted, shop: Shop) -> None:
     stack = booted.stack
     assert shop.first is not None and shop.posted, "the previous test did not get the shop running"
-    run = delete_and_recreate(stack, shop.image, shop.first.revision)
+    run = delete_and_recreate(stack, shop.gateway, shop.image, shop.first.revision)
     print(f"the shop again, new Argo CD Application -> each step (s): {run.steps}; Argo CD: {run.transitions}")
     assert not run.early, run.early
     # New claims (the old ones went with the Application), bound to the same backends: the same data.
     assert set(run.claim_uids) == set(shop.first.claim_uids)
     assert all(run.claim_uids[name] != uid for name, uid in shop.first.claim_uids.items())
-    serving(stack)
-    assert get_items(stack) == shop.posted
+    serving(shop.gateway)
+    assert get_items(shop.gateway) == shop.posted

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from apprafter.bootstrap_cmd import _crds, _issuer, _printed, _sidecar, _tenant_project, sidecar_directory
+from apprafter.bootstrap_cmd import (
+    _crds,
+    _gateway_class,
+    _issuer,
+    _printed,
+    _sidecar,
+    _tenant_project,
+    sidecar_directory,
+)
 from lifecycle.bootstrap import (
     FIELD_MANAGER,
     KEYS_SECRET,
@@ -285,6 +293,8 @@ def bootstrap(tmp_path: Path, *args: str) -> tuple[int, str, str]:
      "--issuer: self-signed: --acme-email, --acme-server and --dns01-solver are for --issuer acme"),
     (("--dns01-solver", "/nonexistent/solver.yaml"),
      "/nonexistent/solver.yaml: cannot read the DNS-01 solver file: No such file or directory"),
+    (("--gateway-class", "Traefik"), "--gateway-class: 'Traefik': a GatewayClass name such as traefik (lowercase "
+                                     "letters, digits, '-' and '.')"),
 ])
 def test_bad_input_is_one_line_and_exit_1(tmp_path: Path, args: tuple[str, ...], line: str) -> None:
     assert bootstrap(tmp_path, *args) == (1, "", line + "\n")
@@ -394,3 +404,11 @@ def test_an_install_a_run_before_began_is_finished() -> None:
     decided = plan(request(argocd_manifest=manifest), crd)
     assert decided.notes[0].endswith("installing it from --argocd-manifest (a run before began it)")
     assert [key_of(s.obj) for s in decided.steps if s.why == "Argo CD"] == [key_of(manifest[0])]
+
+
+def test_a_gateway_class_joins_the_issuer_in_the_gateway_components_overrides() -> None:
+    assert _gateway_class({}, None) == {}
+    assert _gateway_class({}, "traefik") == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
+    issuer = _issuer("acme", "ops@example.com", None, None)
+    assert _gateway_class(issuer, "traefik") == {"gateway": {"values": {
+        "issuer": {"type": "acme", "acme": {"email": "ops@example.com"}}, "gatewayClassName": "traefik"}}}

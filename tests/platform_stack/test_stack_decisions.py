@@ -10,7 +10,7 @@ from compatibility.gate import APPLIED, PENDING, SUPERSEDED, PlatformDecision, P
 from controller_runtime.errors import KubeError
 from controller_runtime.outcomes import Done, Requeue
 from lifecycle import platformstack as decisions
-from lifecycle.stack_inputs import finding_of
+from lifecycle.stack_inputs import check_due, finding_of, memo_of
 from platform_stack.check_result import Baseline, Check, Finding, Target, UpstreamNews
 from platform_stack.classify import StackSnapshot, classify_stack, kubernetes_unmet
 from platform_stack.errors import RegistryFailure, StackError, StackToolError
@@ -166,3 +166,15 @@ def test_override_values_are_bounded_in_size() -> None:
     assert field == "spec.overrides.keda.values" and f"at most {MAX_VALUES_BYTES}" in message
     spec, problems = read_spec(overrides(big))
     assert spec is None and problems[0][0] == "spec.overrides.keda.values"  # the controller acts on none of it
+
+
+def test_a_spec_changed_while_the_repository_was_looked_at_is_looked_at_again_at_once() -> None:
+    # The check looked at generation 2; its status write returned the object at generation 3 (the user's patch
+    # landed meanwhile): the memo is the generation looked at, so the next pass checks generation 3 now.
+    def at(generation: int) -> dict[str, Any]:
+        return {"metadata": {"uid": "u1", "generation": generation}}
+
+    memo = memo_of(at(3), 2, [], now=100.0)
+    assert check_due(memo, at(3), [], interval=600.0, now=101.0).due
+    assert not check_due(memo_of(at(3), 3, [], now=100.0), at(3), [], interval=600.0, now=101.0).due
+    assert check_due(memo_of(at(3), 3, [], now=100.0), at(3), [], interval=600.0, now=700.0).due

@@ -29,9 +29,11 @@ pytestmark = [pytest.mark.node, pytest.mark.testbed]
 RUN = uuid.uuid4().hex[:8]
 PROVIDER = f"disk-node-{RUN}"
 REPO = Path(__file__).resolve().parents[2]
-# The app: says whether /data/first was there when it started, writes it when not, and serves 200 on 8080.
+# The app: says whether /data/first was there when it started, writes it when not, and serves 200 on 8080; SIGTERM
+# exits at once (PID 1 ignores it without a handler: every pod's stop would wait out its 30 s grace period).
 SCRIPT = """
-import http.server, os, socketserver
+import http.server, os, signal, socketserver
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
 path = "/data/first"
 if os.path.exists(path):
     print("found: " + open(path).read(), flush=True)

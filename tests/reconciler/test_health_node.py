@@ -59,19 +59,22 @@ def ready_condition(status: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in status.get("conditions") or [] if c["type"] == "Ready")
 
 
-def in_phase(phase: str, reasons: tuple[str, ...] = ()) -> Callable[[dict[str, Any]], Any]:
+def in_phase(phase: str, reasons: tuple[str, ...] = (), says: str = "") -> Callable[[dict[str, Any]], Any]:
     def check(obj: dict[str, Any]) -> Any:
         status = current(obj)
         if not status or status.get("phase") != phase:
             return None
-        return obj if not reasons or ready_condition(status)["reason"] in reasons else None
+        ready = ready_condition(status)
+        return obj if (not reasons or ready["reason"] in reasons) and says in ready.get("message", "") else None
     return check
 
 
-def wait_app(node: NodeTestBed, namespace: str, phase: str, *reasons: str, name: str = "web",
+def wait_app(node: NodeTestBed, namespace: str, phase: str, *reasons: str, name: str = "web", says: str = "",
              timeout: float = 120) -> dict[str, Any]:
-    obj: dict[str, Any] = node.wait(API, "Application", name, namespace, in_phase(phase, reasons), timeout=timeout,
-                                    what=f"Application {namespace}/{name} {phase} {'/'.join(reasons)}")
+    """The Application once in `phase` with one of `reasons`, its Ready message saying `says`."""
+    obj: dict[str, Any] = node.wait(API, "Application", name, namespace, in_phase(phase, reasons, says),
+                                    timeout=timeout, what=f"Application {namespace}/{name} {phase} "
+                                    f"{'/'.join(reasons)}{f' saying {says!r}' if says else ''}")
     return obj
 
 
@@ -172,9 +175,8 @@ class TestAWorkloadThatCannotRun:
     @pytest.fixture(scope="class")
     def failing(self, node: NodeTestBed, test_app: str, operator: Operator) -> Iterator[dict[str, str]]:
         """Every failing app applied at once (their waits overlap): case -> namespace."""
-        with contextlib.ExitStack() as stack:
-            namespaces = {case: stack.enter_context(node.scratch_namespace(f"health-{uuid.uuid4().hex[:8]}"))
-                          for case in FAILING}
+        with node.scratch_namespaces(f"health-{uuid.uuid4().hex[:8]}" for _ in FAILING) as made:
+            namespaces = dict(zip(FAILING, made, strict=True))
             for case, (make, _, _) in FAILING.items():
                 deploy(node, make(test_app), namespace=namespaces[case])
             yield namespaces
@@ -184,11 +186,13 @@ class TestAWorkloadThatCannotRun:
                                                           case: str) -> None:
         _, reasons, fragment = FAILING[case]
         namespace = failing[case]
-        obj = wait_app(node, namespace, "Failed", *reasons)
+        # The kubelet's first word can be a passing one (e.g. "failed to sync secret cache" while its watch starts:
+        # the operator then says what such an error usually means); its next names the cause, and so does the
+        # Application, by itself (seen once under load, 2026-12-05).
+        obj = wait_app(node, namespace, "Failed", *reasons, says=fragment)
         ready = ready_condition(obj["status"])
         assert ready["status"] == "False"
         assert "container app:" in ready["message"] and ready["reason"] in ready["message"]
-        assert fragment in ready["message"], ready["message"]
         assert ready["message"].startswith("pod web-")
         never_says_a_value(node, namespace, obj)
         assert overrides.health(obj) == overrides.Health("Degraded", ready["message"])

@@ -1,17 +1,22 @@
-"""The user guide's example app end to end on the bootstrapped node (issue 31's proof): `apprafter/Application.cue`
-with needs, pushed to the bed's git, synced by Argo CD through our plugin, its claims bound to the integrated
-ServiceProviders and provisioned by their backends (the operator pod), its connection Secrets written, its pods
-Ready, Argo CD Healthy only then; each step timed from the commit. The app (tests/testbed/shopapp/) writes what a
-POST gives it to its Postgres and its Redis and reads both back on GET.
+"""The user guide's example app end to end on the bootstrapped node (issues 31 and 32's proof, in one piece):
+`apprafter/Application.cue` with needs and a public hostname of its own, pushed to the bed's git, synced by Argo CD
+through our plugin, its claims bound to the integrated ServiceProviders and provisioned by their backends (the
+operator pod), its connection Secrets written, its Certificate issued (cert-manager played by the bed's CA), its
+hostname's listener added to the stack's `public` Gateway by the operator and programmed by Traefik, its pods Ready,
+Argo CD Healthy only then; each step timed from the commit. The app (tests/testbed/shopapp/) writes what a POST
+gives it to its Postgres and its Redis and reads both back on GET, asked over HTTPS on its hostname through the
+Gateway, as its users would.
 
 pg is served by CloudNativePG (built here; the bed installs it in place of the stack's cloudnative-pg component, whose
-upstream chart cannot be fetched here: tests/testbed/cnpg.py), redis by the operator's redis-server backend.
+upstream chart cannot be fetched here: tests/testbed/cnpg.py), redis by the operator's redis-server backend, the
+Gateway by Traefik (tests/testbed/traefik.py; the stack bootstrapped with `--gateway-class traefik`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,9 +25,10 @@ from typing import Any
 from tests.argocd.objects import APP_FILE
 from tests.testbed.argocd import ARGOCD_API, sync_status
 from tests.testbed.gitops import rolled_out
-from tests.testbed.node import RequestFailed, has_condition
+from tests.testbed.node import has_condition
 from tests.testbed.procs import wait_for
 from tests.testbed.stack_on_node import ARGOCD_NAMESPACE, StackOnNode, user_application
+from tests.testbed.traefik import GATEWAY_API, Answer, NodeGateway, route_accepted
 
 API = "apprafter.io/v1alpha1"
 SHOP, SHOP_ARGO, SHOP_NAMESPACE = "shop", "shop-prod", "shop-prod"  # the guide's names: <app>-<env>
@@ -32,10 +38,17 @@ ENV: dict[str, dict[str, str]] = {"pg": {"DATABASE_URL": "claim.pg.url"},
                                   "redis": {"REDIS_URL": "claim.redis.url", "REDIS_PREFIX": "claim.redis.prefix"}}
 NEEDS = ("pg", "redis")  # the guide's example: both, each served by its integrated provider's backend
 WAIT = 300.0
+HOSTNAME = "shop.acme.example"  # the guide's prod hostname: outside the platform's domain, so the admin allows it
+
+
+def hostname_policy() -> dict[str, Any]:
+    """What the cluster admin writes so that the shop's namespace may ask for its own hostname (docs/operator.md)."""
+    return {"apiVersion": API, "kind": "HostnamePolicy", "metadata": {"name": "team-shop"},
+            "spec": {"namespaces": [SHOP_NAMESPACE], "allowedHostnames": {"allowed": [HOSTNAME]}}}
 
 
 def shop_cue(image: str, needs: Sequence[str] = NEEDS) -> str:
-    """The guide's example, shaped for the node: the shop's image, internal (no gateway programs routes here), its
+    """The guide's example, shaped for the node: the shop's image, public with its own hostname in prod, its
     readiness on /healthz (200 once every backend answers), one replica in prod."""
     need_lines = "".join(f"\t\tneeds: {need}: {{}}\n" for need in needs)
     env_lines = "".join(f"\t\t\t{key}: {ref}\n" for need in needs for key, ref in ENV[need].items())
@@ -45,14 +58,14 @@ metadata: name: "{SHOP}"
 spec: {{
 	base: {{
 		image: "{image}"
-		expose: {{port: {PORT}, network: "internal"}}
+		expose: {{port: {PORT}, network: "public"}}
 		health: readiness: {{path: "/healthz", periodSeconds: 1, failureThreshold: 1}}
 {need_lines}		env: {{
 {env_lines}		}}
 	}}
 	environments: {{
 		staging: replicas: 1
-		prod: replicas: 1
+		prod: {{replicas: 1, expose: hostname: "{HOSTNAME}"}}
 	}}
 }}
 '''
@@ -122,17 +135,19 @@ def watch_argo(stack: StackOnNode, run: Run, image: str, needs: Sequence[str]) -
         if (sync, health, revision) != ("Synced", "Healthy", run.revision):
             return False
         waiting = claims_ready(stack, needs)
-        if waiting or not rolled_out(stack.node, SHOP_NAMESPACE, SHOP, image):
+        routed = route_accepted(stack.node.get(GATEWAY_API, "HTTPRoute", SHOP, SHOP_NAMESPACE) or {}) is not None
+        if waiting or not routed or not rolled_out(stack.node, SHOP_NAMESPACE, SHOP, image):
             run.early.append(f"Healthy at {time.monotonic() - run.started:.1f} s with claims not ready: "
-                             f"{waiting or '-'}; rolled out: {rolled_out(stack.node, SHOP_NAMESPACE, SHOP, image)}")
+                             f"{waiting or '-'}; route accepted: {routed}; "
+                             f"rolled out: {rolled_out(stack.node, SHOP_NAMESPACE, SHOP, image)}")
             return False
         return True
     return look
 
 
-def to_healthy(stack: StackOnNode, image: str, needs: Sequence[str], run: Run) -> Run:
+def to_healthy(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequence[str], run: Run) -> Run:
     """Wait for each step in order (watches), timing each from `run.started`, while a second watch follows Argo
-    CD's Application; returns once it is Healthy."""
+    CD's Application; cert-manager's part played when the Certificate appears; returns once it is Healthy."""
     node, argocd = stack.node, stack.argocd
     assert argocd is not None
     names = claim_names(needs)
@@ -160,22 +175,29 @@ def to_healthy(stack: StackOnNode, image: str, needs: Sequence[str], run: Run) -
     node.wait_list("v1", "Secret", SHOP_NAMESPACE, lambda items: secrets <= {s["metadata"]["name"] for s in items},
                    timeout=WAIT, what=f"connection Secrets {secrets}")
     run.step("connection Secrets written")
+    node.wait("cert-manager.io/v1", "Certificate", SHOP, SHOP_NAMESPACE, lambda c: c, timeout=WAIT,
+              what="the operator's Certificate for the shop's hostname")
+    gateway.issue(SHOP, SHOP_NAMESPACE)
+    run.step("Certificate issued (cert-manager played)")
     node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE, lambda _: rolled_out(node, SHOP_NAMESPACE, SHOP, image),
               timeout=WAIT, what="the shop's pods Ready")
     run.step("pods Ready")
+    node.wait(GATEWAY_API, "HTTPRoute", SHOP, SHOP_NAMESPACE, route_accepted, timeout=WAIT,
+              what="the shop's route Accepted by Traefik on its hostname's listener")
+    run.step("route Accepted (the operator's listener programmed)")
     healthy.result(WAIT)
     run.step("Argo CD Healthy")
     return run
 
 
-def push_and_sync(stack: StackOnNode, image: str, needs: Sequence[str] = NEEDS) -> Run:
+def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequence[str] = NEEDS) -> Run:
     """The user's commit to their repository on the bed's git, their Argo CD Application (cascading: deleting it
     deletes the app); each step until Healthy timed from the commit."""
     assert stack.git is not None
     started = time.monotonic()
     revision = stack.git.create(SHOP, {APP_FILE: shop_cue(image, needs)}, message="the shop")
     apply_argo(stack)
-    return to_healthy(stack, image, needs, Run(started, revision))
+    return to_healthy(stack, gateway, image, needs, Run(started, revision))
 
 
 def apply_argo(stack: StackOnNode) -> None:
@@ -184,7 +206,8 @@ def apply_argo(stack: StackOnNode) -> None:
                                       cascade=True), namespace=ARGOCD_NAMESPACE)
 
 
-def delete_and_recreate(stack: StackOnNode, image: str, revision: str, needs: Sequence[str] = NEEDS) -> Run:
+def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, image: str, revision: str,
+                        needs: Sequence[str] = NEEDS) -> Run:
     """Delete the Argo CD Application (cascading: our Application, its Deployment and claims go), wait until they are
     gone, create it again; timed from the new Application to Healthy."""
     node = stack.node
@@ -197,35 +220,34 @@ def delete_and_recreate(stack: StackOnNode, image: str, revision: str, needs: Se
                    what="the shop's pods gone")
     started = time.monotonic()
     apply_argo(stack)
-    return to_healthy(stack, image, needs, Run(started, revision))
+    return to_healthy(stack, gateway, image, needs, Run(started, revision))
 
 
-def service_url(stack: StackOnNode, path: str) -> str:
-    """The shop's Service at its cluster IP (reached from the node's network namespace, through kube-proxy)."""
-    service = stack.node.get("v1", "Service", SHOP, SHOP_NAMESPACE) or {}
-    return f"http://{service['spec']['clusterIP']}:{service['spec']['ports'][0]['port']}{path}"
+def ask(gateway: NodeGateway, method: str, path: str, body: bytes | None = None) -> Answer:
+    """One request as the shop's users make it: HTTPS on its hostname, resolved to the Gateway's address, the
+    certificate verified against the CA that played its issuer."""
+    headers = {"Content-Type": "text/plain"} if body is not None else None
+    return gateway.curl(f"https://{HOSTNAME}{path}", HOSTNAME, method=method, headers=headers, body=body)
 
 
-def serving(stack: StackOnNode) -> None:
-    """Until the Service answers /healthz: kube-proxy programs a new endpoint a moment after the EndpointSlice says it
-    is ready (until then a Service without endpoints refuses connections), and nothing in the API says when."""
+def serving(gateway: NodeGateway) -> None:
+    """Until /healthz answers 200 through the Gateway: Traefik applies a new configuration (the listener, the
+    route's endpoints) a moment after it writes the status that says so, and nothing in the API says when."""
     def answers() -> bool | None:
         try:
-            return True if stack.node.request("GET", service_url(stack, "/healthz"), timeout=5).status_code == 200 \
-                else None
-        except RequestFailed:
+            return True if ask(gateway, "GET", "/healthz").status == 200 else None
+        except subprocess.CalledProcessError:
             return None
-    wait_for("the shop's Service to answer through kube-proxy", answers, 30, interval=0.1)
+    wait_for(f"https://{HOSTNAME}/healthz to answer through the Gateway", answers, 60, interval=0.2)
 
 
-def post_item(stack: StackOnNode, value: str) -> dict[str, Any]:
-    resp = stack.node.request("POST", service_url(stack, "/items"), body=value.encode(),
-                              headers={"Content-Type": "text/plain"})
-    assert resp.status_code == 201, (resp.status_code, resp.text)
-    return dict(json.loads(resp.content))
+def post_item(gateway: NodeGateway, value: str) -> dict[str, Any]:
+    answer = ask(gateway, "POST", "/items", value.encode())
+    assert answer.status == 201, (answer.status, answer.body)
+    return dict(json.loads(answer.body))
 
 
-def get_items(stack: StackOnNode) -> dict[str, Any]:
-    resp = stack.node.request("GET", service_url(stack, "/items"))
-    assert resp.status_code == 200, (resp.status_code, resp.text)
-    return dict(json.loads(resp.content))
+def get_items(gateway: NodeGateway) -> dict[str, Any]:
+    answer = ask(gateway, "GET", "/items")
+    assert answer.status == 200, (answer.status, answer.body)
+    return dict(json.loads(answer.body))

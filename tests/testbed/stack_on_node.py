@@ -32,7 +32,7 @@ import yaml
 from platform_stack import umbrella
 from renderer.emit import dump_stream
 from tests.argocd.objects import APP_FILE, served
-from tests.testbed.argocd import ARGOCD_API, IN_CLUSTER, sync_status
+from tests.testbed.argocd import ARGOCD_API, IN_CLUSTER, operation_phase, sync_status
 from tests.testbed.argocd_pods import PodArgoCD, manifest_for_node, pod_templates, server_answers, workload_ready
 from tests.testbed.cert_manager import CERT_MANAGER_API, inject_ca, issue_certificate, mark_ready
 from tests.testbed.distribution import AuthRegistry, start_distribution
@@ -42,6 +42,7 @@ from tests.testbed.node import NodeTestBed
 from tests.testbed.node_registry import NodeRegistry, serve_at_node_ip
 from tests.testbed.procs import BedError, wait_for
 from tests.testbed.stack_releases import KeyPair, Publisher, Release, build_releases, key_pairs
+from tests.testbed.traefik import CLASS
 from toolchain.tools import crd_files
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,6 +66,7 @@ OURS = ("apprafter-admission", "apprafter-operator", "gateway", "gateway-api", "
 # CRDs the node gets from components that cannot run here, from the pins (tools/fetch-crds.sh).
 STAND_IN_CRDS = ("cert-manager", "cilium")
 USER_NAMESPACE, USER_APP, ARGO_APP = "boot-hello", "hello", "hello-boot"
+DOMAIN = "example.com"  # the platform's domain (`--domain`); never resolved outside the node's namespace
 PLUGIN = "apprafter-cue-v1"
 WEBHOOK = "apprafter-admission"
 
@@ -223,8 +225,8 @@ def cluster_bootstrap(stack: StackOnNode, *args: str, version: str = VERSION) ->
     """`apprafter cluster-bootstrap` as the admin runs it on the node."""
     _, public, _ = stack.publisher.keys["release"]
     return stack.on_node("cluster-bootstrap", f"oci://{stack.repository}", "--version", version, "--key", str(public),
-                         "--tier", "solo", "--domain", "example.com", "--registry-secret", REGISTRY_SECRET,
-                         "--plain-http", "--argocd-manifest", str(argocd_manifest(stack)),
+                         "--tier", "solo", "--domain", DOMAIN, "--registry-secret", REGISTRY_SECRET,
+                         "--plain-http", "--argocd-manifest", str(argocd_manifest(stack)), "--gateway-class", CLASS,
                          "--sidecar-image", stack.refs["argocd-cue-cmp"],
                          "--kubeconfig", str(stack.inner_kubeconfig()), *args)
 
@@ -336,7 +338,9 @@ def healthy_user_app(stack: StackOnNode, image: str, early: list[str]) -> Any:
     """A predicate: Synced at the revision and Healthy, checked against the pods (a Healthy before the Deployment
     rolled out is recorded in `early`)."""
     def healthy(app: dict[str, Any]) -> bool:
-        if sync_status(app) != ("Synced", "Healthy", stack.revision):
+        # Synced and Healthy can show while the sync operation is still running (it finishes on its next pass)
+        if sync_status(app) != ("Synced", "Healthy", stack.revision) \
+                or operation_phase(app) in ("", "Running", "Terminating"):
             return False
         if not rolled_out(stack.node, USER_NAMESPACE, USER_APP, image):
             early.append(str((stack.node.get("apps/v1", "Deployment", USER_APP, USER_NAMESPACE) or {}).get("status")))

@@ -204,5 +204,4 @@ def test_two_apps_with_custom_hostnames_each_get_their_own_certificate_and_a_hel
             what=f"the listener of {hosts['beta']} gone with its app")
     finally:
         node.delete(API, "HostnamePolicy", f"gateway-{RUN}")
-        for namespace in namespaces.values():
-            node.delete_namespace(namespace)
+        node.delete_namespaces(namespaces.values())

@@ -226,27 +226,6 @@ def test_the_garbage_collector_removes_a_deleted_deployments_replicasets_and_pod
 # --- the host, before and after ------------------------------------------------------------------------
 
 
-def test_stop_leaves_the_host_as_it_was(bare_host: dict[str, Any]) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="apprafter-bed-", dir="/tmp")) / "node"
-    bed = start_node(workdir, install_crds=False)
-    try:
-        changed = hoststate.read_sysctls()
-        image = bed.import_image(build_test_app())
-        bed.ensure_namespace("host")
-        bed.apply(pod("web", "host", image))
-        bed.wait_condition("v1", "Pod", "web", "host", "Ready")
-        during = hoststate.snapshot()
-    finally:
-        bed.stop()
-    assert during["netns"] == sorted([*bare_host["netns"], bed.netns])  # the only namespace, where it all ran
-    assert any(m.startswith(str(workdir)) for m in during["mounts"])  # the pod's mounts live in the bed
-    assert during["iptables"] == bare_host["iptables"]  # kube-proxy's rules are the namespace's, never the host's
-    assert any(changed[k] != bare_host["sysctls"][k] for k in changed)  # kubelet did rewrite them
-    assert hoststate.snapshot() == bare_host
-    assert not workdir.exists()
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(workdir))]
-
-
 def _mentions(proc: Path, text: str) -> bool:
     try:
         return text in (proc / "cmdline").read_bytes().decode(errors="replace")
@@ -272,7 +251,9 @@ os.kill(os.getpid(), signal.SIGKILL)  # a pytest killed mid-run: no stop(), no r
 """
 
 
-def test_a_start_after_a_run_that_died_puts_the_host_back_first(bare_host: dict[str, Any]) -> None:
+def test_a_start_after_a_run_that_died_puts_the_host_back_first_and_a_stop_leaves_it_as_it_was(
+        bare_host: dict[str, Any]) -> None:
+    # One bed's start and stop after a death, rather than a bed of each: every start of a node costs ≈ 20 s here.
     dead_dir = Path(tempfile.mkdtemp(prefix="apprafter-bed-", dir="/tmp")) / "node"
     run = subprocess.run([sys.executable, "-c", CRASHER, str(REPO), str(dead_dir)], capture_output=True, text=True,
                          timeout=300, check=False,
@@ -294,9 +275,23 @@ def test_a_start_after_a_run_that_died_puts_the_host_back_first(bare_host: dict[
         restored = {line.split(": ")[0].removeprefix("sysctl ") for line in bed.recovered if line.startswith("sysctl ")}
         assert restored == {k for k in hoststate.KUBELET_SYSCTLS if left["sysctls"][k] != bare_host["sysctls"][k]}
         assert dead_netns not in hoststate.snapshot()["netns"]
+        # The new bed at work: a pod of its own running.
+        changed = hoststate.read_sysctls()
+        image = bed.import_image(build_test_app())
+        bed.ensure_namespace("host")
+        bed.apply(pod("web", "host", image))
+        bed.wait_condition("v1", "Pod", "web", "host", "Ready")
+        during = hoststate.snapshot()
     finally:
         bed.stop()
+    assert during["netns"] == sorted([*bare_host["netns"], bed.netns])  # the only namespace, where it all ran
+    assert any(m.startswith(str(workdir)) for m in during["mounts"])  # the pod's mounts live in the bed
+    assert during["iptables"] == bare_host["iptables"]  # kube-proxy's rules are the namespace's, never the host's
+    assert any(changed[k] != bare_host["sysctls"][k] for k in changed)  # kubelet did rewrite them
+    # Stopped: the host as it was before either bed, nothing of either left running.
     assert hoststate.snapshot() == bare_host
+    assert not workdir.exists()
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(workdir))]
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _mentions(p, str(dead_dir))]
     subprocess.run(["rm", "-rf", str(dead_dir.parent)], check=False)
 

@@ -94,16 +94,19 @@ class NodeGateway:
         mark_ready(self.node, "Certificate", name, namespace, "Certificate is up to date and has not expired")
 
     def curl(self, url: str, host: str, *, method: str = "GET", port: int | None = None,
-             headers: Mapping[str, str] | None = None, timeout: float = 10) -> Answer:
+             headers: Mapping[str, str] | None = None, body: bytes | None = None, timeout: float = 10) -> Answer:
         """curl `url` inside the namespace, `host` resolved to the Gateway's address (SNI and Host are `host`),
-        TLS verified with the bed's CA; raises CalledProcessError when curl fails (certificate, connection)."""
+        TLS verified with the bed's CA, `body` sent as the request's; raises CalledProcessError when curl fails
+        (certificate, connection)."""
         port = port or (443 if url.startswith("https:") else 80)
         argv = ["curl", "-sS", "--max-time", str(timeout), "--cacert", str(self.ca_path), "-X", method,
                 "--resolve", f"{host}:{port}:{self.address}", "-D", "-", url]
         for key, value in (headers or {}).items():
             argv += ["-H", f"{key}: {value}"]
+        if body is not None:
+            argv += ["--data-binary", "@-"]
         # bytes, not text: universal newlines would turn the header block's CRLFs into LFs
-        out = subprocess.run(self.node.nsenter(*argv), capture_output=True, timeout=timeout + 10,
+        out = subprocess.run(self.node.nsenter(*argv), input=body or b"", capture_output=True, timeout=timeout + 10,
                              check=True).stdout.decode()
         head, _, body = out.partition("\r\n\r\n")
         status_line, *lines = head.split("\r\n")
@@ -193,10 +196,12 @@ def service() -> dict[str, Any]:
                                {"name": "websecure", "port": 443, "targetPort": "websecure", "protocol": "TCP"}]}}
 
 
-def install_traefik(node: NodeTestBed, image: str, workdir: Path, *, domain: str = DOMAIN,
+def install_traefik(node: NodeTestBed, image: str, workdir: Path, *, domain: str = DOMAIN, chart: bool = True,
                     timeout: float = 180) -> NodeGateway:
-    """Traefik, its class and the chart's `public` Gateway on the node; returns once Traefik has programmed the
-    Gateway (its `Programmed` condition) and its pod is Ready. `image` is the name the node's containerd has."""
+    """Traefik and its class on the node, with the chart's `public` Gateway (`chart`; without it, the Gateway is
+    already there: the stack's `gateway` component made it, class `traefik`, as on the bootstrapped node); returns
+    once Traefik has programmed the Gateway (its `Programmed` condition) and its pod is Ready. `image` is the name
+    the node's containerd has."""
     workdir.mkdir(parents=True, exist_ok=True)
     known = list(node.crd_names)
     node.crd_names = known + node.install_crds(traefik_crds(), timeout=timeout)
@@ -205,9 +210,10 @@ def install_traefik(node: NodeTestBed, image: str, workdir: Path, *, domain: str
     for obj in manifests(image, address):
         node.apply(obj, NAMESPACE, field_manager="apprafter-testbed")
     gateway = NodeGateway(node, address, CA(f"{ISSUER} test CA"), workdir, domain)
-    for obj in chart_objects(domain):
-        node.apply(obj, NAMESPACE, field_manager="helm")
-    gateway.issue(f"{GATEWAY}-tls", NAMESPACE)
+    if chart:
+        for obj in chart_objects(domain):
+            node.apply(obj, NAMESPACE, field_manager="helm")
+        gateway.issue(f"{GATEWAY}-tls", NAMESPACE)
     node.wait("apps/v1", "Deployment", "traefik", NAMESPACE, available, timeout=timeout,
               what="Traefik's Deployment Available")
     node.wait(GATEWAY_API, "Gateway", GATEWAY, NAMESPACE, programmed, timeout=timeout,
