@@ -31,6 +31,12 @@ _PULL_FAILURES = frozenset({"ImagePullBackOff", "ErrImagePull", "ErrImageNeverPu
 # The kubelet's CreateContainerConfigError messages that name only objects and keys (never a value).
 _CONFIG_MESSAGE = re.compile(r'(?:secret|configmap) "[-.a-z0-9]{1,253}" not found'
                              r'|couldn\'t find key [-._A-Za-z0-9]{1,253} in (?:Secret|ConfigMap) [-.a-z0-9/]{1,507}')
+# What the kubelet says while its own watch of a Secret or ConfigMap is not ready yet (its watch-based manager gives up
+# after a second and retries the container at once): a passing state of a pod starting beside a Secret written a
+# moment before it (every claim's connection Secret), not the app's failure (a cache that never syncs still fails
+# the rollout at its progress deadline).
+_CONFIG_NOT_YET = re.compile(r'failed to sync (?:secret|configmap) cache|object "[^"]{1,253}"/"[^"]{1,253}" not '
+                             r'registered')
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # What a registry or the network answered a pull, as containerd words it (the first one found is named).
 _PULL_ERROR = re.compile(r"\b(?:401 Unauthorized|403 Forbidden|pull access denied|authorization failed|"
@@ -234,6 +240,8 @@ def _container_failure(pod: str, status: Mapping[str, Any], pull_secrets: Sequen
                if reason != "InvalidImageName" else "not a valid reference")
         return PodFailure(pod, container, str(reason), f"image {status.get('image')} {why}")
     if reason in ("CreateContainerConfigError", "CreateContainerError"):
+        if _CONFIG_NOT_YET.search(str(waiting.get("message") or "")):
+            return None
         said = _CONFIG_MESSAGE.search(str(waiting.get("message") or ""))
         return PodFailure(pod, container, str(reason), said.group(0) if said else
                           "the container cannot be created as declared (an env reference to a missing Secret or key?)")

@@ -10,10 +10,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.testbed.forkserver import PRELOAD, ForkServer
+from tests.testbed.forkserver import PRELOAD, ForkedPopen, ForkServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,3 +58,15 @@ def test_a_forked_apprafter_says_what_a_fresh_one_says(server: ForkServer, tmp_p
     forked = server.spawn("apprafter", args, env, tmp_path / "forked.log", cwd=ROOT)
     code = forked.wait(60)
     assert (code, (tmp_path / "forked.log").read_bytes()) == (fresh.returncode, fresh.stdout + fresh.stderr)
+
+
+def test_a_process_that_exited_before_the_client_looked_still_has_its_exit_code() -> None:
+    # The server reaps on SIGCHLD: a process that fails at once can be gone before its pid reaches the client.
+    class Reaped:
+        def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+            return {"returncode": 2}
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid names no process now
+    forked = ForkedPopen(Reaped(), gone.pid)  # type: ignore[arg-type]
+    assert (forked.returncode, forked.poll(), forked.wait(1)) == (2, 2, 2)

@@ -432,7 +432,7 @@ def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then
     stack, node = booted.stack, booted.stack.node
     run = push_and_sync(stack, shop.gateway, shop.image)
     shop.first = run
-    print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}")
+    print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}; Degraded: {run.degraded}")
     assert not run.early, run.early
     # Argo CD said something other than Healthy first, and Healthy only after the claims and pods were ready.
     healthy_at = next(t for t, sync, health in run.transitions if health == "Healthy")
@@ -468,7 +468,8 @@ def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(b
     stack = booted.stack
     assert shop.first is not None and shop.posted, "the previous test did not get the shop running"
     run = delete_and_recreate(stack, shop.gateway, shop.image, shop.first.revision)
-    print(f"the shop again, new Argo CD Application -> each step (s): {run.steps}; Argo CD: {run.transitions}")
+    print(f"the shop again, new Argo CD Application -> each step (s): {run.steps}; Argo CD: {run.transitions}; "
+          f"Degraded: {run.degraded}")
     assert not run.early, run.early
     # New claims (the old ones went with the Application), bound to the same backends: the same data.
     assert set(run.claim_uids) == set(shop.first.claim_uids)

@@ -109,6 +109,23 @@ FAILURES = [
 ]
 
 
+@pytest.mark.parametrize("message", [
+    'failed to sync secret cache: timed out waiting for the condition',
+    'failed to sync configmap cache: timed out waiting for the condition',
+    'object "shop-prod"/"shop-pg-conn" not registered',
+])
+def test_the_kubelets_own_cache_not_ready_is_no_failure_yet(message: str) -> None:
+    # The kubelet retries at once; the pod is starting, not failing (Argo CD would say Degraded for a moment).
+    waiting = container(waiting={"reason": "CreateContainerConfigError", "message": message})
+    pod = {"metadata": {"name": "web-1"}, "status": {"phase": "Pending", "containerStatuses": [waiting]}}
+    assert pod_failures([pod]) == []
+    # its next word, the cause, is the failure
+    missing = container(waiting={"reason": "CreateContainerConfigError",
+                                 "message": 'secret "shop-pg-conn" not found'})
+    [found] = pod_failures([{**pod, "status": {"phase": "Pending", "containerStatuses": [missing]}}])
+    assert (found.reason, found.detail) == ("CreateContainerConfigError", 'secret "shop-pg-conn" not found')
+
+
 def test_a_refused_pull_names_the_pods_pull_secrets() -> None:
     refused = container(waiting={"reason": "ErrImagePull", "message": "...: failed to fetch oauth token: unexpected "
                                  "status from GET request to http://127.0.0.1:5000/token: 401 Unauthorized"})

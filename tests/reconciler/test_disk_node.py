@@ -126,4 +126,4 @@ def test_an_apps_disk_is_provisioned_keeps_its_file_across_re_creation_and_goes_
         assert not directory.exists()
         print(f"disk app Ready: {first:.1f} s; re-created Ready: {again:.1f} s")
     finally:
-        node.delete("v1", "Namespace", namespace)
+        node.delete_namespaces([namespace])  # while its operator runs: the claim's finalizer is its to take off

@@ -168,17 +168,24 @@ class ForkedPopen:
         self.server = server
         self.pid = pid
         self.returncode: int | None = None
-        self._fd = os.pidfd_open(pid)
+        try:
+            self._fd = os.pidfd_open(pid)
+        except ProcessLookupError:  # it exited, and the server reaped it, before the reply reached us
+            self._fd = -1
+            self.returncode = self._reaped()
+
+    def _reaped(self) -> int:
+        """The exit code, once the server has reaped the process (at once, on SIGCHLD: asked until it has)."""
+        deadline = time.monotonic() + 10
+        while (code := self.server.ask({"status": self.pid})["returncode"]) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the fork server never reaped {self.pid}")
+            time.sleep(0.01)
+        return int(code)
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self._fd], [], [], 0)[0]:
-            # exited; the server reaps it at once (SIGCHLD), ask until it has
-            deadline = time.monotonic() + 10
-            while (code := self.server.ask({"status": self.pid})["returncode"]) is None:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the fork server never reaped {self.pid}")
-                time.sleep(0.01)
-            self.returncode = int(code)
+            self.returncode = self._reaped()
             os.close(self._fd)
         return self.returncode
 

@@ -415,8 +415,24 @@ class NodeTestBed(KubeTestBed):
             self.delete_namespaces(made)
 
     def delete_namespaces(self, names: Iterable[str], *, timeout: float = 120) -> None:
-        """Delete every namespace of `names` at once, then wait until each is gone (see scratch_namespaces)."""
+        """Delete every namespace of `names` and wait until each is gone, their pods stopped first: our
+        Applications deleted (before their Deployments, which a running operator would otherwise put back) and the
+        workloads, then every pod waited gone (the apps here stop at SIGTERM), then the namespaces, which then have
+        no pod left to wait for. Deleted with pods still running, a namespace is looked at again only after half their
+        grace period (the namespace controller's estimate: 16 s by default), however soon the pods stop."""
         names = list(names)
+        for name in names:
+            for group, resource in (("apprafter.io/v1alpha1", "applications"), ("apps/v1", "deployments"),
+                                    ("apps/v1", "statefulsets"), ("batch/v1", "jobs"), ("v1", "pods")):
+                base = "/api/v1" if group == "v1" else f"/apis/{group}"
+                resp = self.http.delete(f"{base}/namespaces/{name}/{resource}",
+                                        params={"propagationPolicy": "Background"})
+                if resp.status_code not in (200, 404):
+                    raise _rejected(resp, f"deleting the {resource} of namespace {name}")
+        for name in names:
+            self.wait_list("v1", "Pod", name, lambda items: True if not [
+                p for p in items if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")] else None,
+                timeout=timeout, what=f"the pods of namespace {name} gone")
         for name in names:
             resp = self.http.delete(f"/api/v1/namespaces/{name}")
             if resp.status_code not in (200, 202, 404):

@@ -82,6 +82,7 @@ class Run:
     transitions: list[tuple[float, str, str]] = dataclasses.field(default_factory=list)
     early: list[str] = dataclasses.field(default_factory=list)
     claim_uids: dict[str, str] = dataclasses.field(default_factory=dict)
+    degraded: list[str] = dataclasses.field(default_factory=list)  # what our Application said when Argo CD said so
 
     def step(self, name: str) -> None:
         self.steps[name] = round(time.monotonic() - self.started, 1)
@@ -132,6 +133,10 @@ def watch_argo(stack: StackOnNode, run: Run, image: str, needs: Sequence[str]) -
         sync, health, revision = sync_status(app)
         if not run.transitions or run.transitions[-1][1:] != (sync, health):
             run.transitions.append((round(time.monotonic() - run.started, 1), sync, health))
+            if health == "Degraded":  # Argo CD v3 keeps a resource's health message out of its Application
+                ours = stack.node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
+                run.degraded += [str(c.get("message")) for c in (ours.get("status") or {}).get("conditions") or []
+                                 if c.get("type") == "Ready"]
         if (sync, health, revision) != ("Synced", "Healthy", run.revision):
             return False
         waiting = claims_ready(stack, needs)
