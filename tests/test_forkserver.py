@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +63,10 @@ def test_a_forked_apprafter_says_what_a_fresh_one_says(server: ForkServer, tmp_p
 def test_a_process_that_exited_before_the_client_looked_still_has_its_exit_code() -> None:
     # The server reaps on SIGCHLD: a process that fails at once can be gone before its pid reaches the client.
     class Reaped:
-        def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        def ask(self, request: Mapping[str, Any]) -> dict[str, Any]:
             return {"returncode": 2}
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # reaped: its pid names no process now
-    forked = ForkedPopen(Reaped(), gone.pid)  # type: ignore[arg-type]
+    forked = ForkedPopen(Reaped(), gone.pid)
     assert (forked.returncode, forked.poll(), forked.wait(1)) == (2, 2, 2)

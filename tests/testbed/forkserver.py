@@ -28,9 +28,9 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ForkServer", "ForkedPopen", "die_with_parent"]
+__all__ = ["ForkServer", "ForkedPopen", "Reaper", "die_with_parent"]
 
 PRELOAD = ("apprafter.entry", "apprafter.operator_cmd", "compatibility.inputs", "controller_runtime.client",
            "controller_runtime.kubeconfig", "controller_runtime.lease", "controller_runtime.manager",
@@ -160,11 +160,17 @@ class ForkServer:
         self.proc.wait(10)
 
 
+class Reaper(Protocol):
+    """Who tells a forked process's exit code: the fork server (`ForkServer.ask({"status": pid})`)."""
+
+    def ask(self, request: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
 class ForkedPopen:
     """What tests use of subprocess.Popen (pid, poll, wait, returncode) for a process the fork server started: it
     is the server's child, so its exit is learnt from a pidfd and its code from the server."""
 
-    def __init__(self, server: ForkServer, pid: int) -> None:
+    def __init__(self, server: Reaper, pid: int) -> None:
         self.server = server
         self.pid = pid
         self.returncode: int | None = None
