@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
-from lightkube.utils.quantity import parse_quantity
+from controller_runtime.quantity import quantity as _quantity
 
 __all__ = ["PathStep", "covers", "owned_fields_wanted", "status_up_to_date", "uncovered", "up_to_date"]
-
-
-def _quantity(value: str) -> Decimal | None:
-    """A Kubernetes quantity's value ("500m" == "0.5", "1e3" == "1k"): the API server stores them canonical."""
-    try:
-        return parse_quantity(value)
-    except ValueError:
-        return None
 
 
 # Where the API server rewrites a value in canonical form ("0.5" is stored as "500m"): the values of these maps

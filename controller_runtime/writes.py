@@ -1,40 +1,93 @@
 """The write steps of a reconcile, each writing nothing when the cluster already is what was decided and each
-putting the server's answer in the cache: ensure an object (server-side apply unless the live one already is what
-the apply makes of it), write a status (the one status writer), delete exactly the objects a core chose (prune)."""
+putting the server's answer in the cache when one is given: ensure an object (server-side apply unless the live one
+already is what the apply makes of it; the live one from an informer's cache, from the caller's own fresh read, or
+read fresh here), create one once (a 409 reads the winner), write a status (the one status writer), delete exactly
+the objects a core chose (prune). Nothing outside this module compares a live object with a desired one before a
+write (tests/test_layers.py holds that)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from controller_runtime.client import CHANGED, Deletion, Kube
 from controller_runtime.compare import status_up_to_date, up_to_date
+from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import gvk_of
 
-__all__ = ["Ensured", "Pruned", "delete_exactly", "ensure", "prune", "write_status"]
+__all__ = ["CREATED", "UNCHANGED", "UNREAD", "UPDATED", "Ensured", "Pruned", "create_once", "delete_exactly", "ensure",
+           "prune", "write_status"]
+
+Result = Literal["unchanged", "created", "updated"]
+UNCHANGED: Final[Result] = "unchanged"
+CREATED: Final[Result] = "created"
+UPDATED: Final[Result] = "updated"
+
+
+class _Unread:
+    """The live object was not read by the caller: ensure reads it (from the cache, else fresh)."""
+
+    def __repr__(self) -> str:
+        return "UNREAD"
+
+
+UNREAD: Final = _Unread()
 
 
 class Ensured(NamedTuple):
-    """What ensure did: the object as the server holds it (the cached one when nothing was written), the live
-    object it was compared with (None: the cache had none), and whether an apply was sent."""
+    """What ensure did: the object as the server holds it (the live one when nothing was written), the live object
+    it was compared with (None: there was none), and what the write was (unchanged, created or updated)."""
 
     obj: dict[str, Any]
     before: dict[str, Any] | None
-    written: bool
+    result: Result
+
+    @property
+    def written(self) -> bool:
+        return self.result != UNCHANGED
 
 
-async def ensure(kube: Kube, cache: Informer, obj: Mapping[str, Any], *, force: bool = True,
+async def ensure(kube: Kube, cache: Informer | None, obj: Mapping[str, Any], *,
+                 live: Mapping[str, Any] | None | _Unread = UNREAD, force: bool = True,
                  field_manager: str | None = None) -> Ensured:
-    """Server-side apply `obj` (under `field_manager`, else the client's) unless the object `cache` holds under its
-    name already is what the apply would make of it (controller_runtime.compare); the reply goes into `cache`."""
+    """Server-side apply `obj` (under `field_manager`, else the client's) unless the live object already is what the
+    apply would make of it (controller_runtime.compare). The live object is `live` when the caller read it fresh
+    (None: it does not exist), else the one `cache` holds, else read fresh here; the reply goes into `cache`."""
     meta = obj["metadata"]
-    live = cache.get(str(meta.get("namespace") or ""), meta["name"])
-    if live is not None and up_to_date(live, obj, field_manager or kube.field_manager):
-        return Ensured(live, live, False)
+    namespace = str(meta.get("namespace") or "")
+    current: Mapping[str, Any] | None
+    if not isinstance(live, _Unread):
+        current = live
+    elif cache is not None:
+        current = cache.get(namespace, meta["name"])
+    else:
+        current = await kube.get(gvk_of(obj), meta["name"], namespace or None)
+    before = dict(current) if current is not None else None
+    if before is not None and up_to_date(before, obj, field_manager or kube.field_manager):
+        return Ensured(before, before, UNCHANGED)
     result = await kube.apply(obj, force=force, field_manager=field_manager)
-    cache.update(result)
-    return Ensured(result, live, True)
+    if cache is not None:
+        cache.update(result)
+    return Ensured(result, before, CREATED if before is None else UPDATED)
+
+
+async def create_once(kube: Kube, cache: Informer | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+    """`obj` created if nothing of its name exists, never changed after (a generated password: whoever made it
+    first wins): a 409 means another pass made it meanwhile, and the winner is read and returned."""
+    meta = obj["metadata"]
+    try:
+        made = await kube.create(obj)
+    except KubeError as e:
+        if e.code != 409:
+            raise
+        winner = await kube.get(gvk_of(obj), meta["name"], meta.get("namespace"))
+        if winner is None:  # made and deleted again in between: the pass starts over
+            raise KubeError(f"create {obj['kind']} {meta['name']}: made by another pass and deleted since", 409) from e
+        made = winner
+    if cache is not None:
+        cache.update(made)
+    return made
 
 
 async def write_status(kube: Kube, cache: Informer, obj: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
@@ -58,7 +111,8 @@ class Pruned(NamedTuple):
     deletion: Deletion
 
 
-async def delete_exactly(kube: Kube, cache: Informer, obj: Mapping[str, Any], *, unchanged: bool = False) -> Deletion:
+async def delete_exactly(kube: Kube, cache: Informer | None, obj: Mapping[str, Any], *,
+                         unchanged: bool = False) -> Deletion:
     """Delete `obj` (as read) only while it is still that object (its uid: one made under the name since is left
     alone) and, when `unchanged`, still as it was read (its resourceVersion: a change since makes the decision
     stale). Once it is gone the cache forgets it (a newer object under its name stays); one that changed stays
@@ -67,8 +121,8 @@ async def delete_exactly(kube: Kube, cache: Informer, obj: Mapping[str, Any], *,
     namespace, name, uid = meta.get("namespace"), meta["name"], str(meta["uid"])
     deletion = await kube.delete_exactly(gvk_of(obj), name, namespace, uid,
                                          str(meta["resourceVersion"]) if unchanged else None)
-    cached = cache.get(namespace or "", name)
-    if deletion != CHANGED and cached is not None and cached["metadata"].get("uid") == uid:
+    cached = cache.get(namespace or "", name) if cache is not None else None
+    if cache is not None and deletion != CHANGED and cached is not None and cached["metadata"].get("uid") == uid:
         cache.forget(namespace or "", name)
     return deletion
 
