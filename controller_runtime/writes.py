@@ -49,7 +49,7 @@ class Ensured(NamedTuple):
 
 
 async def ensure(kube: Kube, cache: Informer | None, obj: Mapping[str, Any], *,
-                 live: Mapping[str, Any] | None | _Unread = UNREAD, force: bool = True,
+                 live: Mapping[str, Any] | _Unread | None = UNREAD, force: bool = True,
                  field_manager: str | None = None) -> Ensured:
     """Server-side apply `obj` (under `field_manager`, else the client's) unless the live object already is what the
     apply would make of it (controller_runtime.compare). The live object is `live` when the caller read it fresh
