@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from compatibility.gate import PlatformPlan, Rejection
-from controller_runtime.outcomes import NextCheck
+from controller_runtime.outcomes import Classified, NextCheck
 from lifecycle.notes import Note
 from lifecycle.trust import foreign_writers
 from platform_stack.channels import upgrade_available
@@ -76,12 +76,13 @@ def read_baseline(obj: Mapping[str, Any], status_manager: str) -> Baseline | Non
     return Baseline.read(raw)
 
 
-def finding_of(error: AppRafterError) -> Finding:
-    """What a check that raised found: the registry unreachable, a tool that failed (retried when the error's retry
-    class says it may pass), or the spec's own problem (never retried: only a spec change makes it pass)."""
+def finding_of(error: AppRafterError | Classified) -> Finding:
+    """What a check that raised found: the registry unreachable, a tool or the cluster that failed (retried when the
+    error's retry class says it may pass; the runtime's KubeError is of its own tree), or the spec's own problem
+    (never retried: only a spec change makes it pass)."""
     if isinstance(error, RegistryFailure):
         return Finding("RegistryUnavailable", str(error), error.retryable)
-    if isinstance(error, ToolFailure):
+    if isinstance(error, ToolFailure) or not isinstance(error, AppRafterError):
         return Finding("CheckFailed", str(error), error.retryable)
     return Finding("InvalidSpec", "; ".join(error.lines()), retryable=False)
 

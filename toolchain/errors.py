@@ -5,11 +5,12 @@ lines and its retry class (whether doing the same again may succeed: the operato
     ├── UserError                  exit 1, not retryable: the user's input, one Problem (file:line:col: field: message)
     │   ├── cmp.argo_env.ContractError, platform_stack.errors.StackError, compatibility.shape.Unreadable, ...
     └── ToolFailure                exit 2, retryable: a tool, registry or environment problem, with its remedy
-        ├── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError, RegistryFailure,
-        └── controller_runtime.errors.KubeError (retryable by HTTP status), KubeConfigError (not retryable)
+        └── toolchain.tools.ToolError, renderer.cue.Budget, platform_stack.errors.StackToolError, RegistryFailure, ...
 
 It lives in the base layer so that every package, toolchain included, raises into the same tree; the
-edges (apprafter/errors.py) turn any AppRafterError into stderr lines and its exit code.
+edges (apprafter/errors.py) turn any AppRafterError into stderr lines and its exit code. The controller runtime
+owns its errors (controller_runtime.errors.KubeFailure: KubeError, retryable by HTTP status, and KubeConfigError):
+the CLI reports them as a ToolFailure, the operator's manager maps them by their retry class as it maps these.
 """
 
 from __future__ import annotations
