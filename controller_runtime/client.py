@@ -1,22 +1,19 @@
-"""The API client controllers and commands share: plain dicts in and out, kinds resolved by discovery, errors as
-KubeError with their retry class, every request counted. lightkube does the requests (server-side apply, lists);
-raw paths (discovery, /version) and watches go through httpx clients lightkube's client adapter builds from the
-same kubeconfig. A 429 with Retry-After holds every request of this client until then and halves how many it sends
-at once (controller_runtime.throttle: API Priority and Fairness throttling us, more would only be rejected too).
-Watches are plain HTTP streams with a server timeout and a deadline: one still open past it with nothing received
-has stalled (a proxy or connection gone silent) and ends with a KubeError of reason Stalled. Whatever a failed
-connection raises (also what httpcore lets through unmapped) becomes a KubeError "cannot reach the API server"."""
+"""The API client controllers and commands share: plain dicts in and out, kinds resolved by discovery, every request
+counted. lightkube does the requests (server-side apply, lists); raw paths (discovery, /version) and watches go
+through httpx clients lightkube's client adapter builds from the same kubeconfig. A 429 with Retry-After holds every
+request of this client until then and halves how many it sends at once (controller_runtime.throttle: API Priority and
+Fairness throttling us, more would only be rejected too). Watches are plain HTTP streams with a server timeout and a
+deadline. What a reply or a failed connection means (a KubeError with the server's words and its retry class, a
+stalled watch) is controller_runtime.replies'; its names are importable from here too."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import inspect
-import json
 from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any, Literal
 
-import anyio
 import httpx
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.config import client_adapter
@@ -27,6 +24,16 @@ from controller_runtime.discovery import Discovery, ResourceInfo, resource_list_
 from controller_runtime.errors import KubeConfigError, KubeError
 from controller_runtime.kinds import KindLike, gvk, gvk_of
 from controller_runtime.observers import after_write, before_write
+from controller_runtime.replies import (
+    STALLED,
+    TRANSPORT_FAILURES,
+    error_of,
+    refusal,
+    retry_after,
+    stalled,
+    watch_deadline,
+    watch_event,
+)
 from controller_runtime.telemetry import DEFAULT, Telemetry
 from controller_runtime.throttle import Throttle
 
@@ -38,17 +45,7 @@ Deletion = Literal["deleted", "gone", "changed"]  # what a delete with precondit
 DELETED: Deletion = "deleted"
 GONE: Deletion = "gone"
 CHANGED: Deletion = "changed"
-STALLED = "Stalled"  # the reason of the KubeError a stalled watch ends with
-# What a connection's end can raise past httpx unmapped: httpcore 1.0.9 maps anyio's EndOfStream on a read but not on
-# a write (a TLS peer that closed while we sent: anyio's TLSStream.send raises it), and it escaped every caller.
-TRANSPORT_FAILURES: tuple[type[Exception], ...] = (anyio.EndOfStream, anyio.BrokenResourceError,
-                                                   anyio.ClosedResourceError, OSError)
 
-
-def watch_deadline(server_timeout: float) -> float:
-    """How long a watch may stay open: the server closes it after `server_timeout` seconds, so one open a grace
-    period past that (a quarter of it, 1 to 10 s) has stalled."""
-    return server_timeout + min(10.0, max(1.0, server_timeout / 4))
 
 def _resource_class(info: ResourceInfo) -> type[Any]:
     """lightkube's generic (dict-backed) resource class for a discovered resource, with its Status subresource.
@@ -62,41 +59,6 @@ def _generic(api_version: str, kind: str, plural: str, namespaced: bool) -> type
     group, _, version = api_version.rpartition("/")
     create = create_namespaced_resource if namespaced else create_global_resource
     return create(group, version, kind, plural)
-
-
-def retry_after(response: httpx.Response | None) -> float | None:
-    """The Retry-After of a reply, in seconds (the API server sends whole seconds with 429 and some 5xx)."""
-    value = response.headers.get("Retry-After") if response is not None else None
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _error(e: Exception, what: str) -> KubeError:
-    if isinstance(e, ApiError):
-        status = e.status
-        said = status.message or status.reason or ""
-        return KubeError(f"{what}: {said}", int(status.code or 0), status.reason or "", retry_after(e.response), said)
-    if isinstance(e, httpx.HTTPStatusError):  # a reply that is no Status, e.g. the 404 of an API group not served
-        code = e.response.status_code
-        return KubeError(f"{what}: HTTP {code} {e.response.reason_phrase}", code, "", retry_after(e.response))
-    return KubeError(f"cannot reach the API server ({what}): {type(e).__name__}: {e}", 0)
-
-
-def _watch_event(line: str, what: str) -> tuple[str, dict[str, Any]]:
-    """One line of a watch stream: (type, object); an ERROR event (410 Gone, say) is raised as its KubeError."""
-    try:
-        event = json.loads(line)
-    except ValueError as e:
-        raise KubeError(f"{what}: a line of the stream is not JSON ({e})") from e
-    kind, obj = event.get("type"), event.get("object")
-    if not isinstance(kind, str) or not isinstance(obj, dict):
-        raise KubeError(f"{what}: a watch event without type and object")
-    if kind == "ERROR":
-        said = str(obj.get("message") or obj.get("reason") or "")
-        raise KubeError(f"{what}: {said}", int(obj.get("code") or 0), str(obj.get("reason") or ""), None, said)
-    return kind, obj
 
 
 def _plain(obj: Any) -> dict[str, Any]:
@@ -173,7 +135,7 @@ class Kube:
             response.raise_for_status()
             data = response.json()
         except httpx.HTTPError as e:
-            raise _error(e, f"GET {path}") from e
+            raise error_of(e, f"GET {path}") from e
         except ValueError as e:
             raise KubeError(f"GET {path}: the reply is not JSON ({e})") from e
         if not isinstance(data, dict):
@@ -211,11 +173,11 @@ class Kube:
             result = await self._send(request)
         except ApiError as e:
             self.metrics.requests.labels(method, str(e.status.code or 0)).inc()
-            raise _error(e, what) from e
+            raise error_of(e, what) from e
         except httpx.HTTPError as e:
             code = e.response.status_code if isinstance(e, httpx.HTTPStatusError) else 0
             self.metrics.requests.labels(method, str(code)).inc()
-            raise _error(e, what) from e
+            raise error_of(e, what) from e
         self.metrics.requests.labels(method, "200").inc()
         if write:
             after_write(what, resource)
@@ -283,16 +245,15 @@ class Kube:
                     except StopAsyncIteration:
                         return
                     if line.strip():
-                        yield _watch_event(line, what)
+                        yield watch_event(line, what)
             finally:
                 await response.aclose()
         except TimeoutError as e:
-            raise KubeError(f"{what}: nothing received past the watch's deadline ({watch_deadline(timeout):.0f} s; "
-                            f"the server closes it after {timeout} s): stalled", 0, STALLED) from e
+            raise stalled(what, timeout) from e
         except TRANSPORT_FAILURES as e:
-            raise _error(e, what) from e
+            raise error_of(e, what) from e
         except httpx.HTTPError as e:
-            error = _error(e, what)
+            error = error_of(e, what)
             if error.code == 429:  # a watch holds no slot, but its rejection slows every request
                 self.throttle.acquire_nowait()
                 self.throttle.release(rejected=True, retry_after=error.retry_after)
@@ -375,13 +336,12 @@ class Kube:
             response = await self._send(self.http.get(self._path(info, name, namespace), headers={
                 "Accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}))
         except httpx.HTTPError as e:
-            raise _error(e, what) from e
+            raise error_of(e, what) from e
         self.metrics.requests.labels("GET", str(response.status_code)).inc()
         if response.status_code == 404:
             return None
         if response.status_code >= 300:
-            said = _said(response)
-            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+            raise refusal(response, what)
         meta = response.json().get("metadata")
         return dict(meta) if isinstance(meta, dict) else {}
 
@@ -398,24 +358,13 @@ class Kube:
         try:
             response = await self._send(self.http.request("DELETE", self._path(info, name, namespace), json=body))
         except httpx.HTTPError as e:
-            raise _error(e, what) from e
+            raise error_of(e, what) from e
         self.metrics.requests.labels("DELETE", str(response.status_code)).inc()
         if response.status_code == 404:
             return GONE
         if response.status_code == 409:
             return CHANGED
         if response.status_code >= 300:
-            said = _said(response)
-            raise KubeError(f"{what}: {said}", response.status_code, "", retry_after(response), said)
+            raise refusal(response, what)
         return DELETED
 
-
-def _said(response: httpx.Response) -> str:
-    """The message of a Status reply (else the status line)."""
-    try:
-        data = response.json()
-    except ValueError:
-        data = None
-    if isinstance(data, dict) and data.get("message"):
-        return str(data["message"])
-    return f"HTTP {response.status_code} {response.reason_phrase}"

@@ -1,5 +1,5 @@
 """A list+watch cache of one kind: resumes watches from the last resourceVersion, re-lists on 410 Gone and when a
-watch stalls (open past its deadline with nothing received: the client's watch_deadline)."""
+watch stalls (open past its deadline with nothing received: controller_runtime.replies.watch_deadline)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from controller_runtime.client import ALL_NAMESPACES, STALLED, Kube
+from controller_runtime.client import ALL_NAMESPACES, Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk
 from controller_runtime.objects import Key, controller_uid, key_of
+from controller_runtime.replies import STALLED
 
 __all__ = ["Handler", "IndexKey", "Informer"]
 

@@ -88,6 +88,8 @@ IO_MODULES = {
     "controller_runtime.manager": "the event loop: informers, queue, workers, lease, probes",
     "controller_runtime.probes": "the probe and metrics ports (a thread serving HTTP)",
     "controller_runtime.queue": "the work queue's timers on the event loop",
+    "controller_runtime.replies": "the client's replies and failed connections read (lightkube's and httpx's errors, "
+                                  "anyio's): sends nothing, imports them",
     "controller_runtime.throttle": "Retry-After holds on the event loop",
     "controller_runtime.writes": "applies, status writes and deletes through the client",
     "platform_stack.build": "`stack build`: writes the chart directory and its .tgz",

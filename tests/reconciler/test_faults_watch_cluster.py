@@ -1,6 +1,6 @@
 """A watch that stops delivering without closing (every connection held open by a proxy, nothing forwarded, not
 even the server's end of the watch): the operator notices at the watch's deadline (its --watch-timeout plus a
-grace, controller_runtime.client.watch_deadline), re-lists and reconciles what it missed."""
+grace, controller_runtime.replies.watch_deadline), re-lists and reconciles what it missed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from controller_runtime.client import watch_deadline
+from controller_runtime.replies import watch_deadline
 from tests.reconciler.helpers import apply, cr, edit, fresh_namespace, status, wait_phase
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.kube import KubeTestBed
