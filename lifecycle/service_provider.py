@@ -16,7 +16,7 @@ from typing import Any
 
 from renderer.crds import AGE, Column, CrdSource, SchemaPatch, closed, inline, openapi
 
-__all__ = ["SERVICE_PROVIDER", "backends", "check", "config_schema"]
+__all__ = ["SERVICE_PROVIDER", "backends", "check", "config_schema", "with_defaults"]
 
 SERVICE_PROVIDER = CrdSource(
     "ServiceProvider", "lifecycle", "serviceprovider.cue", "ServiceProviderSpec", "serviceproviders", ("svcp",),
@@ -88,3 +88,24 @@ def check(obj: Mapping[str, Any]) -> list[tuple[str, str]]:
     if "config" not in spec:
         return []
     return _config_problems(kind, backend, spec["config"])
+
+
+def _filled(schema: Mapping[str, Any], value: Any) -> Any:
+    """`value` with the schema's defaults where it leaves a field out (an absent object is made when it gains one)."""
+    if value is None and "default" in schema:
+        return schema["default"]
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping) or not isinstance(value, Mapping | None):
+        return value
+    out = dict(value or {})
+    for key, sub in properties.items():
+        filled = _filled(sub, out.get(key))
+        if (filled is not None and filled != {}) or key in out:
+            out[key] = filled
+    return out
+
+
+def with_defaults(kind: str, backend: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A backend's config with the schema's defaults (`*value` in #Backends: the one place they are written) filled
+    in where the provider leaves them out."""
+    return dict(_filled(config_schema(kind, backend), config))

@@ -51,7 +51,7 @@ ALLOWED: dict[str, frozenset[str]] = {
 # What a core may take from the runtime: pure modules with no I/O (kinds, object keys and owners, outcomes, the
 # comparison of a live object with what an apply makes of it).
 PURE_RUNTIME = frozenset({"controller_runtime.compare", "controller_runtime.kinds", "controller_runtime.objects",
-                          "controller_runtime.outcomes"})
+                          "controller_runtime.outcomes", "controller_runtime.quantity"})
 CORES = frozenset({"renderer", "compatibility", "platform_stack", "lifecycle"})
 # Whole packages of cores; platform_stack's cores are its modules outside IO_MODULES.
 PURE_PACKAGES = frozenset({"renderer", "compatibility", "lifecycle"})

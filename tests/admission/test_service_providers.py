@@ -82,7 +82,7 @@ def test_a_redis_the_administrator_runs_is_named_by_its_address(admission_bed: K
 @pytest.mark.parametrize(("kind", "backend", "said"), [
     ("redis", "cloudnative-pg", "spec.backend: 'cloudnative-pg' does not serve redis: use redis-server or dragonfly"),
     ("jetstream", "nats", "spec.type: no backend serves jetstream on this platform yet (types with one: disk, pg, "
-                          "redis)"),
+                          "redis, s3)"),
 ])
 def test_a_backend_that_does_not_serve_its_type_is_refused(admission_bed: KubeTestBed, webhook: Webhook,
                                                            kind: str, backend: str, said: str) -> None:
@@ -163,7 +163,8 @@ def bent(name: str, stack: Path, into: Path, change: Any) -> dict[str, Any]:
                                                                     "greater than the maximum of 40"),
     ("pg-integrated", lambda c: c["resources"].update(limits={"memory": "2Gi"}),
      "spec.config.resources.limits: cloudnative-pg does not read it (it reads: cpu, memory)"),
-    ("redis-integrated", lambda c: c["resources"].pop("memory"), "spec.config.resources.memory: redis-server needs it"),
+    ("redis-integrated", lambda c: c.update(maxmemoryPercent=95), "spec.config.maxmemoryPercent: 95 is greater than "
+                                                                  "the maximum of 90"),
     ("disk", lambda c: c.update(accessMode="ReadWriteSometimes"), "spec.config.accessMode: 'ReadWriteSometimes' is "
                                                                   "not one of"),
 ])
