@@ -20,7 +20,8 @@ import jsonschema
 from compatibility import authority
 from compatibility.inputs import document_schema
 from compatibility.objects import check_application
-from lifecycle import hostname_policy, hostnames, pg_backend, service_provider
+from lifecycle import hostname_policy, hostnames
+from lifecycle.backends import registry as backend_registry
 from lifecycle.credentials import spec as credential_spec
 from platform_stack import resource as platform_stack
 from renderer import validate
@@ -395,11 +396,7 @@ def _service_provider(req: _Request, settings: Settings) -> _Verdict:
     reason = authority.provider_writer(req.user, req.groups, settings.provider_writers)
     if reason:
         return _Verdict((("metadata", reason),), FORBIDDEN)
-    problems = list(service_provider.check(req.obj))
-    shrunk = pg_backend.shrinks(req.old, req.obj) if req.operation == "UPDATE" else None
-    if shrunk:
-        problems.append(("spec.config.storage.size", shrunk))
-    return _Verdict(tuple(problems))
+    return _Verdict(tuple(backend_registry.admit(req.old if req.operation == "UPDATE" else None, req.obj)))
 
 
 def _platform_stack(req: _Request, settings: Settings) -> _Verdict:

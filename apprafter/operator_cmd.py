@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,10 +22,10 @@ from renderer.names import OPERATOR_FIELD_MANAGER
 if TYPE_CHECKING:  # the controllers and the cluster client are imported when the operator starts, not for --help
     from lightkube import KubeConfig
 
+    from lifecycle.backends.contract import Site
     from renderer.context import PlatformContext
 
 REPORTING_CONTROLLER = "apprafter.io/operator"  # Events' reportingController
-REDIS_REGISTRY = "ghcr.io/apprafter"  # where the release publishes its images (tools/images.sh publish)
 RENDER_TIMEOUT = 10.0  # seconds of cue per Application and reconcile, unless the flag or the environment says
 
 
@@ -103,14 +104,11 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--gateway-listeners/--no-gateway-listeners", default=True, show_default=True,
               help="Add to the platform's public Gateway one HTTPS listener per public hostname an Application holds "
                    "with TLS, serving that app's certificate (needs patch on Gateways in the gateway namespace).")
-@click.option("--redis-image", metavar="REF",
-              help="The image of the redis-server instances the operator runs for redis-server ServiceProviders "
-                   "(Debian's redis-server, deploy/images/redis.Dockerfile). Default: "
-                   f"{REDIS_REGISTRY}/redis:<this version>.")
-@click.option("--pg-image", metavar="REF",
-              help="The PostgreSQL image of the CloudNativePG Clusters the operator makes for cloudnative-pg "
-                   "ServiceProviders (CloudNativePG reads the major version from its tag, which must start with it). "
-                   f"Default: {REDIS_REGISTRY}/postgresql:<the release's PostgreSQL major>.")
+@click.option("--backend-image", "backend_images", multiple=True, metavar="BACKEND=REF",
+              help="The image of the shared servers the operator runs for a ServiceProvider backend (repeatable): "
+                   "redis-server (Debian's redis-server), cloudnative-pg (PostgreSQL; CloudNativePG reads the major "
+                   "version from its tag, which must start with it). Default: the release's, "
+                   "ghcr.io/apprafter/redis:<this version>, ghcr.io/apprafter/postgresql:<its PostgreSQL major>.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -126,19 +124,15 @@ def operator(**flags: Any) -> None:
     sys.exit(_run(OperatorSettings.of(flags)))
 
 
-def default_redis_image() -> str:
-    """The release's redis image of this version (the one `make images` builds as localhost/redis:<version>)."""
-    from importlib.metadata import version
+def sites(context: PlatformContext, images: Mapping[str, str]) -> dict[str, Site]:
+    """By backend: where its shared servers run (the platform's namespace for its need type) and from which image
+    (the flag's, else the release's)."""
+    from lifecycle.backends.contract import Site
+    from lifecycle.backends.registry import REGISTERED
+    from reconciler.backends.registry import default_image
 
-    return f"{REDIS_REGISTRY}/redis:{version('apprafter-render')}"
-
-
-def default_pg_image() -> str:
-    """The release's PostgreSQL image, tagged with its major version, the one CloudNativePG reads from the tag
-    (`make images` builds it as localhost/postgresql:<major>)."""
-    from toolchain.pins import pins
-
-    return f"{REDIS_REGISTRY}/postgresql:{pins()['POSTGRES_MAJOR']}"
+    return {r.core.backend: Site(context.provider_namespace(r.core.type) or "",
+                                 images.get(r.core.backend) or default_image(r.core.backend)) for r in REGISTERED}
 
 
 def _run(settings: OperatorSettings) -> int:
@@ -221,10 +215,7 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
             controllers.append(GatewayListenerController(context.gateway_name, context.gateway_namespace,
                                                          records_namespace))
         if settings.platform.claim_binder:
-            controllers.append(ClaimController(context.provider_namespace("redis"),
-                                               settings.platform.redis_image or default_redis_image(),
-                                               context.provider_namespace("pg"),
-                                               settings.platform.pg_image or default_pg_image()))
+            controllers.append(ClaimController(sites(context, dict(settings.platform.backend_images))))
         return await Manager(runtime, controllers, health, elector).run(stop)
     finally:
         servers.close()

@@ -4,7 +4,7 @@ the names its runtime reports under. Imports nothing of the runtime: `--help` ne
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -70,8 +70,8 @@ class PlatformFlags(NamedTuple):
     tier: str | None
     platform_stack: bool
     claim_binder: bool = True
-    redis_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_redis_image)
-    pg_image: str | None = None  # None: the release's (apprafter.operator_cmd.default_pg_image)
+    # (backend, image) of --backend-image; a backend not named: the release's (reconciler.backends.registry)
+    backend_images: tuple[tuple[str, str], ...] = ()
     gateway_listeners: bool = True  # add each TLS-routed public hostname's listener to the public Gateway
 
 
@@ -119,12 +119,28 @@ class OperatorSettings:
             lease=lease,
             serving=ServingFlags(flags["bind_address"], flags["health_port"], flags["metrics_port"]),
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
-                                   flags["platform_stack"], flags["claim_binder"], flags["redis_image"],
-                                   flags["pg_image"], flags["gateway_listeners"]),
+                                   flags["platform_stack"], flags["claim_binder"],
+                                   _images(flags.get("backend_images") or ()), flags["gateway_listeners"]),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],
             log_format=flags["log_format"])
+
+
+def _images(given: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """--backend-image BACKEND=REF, each backend once, each one the operator runs servers for."""
+    from reconciler.backends.registry import IMAGES
+
+    images: dict[str, str] = {}
+    for item in given:
+        backend, _, ref = item.partition("=")
+        if not ref or backend not in IMAGES:
+            raise click.BadParameter(f"{item!r}: want BACKEND=REF, BACKEND one of {', '.join(sorted(IMAGES))}",
+                                     param_hint="--backend-image")
+        if backend in images:
+            raise click.BadParameter(f"{backend} is named twice", param_hint="--backend-image")
+        images[backend] = ref
+    return tuple(sorted(images.items()))
 
 
 def _openbao(address: str | None, role: str | None, mount: str, jwt_file: Path, token_file: Path | None,

@@ -91,13 +91,33 @@ def _wanted(fields: Mapping[str, Any], obj: Any) -> bool:
     return True
 
 
+def _atomic_kept(fields: Mapping[str, Any], live: Any, desired: Any) -> bool:
+    """Every atomic list the manager owns (a leaf `f:<name>` whose desired value is a list: it is applied whole) has
+    as many items live as desired: an item fewer desired is one the apply removes, which `covers` cannot see."""
+    if not isinstance(live, Mapping) or not isinstance(desired, Mapping):
+        return True
+    for key, sub in fields.items():
+        prefix, _, rest = key.partition(":")
+        if prefix != "f" or rest not in desired:
+            continue
+        want, have = desired[rest], live.get(rest)
+        if not sub and isinstance(want, list) and isinstance(have, list) and len(have) != len(want):
+            return False
+        if sub and not _atomic_kept(sub, have, want):
+            return False
+    return True
+
+
 def owned_fields_wanted(live: Mapping[str, Any], desired: Mapping[str, Any], manager: str,
                         subresource: str = "") -> bool:
-    """The fields `manager` applied last time are all still in `desired` (else an apply must remove some)."""
+    """The fields `manager` applied last time are all still in `desired` (else an apply must remove some), and the
+    atomic lists it owns are as long as desired."""
     for entry in live.get("metadata", {}).get("managedFields") or []:
         if entry.get("manager") == manager and entry.get("operation") == "Apply" \
-                and entry.get("subresource", "") == subresource and not _wanted(entry.get("fieldsV1") or {}, desired):
-            return False
+                and entry.get("subresource", "") == subresource:
+            fields = entry.get("fieldsV1") or {}
+            if not _wanted(fields, desired) or not _atomic_kept(fields, live, desired):
+                return False
     return True
 
 

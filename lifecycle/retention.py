@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 from compatibility.authority import ADMIN_DROP, DROP_ANNOTATION, PLAN_DROP_PREFIX
 from controller_runtime.objects import controller_uid
 
-__all__ = ["ADMIN_DROP", "DROP_ANNOTATION", "FINALIZER", "Verdict", "claims_to_drop", "drop_mark", "has_finalizer",
-           "verdict"]
+__all__ = ["ADMIN_DROP", "DROP_ANNOTATION", "FINALIZER", "Verdict", "claims_to_drop", "drop_mark", "verdict"]
 
 FINALIZER = "apprafter.io/backend-data"  # on every claim a backend provisions: its deletion waits for the backend
 NEED_REMOVED = "need-removed"  # compatibility.rules AR-DM001: the one change whose approval drops a claim's data
@@ -32,10 +31,6 @@ class Verdict(NamedTuple):
 
     drop: bool
     why: str
-
-
-def has_finalizer(claim: Mapping[str, Any]) -> bool:
-    return FINALIZER in ((claim.get("metadata") or {}).get("finalizers") or [])
 
 
 def drop_mark(plan: str) -> str:

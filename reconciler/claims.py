@@ -1,12 +1,13 @@
-"""The claim binder, the edge: reads a ResourceClaim (fresh) and the cluster's ServiceProviders, asks
-lifecycle.binding which provider it is bound to, lets the operator's own backend (reconciler.redis_claims for
-redis-server providers, reconciler.pg_claims for cloudnative-pg ones, reconciler.disk_claims for storage-class ones)
-provision it, and writes the claim's status once as the operator's status field manager: status.provider and Bound,
-plus that backend's Ready, ready and connection. Another backend's claims get provider and Bound alone (their
-status.ready and conditions stay that backend's). A claim one of its backends provisions carries the finalizer
-lifecycle.retention.FINALIZER, set before anything is provisioned; once such a claim is deleted, its data is dropped
-by the backend only when lifecycle.retention says so (an approved data-migration plan, an administrator's act),
-else it stays; then the finalizer goes."""
+"""The one claim reconciler, the edge: binds each ResourceClaim to a ServiceProvider and has its backend provision it.
+
+It reads the claim fresh and the cluster's ServiceProviders, asks lifecycle.binding which provider the claim is bound
+to, and, when a registered backend (lifecycle.backends.registry) serves that provider, carries out the backend core's
+steps (reconciler.claim_steps) and writes the claim's status once as the operator's status field manager:
+status.provider and Bound, plus Ready, status.ready and status.connection. Another backend's claims get provider and
+Bound alone. It owns what every backend shares: the finalizer lifecycle.retention.FINALIZER (set before anything is
+provisioned; controller_runtime.finalizers), the connection Secret, the retries (the core's typed Waiting.retry), and
+on deletion the retention verdict, the core's drop and the DataDropped / DataRetained / DataDropWaiting events.
+"""
 
 from __future__ import annotations
 
@@ -18,22 +19,22 @@ from compatibility.authority import PLAN_DROP_PREFIX
 from compatibility.crd import MIGRATION_PLAN
 from controller_runtime.client import ALL_NAMESPACES
 from controller_runtime.errors import KubeError
+from controller_runtime.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself, key_of
 from controller_runtime.outcomes import Done, Outcome, Requeue
 from controller_runtime.writes import write_status
-from lifecycle import disk_backend, pg_backend, redis_backend, retention
-from lifecycle.binding import bind, status_of
+from lifecycle import retention
+from lifecycle.backends.common import CLAIM_ANNOTATION, PROVIDER_LABEL
+from lifecycle.backends.contract import Ready, Site, Waiting
+from lifecycle.backends.registry import REGISTERED, Registration, registration
+from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
 from lifecycle.service_provider import SERVICE_PROVIDER
-from reconciler.backends import ClaimBackend
-from reconciler.disk_claims import PVC, DiskBackend
-from reconciler.pg_claims import CLUSTER as PG_CLUSTER
-from reconciler.pg_claims import DATABASE as PG_DATABASE
-from reconciler.pg_claims import PgBackend
-from reconciler.redis_claims import DEPLOYMENT, RedisBackend
+from reconciler.backends.registry import Client, client_for
+from reconciler.claim_steps import Carried, carry_out
 from renderer.crds import RESOURCE_CLAIM
 from toolchain.timestamps import time_now
 
@@ -42,48 +43,49 @@ __all__ = ["ClaimController"]
 log = logging.getLogger("apprafter.claims")
 
 CLUSTER = (ALL_NAMESPACES,)
-# A backend's reasons that pass by themselves: looked at again with backoff (an instance's Deployment becoming
-# available, a CloudNativePG Cluster or Database changing, wakes its claims at once through the watches).
-RETRIED = frozenset({"BackendUnreachable", "InstanceNotReady", "RoleNotReady", "DatabaseNotReady"})
+
+
+def _provisioned(carried: Carried) -> tuple[list[Condition], dict[str, Any]]:
+    """The backend's conditions and status fields for where the claim stands."""
+    then = carried.then
+    if isinstance(then, Ready):
+        said = then.message + (f"; connection in Secret {carried.secret}" if carried.secret else "")
+        connection = {**then.connection, **({"secretName": carried.secret} if carried.secret else {})}
+        return ([Condition(PROVISIONED, "True", "Provisioned", said), *then.conditions],
+                {"ready": True, "connection": connection})
+    return ([Condition(PROVISIONED, "False", then.reason, then.message), *then.conditions],
+            {"ready": False, **then.fields})
 
 
 class ClaimController:
-    """Binds every ResourceClaim of the watched namespaces to one ServiceProvider (docs/platform-services.md)."""
+    """Binds every ResourceClaim of the watched namespaces to one ServiceProvider, and provisions it through the
+    registered backend that serves it (docs/platform-services.md)."""
 
     name = "claims"
     primary: KindLike = RESOURCE_CLAIM
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
-    def __init__(self, services_namespace: str | None = None, redis_image: str | None = None,
-                 pg_namespace: str | None = None, pg_image: str | None = None) -> None:
-        """`services_namespace`: where the redis-server providers' instances run (running `redis_image`);
-        `pg_namespace`: where the cloudnative-pg providers' Clusters run (running `pg_image`); None: no such backend
-        of the operator's own, those claims are bound only."""
+    def __init__(self, sites: Mapping[str, Site]) -> None:
+        """`sites`: by backend, where its shared servers run and from which image (a registered backend without a
+        site runs in the namespace its provider names, or is not provisioned: bound only)."""
         self.runtime: Runtime | None = None
-        self.services_namespace, self.redis_image = services_namespace, redis_image
-        self.pg_namespace, self.pg_image = pg_namespace, pg_image
-        # The backends the operator runs itself (reconciler.backends).
-        self.backends: list[ClaimBackend] = []
+        self.sites = dict(sites)
+        self.clients: dict[str, Client | None] = {}
+
+    def served(self) -> list[Registration]:
+        return [r for r in REGISTERED if r.core.backend in self.sites]
 
     def watches(self) -> Sequence[Watch]:
-        watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER),
-                   Watch(PVC, disk_backend.MANAGED_LABELS, self.claim_of_volume)]  # a volume bound wakes its claim
-        if self.services_namespace:  # an instance's Deployment becoming available wakes its provider's claims
-            watches.append(Watch(DEPLOYMENT, redis_backend.INSTANCE_LABELS, self.claims_of_instance,
-                                 (self.services_namespace,)))
-        if self.pg_namespace and self.pg_image:  # CloudNativePG's status writes wake the provider's claims
-            for kind in (PG_CLUSTER, PG_DATABASE):
-                watches.append(Watch(kind, pg_backend.CLUSTER_LABELS, self.claims_of_instance,
-                                     (self.pg_namespace,)))
+        watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER)]
+        for served in self.served():
+            site = self.sites[served.core.backend]
+            watches.extend(Watch(w.kind, w.labels, self.claims_of_object, (site.namespace,) if w.site else ())
+                           for w in served.watches)
         return watches
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.backends = [DiskBackend(runtime.kube)]
-        if self.services_namespace and self.redis_image:
-            self.backends.append(RedisBackend(runtime.kube, self.services_namespace, self.redis_image))
-        if self.pg_namespace and self.pg_image:
-            self.backends.append(PgBackend(runtime.kube, self.pg_namespace, self.pg_image))
+        self.clients = {r.core.backend: client_for(r.core.backend) for r in self.served()}
 
     def claims(self) -> Informer:
         assert self.runtime is not None
@@ -100,62 +102,63 @@ class ClaimController:
         return sorted(key_of(c) for c in self.claims().items()
                       if (c.get("spec") or {}).get("type") == kind or (c.get("status") or {}).get("provider") == name)
 
-    def claims_of_instance(self, instance: Mapping[str, Any]) -> Iterable[Key]:
-        """The claims bound to the provider whose instance this is (a Deployment, a Cluster, a Database)."""
-        provider = ((instance.get("metadata") or {}).get("labels") or {}).get(redis_backend.PROVIDER_LABEL)
+    def claims_of_object(self, obj: Mapping[str, Any]) -> Iterable[Key]:
+        """The claims a backend's object concerns: the one it names (annotation `<ns>/<claim>`, or a label naming a
+        claim of its namespace), else those bound to the provider it serves."""
+        meta = obj.get("metadata") or {}
+        labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+        named = str(annotations.get(CLAIM_ANNOTATION) or "")
+        if "/" in named:
+            namespace, name = named.split("/", 1)
+            return [(namespace, name)]
+        if labels.get(CLAIM_ANNOTATION):
+            return [(str(meta.get("namespace") or ""), str(labels[CLAIM_ANNOTATION]))]
+        provider = labels.get(PROVIDER_LABEL)
         return sorted(key_of(c) for c in self.claims().items() if (c.get("status") or {}).get("provider") == provider)
 
-    def claim_of_volume(self, volume: Mapping[str, Any]) -> Iterable[Key]:
-        """The claim a disk backend's PersistentVolumeClaim belongs to (its label)."""
-        meta = volume.get("metadata") or {}
-        claim = (meta.get("labels") or {}).get(disk_backend.CLAIM_LABEL)
-        return [(str(meta.get("namespace") or ""), str(claim))] if claim else []
-
-    def backend_of(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> ClaimBackend | None:
-        return next((b for b in self.backends if b.serves(claim, provider)), None)
+    def _served(self, claim: Mapping[str, Any], provider: Mapping[str, Any] | None) -> Registration | None:
+        kind = str((claim.get("spec") or {}).get("type") or "")
+        backend = (provider.get("spec") or {}).get("backend") if provider is not None else None
+        found = registration(kind, str(backend) if provider is not None else None)
+        return found if found is not None and found.core.backend in self.sites else None
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None
         kube = self.runtime.kube
         # Fresh: a binding is decided on the claim as it is, never on a cached one that has not seen it bound yet.
         claim = await kube.get(RESOURCE_CLAIM, name, namespace)
-        if claim is None or (claim["metadata"].get("deletionTimestamp") and not retention.has_finalizer(claim)):
+        if claim is None or (claim["metadata"].get("deletionTimestamp")
+                             and not has_finalizer(claim, retention.FINALIZER)):
             self.claims().forget(namespace, name)
             return Done()
         if claim["metadata"].get("deletionTimestamp"):
             return await self.release(claim)
         binding = bind(claim, self.providers().items())
         provider = self.providers().get("", binding.provider) if binding.provider else None
-        provisioned = None
-        backend = self.backend_of(claim, provider) if binding.condition.status == "True" else None
-        if backend is not None:
+        served = self._served(claim, provider) if binding.condition.status == "True" else None
+        provisioned: tuple[list[Condition], dict[str, Any]] | None = None
+        retry: Requeue | Done = Done()
+        if served is not None:
             assert provider is not None
-            if not retention.has_finalizer(claim):  # before any data exists: its deletion waits for the backend
-                claim = await self.finalizer(claim, add=True)
-            provisioned = await backend.provision(claim, provider)
-        said = [] if provisioned is None else (
-            [provisioned[0]] if isinstance(provisioned[0], Condition) else list(provisioned[0]))
+            core = served.core
+            config = core.configure(provider, self.sites[core.backend])
+            if isinstance(config, list):
+                carried = _invalid(provider, config)
+            else:
+                # before any data exists: its deletion waits for the backend
+                claim = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
+                found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
+                                        provider["metadata"]["name"])
+                assert found is not None  # None only when dropping
+                carried = found
+            provisioned = _provisioned(carried)
+            retry = carried.then.retry if not isinstance(carried.then, Ready) else Done()
         written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
         if written is not claim:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,
                                        "provider": binding.provider or "", "reason": binding.condition.reason,
-                                       **({"ready": said[0].reason} if said else {})})
-        if said and said[0].reason in RETRIED:  # the backend's Ready condition comes first
-            return Requeue(said[0].message)
-        return Done()
-
-    async def finalizer(self, claim: dict[str, Any], *, add: bool) -> dict[str, Any]:
-        """The claim with the finalizer added (or removed), applied as the provider's own field: finalizers are a
-        set, so nobody else's entry is touched."""
-        assert self.runtime is not None
-        kube = self.runtime.kube
-        meta = claim["metadata"]
-        body = {"apiVersion": claim["apiVersion"], "kind": claim["kind"],
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
-                             **({"finalizers": [retention.FINALIZER]} if add else {})}}
-        written = await kube.apply(body, field_manager=kube.status_field_manager)
-        self.claims().update(written)
-        return written
+                                       **({"ready": provisioned[0][0].reason} if provisioned else {})})
+        return retry
 
     async def release(self, claim: dict[str, Any]) -> Outcome:
         """A deleted claim that carries the finalizer: its data dropped by its backend when lifecycle.retention says
@@ -170,11 +173,7 @@ class ClaimController:
         verdict = retention.verdict(claim, plan)
         where = {"controller": "claims", "namespace": namespace, "object": name}
         if verdict.drop:
-            bound = (claim.get("status") or {}).get("provider")
-            provider = self.providers().get("", bound) if bound else None
-            backend = self.backend_of(claim, provider) or next(
-                (b for b in self.backends if b.serves(claim, {"spec": {"backend": b.backend}})), None)
-            waits = await backend.drop(claim, provider) if backend else "no backend of the operator's serves it"
+            waits = await self._drop(claim)
             if waits is not None:
                 await self.runtime.recorder.event(claim, "DataDropWaiting", f"{verdict.why}; the data is not dropped "
                                                   f"yet: {waits}", meta["uid"] + waits, type_="Warning")
@@ -186,10 +185,36 @@ class ClaimController:
             await self.runtime.recorder.event(claim, "DataRetained", verdict.why, meta["uid"])
         log.info("released", extra={**where, "dropped": verdict.drop, "reason": verdict.why})
         try:
-            await self.finalizer(claim, add=False)
+            await remove_finalizer(self.runtime.kube, None, claim, retention.FINALIZER)
         except KubeError as e:
             if e.code != 404:  # gone already: someone removed the finalizer meanwhile
                 raise
         self.claims().forget(namespace, name)
         return Done()
 
+    async def _drop(self, claim: Mapping[str, Any]) -> str | None:
+        """Drop the claim's data through its backend's core; None once it is gone, else why not yet."""
+        assert self.runtime is not None
+        bound = str((claim.get("status") or {}).get("provider") or "")
+        provider = self.providers().get("", bound) if bound else None
+        served = self._served(claim, provider)
+        if served is None:
+            return "no backend of the operator's serves it"
+        core = served.core
+        if provider is None:
+            if core.drop_needs_provider:
+                return (f"its ServiceProvider {bound or '(none)'} is gone: nothing says where its data is (create the "
+                        "provider again)")
+            provider = {"metadata": {"name": bound}, "spec": {"type": core.type, "backend": core.backend}}
+        config = core.configure(provider, self.sites[core.backend])
+        if isinstance(config, list):
+            return f"ServiceProvider {bound}: " + "; ".join(config)
+        carried = await carry_out(self.runtime.kube, core, self.clients.get(core.backend), claim, config, bound,
+                                  dropping=True)
+        if carried is None:
+            return None
+        return carried.then.message if not isinstance(carried.then, Ready) else "the backend did not drop it"
+
+
+def _invalid(provider: Mapping[str, Any], problems: list[str]) -> Carried:
+    return Carried(Waiting("InvalidConfig", f"ServiceProvider {provider['metadata']['name']}: " + "; ".join(problems)))

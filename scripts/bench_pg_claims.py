@@ -112,7 +112,8 @@ def main() -> int:
                        "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
                   field_manager="admin")
         operator = Operator(bed, workdir / "operator", ["--no-leader-elect", "--no-platform-stack", *FAST,
-                                                         "--platform", str(platform), "--pg-image", postgres_image],
+                                                         "--platform", str(platform),
+                                                         "--backend-image", f"cloudnative-pg={postgres_image}"],
                             name="pg-bench", inside=bed)
         operator.start()
 

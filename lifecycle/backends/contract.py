@@ -19,8 +19,17 @@ from controller_runtime.kinds import GroupVersionKind
 from controller_runtime.outcomes import Done, Requeue
 from lifecycle.conditions import Condition
 
-__all__ = ["Again", "Apply", "Backend", "CreateOnce", "Delete", "Gone", "Read", "Ready", "Seen", "Site", "Step",
-           "Waiting", "Write"]
+__all__ = ["Again", "Apply", "Backend", "CreateOnce", "Delete", "Gone", "Hidden", "Read", "Ready", "Seen", "Site",
+           "Step", "Waiting", "Write"]
+
+
+class Hidden(str):
+    """A secret in a backend call (a password, a key): a str to the client, `<hidden>` in every repr and log line."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'<hidden>'"
 
 
 class Site(NamedTuple):
@@ -135,6 +144,12 @@ class Backend(Protocol):
     @property
     def type(self) -> str:
         """The need type it serves."""
+        ...
+
+    @property
+    def drop_needs_provider(self) -> bool:
+        """False: a claim's data is found from the claim alone (a disk's PVC), so it is dropped even once its
+        provider is gone (`configure` then sees a provider of that name with no config)."""
         ...
 
     def configure(self, provider: Mapping[str, Any], site: Site) -> Any:

@@ -61,6 +61,19 @@ def test_a_changed_value_or_a_dropped_field_needs_an_apply() -> None:
     assert not up_to_date(None, DEPLOYMENT, "op")
 
 
+def test_an_item_taken_out_of_an_atomic_list_we_own_needs_an_apply() -> None:
+    # a CloudNativePG Cluster's spec.managed.roles: an atomic list (managedFields name the list, not its items)
+    cluster = {"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster", "metadata": {"name": "c"},
+               "spec": {"managed": {"roles": [{"name": "a", "login": True}, {"name": "b", "login": True}]}}}
+    live = {**cluster, "metadata": {"name": "c", "managedFields": [
+        {"manager": "op", "operation": "Apply", "fieldsV1": {"f:spec": {"f:managed": {"f:roles": {}}}}}]}}
+    without_b = {**cluster, "spec": {"managed": {"roles": [{"name": "a", "login": True}]}}}
+    assert covers(live, without_b), "the fewer items are covered..."
+    assert not up_to_date(live, without_b, "op"), "...but the apply replaces the list whole: b goes"
+    assert up_to_date(live, cluster, "op")
+    assert up_to_date(live, without_b, "someone-else")
+
+
 @pytest.mark.parametrize(("live", "desired", "same"), [
     (1, 1.0, True), (True, 1, False), ("a", "a", True), (None, {}, True), (None, [], True), ([], [], True),
     ([1, 2], [1, 2], True), ([1, 2], [2, 1], False),

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from apprafter.operator_cmd import default_pg_image, default_redis_image
 from lifecycle.bootstrap import KEYS_SECRET, SIDECAR_MANAGER
 from platform_stack import umbrella
+from reconciler.backends.registry import default_image
 from renderer.names import OPERATOR_FIELD_MANAGER
 from tests.images.podman import Image
 from tests.reconciler.helpers import cr, edit
@@ -419,8 +419,8 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     operator_image, postgres_image, traefik_image = (node.import_image(images[name].ref)
                                                      for name in ("cnpg", "postgresql", "traefik"))
     cnpg.install(node, operator_image, postgres_image)
-    node.ctr("images", "tag", "--force", postgres_image, default_pg_image(), check=True)
-    node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_redis_image(), check=True)
+    node.ctr("images", "tag", "--force", postgres_image, default_image("cloudnative-pg"), check=True)
+    node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_image("redis-server"), check=True)
     gateway = install_traefik(node, traefik_image, testbed_dir / "bootstrap-gateway", domain=DOMAIN, chart=False)
     node.apply(hostname_policy(), field_manager="platform-admin")
     image = node.import_image(build_shop_app())

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lifecycle.retention import DROP_ANNOTATION, FINALIZER, claims_to_drop, drop_mark, has_finalizer, verdict
+from lifecycle.retention import DROP_ANNOTATION, FINALIZER, claims_to_drop, drop_mark, verdict
 
 APP_UID = "uid-app"
 
@@ -32,7 +32,6 @@ def plan(phase: str = "approved", field: str = "needs.redis", owner: str = APP_U
 def test_without_a_mark_the_data_stays() -> None:
     said = verdict(claim(), None)
     assert not said.drop and "no approved data-migration plan removes needs.redis" in said.why
-    assert has_finalizer(claim())
 
 
 def test_an_approved_plan_of_its_own_application_that_removes_its_need_drops_it() -> None:

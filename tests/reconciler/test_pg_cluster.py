@@ -73,7 +73,8 @@ def provider(bed: KubeTestBed, pg_platform: str) -> Any:
     bed.delete(API, "ServiceProvider", PROVIDER)
 
 
-operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("pg_platform"), "--pg-image", IMAGE)
+operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("pg_platform"),
+                            "--backend-image", f"cloudnative-pg={IMAGE}")
 
 NEEDS = edit(needs={"pg": {"selector": {"bed": RUN}}}, env={"DATABASE_URL": {"claim": "pg/url"}},
              expose={"port": 8080})

@@ -79,6 +79,11 @@ def pg_image(cloudnative_pg: CloudNativePG) -> str:
 
 
 @pytest.fixture(scope="module")
+def pg_image_flag(pg_image: str) -> str:
+    return f"cloudnative-pg={pg_image}"
+
+
+@pytest.fixture(scope="module")
 def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The operator's platform file: this module's pg services namespace (made, as the stack makes it)."""
     node.ensure_namespace(SERVICES)
@@ -88,7 +93,8 @@ def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),
-                            "--pg-image", Fixture("pg_image"), bed="node", crds=True, inside=True, name="pg-node",
+                            "--backend-image", Fixture("pg_image_flag"), bed="node", crds=True, inside=True,
+                            name="pg-node",
                             requires=("cloudnative_pg",))
 
 

@@ -91,7 +91,8 @@ def providers(bed: KubeTestBed, redis_server: RedisServer) -> Iterator[None]:
         bed.delete(API, "ServiceProvider", name)
 
 
-operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("redis_platform"), "--redis-image", IMAGE)
+operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("redis_platform"),
+                            "--backend-image", f"redis-server={IMAGE}")
 
 
 def claim_status(bed: KubeTestBed, namespace: str) -> dict[str, Any]:

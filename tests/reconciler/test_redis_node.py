@@ -50,6 +50,11 @@ def redis_image(node: NodeTestBed) -> str:
 
 
 @pytest.fixture(scope="module")
+def redis_image_flag(redis_image: str) -> str:
+    return f"redis-server={redis_image}"
+
+
+@pytest.fixture(scope="module")
 def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     """An administrator's integrated redis-server provider, its instance in a namespace of this module's (once the
     operator installed our CRDs)."""
@@ -62,8 +67,8 @@ def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     node.delete("v1", "Namespace", SERVICES)  # its instance goes with it (not waited for: nothing uses it)
 
 
-operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--redis-image", Fixture("redis_image"),
-                            bed="node", crds=True, inside=True, name="redis-node")
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--backend-image",
+                            Fixture("redis_image_flag"), bed="node", crds=True, inside=True, name="redis-node")
 
 
 def app(image: str) -> dict[str, Any]:

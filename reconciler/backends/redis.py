@@ -1,5 +1,8 @@
-"""A claim's ACL user on a Redis, through redis-py's asyncio client, every call bounded in time: set it as the admin,
-then prove its credentials as the user. A failure is a RedisFailure whose message never carries a password."""
+"""The redis-server backend's client: a claim's ACL user on a Redis, through redis-py's asyncio client.
+
+Every call is bounded in time: set the user as the admin, prove its credentials as the user, drop it and its keys. A
+failure is a BackendFailure whose message never carries a password. It carries out lifecycle.backends.redis's calls.
+"""
 
 from __future__ import annotations
 
@@ -11,27 +14,14 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
 
-from toolchain.errors import ToolFailure
+from lifecycle.backends.redis import DropUser, SetUser, TryUser
+from reconciler.backend_failure import REFUSED, UNREACHABLE, BackendFailure
 
-__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisFailure", "drop_user", "set_user", "try_user"]
+__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisClient", "drop_user", "set_user", "try_user"]
 
 CONNECT_TIMEOUT = 3.0  # seconds to open the TCP connection
 CALL_TIMEOUT = 5.0  # seconds for one command's answer
 TOTAL_TIMEOUT = 10.0  # seconds for one whole exchange (connect, AUTH, command, close), whatever redis-py retries
-UNREACHABLE, REFUSED = "BackendUnreachable", "BackendRefused"
-
-
-class RedisFailure(ToolFailure):
-    """Redis could not be reached (`reason` BackendUnreachable: may pass) or refused what was asked
-    (BackendRefused: not until someone changes something)."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-    @property
-    def retryable(self) -> bool:
-        return self.reason == UNREACHABLE
 
 
 def _client(host: str, port: int, username: str | None, password: str) -> Redis:
@@ -54,7 +44,7 @@ SCAN_BATCH = 500  # keys per SCAN step and per UNLINK when a claim's keys are dr
 
 async def _exchange(host: str, port: int, username: str | None, password: str, command: Sequence[str] | Work,
                     what: str, secrets: Sequence[str], timeout: float = TOTAL_TIMEOUT) -> None:
-    """Run one command (or `command(client)`) as `username` (None: the default user) and close; RedisFailure on
+    """Run one command (or `command(client)`) as `username` (None: the default user) and close; BackendFailure on
     any failure."""
     where = f"{host}:{port}"
     client = _client(host, port, username, password)
@@ -68,15 +58,15 @@ async def _exchange(host: str, port: int, username: str | None, password: str, c
             finally:
                 await client.aclose()
     except TimeoutError as e:
-        raise RedisFailure(UNREACHABLE, f"{where} did not answer {what} within {timeout:g} s") from e
+        raise BackendFailure(UNREACHABLE, f"{where} did not answer {what} within {timeout:g} s") from e
     except AuthenticationError as e:
-        raise RedisFailure(REFUSED, f"{where} refused the password of {what}") from e
+        raise BackendFailure(REFUSED, f"{where} refused the password of {what}") from e
     except NoPermissionError as e:
-        raise RedisFailure(REFUSED, f"{where} does not let {what} run: {_redacted(str(e), secrets)}") from e
+        raise BackendFailure(REFUSED, f"{where} does not let {what} run: {_redacted(str(e), secrets)}") from e
     except ResponseError as e:
-        raise RedisFailure(REFUSED, f"{where} refused {what}: {_redacted(str(e), secrets)}") from e
+        raise BackendFailure(REFUSED, f"{where} refused {what}: {_redacted(str(e), secrets)}") from e
     except (RedisError, OSError) as e:  # ConnectionError, redis' TimeoutError: never reached
-        raise RedisFailure(UNREACHABLE, f"{where} could not be reached for {what}: "
+        raise BackendFailure(UNREACHABLE, f"{where} could not be reached for {what}: "
                                         f"{_redacted(str(e), secrets) or type(e).__name__}") from e
 
 
@@ -113,3 +103,17 @@ async def drop_user(host: str, port: int, admin_password: str, user: str, prefix
     await _exchange(host, port, None, admin_password, drop, f"the admin's ACL DELUSER {user} and UNLINK {prefix}*",
                     [admin_password], timeout)
     return gone
+
+
+class RedisClient:
+    """Carries out the redis-server core's calls (lifecycle.backends.redis)."""
+
+    async def call(self, call: object) -> None:
+        if isinstance(call, SetUser):
+            await set_user(call.host, call.port, call.admin_password, call.user, call.rules)
+        elif isinstance(call, TryUser):
+            await try_user(call.host, call.port, call.user, call.password)
+        elif isinstance(call, DropUser):
+            await drop_user(call.host, call.port, call.admin_password, call.user, call.prefix)
+        else:
+            raise TypeError(f"not a redis-server call: {type(call).__name__}")

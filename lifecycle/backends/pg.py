@@ -1,0 +1,202 @@
+"""The cloudnative-pg backend's core: one shared CloudNativePG Cluster per provider, a role and database per claim.
+
+Provisioning makes the role's password Secret (once), the Cluster with the claim's role and the Database, and waits
+for CloudNativePG's word (lifecycle.backends.pg_cluster: the objects and readiness). When lifecycle.retention lets a
+deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the database, then the role, then
+their resources. CloudNativePG makes and drops both; no client of ours connects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from controller_runtime.outcomes import Requeue
+from controller_runtime.quantity import whole_bytes
+from lifecycle.backends.common import config_of, memory_at_least, positive_cpu, provider_name, ready
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Read, Seen, Site, Step, Waiting
+from lifecycle.backends.instance import SECRET
+from lifecycle.backends.pg_cluster import (
+    BACKEND,
+    CLUSTER,
+    DATABASE,
+    MIN_MEMORY,
+    MIN_STORAGE,
+    NUDGE_ANNOTATION,
+    NUDGE_SECONDS,
+    PORT,
+    TYPE,
+    Shared,
+    Tenant,
+    cluster_object,
+    database_object,
+    listed,
+    password_in,
+    password_secret_object,
+    readiness,
+    role_entry,
+    roles_of,
+    shared_buffers,
+    tenant_of,
+    without,
+)
+
+__all__ = ["CORE", "CloudNativePG"]
+
+
+class CloudNativePG:
+    """The cloudnative-pg backend's core (lifecycle.backends.contract.Backend)."""
+
+    backend, type, drop_needs_provider = BACKEND, TYPE, True
+
+    def configure(self, provider: Mapping[str, Any], site: Site) -> Shared | list[str]:
+        config = config_of(provider, TYPE, BACKEND)
+        if isinstance(config, list):
+            return config
+        if not site.image:
+            return ["the operator runs no CloudNativePG Cluster here (no PostgreSQL image for it)"]
+        storage, resources = config["storage"], config["resources"]
+        problems = [*memory_at_least(resources["memory"], MIN_MEMORY, "spec.config.resources.memory"),
+                    *positive_cpu(resources["cpu"], "spec.config.resources.cpu"),
+                    *memory_at_least(storage["size"], MIN_STORAGE, "spec.config.storage.size")]
+        if problems:
+            return problems
+        limit = whole_bytes(resources["memory"]) or 0
+        return Shared(provider_name(provider), str(config.get("cluster") or provider_name(provider)),
+                      str(config.get("namespace") or site.namespace), int(config["instances"]), str(storage["size"]),
+                      storage.get("storageClassName"), str(resources["cpu"]), str(resources["memory"]),
+                      shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image)
+
+    def reads(self, claim: Mapping[str, Any], config: Shared) -> Sequence[Read]:
+        """The provider's Cluster, the claim's Database and its role's password Secret."""
+        tenant = tenant_of(claim)
+        return (Read(CLUSTER, config.namespace, config.name), Read(DATABASE, config.namespace, tenant.object_name),
+                Read(SECRET, config.namespace, tenant.object_name))
+
+    def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
+        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
+        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept); the Database
+        once CloudNativePG reconciled its owner; ready once CloudNativePG says all three are."""
+        tenant = tenant_of(claim)
+        cluster_read, database_read, secret_read = self.reads(claim, config)
+        cluster, database, secret = seen.get(cluster_read), seen.get(database_read), seen.get(secret_read)
+        password = password_in(secret, tenant)
+        if secret is None:
+            return Step(Again("role password Secret created"),
+                        (CreateOnce(password_secret_object(config, tenant, seen.fresh)),))
+        if password is None:  # a Secret of that name without a usable password for this role: ours to put right
+            return Step(Again("role password Secret written anew"),
+                        (Apply(password_secret_object(config, tenant, seen.fresh)),))
+        roles = roles_of(cluster)
+        roles[tenant.name] = role_entry(tenant)
+        writes: list[Apply] = [Apply(cluster_object(config, roles, cluster))]
+        waits = readiness(config, tenant, cluster, secret, None)
+        if database is not None or (waits is not None and waits.reason == "DatabaseNotReady"):
+            # written earlier than its owner is reconciled, CloudNativePG's CREATE DATABASE fails and its Database
+            # controller tries again only 30 s later (measured: every further claim then took ≈ 31 s)
+            writes.append(Apply(database_object(config, tenant)))
+        waits = readiness(config, tenant, cluster, secret, database)
+        if waits is not None:
+            return Step(waits, tuple(writes))
+        name = quote(tenant.name, safe="")
+        url = f"postgresql://{name}:{quote(password, safe='')}@{config.host}:{PORT}/{name}"
+        fields = {"url": url, "host": config.host, "port": str(PORT), "user": tenant.name, "password": password,
+                  "db": tenant.name}
+        connection = {"host": config.host, "port": PORT, "user": tenant.name, "db": tenant.name}
+        return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}", connection, fields),
+                    tuple(writes))
+
+    def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
+        """The next step of dropping the claim's database and role on the provider's Cluster, from what exists and
+        what CloudNativePG reports; every step waits for CloudNativePG's word, so a pass may stop anywhere.
+
+        1. The Database `ensure: absent`: CloudNativePG runs DROP DATABASE and says applied at that generation.
+        2. The role, after its database (it owns it): CloudNativePG's byStatus says only which list a role is in,
+           and a role it dropped is `reconciled` as the live role was, so a status not yet recomputed would pass for
+           done. Hence the role's entry is first taken out of spec.managed.roles, and only once CloudNativePG lists
+           it `not-managed` is it put back `ensure: absent`; `reconciled` after that is the drop (a refusal in
+           cannotReconcile). Then its entry goes, and the role is done once CloudNativePG lists it nowhere. While it
+           lists the role pending-reconciliation, the Cluster is nudged (NUDGE_ANNOTATION) every NUDGE_SECONDS.
+        3. The Database resource deleted (retained: CloudNativePG only releases it), then the password Secret."""
+        tenant = tenant_of(claim)
+        cluster_read, database_read, secret_read = self.reads(claim, config)
+        cluster, database = seen.get(cluster_read), seen.get(database_read)
+        what = f"Database {config.namespace}/{tenant.object_name}"
+        where = f"Cluster {config.namespace}/{config.name}"
+        deleting = database is not None and bool((database.get("metadata") or {}).get("deletionTimestamp"))
+        if cluster is None:  # never made, or deleted since (its storage with it): no database, no role left
+            return _forget(config, tenant, what, database, deleting, seen.get(secret_read))
+        if database is not None and not deleting:
+            if (database.get("spec") or {}).get("ensure") != "absent":
+                return _waits(f"{what} set to ensure: absent; CloudNativePG drops database {tenant.name}",
+                              Apply(database_object(config, tenant, "absent")))
+            status = database.get("status") or {}
+            generation = int((database.get("metadata") or {}).get("generation") or 0)
+            if status.get("applied") is not True or int(status.get("observedGeneration") or 0) < generation:
+                message = f": {status['message']}" if status.get("message") else ""
+                return _waits(f"CloudNativePG has not dropped database {tenant.name} on {where} yet{message}")
+        roles, role = roles_of(cluster), f"role {tenant.name}"
+        entry, said = roles.get(tenant.name), listed(cluster, tenant.name)
+        if entry is not None and entry.get("ensure") != "absent":
+            return _waits(f"{role} taken out of {where}'s managed roles; waiting for CloudNativePG to list it "
+                          "not-managed", Apply(cluster_object(config, without(roles, tenant.name), cluster)))
+        if entry is None:
+            if said == "not-managed":
+                roles[tenant.name] = {"name": tenant.name, "ensure": "absent",
+                                      "comment": f"apprafter claim {tenant.claim}"}
+                return _waits(f"{role} set to ensure: absent on {where}; CloudNativePG drops it",
+                              Apply(cluster_object(config, roles, cluster)))
+            if said is not None:
+                return _waits(f"CloudNativePG still lists {role} {said} on {where}")
+            return _forget(config, tenant, what, database, deleting, seen.get(secret_read))
+        refused = ((((cluster.get("status") or {}).get("managedRolesStatus") or {}).get("cannotReconcile") or {})
+                   .get(tenant.name))
+        if refused:
+            return _waits(f"{where} cannot drop {role}: {'; '.join(map(str, refused))}")
+        if said != "reconciled":
+            waits = f"CloudNativePG has not dropped {role} on {where} yet ({said or 'not listed'})"
+            try:
+                last = int(((cluster.get("metadata") or {}).get("annotations") or {}).get(NUDGE_ANNOTATION) or 0)
+            except ValueError:
+                last = 0
+            if said == "pending-reconciliation" and seen.now - last >= NUDGE_SECONDS:
+                return _waits(waits, Apply(cluster_object(config, roles, cluster, int(seen.now))))
+            return _waits(waits)
+        return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
+                      Apply(cluster_object(config, without(roles, tenant.name), cluster)))
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """A smaller `storage.size` is refused (the instances' volumes never shrink; the Cluster keeps the live
+        size regardless)."""
+        if old is None or (old.get("spec") or {}).get("backend") != BACKEND:
+            return []
+        sizes = [str((((p.get("spec") or {}).get("config") or {}).get("storage") or {}).get("size") or "1Gi")
+                 for p in (old, new)]
+        before, after = (whole_bytes(size) for size in sizes)
+        if before is None or after is None or after >= before:
+            return []
+        return [("spec.config.storage.size", f"{sizes[1]} is smaller than {sizes[0]}: a volume never shrinks (the "
+                 f"Cluster keeps {sizes[0]}); move the data to a new provider to use less")]
+
+
+def _waits(message: str, *writes: Apply | Delete) -> Step:
+    """A drop step: these writes, and the drop waits (retried; CloudNativePG's status writes wake it sooner)."""
+    return Step(Waiting("DataDropWaiting", message, Requeue(message)), writes)
+
+
+def _forget(config: Shared, tenant: Tenant, what: str, database: Mapping[str, Any] | None, deleting: bool,
+            secret: Mapping[str, Any] | None) -> Step:
+    """The last steps, once neither the database nor the role is left: the Database resource, then the password
+    Secret."""
+    if database is not None:
+        if deleting:
+            return _waits(f"{what} is being deleted (CloudNativePG releases it)")
+        return _waits(f"{what} deleted (CloudNativePG releases it)",
+                      Delete(DATABASE, config.namespace, tenant.object_name))
+    if secret is not None:
+        return Step(Gone(), (Delete(SECRET, config.namespace, tenant.object_name),))
+    return Step(Gone())
+
+
+CORE = CloudNativePG()

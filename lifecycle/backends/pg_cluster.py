@@ -1,0 +1,245 @@
+"""The cloudnative-pg backend's objects: the shared Cluster, a claim's role, password Secret and Database, readiness.
+
+The Cluster is made lazily for its first claim: Guaranteed, `shared_buffers` a share of its memory limit, and a pg_hba
+that lets a role reach only the database of its own name (`sameuser`), so no claim reaches another's database. Each
+claim is a managed role (its password in a Secret made once) and a Database owned by it, both named from the claim's
+namespace and name, so re-creating the same app and need re-binds to the same role, password and database. When
+lifecycle.retention lets a deleted claim's data go, lifecycle.backends.pg's `drop` says the next step. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from controller_runtime.kinds import GroupVersionKind
+from controller_runtime.outcomes import Done, Requeue
+from controller_runtime.quantity import whole_bytes
+from lifecycle.backends.common import (
+    CLAIM_ANNOTATION,
+    PROVIDER_LABEL,
+    b64,
+    decoded,
+)
+from lifecycle.backends.contract import Waiting
+from lifecycle.conditions import find_condition
+from renderer.names import NAME_LABEL
+
+__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION",
+           "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object", "listed",
+           "major", "password_in", "password_secret_object", "readiness", "role_entry", "roles_of", "shared_buffers",
+           "tenant_of", "without"]
+
+BACKEND, TYPE = "cloudnative-pg", "pg"
+CNPG = "postgresql.cnpg.io/v1"
+CLUSTER, DATABASE = GroupVersionKind(CNPG, "Cluster"), GroupVersionKind(CNPG, "Database")
+PORT = 5432
+CLUSTER_LABELS: Mapping[str, str] = {"app.kubernetes.io/component": "postgresql",
+                                     "app.kubernetes.io/managed-by": "apprafter"}
+MIN_MEMORY = 128 * 2**20
+MIN_STORAGE = 2**20
+# The entry that stands in spec.managed.roles when a drop would empty it: a role no claim can have (no dot), kept
+# absent; CloudNativePG reconciles and reports no roles at all for an empty list.
+KEEPER_ROLE = "apprafter_no_role"
+# On the Cluster, when a drop waits on a role CloudNativePG lists pending-reconciliation: the time (epoch seconds) the
+# operator touched it last. CloudNativePG's DROP ROLE writes nothing new to the Cluster's status, so its instance
+# manager may not look again (and list the role reconciled) until the Cluster changes; this change is that nudge, made
+# at most every NUDGE_SECONDS.
+NUDGE_ANNOTATION = "apprafter.io/roles-nudged"
+NUDGE_SECONDS = 10
+# pg_hba.conf rules before CloudNativePG's fallback (`host all all all scram-sha-256`): a TCP login reaches only the
+# database named as its role (every claim's role and database share a name), anything else over TCP is refused.
+HBA = ("host sameuser all all scram-sha-256", "host all all all reject")
+IDENTIFIER_MAX = 63  # bytes of a PostgreSQL identifier (NAMEDATALEN - 1: a longer one is cut short silently)
+HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
+
+
+class Shared(NamedTuple):
+    """A provider's shared CloudNativePG Cluster, and the image the operator runs it from."""
+
+    provider: str
+    name: str  # spec.config.cluster, else the provider's name
+    namespace: str  # spec.config.namespace, else the platform's pg services namespace
+    instances: int
+    storage_size: str
+    storage_class: str | None
+    cpu: str
+    memory: str
+    shared_buffers: str  # e.g. "64MB"
+    image: str
+
+    @property
+    def host(self) -> str:
+        """Its read-write Service (CloudNativePG's `<cluster>-rw`: always the primary)."""
+        return f"{self.name}-rw.{self.namespace}.svc"
+
+
+class Tenant(NamedTuple):
+    """A claim's role and database (one name), and the name of its objects in the Cluster's namespace."""
+
+    name: str  # the role and the database
+    object_name: str  # its password Secret and its Database resource
+    claim: str  # `<namespace>/<claim>`
+
+
+def shared_buffers(limit: int, percent: int) -> str:
+    """`shared_buffers` for a memory limit: `percent` of it in whole MB (PostgreSQL's MB are MiB), at least 1."""
+    return f"{max(limit * percent // 100 // 2**20, 1)}MB"
+
+
+def tenant_of(claim: Mapping[str, Any]) -> Tenant:
+    """The claim's role and database: `<namespace>.<claim>` (`shop.cart-pg`) when that is at most 62 bytes; else its
+    first 42 bytes, `-` and 20 hex characters of the SHA-256 of `<namespace>/<claim>`: exactly 63 bytes. A namespace
+    has no dot, so no two plain names are the same; a hashed name is longer than any plain one, so never one of
+    them; two hashed names are the same only if 80 bits of SHA-256 are. No name can be one PostgreSQL or
+    CloudNativePG reserves (postgres, app, pg_*, cnpg_*, streaming_replica: none has a dot). Its objects in the
+    Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one."""
+    meta = claim.get("metadata") or {}
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    plain = f"{namespace}.{name}"
+    if len(plain.encode()) < IDENTIFIER_MAX:
+        return Tenant(plain, plain, f"{namespace}/{name}")
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
+    return Tenant(f"{plain[:IDENTIFIER_MAX - HASH_CHARS - 1]}-{digest}", f"claim-{digest}", f"{namespace}/{name}")
+
+
+def major(image: str) -> str:
+    """The PostgreSQL major an image's tag carries (CloudNativePG reads it the same way): `15` of `...:15.4-1`."""
+    tag = image.rsplit("/", 1)[-1].partition("@")[0].partition(":")[2]
+    return re.split(r"[.\-]", tag, maxsplit=1)[0]
+
+
+def roles_of(live: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The live Cluster's spec.managed.roles by name."""
+    return {str(role.get("name")): dict(role) for role in
+            ((((live or {}).get("spec") or {}).get("managed") or {}).get("roles") or []) if isinstance(role, Mapping)}
+
+
+def without(roles: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Mapping[str, Any]]:
+    """The roles without `name`'s entry; never an empty list (CloudNativePG reconciles no roles then, and would never
+    say what became of the one handed back): KEEPER_ROLE stands in."""
+    kept = {other: role for other, role in roles.items() if other != name}
+    return kept or {KEEPER_ROLE: {"name": KEEPER_ROLE, "ensure": "absent"}}
+
+
+def listed(cluster: Mapping[str, Any], name: str) -> str | None:
+    """The list of status.managedRolesStatus.byStatus that names the role (reconciled, pending-reconciliation,
+    not-managed, reserved), as CloudNativePG's instance manager last computed it from PostgreSQL."""
+    by_status = (((cluster.get("status") or {}).get("managedRolesStatus") or {}).get("byStatus") or {})
+    return next((str(state) for state, names in sorted(by_status.items()) if name in (names or [])), None)
+
+
+def _kept(shared: Shared, live: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(image, storage size) to write: the ones asked for, but never another PostgreSQL major than the live Cluster
+    runs (a major upgrade rewrites the data: an administrator's act, not a side effect of an operator's new default
+    image) nor a smaller volume (a volume never shrinks): both refused, the live ones kept."""
+    spec = (live or {}).get("spec") or {}
+    image, running = shared.image, spec.get("imageName")
+    if isinstance(running, str) and running and major(running) != major(image):
+        image = running
+    size, have = shared.storage_size, (spec.get("storage") or {}).get("size")
+    if isinstance(have, str) and (whole_bytes(have) or 0) > (whole_bytes(size) or 0):
+        size = have
+    return image, size
+
+
+def cluster_object(shared: Shared, roles: Mapping[str, Mapping[str, Any]], live: Mapping[str, Any] | None,
+                   nudged: int | None = None) -> dict[str, Any]:
+    """The provider's Cluster with these managed roles (sorted by name). The live resourceVersion rides along, so a
+    concurrent pass's roles are never overwritten unseen (409: again)."""
+    resources = {"cpu": shared.cpu, "memory": shared.memory}
+    image, size = _kept(shared, live)
+    storage: dict[str, Any] = {"size": size, **({"storageClass": shared.storage_class} if shared.storage_class else {})}
+    labels = {**CLUSTER_LABELS, "app.kubernetes.io/instance": shared.name, NAME_LABEL: "postgresql",
+              PROVIDER_LABEL: shared.provider}
+    meta: dict[str, Any] = {"name": shared.name, "namespace": shared.namespace, "labels": labels}
+    version = ((live or {}).get("metadata") or {}).get("resourceVersion")
+    if version:
+        meta["resourceVersion"] = version
+    # kept as the live Cluster has it by every other write (of ours): else a provisioning pass would take it away, a
+    # change that wakes the drop to nudge again, and so on
+    last = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(NUDGE_ANNOTATION)
+    if nudged is not None or last is not None:
+        meta["annotations"] = {NUDGE_ANNOTATION: str(nudged) if nudged is not None else str(last)}
+    return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": {
+        "instances": shared.instances, "imageName": image, "storage": storage,
+        "resources": {"requests": resources, "limits": resources},  # Guaranteed QoS
+        "enableSuperuserAccess": False,
+        "postgresql": {"parameters": {"shared_buffers": shared.shared_buffers}, "pg_hba": list(HBA)},
+        "managed": {"roles": [dict(roles[name]) for name in sorted(roles)]}}}
+
+
+def role_entry(tenant: Tenant) -> dict[str, Any]:
+    """The claim's entry in the Cluster's spec.managed.roles: a login role, its password from its Secret, no other
+    attribute (no superuser, createdb, createrole, replication, bypassrls: CloudNativePG's defaults)."""
+    return {"name": tenant.name, "ensure": "present", "login": True, "passwordSecret": {"name": tenant.object_name},
+            "comment": f"apprafter claim {tenant.claim}"}
+
+
+def password_secret_object(shared: Shared, tenant: Tenant, password: str) -> dict[str, Any]:
+    """The role's password Secret in the Cluster's namespace (basic-auth: `username` the role, `password`), as
+    CloudNativePG's passwordSecret reads it; made once, kept when the claim goes (so a re-created claim gets the same
+    password), and labelled for CloudNativePG to reload it when it changes."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+            "metadata": {"name": tenant.object_name, "namespace": shared.namespace,
+                         "labels": {PROVIDER_LABEL: shared.provider, "cnpg.io/reload": "true"},
+                         "annotations": {CLAIM_ANNOTATION: tenant.claim}},
+            "data": {"username": b64(tenant.name), "password": b64(password)}}
+
+
+def database_object(shared: Shared, tenant: Tenant, ensure: str = "present") -> dict[str, Any]:
+    """The claim's Database: owned by its role, retained in PostgreSQL when the resource is deleted; `ensure:
+    absent` when its claim's data is dropped (CloudNativePG drops the database, and says so at that generation)."""
+    return {"apiVersion": CNPG, "kind": "Database",
+            "metadata": {"name": tenant.object_name, "namespace": shared.namespace,
+                         "labels": {**CLUSTER_LABELS, PROVIDER_LABEL: shared.provider},
+                         "annotations": {CLAIM_ANNOTATION: tenant.claim}},
+            "spec": {"cluster": {"name": shared.name}, "name": tenant.name, "owner": tenant.name, "ensure": ensure,
+                     "databaseReclaimPolicy": "retain"}}
+
+
+def password_in(secret: Mapping[str, Any] | None, tenant: Tenant) -> str | None:
+    """The password a role's password Secret holds (None: none, or another role's)."""
+    data = decoded(secret) or {}
+    return data["password"] if data.get("username") == tenant.name and data.get("password") else None
+
+
+def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
+              password_secret: Mapping[str, Any] | None, database: Mapping[str, Any] | None) -> Waiting | None:
+    """Why the claim cannot connect yet, from what CloudNativePG reports (None: it can). The Cluster Ready; the role
+    in status.managedRolesStatus.byStatus.reconciled with the password of its Secret's current version applied
+    (passwordStatus); the Database applied at its generation. Each passes by itself (retried; CloudNativePG's status
+    writes wake the claim sooner), but a role CloudNativePG cannot reconcile (waits for a change)."""
+    where = f"Cluster {shared.namespace}/{shared.name}"
+    if cluster is None:
+        return Waiting("InstanceNotReady", f"{where} is being created", Requeue("Cluster being created"))
+    status = cluster.get("status") or {}
+    if (find_condition(status.get("conditions"), "Ready") or {}).get("status") != "True":
+        said = f"{where} is not ready yet ({status.get('phase') or 'no phase yet'})"
+        return Waiting("InstanceNotReady", said, Requeue(said))
+    roles = status.get("managedRolesStatus") or {}
+    refused = (roles.get("cannotReconcile") or {}).get(tenant.name)
+    if refused:
+        return Waiting("BackendRefused", f"{where} cannot reconcile role {tenant.name}: "
+                       f"{'; '.join(map(str, refused))}", Done())
+    if tenant.name not in ((roles.get("byStatus") or {}).get("reconciled") or []):
+        said = f"role {tenant.name} is not reconciled on {where} yet"
+        return Waiting("RoleNotReady", said, Requeue(said))
+    applied = ((roles.get("passwordStatus") or {}).get(tenant.name) or {}).get("resourceVersion")
+    if applied != ((password_secret or {}).get("metadata") or {}).get("resourceVersion"):
+        said = (f"role {tenant.name}'s password (Secret {shared.namespace}/{tenant.object_name}) is not applied on "
+                f"{where} yet")
+        return Waiting("RoleNotReady", said, Requeue(said))
+    what = f"Database {shared.namespace}/{tenant.object_name}"
+    if database is None:
+        return Waiting("DatabaseNotReady", f"{what} is being created", Requeue("Database being created"))
+    db_status = database.get("status") or {}
+    generation = int((database.get("metadata") or {}).get("generation") or 0)
+    if db_status.get("applied") is not True or int(db_status.get("observedGeneration") or 0) < generation:
+        said = f"{what} is not applied on {where} yet" + (f": {db_status['message']}" if db_status.get("message")
+                                                          else "")
+        return Waiting("DatabaseNotReady", said, Requeue(said))
+    return None
+

@@ -1,0 +1,205 @@
+"""The redis-server backend's core: one shared instance per provider, an ACL user per claim confined to its prefix.
+
+The instance is made lazily for its first claim (lifecycle.backends.instance: Guaranteed, `--maxmemory` below its
+memory limit), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user confined to
+its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one otherwise).
+Every name is derived from the claim's namespace and name, so re-creating the same app and need re-binds to the same
+user and keys. The client (reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from controller_runtime.quantity import whole_bytes
+from lifecycle.backends import instance as server
+from lifecycle.backends.common import config_of, decoded, ready, retried, waiting
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Hidden, Read, Seen, Site, Step
+from lifecycle.backends.instance import Instance
+
+__all__ = ["BACKEND", "CORE", "PERMISSIONS", "PORT", "Account", "Config", "DropUser", "RedisServer", "SetUser",
+           "TryUser", "account_of", "acl_rules", "max_memory"]
+
+BACKEND, TYPE = "redis-server", "redis"
+PORT = 6379
+MARGIN_FLOOR = 32 * 2**20
+# Keys and values kept without expiry; keys with a TTL are evicted first (least recently used) when maxmemory is
+# reached, then writes fail with OOM: one tenant's cache never silently evicts another's data without a TTL.
+EVICTION = "volatile-lru"
+
+# What a claim's user may run (Redis' ACL categories, `ACL CAT`): everything on its own keys and channels, minus
+# the categories that reach the whole instance or its configuration (@dangerous: KEYS, FLUSHALL, FLUSHDB, CONFIG,
+# DEBUG, MODULE, ACL, CLIENT LIST/KILL, MONITOR, SORT with patterns, SHUTDOWN, ...; @admin), minus the commands that
+# show other tenants' key or channel names (SCAN, RANDOMKEY, DBSIZE, PUBSUB) or switch databases (SELECT, MOVE,
+# SWAPDB), minus FUNCTION (libraries are instance-wide) and SCRIPT FLUSH/KILL/DEBUG. EVAL/EVALSHA stay: a script's
+# commands run with the caller's ACL. INFO comes back: queue libraries (BullMQ, Sidekiq) read the server's version
+# from it at connect; it shows instance-wide counters, never a key name or value.
+PERMISSIONS = ("+@all", "-@dangerous", "-@admin", "-scan", "-randomkey", "-dbsize", "-pubsub", "-select", "-move",
+               "-function", "-script|flush", "-script|kill", "-script|debug", "+info")
+
+
+class Account(NamedTuple):
+    """A claim's ACL user and the prefix of its keys and channels."""
+
+    user: str
+    prefix: str
+
+
+class SetUser(NamedTuple):
+    """As the instance's admin: ACL SETUSER `user` with `rules` (one command: the user is replaced whole)."""
+
+    host: str
+    port: int
+    admin_password: Hidden
+    user: str
+    rules: tuple[str, ...]
+
+
+class TryUser(NamedTuple):
+    """AUTH as `user` and PING: its credentials work."""
+
+    host: str
+    port: int
+    user: str
+    password: Hidden
+
+
+class DropUser(NamedTuple):
+    """As the admin: ACL DELUSER `user` and UNLINK every key under `prefix`."""
+
+    host: str
+    port: int
+    admin_password: Hidden
+    user: str
+    prefix: str
+
+
+class Config(NamedTuple):
+    """A provider's instance, its `--maxmemory` (bytes) and the image the operator runs it from."""
+
+    instance: Instance
+    max_memory: int
+    image: str | None
+
+
+def max_memory(limit: int, percent: int) -> int:
+    """`--maxmemory` for a container memory limit: `percent` of it, and at least 32 MiB below it (what Redis uses
+    beside its data: client buffers, up to 32 MiB per pub/sub subscriber before it is cut, allocator fragmentation;
+    the default 75 % leaves a quarter)."""
+    return min(limit * percent // 100, limit - MARGIN_FLOOR)
+
+
+def account_of(claim: Mapping[str, Any]) -> Account:
+    """The claim's user `<namespace>.<claim>` and key prefix `<namespace>.<claim>:` (a namespace has no dot, so no
+    two claims' users or prefixes can be the same, and the colon ends the prefix: `a:` never covers `a-b:`)."""
+    meta = claim.get("metadata") or {}
+    user = f"{meta['namespace']}.{meta['name']}"
+    return Account(user, f"{user}:")
+
+
+def acl_rules(account: Account, password: str) -> tuple[str, ...]:
+    """ACL SETUSER's rules for the account (`>password`: hidden in every repr)."""
+    return ("reset", "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS)
+
+
+def instance_objects(config: Config) -> list[dict[str, Any]]:
+    """The Deployment and Service of an integrated instance. No persistence (a cache): nothing is written, the root
+    file system stays read-only. The admin is the default user, its password from the Secret (the kubelet expands
+    $(ADMIN_PASSWORD): argv never carries it in the spec)."""
+    args = ["--port", str(PORT), "--bind", "*", "-::*", "--protected-mode", "no", "--save", "", "--appendonly", "no",
+            "--maxmemory", str(config.max_memory), "--maxmemory-policy", EVICTION,
+            "--requirepass", "$(ADMIN_PASSWORD)"]
+    container = {
+        "name": "redis", "image": config.image, "args": args,
+        "env": [{"name": "ADMIN_PASSWORD", "valueFrom": {"secretKeyRef": {"name": config.instance.admin_secret,
+                                                                          "key": "password"}}}],
+        "ports": [{"name": "redis", "containerPort": PORT, "protocol": "TCP"}],
+        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 6},
+    }
+    return server.deployment(config.instance, container)
+
+
+class RedisServer:
+    """The redis-server backend's core (lifecycle.backends.contract.Backend); Dragonfly takes the same."""
+
+    backend, type, drop_needs_provider = BACKEND, TYPE, True
+
+    def configure(self, provider: Mapping[str, Any], site: Site) -> Config | list[str]:
+        config = config_of(provider, TYPE, self.backend)
+        if isinstance(config, list):
+            return config
+        found = server.instance_of(provider, config, "redis", "server", site.namespace, PORT)
+        if isinstance(found, list):
+            return found
+        if found.integrated and not site.image:
+            return ["the operator runs no redis-server instance here (no image for it): set spec.config.address"]
+        limit = whole_bytes(found.memory) or 0
+        return Config(found, max_memory(limit, int(config["maxmemoryPercent"])) if found.integrated else 0,
+                      site.image)
+
+    def reads(self, claim: Mapping[str, Any], config: Config) -> Sequence[Read]:
+        return server.reads(config.instance)
+
+    def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        instance = config.instance
+        admin = self._admin(config, seen, make=True)
+        if isinstance(admin, Step):
+            return admin
+        writes = tuple(Apply(obj) for obj in instance_objects(config)) if instance.integrated else ()
+        address = self._address(config, seen)
+        if isinstance(address, str):
+            return Step(retried("InstanceNotReady", address).then, writes)
+        account = account_of(claim)
+        kept = seen.connection or {}
+        password = Hidden(kept["password"] if kept.get("user") == account.user and kept.get("password")
+                          else seen.fresh)
+        at = f"[{instance.host}]" if ":" in instance.host else instance.host
+        secret = {"url": f"redis://{account.user}:{password}@{at}:{instance.port}/0", "host": instance.host,
+                  "port": str(instance.port), "user": account.user, "password": str(password),
+                  "prefix": account.prefix}
+        connection = {"host": instance.host, "port": instance.port, "user": account.user, "prefix": account.prefix}
+        said = f"ACL user {account.user} on {instance.host}:{instance.port}, keys and channels under {account.prefix}"
+        calls = (SetUser(*address, admin, account.user, acl_rules(account, password)),
+                 TryUser(*address, account.user, password))
+        return Step(ready(said, connection, secret), writes, calls)
+
+    def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        admin = self._admin(config, seen, make=False)
+        if isinstance(admin, Step):
+            return admin
+        address = self._address(config, seen)
+        if isinstance(address, str):
+            return retried("InstanceNotReady", address)
+        account = account_of(claim)
+        return Step(Gone(), calls=(DropUser(*address, admin, account.user, account.prefix),))
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return []  # the schema says all a redis-server provider may be
+
+    def _address(self, config: Config, seen: Seen) -> tuple[str, int] | str:
+        """Where the operator dials the instance, or why not yet (an integrated one: not available yet)."""
+        instance = config.instance
+        if not instance.integrated:
+            return server.dial(instance, None)
+        _, deployment, service, slices = server.reads(instance)
+        waits = server.waits(instance, seen.get(deployment))
+        return waits if waits else server.dial(instance, seen.get(service), seen.list(slices))
+
+    def _admin(self, config: Config, seen: Seen, *, make: bool) -> Hidden | Step:
+        """The instance's admin password; an integrated instance's is generated once, when its Secret is absent."""
+        instance = config.instance
+        secret = seen.get(server.reads(instance)[0])
+        password = (decoded(secret) or {}).get("password")
+        if password:
+            return Hidden(password)
+        where = f"Secret {instance.namespace}/{instance.admin_secret}"
+        if instance.integrated and make and secret is None:
+            return Step(Again(f"{where} (the admin password) created"),
+                        (CreateOnce(server.admin_secret_object(instance, {"password": seen.fresh})),))
+        return waiting("AdminSecretMissing", f"{where} (key password: the admin password of the Redis at "
+                       f"{instance.host}:{instance.port}) does not exist or holds none: its administrator creates it")
+
+
+CORE = RedisServer()

@@ -1,0 +1,166 @@
+"""The contract every backend passes (issue 39; crossplane-runtime's conformance tests are the model): a claim becomes
+ready with its connection, reaches its own data and no other claim's, its data outlives the claim and comes back to
+the same app and need, and is dropped only after a data-migration plan that removes the need is approved — the other
+claim's data untouched. A backend's module (test_contract_<backend>.py) defines the fixture `contract` (a `Contract`:
+how to write, read and look for a claim's data with the real backend), its providers and its operator, and imports
+these tests."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from tests.reconciler.helpers import (
+    API,
+    apply,
+    condition,
+    cr,
+    edit,
+    events,
+    fresh_namespace,
+    plans,
+    wait,
+    wait_phase,
+)
+from tests.reconciler.operator_proc import Operator
+from tests.renderer.helpers import run_cli
+from tests.testbed.kube import KubeTestBed
+
+__all__ = ["Contract", "Handle", "test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone",
+           "test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claims",
+           "test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need"]
+
+Handle = dict[str, Any]  # a claim as the contract sees it: its connection Secret's data, its status.connection
+
+
+class Contract(Protocol):
+    """A backend under the contract, through the real backend (or, where the backend is a controller that cannot
+    run on this tier, its stand-in: `settled`)."""
+
+    need: str  # the need type
+    fields: frozenset[str] | None  # the connection Secret's keys (None: the need has no Secret, as disk)
+
+    def needs(self) -> dict[str, Any]:
+        """The test app's spec with this need, selecting the module's provider."""
+        ...
+
+    def write(self, claim: Handle, marker: str) -> None:
+        """Put `marker` in the claim's data, as the claim (its own credentials)."""
+        ...
+
+    def read(self, claim: Handle) -> str | None:
+        """The marker in the claim's data, as the claim (None: none there)."""
+        ...
+
+    def denied(self, claim: Handle, other: Handle) -> None:
+        """Assert that `claim`'s credentials reach nothing of `other`'s data."""
+        ...
+
+    def dropped(self, claim: Handle) -> bool:
+        """Whether the claim's data is gone from the backend (looked at as its administrator)."""
+        ...
+
+    def settled(self) -> AbstractContextManager[None]:
+        """While a test runs: what plays the backend's own controller on this tier (nothing for most)."""
+        ...
+
+
+def handle(bed: KubeTestBed, namespace: str, contract: Contract) -> Handle:
+    """The claim's Handle once it is ready (its connection Secret's data when the need has one)."""
+    name = f"demo-{contract.need}"
+
+    def ready() -> dict[str, Any] | None:
+        st = (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}
+        return st if st.get("ready") is True else None
+    try:
+        st = wait(f"{namespace}/{name} ready", ready, 90)
+    except Exception as e:
+        now = (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status")
+        raise AssertionError(f"{e}\nclaim status now: {now}") from e
+    found: Handle = {"namespace": namespace, "status": st, "connection": st.get("connection") or {}}
+    if contract.fields is not None:
+        secret = bed.get("v1", "Secret", f"{name}-conn", namespace)
+        assert secret is not None, f"no Secret {namespace}/{name}-conn"
+        found["secret"] = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    return found
+
+
+def two_ready(bed: KubeTestBed, contract: Contract) -> tuple[Handle, Handle]:
+    namespaces = [fresh_namespace(bed, f"ct-{contract.need}") for _ in range(2)]
+    for namespace in namespaces:
+        apply(bed, cr(namespace, contract.needs()))
+    first, second = (handle(bed, n, contract) for n in namespaces)
+    return first, second
+
+
+def test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    with contract.settled():
+        a, b = two_ready(bed, contract)
+    for claim in (a, b):
+        assert (condition(claim["status"], "Ready") or {}).get("reason") == "Provisioned", claim["status"]
+        if contract.fields is not None:
+            assert set(claim["secret"]) == contract.fields
+            assert claim["connection"]["secretName"] == f"demo-{contract.need}-conn"
+            # status.connection says where, never with what: no value of the Secret that is a credential
+            shown = json.dumps(claim["status"])
+            assert claim["secret"]["password"] not in shown and claim["secret"]["url"] not in shown
+    marks = {claim["namespace"]: secrets.token_hex(8) for claim in (a, b)}
+    for claim in (a, b):
+        contract.write(claim, marks[claim["namespace"]])
+    assert [contract.read(a), contract.read(b)] == [marks[a["namespace"]], marks[b["namespace"]]]
+    contract.denied(a, b)
+    contract.denied(b, a)
+    if contract.fields is not None:
+        log = operator.log()
+        assert a["secret"]["password"] not in log and b["secret"]["password"] not in log
+
+
+def test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    namespace = fresh_namespace(bed, f"ct-{contract.need}")
+    name = f"demo-{contract.need}"
+    with contract.settled():
+        apply(bed, cr(namespace, contract.needs()))
+        before = handle(bed, namespace, contract)
+        marker = secrets.token_hex(8)
+        contract.write(before, marker)
+        old = bed.get(API, "ResourceClaim", name, namespace) or {}
+        # the claim goes (its Secret with it, as the garbage collector does on a cluster: the bare API server runs
+        # none); the Application is still there, so its claim comes back
+        bed.delete(API, "ResourceClaim", name, namespace)
+        bed.delete("v1", "Secret", f"{name}-conn", namespace)
+        wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", name, namespace) or {}).get(
+            "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+        after = handle(bed, namespace, contract)
+    assert not contract.dropped(after)
+    assert contract.read(after) == marker
+    wait("the DataRetained event", lambda: events(bed, namespace, "DataRetained") or None, 30)
+
+
+def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claims(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    with contract.settled():
+        mine, theirs = two_ready(bed, contract)
+        for claim in (mine, theirs):
+            contract.write(claim, claim["namespace"])
+        namespace = mine["namespace"]
+        wait_phase(bed, namespace, "Ready", timeout=60)
+        apply(bed, cr(namespace, edit(contract.needs(), needs=None, env={"LOG_LEVEL": "info"})))
+        wait_phase(bed, namespace, "AwaitingMigrationApproval", timeout=60)
+        [plan] = plans(bed, namespace)
+        assert not contract.dropped(mine)  # held: nothing dropped while the plan waits
+        result = run_cli("migration", "approve", plan["metadata"]["name"], "-n", namespace, "--kubeconfig",
+                         str(bed.kubeconfig))
+        assert result.returncode == 0, result.stderr
+        wait("the claim gone", lambda: bed.get(API, "ResourceClaim", f"demo-{contract.need}", namespace) is None
+             or None, 90)
+    assert contract.dropped(mine)
+    assert not contract.dropped(theirs) and contract.read(theirs) == theirs["namespace"]
+    [note] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
+    assert plan["metadata"]["name"] in note["note"]
+
+
