@@ -28,7 +28,7 @@ from lifecycle.conditions import find_condition
 from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION",
-           "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object", "listed",
+           "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object", "kept", "listed",
            "major", "password_in", "password_secret_object", "readiness", "role_entry", "roles_of", "shared_buffers",
            "tenant_of", "without"]
 
@@ -131,7 +131,7 @@ def listed(cluster: Mapping[str, Any], name: str) -> str | None:
     return next((str(state) for state, names in sorted(by_status.items()) if name in (names or [])), None)
 
 
-def _kept(shared: Shared, live: Mapping[str, Any] | None) -> tuple[str, str]:
+def kept(shared: Shared, live: Mapping[str, Any] | None) -> tuple[str, str]:
     """(image, storage size) to write: the ones asked for, but never another PostgreSQL major than the live Cluster
     runs (a major upgrade rewrites the data: an administrator's act, not a side effect of an operator's new default
     image) nor a smaller volume (a volume never shrinks): both refused, the live ones kept."""
@@ -150,7 +150,7 @@ def cluster_object(shared: Shared, roles: Mapping[str, Mapping[str, Any]], live:
     """The provider's Cluster with these managed roles (sorted by name). The live resourceVersion rides along, so a
     concurrent pass's roles are never overwritten unseen (409: again)."""
     resources = {"cpu": shared.cpu, "memory": shared.memory}
-    image, size = _kept(shared, live)
+    image, size = kept(shared, live)
     storage: dict[str, Any] = {"size": size, **({"storageClass": shared.storage_class} if shared.storage_class else {})}
     labels = {**CLUSTER_LABELS, "app.kubernetes.io/instance": shared.name, NAME_LABEL: "postgresql",
               PROVIDER_LABEL: shared.provider}

@@ -1,11 +1,12 @@
 """The integrated instance's command line run by the real redis-server (what its pod runs), and a claim's ACL user
-on it (reconciler/redis_acl.py with lifecycle/redis_backend.py's rules): it reads back its own writes under its
+on it (reconciler/backends/redis.py with lifecycle/backends/redis.py's rules): it reads back its own writes under its
 prefix, cannot read, write, publish to or script another claim's keys and channels (their prefix guessed), cannot run
 an admin or instance-wide command; failures say what failed, never a password, and come within their time bound."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import secrets
 import socket
 import time
@@ -17,8 +18,11 @@ import pytest
 import redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from lifecycle import redis_backend as core
-from reconciler.redis_acl import TOTAL_TIMEOUT, RedisFailure, set_user, try_user
+from lifecycle.backends import redis as core
+from lifecycle.backends.contract import Ready, Seen, Site
+from lifecycle.backends.instance import reads
+from reconciler.backend_failure import BackendFailure
+from reconciler.backends.redis import TOTAL_TIMEOUT, RedisClient, set_user, try_user
 from tests.testbed.procs import ManagedProcess, free_port, system_tool, wait_for
 from tests.testbed.redis import RedisServer, start_redis
 
@@ -101,13 +105,13 @@ def test_setting_the_user_again_keeps_its_keys_and_takes_the_new_password(server
 def test_failures_name_what_failed_never_a_password(server: RedisServer) -> None:
     account, password = core.account_of(claim("team-d")), secrets.token_urlsafe(32)
     wrong = secrets.token_urlsafe(24)
-    with pytest.raises(RedisFailure) as refused:
+    with pytest.raises(BackendFailure) as refused:
         asyncio.run(set_user("127.0.0.1", server.port, wrong, account.user, core.acl_rules(account, password)))
     assert refused.value.reason == "BackendRefused"
     assert str(refused.value) == (f"127.0.0.1:{server.port} refused the password of the admin's ACL SETUSER "
                                   "team-d.shop-redis")
     bad_rules = [*core.acl_rules(account, password), "+nosuchcommand"]
-    with pytest.raises(RedisFailure) as bad:
+    with pytest.raises(BackendFailure) as bad:
         asyncio.run(set_user("127.0.0.1", server.port, ADMIN, account.user, bad_rules))
     assert bad.value.reason == "BackendRefused" and "nosuchcommand" in str(bad.value)
     for said in (str(refused.value), str(bad.value)):
@@ -120,17 +124,18 @@ def test_a_silent_server_is_unreachable_within_the_bound() -> None:
         silent.listen(8)
         port = silent.getsockname()[1]
         started = time.monotonic()
-        with pytest.raises(RedisFailure) as unreachable:
+        with pytest.raises(BackendFailure) as unreachable:
             asyncio.run(try_user("127.0.0.1", port, "u", "p"))
         assert time.monotonic() - started < TOTAL_TIMEOUT + 2
     assert unreachable.value.reason == "BackendUnreachable" and f"127.0.0.1:{port}" in str(unreachable.value)
 
 
 def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_admin_password(tmp_path: Path) -> None:
-    instance = core.instance_of({"metadata": {"name": "redis-integrated"}, "spec": {"config": {
-        "resources": {"memory": "128Mi", "cpu": "100m"}}}}, "apprafter-redis")
-    assert isinstance(instance, core.Instance)
-    [container] = core.instance_objects(instance, "localhost/redis:test")[0]["spec"]["template"]["spec"]["containers"]
+    config = core.CORE.configure({"metadata": {"name": "redis-integrated"}, "spec": {
+        "type": "redis", "backend": "redis-server", "config": {"resources": {"memory": "128Mi", "cpu": "100m"}}}},
+        Site("apprafter-redis", "localhost/redis:test"))
+    assert isinstance(config, core.Config)
+    [container] = core.instance_objects(config)[0]["spec"]["template"]["spec"]["containers"]
     # as the kubelet runs it: $(ADMIN_PASSWORD) expanded from the admin Secret; another port, on loopback
     port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
     args[args.index("--port") + 1] = str(port)
@@ -159,3 +164,36 @@ def _answers(client: redis.Redis) -> bool | None:
         return bool(client.ping()) or None
     except redis.ConnectionError:
         return None
+
+
+def test_the_client_carries_out_the_cores_calls_and_the_drop_takes_the_user_and_its_keys(server: RedisServer) -> None:
+    """The calls the core says for a claim on a Redis the administrator runs, carried out by RedisClient: the user
+    works, then the drop deletes it and its keys, and no other user's."""
+    config = core.CORE.configure({"metadata": {"name": "own"}, "spec": {
+        "type": "redis", "backend": "redis-server", "config": {"address": f"127.0.0.1:{server.port}"}}},
+        Site("apprafter-redis", None))
+    assert isinstance(config, core.Config)
+    admin_secret = {"data": {"password": base64.b64encode(ADMIN.encode()).decode()}}
+    client = RedisClient()
+
+    def seen() -> Seen:
+        return Seen({reads(config.instance)[0]: admin_secret}, None, secrets.token_urlsafe(32), 0)
+    mine, theirs = claim("team-f"), claim("team-g")
+    fields: dict[str, dict[str, str]] = {}
+    for who in (mine, theirs):
+        step = core.CORE.provision(who, config, seen())
+        for call in step.calls:
+            asyncio.run(client.call(call))
+        assert isinstance(step.then, Ready) and step.then.secret is not None
+        fields[who["metadata"]["namespace"]] = step.then.secret
+        with redis.Redis.from_url(step.then.secret["url"], decode_responses=True) as c:
+            c.set(f"{step.then.secret['prefix']}k", "v")
+    for call in core.CORE.drop(mine, config, seen()).calls:
+        asyncio.run(client.call(call))
+    with redis.Redis(port=server.port, password=ADMIN, decode_responses=True) as admin:
+        assert admin.acl_getuser(fields["team-f"]["user"]) is None
+        assert not admin.exists(f"{fields['team-f']['prefix']}k")
+        assert admin.acl_getuser(fields["team-g"]["user"]) is not None
+        assert admin.get(f"{fields['team-g']['prefix']}k") == "v"
+    with pytest.raises(TypeError):
+        asyncio.run(client.call(object()))

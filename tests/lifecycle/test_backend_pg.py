@@ -1,24 +1,26 @@
-"""The cloudnative-pg backend's decisions (lifecycle/pg_backend.py): the Cluster a provider's config gives (sizes,
-Guaranteed, shared_buffers below the limit, the pg_hba that confines each role to its own database), a claim's
-deterministic role and database name (no two claims the same, at most 63 bytes, never a reserved name), its
-objects, its connection Secret, and what its status says from what CloudNativePG reports."""
+"""The cloudnative-pg backend's core (lifecycle/backends/pg.py, pg_cluster.py): the Cluster a provider's config gives
+(sizes, Guaranteed, shared_buffers below the limit, the pg_hba that confines each role to its own database), a
+claim's deterministic role and database name (no two claims the same, at most 63 bytes, never a reserved name), the
+provisioning steps (the password Secret once, the Cluster, the Database once its owner is reconciled), readiness from
+what CloudNativePG reports, and the drop, step by step on CloudNativePG's word."""
 
 from __future__ import annotations
 
 import base64
 import itertools
 import re
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, NamedTuple
 
 import pytest
 
-from lifecycle import pg_backend as core
-from lifecycle.binding import Binding, status_of, waiting_reason
-from lifecycle.conditions import Condition
+from controller_runtime.outcomes import Requeue
+from lifecycle.backends import pg_cluster as core
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Read, Ready, Seen, Site, Step, Waiting
+from lifecycle.backends.pg import CORE
 
 NS = "apprafter-pg"
 IMAGE = "localhost/postgresql:15"
+FRESH = "a-fresh-password"
 
 
 def provider(name: str = "pg-integrated", **config: Any) -> dict[str, Any]:
@@ -33,9 +35,22 @@ def claim(namespace: str = "shop", name: str = "cart-pg", **labels: str) -> dict
 
 
 def shared(**config: Any) -> core.Shared:
-    found = core.shared_of(provider(**config), NS)
+    found = CORE.configure(provider(**config), Site(NS, IMAGE))
     assert isinstance(found, core.Shared), found
     return found
+
+
+def with_role(found: core.Shared, tenant: core.Tenant, live: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The Cluster a provisioning pass applies: the live roles kept, the claim's added."""
+    roles = core.roles_of(live)
+    roles[tenant.name] = core.role_entry(tenant)
+    return core.cluster_object(found, roles, live)
+
+
+def seen(cluster: dict[str, Any] | None = None, database: dict[str, Any] | None = None,
+         secret: dict[str, Any] | None = None, now: float = 0, of: dict[str, Any] | None = None) -> Seen:
+    reads = CORE.reads(of or claim(), shared())
+    return Seen(dict(zip(reads, (cluster, database, secret), strict=True)), None, FRESH, now)
 
 
 SHIPPED = {"cluster": "platform-postgres", "namespace": "apprafter-pg", "instances": 2,
@@ -45,14 +60,16 @@ SHIPPED = {"cluster": "platform-postgres", "namespace": "apprafter-pg", "instanc
 def test_the_shipped_config_gives_the_cluster_its_name_namespace_and_sizes() -> None:
     found = shared(**SHIPPED)
     assert found == core.Shared("pg-integrated", "platform-postgres", "apprafter-pg", 2, "20Gi", None, "1", "2Gi",
-                                "512MB")
+                                "512MB", IMAGE)
     assert found.host == "platform-postgres-rw.apprafter-pg.svc"
 
 
-def test_a_provider_without_config_gets_the_defaults_in_the_platforms_pg_namespace() -> None:
-    found = core.shared_of(provider(), "elsewhere")
+def test_a_provider_without_config_gets_the_schemas_defaults_in_the_platforms_pg_namespace() -> None:
+    found = CORE.configure(provider(), Site("elsewhere", IMAGE))
     assert found == core.Shared("pg-integrated", "pg-integrated", "elsewhere", 1, "1Gi", None, "250m", "256Mi",
-                                "64MB")
+                                "64MB", IMAGE)
+    assert CORE.configure(provider(), Site("elsewhere", None)) == [
+        "the operator runs no CloudNativePG Cluster here (no PostgreSQL image for it)"]
 
 
 @pytest.mark.parametrize(("memory", "percent", "buffers"), [
@@ -60,33 +77,26 @@ def test_a_provider_without_config_gets_the_defaults_in_the_platforms_pg_namespa
     ("2Gi", 40, "819MB"), ("128Mi", 5, "6MB"), ("1Gi", 5, "51MB")])
 def test_shared_buffers_is_the_share_of_the_memory_limit_in_whole_mb(memory: str, percent: int,
                                                                       buffers: str) -> None:
-    found = shared(resources={"cpu": "1", "memory": memory}, sharedBuffersPercent=percent)
-    assert found.shared_buffers == buffers
-    limit_mb = int(re.sub(r"\D", "", buffers))
-    assert limit_mb * 2**20 < {"Mi": 2**20, "Gi": 2**30, "G": 10**9}[re.sub(r"\d", "", memory)] * int(
-        re.sub(r"\D", "", memory))
+    assert shared(resources={"cpu": "1", "memory": memory}, sharedBuffersPercent=percent).shared_buffers == buffers
 
 
-def test_a_config_that_does_not_hold_says_each_problem() -> None:
-    assert core.shared_of(provider(cluster="Bad_Name", namespace="ok", instances=0, storage={
-        "size": "lots", "storageClassName": "UPPER"}, resources={"cpu": "0", "memory": "64Mi"},
-        sharedBuffersPercent=60), NS) == [
+def test_a_config_that_does_not_hold_says_each_problem_the_schema_first() -> None:
+    # what the schema says (the webhook's own words), before anything of the core's own
+    said = CORE.configure(provider(cluster="Bad_Name", instances=0, sharedBuffersPercent=60), Site(NS, IMAGE))
+    assert isinstance(said, list) and len(said) == 3
+    assert any(p.startswith("spec.config.cluster:") for p in said)
+    assert any(p.startswith("spec.config.instances: 0 is less than the minimum of 1") for p in said)
+    # what only the core checks: sizes the schema's quantity pattern lets through
+    assert CORE.configure(provider(resources={"cpu": "0", "memory": "64Mi"}, storage={"size": "1k"}),
+                          Site(NS, IMAGE)) == [
         "spec.config.resources.memory: '64Mi' is not a memory quantity of at least 128Mi",
         "spec.config.resources.cpu: '0' is not a CPU quantity (250m, 1, 1.5)",
-        "spec.config.storage.size: 'lots' is not a storage quantity of at least 1Mi",
-        "spec.config.instances: 0 is not a whole number from 1 to 9",
-        "spec.config.sharedBuffersPercent: 60 is not a whole percentage from 5 to 40",
-        "spec.config.cluster: 'Bad_Name' is not a DNS label (a-z0-9-, 63 at most)",
-        "spec.config.storage.storageClassName: 'UPPER' is not a DNS label (a-z0-9-, 63 at most)"]
-    assert core.shared_of(provider(instances=True, sharedBuffersPercent="25"), NS) == [
-        "spec.config.instances: True is not a whole number from 1 to 9",
-        "spec.config.sharedBuffersPercent: '25' is not a whole percentage from 5 to 40"]
+        "spec.config.storage.size: '1k' is not a memory quantity of at least 1Mi"]
 
 
 def test_the_cluster_is_guaranteed_confines_each_role_and_manages_the_claims_role() -> None:
     found = shared(**{**SHIPPED, "storage": {"size": "20Gi", "storageClassName": "local-path"}})
-    tenant = core.tenant_of(claim())
-    cluster = core.cluster_object(found, IMAGE, tenant)
+    cluster = with_role(found, core.tenant_of(claim()))
     assert (cluster["apiVersion"], cluster["kind"], cluster["metadata"]["name"], cluster["metadata"]["namespace"]) == (
         "postgresql.cnpg.io/v1", "Cluster", "platform-postgres", "apprafter-pg")
     spec = cluster["spec"]
@@ -99,25 +109,21 @@ def test_the_cluster_is_guaranteed_confines_each_role_and_manages_the_claims_rol
     assert spec["managed"]["roles"] == [{"name": "shop.cart-pg", "ensure": "present", "login": True,
                                          "passwordSecret": {"name": "shop.cart-pg"},
                                          "comment": "apprafter claim shop/cart-pg"}]
-    assert cluster["metadata"]["labels"][core.PROVIDER_LABEL] == "pg-integrated"
     assert "resourceVersion" not in cluster["metadata"]
-    assert "storageClass" not in core.cluster_object(shared(**SHIPPED), IMAGE, tenant)["spec"]["storage"]
 
 
 def test_the_cluster_keeps_every_role_it_manages_and_adds_the_claims() -> None:
     found = shared(**SHIPPED)
     first, second = core.tenant_of(claim("a", "x-pg")), core.tenant_of(claim("b", "x-pg"))
     admins = {"name": "reporting", "login": True, "connectionLimit": -1, "inherit": True, "ensure": "present"}
-    live = core.cluster_object(found, IMAGE, second)
+    live = with_role(found, second)
     live["spec"]["managed"]["roles"].append(admins)
     live["metadata"]["resourceVersion"] = "41"
-    merged = core.cluster_object(found, IMAGE, first, live)
+    merged = with_role(found, first, live)
     assert [r["name"] for r in merged["spec"]["managed"]["roles"]] == ["a.x-pg", "b.x-pg", "reporting"]
     assert merged["spec"]["managed"]["roles"][2] == admins  # kept as it is
     assert merged["metadata"]["resourceVersion"] == "41"  # applied only over what was read
-    # the same claim again: the same list (its entry rewritten, not doubled)
-    again = core.cluster_object(found, IMAGE, first, merged)
-    assert again["spec"]["managed"]["roles"] == merged["spec"]["managed"]["roles"]
+    assert with_role(found, first, merged)["spec"]["managed"]["roles"] == merged["spec"]["managed"]["roles"]
 
 
 def test_a_claims_role_and_database_are_its_namespace_and_name() -> None:
@@ -157,47 +163,13 @@ def test_no_two_claims_get_the_same_role_database_or_object_and_none_is_reserved
     assert len({core.tenant_of(claim(n, c)).name for n, c in (("a-b", "c"), ("a", "b-c"), ("a", "b.c"))}) == 3
 
 
-def test_the_password_secret_is_basic_auth_in_the_clusters_namespace_for_its_role() -> None:
-    found, tenant = shared(**SHIPPED), core.tenant_of(claim())
-    secret = core.password_secret_object(found, tenant, "pw")
-    assert (secret["type"], secret["metadata"]["namespace"], secret["metadata"]["name"]) == (
-        "kubernetes.io/basic-auth", "apprafter-pg", "shop.cart-pg")
-    assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == {"username": "shop.cart-pg",
-                                                                                    "password": "pw"}
-    assert "ownerReferences" not in secret["metadata"]  # it outlives the claim
-    assert secret["metadata"]["labels"]["cnpg.io/reload"] == "true"
-    assert core.password_in(secret, tenant) == "pw"
-    assert core.password_in(secret, core.tenant_of(claim("other"))) is None
-    assert core.password_in(None, tenant) is None
-    assert core.password_in({"data": {"username": "%%%"}}, tenant) is None
-
-
-def test_the_database_is_owned_by_the_role_and_retained() -> None:
-    found, tenant = shared(**SHIPPED), core.tenant_of(claim())
-    database = core.database_object(found, tenant)
-    assert (database["kind"], database["metadata"]["namespace"], database["metadata"]["name"]) == (
-        "Database", "apprafter-pg", "shop.cart-pg")
-    assert database["spec"] == {"cluster": {"name": "platform-postgres"}, "name": "shop.cart-pg",
-                                "owner": "shop.cart-pg", "ensure": "present", "databaseReclaimPolicy": "retain"}
-
-
-def test_the_connection_secret_holds_every_field_and_is_owned_by_the_claim() -> None:
-    found, tenant = shared(**SHIPPED), core.tenant_of(claim(**{"app.kubernetes.io/name": "cart"}))
-    secret = core.connection_secret_object(claim(**{"app.kubernetes.io/name": "cart"}), found, tenant, "p/w@:x")
-    fields = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
-    host = "platform-postgres-rw.apprafter-pg.svc"
-    assert fields == {"url": f"postgresql://shop.cart-pg:p%2Fw%40%3Ax@{host}:5432/shop.cart-pg", "host": host,
-                      "port": "5432", "user": "shop.cart-pg", "password": "p/w@:x", "db": "shop.cart-pg"}
-    parts = urlsplit(fields["url"])
-    assert (parts.hostname, parts.port, parts.path) == (host, 5432, "/shop.cart-pg")
-    assert secret["metadata"]["name"] == "cart-pg-conn" and secret["metadata"]["namespace"] == "shop"
-    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0a1b"
 
 
 def cnpg_cluster(ready: bool = True, reconciled: tuple[str, ...] = ("shop.cart-pg",), version: str = "7",
                  cannot: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """A Cluster as CloudNativePG reports it (status.conditions Ready, status.managedRolesStatus)."""
-    return {"status": {"phase": "Cluster in healthy state" if ready else "Setting up primary",
+    return {"metadata": {"name": "pg-integrated", "namespace": NS, "resourceVersion": "3"},
+            "status": {"phase": "Cluster in healthy state" if ready else "Setting up primary",
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                        "managedRolesStatus": {
                            "byStatus": {"reconciled": list(reconciled), "reserved": ["postgres", "streaming_replica"]},
@@ -206,58 +178,89 @@ def cnpg_cluster(ready: bool = True, reconciled: tuple[str, ...] = ("shop.cart-p
                                               for name in reconciled}}}}
 
 
+def password_secret(password: str = "pw", version: str = "7") -> dict[str, Any]:
+    made = core.password_secret_object(shared(), core.tenant_of(claim()), password)
+    made["metadata"]["resourceVersion"] = version
+    return made
+
+
+def test_the_password_secret_comes_first_made_once_from_the_fresh_password() -> None:
+    first = CORE.provision(claim(), shared(), seen())
+    assert isinstance(first.then, Again) and len(first.writes) == 1
+    [made] = first.writes
+    assert isinstance(made, CreateOnce) and made.obj["type"] == "kubernetes.io/basic-auth"
+    assert {k: base64.b64decode(v).decode() for k, v in made.obj["data"].items()} == {
+        "username": "shop.cart-pg", "password": FRESH}
+    assert "ownerReferences" not in made.obj["metadata"]  # it outlives the claim
+    # a Secret of that name without this role's password: written anew (an apply), from the fresh one
+    other = core.password_secret_object(shared(), core.tenant_of(claim("other")), "x")
+    again = CORE.provision(claim(), shared(), seen(secret=other))
+    assert isinstance(again.then, Again) and isinstance(again.writes[0], Apply)
+    # once it holds one, never again: the fresh password is not used
+    kept = CORE.provision(claim(), shared(), seen(secret=password_secret("pw")))
+    assert all(FRESH not in str(w) for w in kept.writes) and not isinstance(kept.then, Again)
+
+
+def test_the_database_is_written_only_once_cloudnative_pg_reconciled_its_owner_with_its_password() -> None:
+    def kinds(cluster: dict[str, Any] | None) -> list[str]:
+        step = CORE.provision(claim(), shared(), seen(cluster, None, password_secret()))
+        return [w.obj["kind"] for w in step.writes if isinstance(w, Apply)]
+    assert kinds(None) == ["Cluster"]  # made lazily, with the claim's role
+    assert kinds(cnpg_cluster(ready=False)) == ["Cluster"]
+    assert kinds(cnpg_cluster(reconciled=())) == ["Cluster"]
+    assert kinds(cnpg_cluster(version="6")) == ["Cluster"]  # its password not applied yet
+    assert kinds(cnpg_cluster()) == ["Cluster", "Database"]
+
+
 def test_readiness_follows_the_cluster_the_role_and_the_database_in_that_order() -> None:
     found, tenant = shared(**SHIPPED), core.tenant_of(claim())
     secret = {"metadata": {"resourceVersion": "7"}}
     database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
     where = "Cluster apprafter-pg/platform-postgres"
-    assert core.readiness(found, tenant, None, secret, database) == ("InstanceNotReady", f"{where} is being created")
-    assert core.readiness(found, tenant, cnpg_cluster(ready=False), secret, database) == (
-        "InstanceNotReady", f"{where} is not ready yet (Setting up primary)")
-    assert core.readiness(found, tenant, {"status": {}}, secret, database) == (
-        "InstanceNotReady", f"{where} is not ready yet (no phase yet)")
-    assert core.readiness(found, tenant, cnpg_cluster(reconciled=("other",)), secret, database) == (
-        "RoleNotReady", f"role shop.cart-pg is not reconciled on {where} yet")
-    assert core.readiness(found, tenant, cnpg_cluster(reconciled=(), cannot={
-        "shop.cart-pg": ["wrong username 'x' in secret, expected 'shop.cart-pg'"]}), secret, database) == (
-        "BackendRefused", f"{where} cannot reconcile role shop.cart-pg: wrong username 'x' in secret, expected "
-                          "'shop.cart-pg'")
-    assert core.readiness(found, tenant, cnpg_cluster(version="6"), secret, database) == (
+
+    def said(cluster: dict[str, Any] | None, db: dict[str, Any] | None = database) -> tuple[str, str, bool] | None:
+        waits = core.readiness(found, tenant, cluster, secret, db)
+        return None if waits is None else (waits.reason, waits.message, isinstance(waits.retry, Requeue))
+    assert said(None) == ("InstanceNotReady", f"{where} is being created", True)
+    assert said(cnpg_cluster(ready=False)) == ("InstanceNotReady", f"{where} is not ready yet (Setting up primary)",
+                                               True)
+    assert said(cnpg_cluster(reconciled=("other",))) == (
+        "RoleNotReady", f"role shop.cart-pg is not reconciled on {where} yet", True)
+    # a refusal does not pass by itself: not retried (a change of the Cluster wakes the claim)
+    assert said(cnpg_cluster(reconciled=(), cannot={"shop.cart-pg": ["wrong username"]})) == (
+        "BackendRefused", f"{where} cannot reconcile role shop.cart-pg: wrong username", False)
+    assert said(cnpg_cluster(version="6")) == (
         "RoleNotReady", f"role shop.cart-pg's password (Secret apprafter-pg/shop.cart-pg) is not applied on {where} "
-                        "yet")
-    assert core.readiness(found, tenant, cnpg_cluster(), secret, None) == (
-        "DatabaseNotReady", "Database apprafter-pg/shop.cart-pg is being created")
-    assert core.readiness(found, tenant, cnpg_cluster(), secret, {
-        "metadata": {"generation": 1}, "status": {"applied": False, "message": 'role "shop.cart-pg" does not exist'}}) \
-        == ("DatabaseNotReady", f"Database apprafter-pg/shop.cart-pg is not applied on {where} yet: role "
-                                '"shop.cart-pg" does not exist')
+                        "yet", True)
+    assert said(cnpg_cluster(), None) == ("DatabaseNotReady", "Database apprafter-pg/shop.cart-pg is being created",
+                                          True)
     stale = {"metadata": {"generation": 2}, "status": {"applied": True, "observedGeneration": 1}}
-    assert core.readiness(found, tenant, cnpg_cluster(), secret, stale) == (
-        "DatabaseNotReady", f"Database apprafter-pg/shop.cart-pg is not applied on {where} yet")
-    assert core.readiness(found, tenant, cnpg_cluster(), secret, database) is None
+    assert said(cnpg_cluster(), stale) == (
+        "DatabaseNotReady", f"Database apprafter-pg/shop.cart-pg is not applied on {where} yet", True)
+    assert said(cnpg_cluster()) is None
 
 
-def test_the_claims_status_never_holds_the_password_and_its_application_says_why_it_waits() -> None:
-    found, tenant = shared(**SHIPPED), core.tenant_of(claim())
-    binding = Binding("pg-integrated", Condition("Bound", "True", "Bound", "bound to ServiceProvider pg-integrated"))
-    ready = status_of(binding, claim(), "2026-12-05T00:00:00Z", core.provisioned(found, tenant, "cart-pg-conn"))
-    assert ready["ready"] is True and ready["connection"] == {
-        "host": "platform-postgres-rw.apprafter-pg.svc", "port": 5432, "user": "shop.cart-pg", "db": "shop.cart-pg",
-        "secretName": "cart-pg-conn"}
-    assert [c["type"] for c in ready["conditions"]] == ["Bound", "Ready"]
-    waits = status_of(binding, claim(), "2026-12-05T00:00:00Z",
-                      core.waiting("InstanceNotReady", "Cluster apprafter-pg/platform-postgres is being created"))
-    assert waits["ready"] is False
-    assert waiting_reason({"status": waits}) == (
-        "bound to ServiceProvider pg-integrated: InstanceNotReady: Cluster apprafter-pg/platform-postgres is being "
-        "created")
+def test_a_ready_claim_gets_every_connection_field_and_its_status_no_password() -> None:
+    database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
+    step = CORE.provision(claim(), shared(**SHIPPED), Seen(dict(zip(CORE.reads(claim(), shared(**SHIPPED)), (
+        cnpg_cluster(), database, password_secret("p/w@:x")), strict=True)), None, FRESH, 0))
+    assert isinstance(step.then, Ready)
+    host = "platform-postgres-rw.apprafter-pg.svc"
+    assert step.then.secret == {"url": f"postgresql://shop.cart-pg:p%2Fw%40%3Ax@{host}:5432/shop.cart-pg",
+                                "host": host, "port": "5432", "user": "shop.cart-pg", "password": "p/w@:x",
+                                "db": "shop.cart-pg"}
+    assert step.then.connection == {"host": host, "port": 5432, "user": "shop.cart-pg", "db": "shop.cart-pg"}
+    assert "p/w@:x" not in step.then.message
+    # the connection Secret is the reconciler's to write, never a step's
+    assert all(w.obj["metadata"]["namespace"] == "apprafter-pg" for w in step.writes if isinstance(w, Apply))
 
 
-def test_it_serves_pg_claims_of_cloudnative_pg_providers_alone() -> None:
-    assert core.serves(claim(), provider())
-    assert not core.serves(claim(), None)
-    assert not core.serves({**claim(), "spec": {"type": "redis"}}, provider())
-    assert not core.serves(claim(), {"spec": {"type": "pg", "backend": "other"}})
+def test_the_reads_are_the_cluster_the_database_and_the_password_secret() -> None:
+    cluster, database, secret = CORE.reads(claim(), shared(**SHIPPED))
+    assert (cluster.kind.kind, cluster.namespace, cluster.name) == ("Cluster", "apprafter-pg", "platform-postgres")
+    assert (database.kind.kind, database.name, secret.kind.kind, secret.name) == (
+        "Database", "shop.cart-pg", "Secret", "shop.cart-pg")
+    assert all(isinstance(r, Read) for r in (cluster, database, secret))
 
 
 # --- the drop (lifecycle.retention let the deleted claim's data go) -----------------------------------------------
@@ -269,7 +272,7 @@ OTHER = {"name": "shop.orders-pg", "ensure": "present", "login": True, "password
 def live_cluster(*roles: dict[str, Any], listed: dict[str, list[str]] | None = None,
                  refused: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """The Cluster as the API server holds it: its managed roles, and what CloudNativePG last said of them."""
-    spec = core.cluster_object(shared(), IMAGE, core.tenant_of(claim()))["spec"]
+    spec = with_role(shared(), core.tenant_of(claim()))["spec"]
     spec["managed"]["roles"] = list(roles)
     return {"apiVersion": core.CNPG, "kind": "Cluster",
             "metadata": {"name": "pg-integrated", "namespace": NS, "resourceVersion": "77"}, "spec": spec,
@@ -290,9 +293,30 @@ def live_database(ensure: str = "present", generation: int = 1, applied: bool | 
 PASSWORD = {"metadata": {"name": ROLE, "namespace": NS}}
 
 
+class DropStep(NamedTuple):
+    """A drop step as the old tests read it: the object applied, the kind deleted, why it waits (None: done)."""
+
+    apply: dict[str, Any] | None = None
+    delete: str | None = None
+    waits: str | None = None
+
+
+def read_step(found: Step) -> DropStep:
+    applied = [w.obj for w in found.writes if isinstance(w, Apply)]
+    deleted = [w.kind.kind for w in found.writes if isinstance(w, Delete)]
+    assert len(applied) + len(deleted) <= 1 and not found.calls
+    if isinstance(found.then, Waiting):
+        assert isinstance(found.then.retry, Requeue)  # a drop step passes by itself: retried
+        waits: str | None = found.then.message
+    else:
+        assert isinstance(found.then, Gone)
+        waits = None
+    return DropStep(applied[0] if applied else None, deleted[0] if deleted else None, waits)
+
+
 def step(cluster: dict[str, Any] | None, database: dict[str, Any] | None,
-         secret: dict[str, Any] | None = PASSWORD) -> core.DropStep:
-    return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, database, secret)
+         secret: dict[str, Any] | None = PASSWORD, now: float = 0) -> DropStep:
+    return read_step(CORE.drop(claim(), shared(), seen(cluster, database, secret, now)))
 
 
 def roles_of(obj: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -311,7 +335,7 @@ def test_the_drop_first_sets_the_database_absent_and_waits_for_cloudnative_pg_to
     assert first.apply["spec"]["databaseReclaimPolicy"] == "retain" and first.delete is None
     assert first.waits == (f"Database {NS}/{ROLE} set to ensure: absent; CloudNativePG drops database {ROLE}")
     # written, not yet applied at that generation (the earlier generation's applied says nothing of it)
-    assert step(cluster, live_database("absent", generation=2, observed=1)) == core.DropStep(
+    assert step(cluster, live_database("absent", generation=2, observed=1)) == DropStep(
         waits=f"CloudNativePG has not dropped database {ROLE} on Cluster {NS}/pg-integrated yet")
     # CloudNativePG could not drop it: its words
     assert step(cluster, live_database("absent", generation=2, applied=False, observed=1, message=(
@@ -329,7 +353,7 @@ def test_then_the_role_leaves_the_managed_roles_and_comes_back_absent_once_liste
                                  "CloudNativePG to list it not-managed")
     # the status CloudNativePG computed before that write still says reconciled: nothing is decided on it
     stale = step(live_cluster(OTHER, listed={"reconciled": [ROLE, "shop.orders-pg"]}), dropped_db)
-    assert stale == core.DropStep(waits=f"CloudNativePG still lists role {ROLE} reconciled on Cluster "
+    assert stale == DropStep(waits=f"CloudNativePG still lists role {ROLE} reconciled on Cluster "
                                         f"{NS}/pg-integrated")
     absent = step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"], "not-managed": ["app", ROLE]}),
                   dropped_db)
@@ -344,11 +368,11 @@ def test_the_role_is_dropped_once_cloudnative_pg_says_reconciled_after_not_manag
     # the status from before (not-managed), then CloudNativePG at work (pending-reconciliation)
     for listed in ({"not-managed": [ROLE]}, {"pending-reconciliation": [ROLE]}):
         state = next(iter(listed))
-        assert step(live_cluster(gone, OTHER, listed=listed), None) == core.DropStep(
+        assert step(live_cluster(gone, OTHER, listed=listed), None) == DropStep(
             waits=f"CloudNativePG has not dropped role {ROLE} on {where} yet ({state})")
     refused = step(live_cluster(gone, OTHER, listed={"pending-reconciliation": [ROLE]}, refused={ROLE: [
         f"could not perform DELETE on role {ROLE}: owner of database x"]}), None)
-    assert refused == core.DropStep(waits=f"{where} cannot drop role {ROLE}: could not perform DELETE on role "
+    assert refused == DropStep(waits=f"{where} cannot drop role {ROLE}: could not perform DELETE on role "
                                           f"{ROLE}: owner of database x")
     dropped = step(live_cluster(OTHER, gone, listed={"reconciled": ["shop.orders-pg", ROLE]}), None)
     assert roles_of(dropped.apply) == [OTHER]
@@ -366,32 +390,32 @@ def test_a_drop_never_empties_the_managed_roles_a_keeper_stands_in() -> None:
                          None).apply) == [keeper]
     assert "." not in core.KEEPER_ROLE  # no claim's role: every one has a dot
     # a claim that comes later keeps it (harmless: CloudNativePG keeps it absent) and adds its own role
-    later = core.cluster_object(shared(), IMAGE, core.tenant_of(claim("shop", "new-pg")), live_cluster(keeper))
+    later = with_role(shared(), core.tenant_of(claim("shop", "new-pg")), live_cluster(keeper))
     assert [r["name"] for r in later["spec"]["managed"]["roles"]] == [core.KEEPER_ROLE, "shop.new-pg"]
 
 
 def test_once_the_role_is_listed_nowhere_its_database_resource_then_its_password_secret_go() -> None:
     cluster = live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]})
     dropped_db = live_database("absent", generation=2, observed=2)
-    assert step(cluster, dropped_db) == core.DropStep(
+    assert step(cluster, dropped_db) == DropStep(
         delete="Database", waits=f"Database {NS}/{ROLE} deleted (CloudNativePG releases it)")
-    assert step(cluster, live_database("absent", generation=3, observed=2, deleting=True)) == core.DropStep(
+    assert step(cluster, live_database("absent", generation=3, observed=2, deleting=True)) == DropStep(
         waits=f"Database {NS}/{ROLE} is being deleted (CloudNativePG releases it)")
-    assert step(cluster, None) == core.DropStep(delete="Secret")
-    assert step(cluster, None, None) == core.DropStep()  # done
+    assert step(cluster, None) == DropStep(delete="Secret")
+    assert step(cluster, None, None) == DropStep()  # done
 
 
 def test_without_a_cluster_there_is_no_database_or_role_left_only_their_resources_go() -> None:
     assert step(None, live_database()).delete == "Database"
-    assert step(None, None) == core.DropStep(delete="Secret")
-    assert step(None, None, None) == core.DropStep()
+    assert step(None, None) == DropStep(delete="Secret")
+    assert step(None, None, None) == DropStep()
 
 
 def test_a_claim_whose_role_cloudnative_pg_never_made_is_done_once_its_entry_is_out() -> None:
     mine = core.role_entry(core.tenant_of(claim()))
     first = step(live_cluster(mine, OTHER, listed={"pending-reconciliation": [ROLE]}), None)
     assert roles_of(first.apply) == [OTHER]
-    assert step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]}), None) == core.DropStep(
+    assert step(live_cluster(OTHER, listed={"reconciled": ["shop.orders-pg"]}), None) == DropStep(
         delete="Secret")
 
 
@@ -406,34 +430,18 @@ def test_a_role_listed_pending_gets_the_cluster_nudged_at_most_every_ten_seconds
     assert nudge.apply["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
     assert roles_of(nudge.apply) == [gone, OTHER]  # the roles as they are
     pending["metadata"]["annotations"] = {core.NUDGE_ANNOTATION: "1700000000"}
-    assert step_at(pending, 1_700_000_009) == core.DropStep(waits=waits)
+    assert step_at(pending, 1_700_000_009) == DropStep(waits=waits)
     assert step_at(pending, 1_700_000_010).apply is not None
     # only while CloudNativePG lists it pending: a stale not-managed waits for its own write's recomputation
     stale = live_cluster(gone, OTHER, listed={"not-managed": [ROLE]})
     assert step_at(stale, 1_700_000_000).apply is None
     # another claim's pass keeps it (else it would take it away, and wake the drop to nudge again)
-    kept = core.cluster_object(shared(), IMAGE, core.tenant_of(claim("shop", "new-pg")), pending)
+    kept = with_role(shared(), core.tenant_of(claim("shop", "new-pg")), pending)
     assert kept["metadata"]["annotations"] == {core.NUDGE_ANNOTATION: "1700000000"}
 
 
-def step_at(cluster: dict[str, Any], now: float) -> core.DropStep:
-    return core.drop_step(shared(), IMAGE, core.tenant_of(claim()), cluster, None, PASSWORD, now)
-
-
-def test_the_database_is_due_only_once_cloudnative_pg_reconciled_its_owner_with_its_password() -> None:
-    tenant = core.tenant_of(claim())
-    secret = {"metadata": {"name": ROLE, "resourceVersion": "5"}}
-    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
-
-    def cluster(**roles: Any) -> dict[str, Any]:
-        return {"status": {**ready, "managedRolesStatus": roles}}
-    assert not core.database_due(shared(), tenant, None, secret)
-    assert not core.database_due(shared(), tenant, {"status": {}}, secret)  # not Ready
-    assert not core.database_due(shared(), tenant, cluster(byStatus={"pending-reconciliation": [ROLE]}), secret)
-    stale = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "4"}})
-    assert not core.database_due(shared(), tenant, stale, secret)  # its password not applied yet
-    done = cluster(byStatus={"reconciled": [ROLE]}, passwordStatus={ROLE: {"resourceVersion": "5"}})
-    assert core.database_due(shared(), tenant, done, secret)
+def step_at(cluster: dict[str, Any], now: float) -> DropStep:
+    return step(cluster, None, PASSWORD, now)
 
 
 def test_the_major_is_read_from_the_tag_as_cloudnative_pg_reads_it() -> None:
@@ -443,23 +451,23 @@ def test_the_major_is_read_from_the_tag_as_cloudnative_pg_reads_it() -> None:
 
 
 def test_a_new_default_image_never_moves_the_live_cluster_to_another_major_nor_shrinks_its_volume() -> None:
-    asked = shared()
     live = {"spec": {"imageName": "ghcr.io/apprafter/postgresql:15", "storage": {"size": "20Gi"}}}
     # another major: the live image stays (a major upgrade is an administrator's act); a bigger volume: the live one
-    assert core.kept(asked, "ghcr.io/apprafter/postgresql:16", live) == ("ghcr.io/apprafter/postgresql:15", "20Gi")
+    newer = shared()._replace(image="ghcr.io/apprafter/postgresql:16")
+    assert core.kept(newer, live) == ("ghcr.io/apprafter/postgresql:15", "20Gi")
     # the same major (a minor update) and a larger size apply
-    grown = shared(storage={"size": "40Gi"})
-    assert core.kept(grown, "ghcr.io/apprafter/postgresql:15.8", live) == ("ghcr.io/apprafter/postgresql:15.8", "40Gi")
-    assert core.kept(asked, "x/postgresql:16", None) == ("x/postgresql:16", asked.storage_size)  # a new Cluster
-    cluster = core.cluster_object(asked, "ghcr.io/apprafter/postgresql:16", core.tenant_of(claim()), live)
+    grown = shared(storage={"size": "40Gi"})._replace(image="ghcr.io/apprafter/postgresql:15.8")
+    assert core.kept(grown, live) == ("ghcr.io/apprafter/postgresql:15.8", "40Gi")
+    assert core.kept(newer, None) == ("ghcr.io/apprafter/postgresql:16", "1Gi")  # a new Cluster
+    cluster = with_role(newer, core.tenant_of(claim()), live)
     assert (cluster["spec"]["imageName"], cluster["spec"]["storage"]["size"]) == ("ghcr.io/apprafter/postgresql:15",
                                                                                   "20Gi")
 
 
 def test_a_provider_whose_volumes_would_shrink_is_refused_and_growing_is_not() -> None:
     small, big = provider(storage={"size": "10Gi"}), provider(storage={"size": "20Gi"})
-    assert core.shrinks(big, small) == ("10Gi is smaller than 20Gi: a volume never shrinks (the Cluster keeps 20Gi); "
-                                        "move the data to a new provider to use less")
-    assert core.shrinks(small, big) is None and core.shrinks(big, big) is None
+    assert CORE.admit(big, small) == [("spec.config.storage.size", "10Gi is smaller than 20Gi: a volume never shrinks "
+                                       "(the Cluster keeps 20Gi); move the data to a new provider to use less")]
+    assert CORE.admit(small, big) == [] and CORE.admit(big, big) == [] and CORE.admit(None, small) == []
     redis = {"spec": {"type": "redis", "backend": "redis-server", "config": {}}}
-    assert core.shrinks(redis, redis) is None
+    assert CORE.admit(redis, redis) == []

@@ -1,0 +1,117 @@
+"""The storage-class backend's core (lifecycle/backends/disk.py): a disk claim's PersistentVolumeClaim (name, size,
+class), when the claim is ready (Bound, or at once on a WaitForFirstConsumer class), a volume grown where its class
+allows and never shrunk (the Size condition), another claim's volume left alone, and the drop (its own PVC only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifecycle.backends.contract import Apply, Delete, Gone, Ready, Seen, Site, Step, Waiting
+from lifecycle.backends.disk import CORE, SIZES, Volume, default_class
+
+SITE = Site("")
+
+
+def claim(size: str | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "shop-disk", "namespace": "team", "labels": {"app.kubernetes.io/name": "shop"}},
+            "spec": {"type": "disk", **({"size": size} if size else {})}}
+
+
+def config(**given: Any) -> Any:
+    found = CORE.configure({"metadata": {"name": "disk"}, "spec": {"type": "disk", "backend": "storage-class",
+                                                                   "config": {"defaultSize": "10Gi", **given}}}, SITE)
+    assert not isinstance(found, list), found
+    return found
+
+
+def storage_class(mode: str = "WaitForFirstConsumer", expand: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": "local"}, "volumeBindingMode": mode, "allowVolumeExpansion": expand}
+
+
+def live(size: str, phase: str = "Bound", owner: str = "shop-disk") -> dict[str, Any]:
+    return {"metadata": {"name": "shop-disk", "uid": "u-1", "labels": {"apprafter.io/claim": owner}},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                     "resources": {"requests": {"storage": size}}}, "status": {"phase": phase}}
+
+
+def provision(asked: str | None, pvc: dict[str, Any] | None, *classes: dict[str, Any], **given: Any) -> Step:
+    cfg = config(**given)
+    reads = CORE.reads(claim(asked), cfg)
+    return CORE.provision(claim(asked), cfg, Seen(dict(zip(reads, (pvc, list(classes)), strict=True)), None, "", 0))
+
+
+def size_reason(step: Step) -> str:
+    assert isinstance(step.then, Ready | Waiting)
+    [size] = step.then.conditions
+    return size.reason
+
+
+@pytest.mark.parametrize(("asked", "size"), [(None, "10Gi"), ("small", "5Gi"), ("xlarge", "500Gi"), ("3Gi", "3Gi"),
+                                             ("1.5Gi", "1.5Gi")])
+def test_the_size_comes_from_the_need_else_the_providers_default(asked: str | None, size: str) -> None:
+    volume = CORE.volume(claim(asked), config(storageClassName="local"))
+    assert isinstance(volume, Volume)
+    assert (volume.name, volume.namespace, volume.size, volume.storage_class) == ("shop-disk", "team", size, "local")
+    assert set(SIZES) == {"nano", "small", "medium", "large", "xlarge"}
+    assert CORE.volume(claim("huge"), config()) == (
+        "spec.size: 'huge' is neither a named size (nano, small, medium, large, xlarge) nor a quantity")
+    bare = CORE.configure({"metadata": {"name": "disk"}, "spec": {"type": "disk", "backend": "storage-class"}}, SITE)
+    assert not isinstance(bare, list)
+    assert CORE.volume(claim(), bare) == Volume("shop-disk", "team", "shop-disk", "disk", "1Gi", "ReadWriteOnce",
+                                                None)  # the schema's defaults: 1Gi, ReadWriteOnce, the default class
+
+
+def test_a_new_volume_is_created_labelled_to_its_claim_and_not_owned_by_it() -> None:
+    step = provision(None, None, {**storage_class(), "metadata": {"name": "local", "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}}})
+    [made] = step.writes
+    assert isinstance(made, Apply) and "ownerReferences" not in made.obj["metadata"]
+    assert made.obj["metadata"]["labels"]["apprafter.io/claim"] == "shop-disk"
+    assert made.obj["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}}
+    assert isinstance(step.then, Ready) and step.then.secret is None  # WaitForFirstConsumer: the pod binds it
+    immediate = provision(None, None, storage_class("Immediate"), storageClassName="local")
+    assert isinstance(immediate.then, Waiting) and immediate.then.reason == "VolumeNotBound"
+    assert isinstance(provision(None, live("10Gi"), storage_class("Immediate")).then, Ready)
+    assert not provision(None, live("10Gi"), storage_class("Immediate")).writes  # nothing to change
+
+
+def test_a_volume_grows_where_its_class_allows_and_never_shrinks() -> None:
+    grows = provision("20Gi", live("10Gi"), storage_class(expand=True))
+    [grown] = grows.writes
+    assert isinstance(grown, Apply) and grown.obj["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert grown.obj["spec"]["storageClassName"] == "local"  # immutable: applied as it is
+    assert size_reason(grows) == "Expanding"
+    fixed = provision("20Gi", live("10Gi"), storage_class(expand=False))
+    assert not fixed.writes and size_reason(fixed) == "ExpansionNotSupported"
+    unbound = provision("20Gi", live("10Gi", "Pending"), storage_class("Immediate", expand=True))
+    assert not unbound.writes and size_reason(unbound) == "WaitingForBinding"
+    refused = provision("5Gi", live("10Gi"), storage_class(expand=True))
+    assert not refused.writes and size_reason(refused) == "SizeDecreaseRefused"
+    assert isinstance(refused.then, Ready) and refused.then.connection["size"] == "10Gi"
+
+
+def test_another_claims_volume_under_the_name_is_left_alone_and_never_dropped() -> None:
+    conflict = provision(None, live("10Gi", owner="other"), storage_class())
+    assert not conflict.writes and isinstance(conflict.then, Waiting) and conflict.then.reason == "VolumeConflict"
+    going = live("10Gi")
+    going["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
+    deleting = provision(None, going, storage_class())
+    assert isinstance(deleting.then, Waiting) and deleting.then.reason == "VolumeDeleting"
+    cfg = config()
+    reads = CORE.reads(claim(), cfg)
+
+    def drop(pvc: dict[str, Any] | None) -> Step:
+        return CORE.drop(claim(), cfg, Seen(dict(zip(reads, (pvc, []), strict=True)), None, "", 0))
+    assert drop(live("10Gi")) == Step(Gone(), (Delete(reads[0].kind, "team", "shop-disk", "u-1"),))
+    assert drop(live("10Gi", owner="other")) == Step(Gone())  # not its own: left alone
+    assert drop(None) == Step(Gone())
+    assert CORE.drop_needs_provider is False  # its PVC is found from the claim alone
+
+
+def test_the_default_class_is_the_newest_marked_one() -> None:
+    classes = [{"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z",
+                             "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}},
+               {"metadata": {"name": "b"}}]
+    assert (default_class(classes) or {})["metadata"]["name"] == "a" and default_class(classes[1:]) is None
