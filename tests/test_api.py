@@ -59,6 +59,14 @@ def test_every_exported_name_exists_and_every_package_is_typed() -> None:
         assert (ROOT / package / "py.typed").is_file()
 
 
+# Errors outside the trees on purpose, each with why: none reaches the CLI (apprafter/errors.py prints the tree's), and
+# each is Classified (controller_runtime.outcomes: its `retryable` decides Requeue or Terminal).
+OUTSIDE_THE_TREE = {
+    "reconciler.backend_failure.BackendFailure": "a platform-service backend's failure, raised inside a claim's "
+                                                 "reconcile only; its reason is the claim's condition reason",
+}
+
+
 def test_every_error_we_raise_is_in_the_one_tree_or_the_runtimes_own() -> None:
     """The program's errors are AppRafterErrors; the controller runtime's are its own tree (KubeFailure: nothing of
     the CLI's), which the CLI reports as a tool failure (apprafter.errors) and the manager maps by retry class."""
@@ -68,6 +76,9 @@ def test_every_error_we_raise_is_in_the_one_tree_or_the_runtimes_own() -> None:
         for _, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass):
             if cls.__module__ == name and issubclass(cls, BaseException) and not issubclass(cls, tree):
                 outside.append(f"{name}.{cls.__name__}")
-    assert outside == []
+    assert sorted(set(outside) - set(OUTSIDE_THE_TREE)) == []
+    from reconciler.backend_failure import REFUSED, BackendFailure
+
+    assert isinstance(BackendFailure(REFUSED, "no"), Classified)
     assert not issubclass(KubeFailure, AppRafterError)
     assert isinstance(KubeError("refused", 403), Classified) and isinstance(KubeConfigError("none"), Classified)
