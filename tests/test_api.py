@@ -57,10 +57,20 @@ def test_every_exported_name_exists_and_every_package_is_typed() -> None:
         assert (ROOT / package / "py.typed").is_file()
 
 
+# Errors outside the tree on purpose, each with why: none reaches the CLI (apprafter/errors.py prints the tree's), and
+# each is Classified (controller_runtime.outcomes: its `retryable` decides Requeue or Terminal).
+OUTSIDE_THE_TREE = {
+    "reconciler.backend_failure.BackendFailure": "a platform-service backend's failure, raised inside a claim's "
+                                                 "reconcile only; its reason is the claim's condition reason",
+}
+
+
 def test_every_error_we_raise_is_in_the_one_tree() -> None:
     outside = []
     for name in modules():
         for _, cls in inspect.getmembers(importlib.import_module(name), inspect.isclass):
             if cls.__module__ == name and issubclass(cls, BaseException) and not issubclass(cls, AppRafterError):
                 outside.append(f"{name}.{cls.__name__}")
-    assert outside == []
+                # what controller_runtime.outcomes.Classified asks of it
+                assert isinstance(getattr(cls, "retryable", None), property), f"{outside[-1]} is not Classified"
+    assert sorted(outside) == sorted(OUTSIDE_THE_TREE)
