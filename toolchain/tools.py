@@ -218,6 +218,8 @@ TOOLS: dict[str, Tool] = {
              "CloudNativePG's operator and instance manager, shipped in the `cnpg` image (node tier)"),
         Tool("vault", "VAULT_VERSION", ("version",), _first(r"^Vault (v\d+\.\d+\.\d+)"),
              "stands in for OpenBao's server: KV v2 and the Kubernetes auth method on loopback (test bed)"),
+        Tool("versitygw", "VERSITYGW_VERSION", ("--version",), _first(r"^Version\s*:\s*(v\S+)"),
+             "S3-compatible object store of the s3 backend: posix storage, internal IAM, on loopback (test bed)"),
     )
 }
 

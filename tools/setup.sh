@@ -234,6 +234,16 @@ build_cnpg_manager() {
   rm -rf "$cache"; return "$rc"
 }
 
+# versitygw, the s3 backend's object store (tests/testbed/s3.py), as its Makefile builds it (main.Version stamped; no
+# commit or build time: the module zip has no commit, and a time would make every build differ) but CGO off, -s -w.
+# `go install ...@version` takes it (its go.mod has no replace). Its own build cache, removed after, as Vault's.
+build_versitygw() {
+  local cache rc=0; cache=$(mktemp -d)
+  GOBIN=$1 GOCACHE="$cache" go install -trimpath -ldflags "-s -w -X main.Version=$VERSITYGW_VERSION" \
+    "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" || rc=$?
+  rm -rf "$cache"; return "$rc"
+}
+
 # Traefik, the node tier's Gateway API implementation (tests/testbed/traefik.py), as its Makefile's `binary` target
 # builds it (version and codename stamped) from the module's directory: its go.mod replaces three modules with
 # Containous forks, so `go install ...@version` refuses it. The web UI is not built (no Node.js here): the module's
@@ -266,6 +276,8 @@ lane_small_go() {
   ensure sealed-secrets-controller "$SEALED_SECRETS_VERSION" build_sealed_secrets_controller
   # CloudNativePG's operator for the node tier (tests/testbed/cnpg.py) and the `cnpg` image.
   ensure cnpg-manager "$CNPG_VERSION" build_cnpg_manager cnpg-manager version
+  # The s3 backend's object store on the test bed (tests/testbed/s3.py).
+  ensure versitygw "$VERSITYGW_VERSION" build_versitygw versitygw --version
 }
 lane_kubernetes() {
   ensure etcd "$ETCD_VERSION" build_etcd etcd --version
