@@ -34,17 +34,17 @@ CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile
                        [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile
                        [cnpg]=deploy/images/cnpg.Dockerfile [postgresql]=deploy/images/postgresql.Dockerfile
-                       [traefik]=deploy/images/traefik.Dockerfile)
+                       [traefik]=deploy/images/traefik.Dockerfile [versitygw]=deploy/images/versitygw.Dockerfile)
 declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]=""
-                  [cnpg]="cnpg-manager" [postgresql]="" [traefik]="traefik")
+                  [cnpg]="cnpg-manager" [postgresql]="" [traefik]="traefik" [versitygw]="versitygw")
 declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]=""
-                   [traefik]="")
+                   [traefik]="" [versitygw]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
 # Argo CD's image and its Redis share one base, CloudNativePG's operand has its own (GITOPS_PACKAGES and
 # POSTGRES_MAJOR: tools/versions.env, which tools/setup-images.sh builds them from too).
 declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES [postgresql]=postgresql-$POSTGRES_MAJOR)
-ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql traefik)
+ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql traefik versitygw)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
 # `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.
@@ -78,6 +78,7 @@ tag() {
   case "$1" in
     argocd) echo "$ARGOCD_VERSION" ;;
     traefik) echo "$TRAEFIK_VERSION" ;;
+    versitygw) echo "${VERSITYGW_VERSION#v}" ;;
     cnpg) echo "${CNPG_VERSION#v}" ;;
     postgresql) echo "$POSTGRES_MAJOR" ;;
     *) echo "$VERSION" ;;
@@ -152,6 +153,7 @@ build() {
       --build-arg "BASE=$base" --build-arg "VERSION=$VERSION" --build-arg "REVISION=$rev" \
       --build-arg "SOURCE_DATE_EPOCH=$sde" --build-arg "ARGOCD_VERSION=$ARGOCD_VERSION" \
       --build-arg "CNPG_VERSION=$CNPG_VERSION" --build-arg "TRAEFIK_VERSION=$TRAEFIK_VERSION" \
+      --build-arg "VERSITYGW_VERSION=$VERSITYGW_VERSION" \
       --label "dev.apprafter.inputs=$inputs" \
       -f "$dockerfile" -t "$tag" "$ctx" >/dev/null || die 2 "buildah failed building $tag (see above)"
     local id size base_size; id=$(podman image inspect --format '{{.Id}}' "$tag")

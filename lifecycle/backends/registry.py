@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from controller_runtime.kinds import GroupVersionKind
-from lifecycle.backends import disk, pg, pg_cluster, redis
+from lifecycle.backends import disk, pg, pg_cluster, redis, s3
 from lifecycle.backends.contract import Backend
 from lifecycle.backends.instance import DEPLOYMENT, INSTANCE_LABELS
 from lifecycle.service_provider import check
@@ -58,6 +58,7 @@ REGISTERED: tuple[Registration, ...] = (
     Registration(disk.CORE, (Watched(disk.PVC, disk.MANAGED_LABELS, False),),
                  (Rule("", "persistentvolumeclaims", (*_WRITE, "delete")),
                   Rule("storage.k8s.io", "storageclasses", ("get", "list")))),
+    Registration(s3.CORE, (_INSTANCE,), (*_SHARED_SERVER, Rule("", "persistentvolumeclaims", _WRITE))),
 )
 
 

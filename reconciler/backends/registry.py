@@ -28,8 +28,14 @@ def _redis() -> Client:
     return RedisClient()
 
 
+def _s3() -> Client:
+    from reconciler.backends.s3 import S3Client
+
+    return S3Client()
+
+
 # imported when the operator starts, not for the command line's --help
-CLIENTS: Mapping[str, Callable[[], Client]] = {"redis-server": _redis}
+CLIENTS: Mapping[str, Callable[[], Client]] = {"redis-server": _redis, "versitygw": _s3}
 
 
 def _release() -> str:
@@ -43,6 +49,8 @@ IMAGES: Mapping[str, Callable[[], str]] = {
     "redis-server": lambda: f"{REGISTRY}/redis:{_release()}",
     # tagged with its major version, the one CloudNativePG reads from the tag
     "cloudnative-pg": lambda: f"{REGISTRY}/postgresql:{pins()['POSTGRES_MAJOR']}",
+    # the pinned versitygw the set-up builds from its Go module (deploy/images/versitygw.Dockerfile)
+    "versitygw": lambda: f"{REGISTRY}/versitygw:{pins()['VERSITYGW_VERSION'].lstrip('v')}",
 }
 
 

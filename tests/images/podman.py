@@ -31,7 +31,7 @@ PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
 # what `make images` builds, in its order (tools/images.sh ALL)
-IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql", "traefik")
+IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql", "traefik", "versitygw")
 RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
 
 
@@ -42,6 +42,8 @@ def tag(name: str) -> str:
         return tools.TOOLS["cnpg-manager"].pinned.removeprefix("v")
     if name == "traefik":
         return pins()["TRAEFIK_VERSION"]
+    if name == "versitygw":
+        return pins()["VERSITYGW_VERSION"].removeprefix("v")
     return {"argocd": ARGOCD_VERSIONS[0], "postgresql": pins()["POSTGRES_MAJOR"]}.get(name, VERSION)
 
 

@@ -37,7 +37,7 @@ def test_each_tier_ships_one_provider_per_served_type_that_the_webhook_accepts_a
     assert {(p["apiVersion"], p["kind"]) for p in providers} == {("apprafter.io/v1alpha1", "ServiceProvider")}
     types = by_type(providers)
     assert set(types) == set(backends()) and all(len(names) == 1 for names in types.values()), types
-    assert {names[0] for names in types.values()} == {"pg-integrated", "redis-integrated", "disk"}
+    assert {names[0] for names in types.values()} == {"pg-integrated", "redis-integrated", "disk", "s3-integrated"}
     for provider in providers:
         assert "namespace" not in provider["metadata"]  # cluster-scoped
         assert check(provider) == [], provider  # the webhook's rule, config included

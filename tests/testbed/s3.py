@@ -48,7 +48,10 @@ def start_s3(workdir: Path, root_access: str, root_secret: str, versioning: bool
     if versioning:
         (workdir / "versions").mkdir(exist_ok=True)
         posix += ["--versioning-dir", str(workdir / "versions")]
+    # no IAM cache: a deleted or changed account takes effect at once, not up to its TTL (120 s) later, as the
+    # backend runs its own gateways (lifecycle.backends.s3)
     argv: list[str | Path] = [tool("versitygw"), "--port", f"127.0.0.1:{port}", "--iam-dir", str(iam), "--quiet",
+                              "--iam-cache-disable",
                               *posix, str(data)]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(workdir), "ROOT_ACCESS_KEY_ID": root_access,
            "ROOT_SECRET_ACCESS_KEY": root_secret}

@@ -1,4 +1,4 @@
-"""A claim's bucket and S3 user on versitygw, over httpx signed with AWS Signature V4 (httpx-auth's AWS4Auth).
+"""The s3 backend's client: a claim's bucket and user on versitygw, over httpx signed with AWS SigV4 (httpx-auth).
 
 As the admin (versitygw's root or an `admin`-role account) through versitygw's admin API, which answers on the S3
 port: an account of role `user` (it sees and reaches only the buckets it owns and cannot create one), a bucket created
@@ -22,10 +22,11 @@ from xml.etree import ElementTree
 import httpx
 from httpx_auth import AWS4Auth
 
+from lifecycle.backends.s3 import DropTenant, EnsureBucket, EnsureUser, TryUser
 from reconciler.backend_failure import REFUSED, UNREACHABLE, BackendFailure
 
-__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "DROP_TIMEOUT", "PAGE", "REGION", "TOTAL_TIMEOUT", "Credentials", "drop",
-           "ensure_bucket", "ensure_user", "try_user"]
+__all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "DROP_TIMEOUT", "PAGE", "REGION", "TOTAL_TIMEOUT", "Credentials",
+           "S3Client", "drop", "ensure_bucket", "ensure_user", "try_user"]
 
 CONNECT_TIMEOUT = 3.0  # seconds to open the TCP connection
 CALL_TIMEOUT = 10.0  # seconds for one request's write and its answer's read
@@ -277,3 +278,21 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
         if secret:
             text = text.replace(secret, "<redacted>")
     return text
+
+
+class S3Client:
+    """Carries out the s3 core's calls (lifecycle.backends.s3) as the gateway's admin, or as the claim's user."""
+
+    async def call(self, call: object) -> None:
+        if isinstance(call, EnsureUser):
+            admin = Credentials(call.admin_access, call.admin_secret)
+            await ensure_user(call.endpoint, admin, call.access, call.secret)
+        elif isinstance(call, EnsureBucket):
+            await ensure_bucket(call.endpoint, Credentials(call.admin_access, call.admin_secret), call.bucket,
+                                call.owner)
+        elif isinstance(call, TryUser):
+            await try_user(call.endpoint, call.access, call.secret, call.bucket)
+        elif isinstance(call, DropTenant):
+            await drop(call.endpoint, Credentials(call.admin_access, call.admin_secret), call.access, call.bucket)
+        else:
+            raise TypeError(f"not a versitygw call: {type(call).__name__}")

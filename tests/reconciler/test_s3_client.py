@@ -1,4 +1,4 @@
-"""A claim's bucket and S3 user on the real versitygw (reconciler/s3_admin.py): each user reads and writes its own
+"""A claim's bucket and S3 user on the real versitygw (reconciler/backends/s3.py): each user reads and writes its own
 bucket and reaches no other (403 AccessDenied), creates none and lists only its own; a new secret refuses the old one;
 a bucket someone else owns is neither taken nor dropped; `drop` takes objects (every version where the store keeps
 versions), bucket and user, twice;
@@ -21,9 +21,9 @@ import pytest
 from httpx_auth import AWS4Auth
 
 from controller_runtime.outcomes import Requeue, Terminal, outcome_of
-from reconciler import s3_admin
 from reconciler.backend_failure import BackendFailure
-from reconciler.s3_admin import TOTAL_TIMEOUT, Credentials, drop, ensure_bucket, ensure_user, try_user
+from reconciler.backends import s3 as s3_admin
+from reconciler.backends.s3 import TOTAL_TIMEOUT, Credentials, drop, ensure_bucket, ensure_user, try_user
 from tests.testbed.s3 import REGION, S3Server, start_s3
 
 ADMIN = Credentials("apprafter-admin", secrets.token_urlsafe(30))

@@ -1,0 +1,211 @@
+"""The s3 backend's core on versitygw: one shared gateway per provider, a bucket and a user per claim, confined to it.
+
+The gateway is made lazily for its first claim (lifecycle.backends.instance: Guaranteed, its buckets and its IAM on a
+volume of its own), or it is a versitygw the administrator runs (`spec.config.address`, its admin Secret beside it).
+Each claim is one account of versitygw's `user` role (it sees and reaches only the buckets it owns, and creates none)
+and one bucket owned by it, both named from the claim's namespace and name, so re-creating the same app and need
+re-binds to the same bucket; its secret is kept while the claim's connection Secret holds it. The client
+(reconciler/backends/s3.py) carries out EnsureUser, EnsureBucket, TryUser and DropTenant as the gateway's admin.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from lifecycle.backends import instance as server
+from lifecycle.backends.common import config_of, decoded, ready, retried, waiting
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Hidden, Read, Seen, Site, Step
+from lifecycle.backends.instance import Instance
+
+__all__ = ["BACKEND", "CORE", "PORT", "Config", "DropTenant", "EnsureBucket", "EnsureUser", "TryUser", "Versitygw",
+           "bucket_of"]
+
+BACKEND, TYPE = "versitygw", "s3"
+PORT = 7070  # versitygw's default port
+ADMIN_USER = "root"  # the integrated gateway's root account (ROOT_ACCESS_KEY_ID), its secret generated once
+DATA = "/data"  # the gateway's volume: buckets under buckets/, its internal IAM (users.json) under iam/
+HASH_CHARS = 20  # hex characters of SHA-256 in a bucket's name: 80 bits
+RESERVED = ("xn--", "sthree-", "amzn-s3-demo-")  # prefixes S3 keeps for itself (AWS's bucket naming rules)
+
+
+class EnsureUser(NamedTuple):
+    """As the admin: account `access` of role user with `secret` (created, or its secret set again)."""
+
+    endpoint: str
+    admin_access: str
+    admin_secret: Hidden
+    access: str
+    secret: Hidden
+
+
+class EnsureBucket(NamedTuple):
+    """As the admin: `bucket` exists, owned by `owner` (another owner's bucket of that name is refused)."""
+
+    endpoint: str
+    admin_access: str
+    admin_secret: Hidden
+    bucket: str
+    owner: str
+
+
+class TryUser(NamedTuple):
+    """As the user: a listing of its bucket (its credentials work on it)."""
+
+    endpoint: str
+    access: str
+    secret: Hidden
+    bucket: str
+
+
+class DropTenant(NamedTuple):
+    """As the admin: the user first, then every object (version) of the bucket, then the bucket."""
+
+    endpoint: str
+    admin_access: str
+    admin_secret: Hidden
+    access: str
+    bucket: str
+
+
+class Config(NamedTuple):
+    """A provider's gateway, its volume and the image the operator runs it from."""
+
+    instance: Instance
+    storage_size: str
+    storage_class: str | None
+    image: str | None
+
+
+def bucket_of(claim: Mapping[str, Any]) -> str:
+    """The claim's bucket (and its user's access key): `<namespace>-<claim>` cut to fit, `-` and 20 hex characters
+    of the SHA-256 of `<namespace>/<claim>`: at most 63 characters of a-z, 0-9 and `-`, no dot (a valid S3 bucket
+    name that virtual-hosted addressing and TLS take). The hash makes two claims' names differ even where the plain
+    parts would not (`a-b`/`c` and `a`/`b-c`); a name S3 reserves gets a `b` in front."""
+    meta = claim.get("metadata") or {}
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
+    plain = f"{namespace}-{name}"[: 63 - HASH_CHARS - 2].rstrip("-")
+    bucket = f"{plain}-{digest}"
+    return f"b{bucket}" if bucket.startswith(RESERVED) else bucket
+
+
+def instance_objects(config: Config) -> list[dict[str, Any]]:
+    """The gateway's volume, Deployment and Service: versitygw's posix backend on the volume, its root account from
+    the admin Secret (environment, never argv), uid 999 on a read-only root."""
+    instance = config.instance
+    volume = f"{instance.name}-data"
+
+    def root(key: str) -> dict[str, Any]:
+        return {"valueFrom": {"secretKeyRef": {"name": instance.admin_secret, "key": key}}}
+    container = {
+        "name": "versitygw", "image": config.image, "command": ["/bin/sh", "-c"],
+        # no IAM cache: a dropped claim's user is refused at once, not up to the cache's TTL (120 s) later
+        "args": [f"mkdir -p {DATA}/iam {DATA}/buckets && exec versitygw --port :{PORT} --iam-dir {DATA}/iam "
+                 f"--iam-cache-disable posix {DATA}/buckets"],
+        "env": [{"name": "ROOT_ACCESS_KEY_ID", **root("accessKey")},
+                {"name": "ROOT_SECRET_ACCESS_KEY", **root("secretKey")}],
+        "ports": [{"name": "s3", "containerPort": PORT, "protocol": "TCP"}],
+        "volumeMounts": [{"name": "data", "mountPath": DATA}],
+        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 5},
+        "livenessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 6},
+    }
+    storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": config.storage_size}},
+               **({"storageClassName": config.storage_class} if config.storage_class else {})}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": volume, "namespace": instance.namespace, "labels": instance.labels}, "spec": storage}
+    return [pvc, *server.deployment(instance, container,
+                                    [{"name": "data", "persistentVolumeClaim": {"claimName": volume}}])]
+
+
+class Versitygw:
+    """The versitygw backend's core (lifecycle.backends.contract.Backend)."""
+
+    backend, type, drop_needs_provider = BACKEND, TYPE, True
+
+    def configure(self, provider: Mapping[str, Any], site: Site) -> Config | list[str]:
+        config = config_of(provider, TYPE, BACKEND)
+        if isinstance(config, list):
+            return config
+        found = server.instance_of(provider, config, "s3", "server", site.namespace, PORT)
+        if isinstance(found, list):
+            return found
+        if found.integrated and not site.image:
+            return ["the operator runs no versitygw gateway here (no image for it: --backend-image versitygw=REF): "
+                    "set spec.config.address"]
+        storage = config["storage"]
+        return Config(found, str(storage["size"]), storage.get("storageClassName"), site.image)
+
+    def reads(self, claim: Mapping[str, Any], config: Config) -> Sequence[Read]:
+        return server.reads(config.instance)
+
+    def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        instance = config.instance
+        admin = self._admin(config, seen, make=True)
+        if isinstance(admin, Step):
+            return admin
+        writes = tuple(Apply(obj) for obj in instance_objects(config)) if instance.integrated else ()
+        endpoint = self._endpoint(config, seen)
+        if isinstance(endpoint, Step):
+            return Step(endpoint.then, writes)
+        bucket = bucket_of(claim)
+        kept = seen.connection or {}
+        secret = Hidden(kept["password"] if kept.get("user") == bucket and kept.get("password") else seen.fresh)
+        at = f"[{instance.host}]" if ":" in instance.host else instance.host
+        url = f"http://{at}:{instance.port}"
+        fields = {"url": url, "host": instance.host, "port": str(instance.port), "user": bucket,
+                  "password": str(secret), "bucket": bucket}
+        connection = {"url": url, "host": instance.host, "port": instance.port, "user": bucket, "bucket": bucket}
+        calls = (EnsureUser(endpoint, admin[0], admin[1], bucket, secret),
+                 EnsureBucket(endpoint, admin[0], admin[1], bucket, bucket), TryUser(endpoint, bucket, secret, bucket))
+        return Step(ready(f"bucket {bucket} and its user on {url}, reaching that bucket alone", connection, fields),
+                    writes, calls)
+
+    def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        admin = self._admin(config, seen, make=False)
+        if isinstance(admin, Step):
+            return admin
+        endpoint = self._endpoint(config, seen)
+        if isinstance(endpoint, Step):
+            return endpoint
+        bucket = bucket_of(claim)
+        return Step(Gone(), calls=(DropTenant(endpoint, admin[0], admin[1], bucket, bucket),))
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return []  # the schema says all a versitygw provider may be
+
+    def _endpoint(self, config: Config, seen: Seen) -> str | Step:
+        """The URL the operator dials the gateway at, or the wait until it can (retried: it passes by itself)."""
+        instance = config.instance
+        if not instance.integrated:
+            host, port = instance.host, instance.port
+        else:
+            _, deployment, service, slices = server.reads(instance)
+            waits = server.waits(instance, seen.get(deployment))
+            if waits:
+                return retried("InstanceNotReady", waits)
+            address = server.dial(instance, seen.get(service), seen.list(slices))
+            if isinstance(address, str):
+                return retried("InstanceNotReady", address)
+            host, port = address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def _admin(self, config: Config, seen: Seen, *, make: bool) -> tuple[str, Hidden] | Step:
+        """The gateway's admin (access key, secret); an integrated gateway's is generated once, when absent."""
+        instance = config.instance
+        secret = seen.get(server.reads(instance)[0])
+        data = decoded(secret) or {}
+        if data.get("accessKey") and data.get("secretKey"):
+            return data["accessKey"], Hidden(data["secretKey"])
+        where = f"Secret {instance.namespace}/{instance.admin_secret}"
+        if instance.integrated and make and secret is None:
+            return Step(Again(f"{where} (the gateway's root account) created"),
+                        (CreateOnce(server.admin_secret_object(instance, {"accessKey": ADMIN_USER,
+                                                                          "secretKey": seen.fresh})),))
+        return waiting("AdminSecretMissing", f"{where} (keys accessKey and secretKey: an admin account of the "
+                       f"versitygw at {instance.host}:{instance.port}) does not exist or holds none: its administrator "
+                       "creates it")
+
+
+CORE = Versitygw()
