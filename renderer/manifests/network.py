@@ -11,7 +11,8 @@ from renderer.validate import rewrite_prefixes
 FAMILY = {"ipv6": "IPv6", "ipv4": "IPv4"}
 # Ports the integrated providers listen on (egress is opened to the provider namespace on these).
 NEED_PORTS: dict[str, tuple[int, ...]] = {
-    "pg": (5432,), "redis": (6379,), "jetstream": (4222,), "clickhouse": (8123, 9000), "s3": (443, 9000),
+    "pg": (5432,), "redis": (6379,), "jetstream": (4222,), "clickhouse": (8123, 9000),
+    "s3": (7070,),  # versitygw (lifecycle.backends.s3.PORT)
 }
 
 
