@@ -12,29 +12,32 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
 
-from compatibility import authority
+from admission.rules import (
+    FORBIDDEN,
+    INVALID,
+    VALIDATING,
+    WRITES,
+    Handler,
+    Request,
+    Settings,
+    mutating_rules,
+)
 from compatibility.inputs import document_schema
-from compatibility.objects import check_application
-from lifecycle import hostname_policy, hostnames
-from lifecycle.backends import registry as backend_registry
-from lifecycle.credentials import spec as credential_spec
-from platform_stack import resource as platform_stack
-from renderer import validate
-from renderer.context import PlatformContext
-from renderer.selectors import selector_problems
+
+__all__ = ["API_VERSION", "MAX_BODY_BYTES", "Outcome", "Settings", "busy", "internal_error", "mutating", "over_budget",
+           "too_large", "uid_hint", "validating", "warm_up", "writer_hint"]
 from toolchain.errors import USER_EXIT, AppRafterError
 
 API_VERSION = "admission.k8s.io/v1"
 GROUP = "apprafter.io"
 MAX_BODY_BYTES = 3 << 20
 MAX_PROBLEMS = 50
-DEFAULT_OPERATOR_USER = "system:serviceaccount:apprafter-system:apprafter-operator"
-INVALID, FORBIDDEN, BAD_REQUEST, TOO_LARGE, BUSY, INTERNAL = 422, 403, 400, 413, 429, 500
+BAD_REQUEST, TOO_LARGE, BUSY, INTERNAL = 400, 413, 429, 500
 _REASONS = {INVALID: "Invalid", FORBIDDEN: "Forbidden", BAD_REQUEST: "BadRequest", TOO_LARGE: "RequestEntityTooLarge",
             BUSY: "TooManyRequests", INTERNAL: "InternalError"}
 # The request uid where the API server writes it (request.uid is the first "uid" of its JSON), read without
@@ -76,30 +79,6 @@ REQUEST_SCHEMA: dict[str, Any] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """What the rules need from the command line: who the operator is, the platform (tier) for warnings, who
-    provides claims."""
-
-    operator_user: str = DEFAULT_OPERATOR_USER
-    context: PlatformContext = dataclasses.field(default_factory=PlatformContext)
-    claim_status_users: tuple[str, ...] = ()  # who provides claims (writes their status); none given: the operator
-    provider_writers: tuple[str, ...] = ()  # who may write ServiceProviders (`group:NAME` a group); none: RBAC alone
-    # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
-    hostname_policies: tuple[hostname_policy.Policy, ...] = ()
-
-    @property
-    def claim_providers(self) -> tuple[str, ...]:
-        return self.claim_status_users or (self.operator_user,)
-
-    @property
-    def operator_namespace(self) -> str | None:
-        """The namespace of the operator's service account (system:serviceaccount:NS:NAME): where it keeps its
-        records and reads SourceCredentials; None when the operator is not a service account."""
-        parts = self.operator_user.split(":")
-        return parts[2] if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"] else None
-
-
-@dataclasses.dataclass(frozen=True)
 class Outcome:
     """The answer, plus what the server logs and counts (fields named in refusals, never their values)."""
 
@@ -126,43 +105,6 @@ class Outcome:
                    tuple(str(f) for f in data["fields"]), str(data["subject"]), str(data["user"]))
 
 
-@dataclasses.dataclass(frozen=True)
-class _Request:
-    """The parts of an AdmissionRequest the rules read (object/oldObject are {} when absent)."""
-
-    uid: str
-    kind: str
-    subresource: str
-    operation: str
-    user: str
-    namespace: str
-    name: str
-    obj: dict[str, Any]
-    old: dict[str, Any]
-    groups: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """Kind (with /subresource) for metrics and logs."""
-        return f"{self.kind}/{self.subresource}" if self.subresource else self.kind
-
-    @property
-    def who(self) -> str:
-        """How messages name the object: `Kind namespace/name`."""
-        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
-        return f"{self.kind} {where or '(unnamed)'}"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Verdict:
-    """A rule's answer: (field, reason) problems (none = allowed), their status code, warnings, a JSON patch."""
-
-    problems: tuple[tuple[str, str], ...] = ()
-    code: int = INVALID
-    warnings: tuple[str, ...] = ()
-    patch: tuple[dict[str, Any], ...] = ()
-
-
 @functools.cache
 def _request_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(REQUEST_SCHEMA)
@@ -180,7 +122,7 @@ class _Unreadable(AppRafterError):
     retry = False
 
 
-def _parse(body: bytes) -> _Request:
+def _parse(body: bytes) -> Request:
     """The request, or _Unreadable naming the first thing wrong."""
     try:
         doc = json.loads(body, parse_constant=_no_constant)
@@ -199,7 +141,7 @@ def _parse(body: bytes) -> _Request:
     meta = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
     name = req.get("name") or meta.get("name") or meta.get("generateName") or ""
     group, kind = req["kind"]["group"], req["kind"]["kind"]
-    return _Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
+    return Request(req["uid"], kind if group == GROUP else f"{kind}.{group or 'core'}", req.get("subResource", ""),
                     req["operation"], req["userInfo"]["username"], req.get("namespace", ""), str(name), obj, old,
                     tuple(req["userInfo"].get("groups") or ()))
 
@@ -296,150 +238,6 @@ def internal_error(body: bytes) -> Outcome:
 
 # --- rules, one handler per (kind, subresource) ----------------------------------------------------------
 
-def _application(req: _Request, settings: Settings) -> _Verdict:
-    problems = [(p.field, p.message) for p in validate.check_update(req.old, req.obj)] if req.old else []
-    if req.old and req.old.get("spec") == req.obj.get("spec"):
-        # metadata-only update: an object admitted before stays writable, but gains no instruction to Argo CD
-        problems += [(p.field, p.message) for p in validate.check_annotations_added(req.old, req.obj)]
-        return _Verdict(tuple(problems))
-    checked = check_application(req.obj, settings.context, req.who)
-    problems += [(p.field, p.message) for p in checked.problems]
-    if problems:
-        return _Verdict(tuple(problems), INVALID, tuple(checked.warnings))
-    return _Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, tuple(checked.warnings))
-
-
-def _hostname_problems(req: _Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """HostnameNotAllowed, as the operator says it (lifecycle.hostname_policy), for each public hostname the object's
-    render routes; the field is where the hostname is written (the app's name, for its default one)."""
-    spec = req.obj.get("spec") or {}
-    environment, app = str(spec.get("environment")), str((req.obj.get("metadata") or {}).get("name"))
-    field = "metadata.name"
-    for where in (("environments", environment), ("base",)):
-        node: Any = spec
-        for key in where:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and (node.get("expose") or {}).get("hostname"):
-            field = ".".join(("spec", *where, "expose", "hostname"))
-            break
-    problems = []
-    for host in hostnames.hostnames(objects):
-        why = hostname_policy.refusal(host, app, environment, req.namespace, settings.context,
-                                      settings.hostname_policies)
-        if why:
-            problems.append((field, f"{hostname_policy.NOT_ALLOWED}: {why}"))
-    return problems
-
-
-def _operator_status(req: _Request, settings: Settings) -> _Verdict:
-    reason = authority.status_writer(req.kind, req.user, settings.operator_user)
-    return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
-
-
-def _operator_record(req: _Request, settings: Settings) -> _Verdict:
-    reason = authority.record_writer(req.kind, req.user, settings.operator_user)
-    return _Verdict((("metadata", reason),) if reason else (), FORBIDDEN)
-
-
-def _migration_plan(req: _Request, settings: Settings) -> _Verdict:
-    problems: list[tuple[str, str]] = []
-    if req.operation == "CREATE":
-        reason = authority.plan_create(req.user, settings.operator_user)
-        problems += [("metadata", reason)] if reason else []
-    else:
-        reason = authority.plan_spec_change(req.old.get("spec"), req.obj.get("spec"))
-        problems += [("spec", reason)] if reason else []
-        if req.old.get("status") != req.obj.get("status"):
-            problems.append(("status", "changes only through the status subresource"))
-    return _Verdict(tuple(problems), FORBIDDEN)
-
-
-def _scope(req: _Request) -> str | None:
-    scope = (req.obj.get("spec") or {}).get("scope") or {}
-    return scope.get("type") if isinstance(scope, dict) else None
-
-
-def _migration_plan_status(req: _Request, settings: Settings) -> _Verdict:
-    if req.old.get("spec") != req.obj.get("spec"):
-        return _Verdict((("spec", "changes only through the main resource (and never: " +
-                          authority.SPEC_IMMUTABLE + ")"),), FORBIDDEN)
-    problems = authority.plan_phase_change(req.old.get("status"), req.obj.get("status"), _scope(req), req.user,
-                                           settings.operator_user)
-    return _Verdict(tuple(problems), FORBIDDEN)
-
-
-def _drop_mark(obj: Mapping[str, Any]) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(authority.DROP_ANNOTATION)
-    return str(value) if value is not None else None
-
-
-def _resource_claim(req: _Request, settings: Settings) -> _Verdict:
-    selector = (req.obj.get("spec") or {}).get("selector") or {}
-    problems = [(f"spec.selector.{key}", why) for key, why in selector_problems(selector)]
-    reason = authority.drop_data_writer(_drop_mark(req.old), _drop_mark(req.obj), req.user, req.groups,
-                                        settings.operator_user)
-    if reason:
-        problems.append((f"metadata.annotations.{authority.DROP_ANNOTATION}", reason))
-    return _Verdict(tuple(problems), FORBIDDEN)
-
-
-def _claim_status(req: _Request, settings: Settings) -> _Verdict:
-    reason = authority.claim_status_writer(req.user, settings.claim_providers)
-    return _Verdict((("status", reason),) if reason else (), FORBIDDEN)
-
-
-def _hostname_policy(req: _Request, settings: Settings) -> _Verdict:
-    return _Verdict(tuple(hostname_policy.check(req.obj)))
-
-
-def _service_provider(req: _Request, settings: Settings) -> _Verdict:
-    reason = authority.provider_writer(req.user, req.groups, settings.provider_writers)
-    if reason:
-        return _Verdict((("metadata", reason),), FORBIDDEN)
-    return _Verdict(tuple(backend_registry.admit(req.old if req.operation == "UPDATE" else None, req.obj)))
-
-
-def _platform_stack(req: _Request, settings: Settings) -> _Verdict:
-    return _Verdict(tuple(platform_stack.check(req.obj)))
-
-
-def _source_credential(req: _Request, settings: Settings) -> _Verdict:
-    return _Verdict(tuple(credential_spec.check(req.obj, settings.operator_namespace)))
-
-
-Handler = Callable[[_Request, Settings], _Verdict]
-VALIDATING: dict[tuple[str, str], Handler] = {
-    ("Application", ""): _application,
-    ("Application", "status"): _operator_status,
-    ("MigrationPlan", ""): _migration_plan,
-    ("MigrationPlan", "status"): _migration_plan_status,
-    ("PlatformStack", ""): _platform_stack,
-    ("PlatformStack", "status"): _operator_status,
-    ("ApplicationBaseline", ""): _operator_record,
-    ("ApplicationBaseline", "status"): _operator_status,
-    ("PublicHostname", ""): _operator_record,
-    ("PublicHostname", "status"): _operator_status,
-    ("SourceCredential", ""): _source_credential,
-    ("SourceCredential", "status"): _operator_status,
-    ("ResourceClaim", ""): _resource_claim,
-    ("ResourceClaim", "status"): _claim_status,
-    ("HostnamePolicy", ""): _hostname_policy,
-    ("ServiceProvider", ""): _service_provider,
-}
-WRITES = frozenset({"CREATE", "UPDATE"})
-
-
-def _approval_stamp(now: str) -> Handler:
-    def stamp(req: _Request, settings: Settings) -> _Verdict:
-        fields = authority.approval_stamp(req.old.get("status"), req.obj.get("status"), req.user, now)
-        return _Verdict(patch=tuple({"op": "add", "path": f"/status/{k}", "value": v} for k, v in fields.items()))
-    return stamp
-
-
-def _mutating(now: str) -> dict[tuple[str, str], Handler]:
-    return {("MigrationPlan", "status"): _approval_stamp(now)}
-
-
 # --- entry points ----------------------------------------------------------------------------------------
 
 def _review(body: bytes, settings: Settings, handlers: Mapping[tuple[str, str], Handler]) -> Outcome:
@@ -474,4 +272,4 @@ def validating(body: bytes, settings: Settings) -> Outcome:
 
 def mutating(body: bytes, settings: Settings, now: str) -> Outcome:
     """POST /mutate: stamps status.approvedBy/approvedAt on a MigrationPlan status write that approves it."""
-    return _review(body, settings, _mutating(now))
+    return _review(body, settings, mutating_rules(now))
