@@ -16,6 +16,7 @@ import click
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import output_option
+from lifecycle import bootstrap_settings
 from platform_stack.resource import CHANNELS
 from renderer.context import TIERS
 from toolchain.errors import Problem, UserError
@@ -36,6 +37,7 @@ MAX_MANIFEST_OBJECTS = 1000
 # when it is printed or sent (install.yaml: ≈ 60,000).
 MAX_MANIFEST_NODES = 2_000_000
 ESTABLISHED_SECONDS = 60.0
+MAX_SOLVER_BYTES = 64 << 10
 _DATA_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 
@@ -101,27 +103,12 @@ def _manifest(path: Path) -> list[dict[str, Any]]:
         objects.append(doc)
     if not objects:
         raise _fail(str(path), "--argocd-manifest: no objects in it")
-    if not _within(objects, MAX_MANIFEST_NODES):
+    if not bootstrap_settings.within(objects, MAX_MANIFEST_NODES):
         raise _fail(str(path), f"--argocd-manifest: more than {MAX_MANIFEST_NODES} values (YAML aliases count each "
                     "time they are used): refused")
     if len(objects) > MAX_MANIFEST_OBJECTS:
         raise _fail(str(path), f"--argocd-manifest: more than {MAX_MANIFEST_OBJECTS} objects: refused")
     return objects
-
-
-def _within(data: Any, limit: int) -> bool:
-    """Whether `data` holds at most `limit` values, each alias counted where it is used (walked without recursion)."""
-    stack, seen = [data], 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > limit:
-            return False
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return True
 
 
 def _public_key(path: Path) -> tuple[str, str]:
@@ -265,68 +252,9 @@ async def _apply(kube: Kube, plan: Plan) -> list[str]:
     return lines
 
 
-def _printed(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """An object as --dry-run prints it: a Secret's values are never shown, but for the release's public key."""
-    from lifecycle.bootstrap import KEYS_SECRET
-
-    if obj.get("kind") != "Secret" or obj["metadata"].get("name") == KEYS_SECRET:
-        return dict(obj)
-    hidden = {field: {k: "(not shown)" for k in obj[field]} for field in ("data", "stringData")
-              if isinstance(obj.get(field), dict)}
-    return {**obj, **hidden}
-
-
-def _values(tier: str, domain: str | None, multitenancy: bool | None) -> dict[str, Any]:
-    values: dict[str, Any] = {"tier": tier}
-    if domain is not None:
-        if not domain.strip() or len(domain) > 253 or any(c.isspace() for c in domain):
-            raise _fail("--domain", f"{domain[:80]!r}: a DNS domain such as example.com")
-        values["domain"] = domain
-    if multitenancy is not None:
-        values["multitenancy"] = multitenancy
-    return values
-
-
-ISSUERS = {"acme": "acme", "self-signed": "selfSigned", "own": "none"}  # --issuer -> the gateway chart's issuer.type
-MAX_SOLVER_BYTES = 64 << 10
-_EMAIL = re.compile(r"[^@\s]+@[^@\s]+")
-
-
 def _issuer(issuer: str | None, email: str | None, server: str | None, solver: Path | None) -> dict[str, Any]:
-    """PlatformStack spec.overrides for the public issuer (the gateway component's `issuer` value): only what was
-    asked; nothing asked, the tier's (ACME, a CA of the cluster's own on dev)."""
-    acme: dict[str, Any] = {}
-    if email is not None:
-        if not _EMAIL.fullmatch(email) or len(email) > 254:
-            raise _fail("--acme-email", "an email address such as ops@example.com (the ACME account's contact)")
-        acme["email"] = email
-    if server is not None:
-        if not server.startswith("https://") or any(c.isspace() for c in server) or len(server) > 2048:
-            raise _fail("--acme-server", "an https:// URL of an ACME directory")
-        acme["server"] = server
-    if solver is not None:
-        acme["dns01"] = _solver(solver)
-    chosen = ISSUERS[issuer] if issuer is not None else ("acme" if acme else None)
-    if acme and chosen != "acme":
-        raise _fail("--issuer", f"{issuer}: --acme-email, --acme-server and --dns01-solver are for --issuer acme")
-    if chosen is None:
-        return {}
-    return {"gateway": {"values": {"issuer": {"type": chosen, **({"acme": acme} if acme else {})}}}}
-
-
-_CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
-
-
-def _gateway_class(overrides: dict[str, Any], name: str | None) -> dict[str, Any]:
-    """`overrides` with the gateway component's `gatewayClassName` when one was asked (nothing asked: Cilium's)."""
-    if name is None:
-        return overrides
-    if not _CLASS_NAME.fullmatch(name):
-        raise _fail("--gateway-class", f"{name!r}: a GatewayClass name such as traefik (lowercase letters, digits, "
-                                       "'-' and '.')")
-    gateway = overrides.get("gateway", {})
-    values = {**gateway.get("values", {}), "gatewayClassName": name}
-    return {**overrides, "gateway": {**gateway, "values": values}}
+    """The public issuer's overrides (lifecycle.bootstrap_settings.issuer), the DNS-01 solver read from its file."""
+    return bootstrap_settings.issuer(issuer, email, server, _solver(solver) if solver is not None else None)
 
 
 def _solver(path: Path) -> dict[str, Any]:
@@ -362,7 +290,7 @@ def _solver(path: Path) -> dict[str, Any]:
 @click.option("--tier", required=True, type=click.Choice(TIERS), help="PlatformStack spec.values.tier.")
 @click.option("--domain", metavar="DOMAIN", help="PlatformStack spec.values.domain (the apps' public domain).")
 @click.option("--multitenancy/--no-multitenancy", default=None, help="PlatformStack spec.values.multitenancy.")
-@click.option("--issuer", type=click.Choice(sorted(ISSUERS)),
+@click.option("--issuer", type=click.Choice(sorted(bootstrap_settings.ISSUERS)),
               help="Who signs public certificates (the ClusterIssuer apprafter-public the stack makes): acme (every "
                    "tier but dev), self-signed (a CA of the cluster's own: dev), own (yours, by that name).")
 @click.option("--acme-email", metavar="EMAIL", help="The ACME account's contact (expiry and policy notices).")
@@ -405,8 +333,9 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
     from apprafter.cluster import with_cluster
     from lifecycle.bootstrap import Request, namespaced_in, plan, reads
 
-    values = _values(tier, domain, multitenancy)
-    overrides = _gateway_class(_issuer(issuer, acme_email, acme_server, dns01_solver), gateway_class)
+    values = bootstrap_settings.values(tier, domain, multitenancy)
+    overrides = bootstrap_settings.with_gateway_class(_issuer(issuer, acme_email, acme_server, dns01_solver),
+                                                      gateway_class)
     public_key = _public_key(key)
     manifest = _manifest(argocd_manifest) if argocd_manifest is not None else None
     sidecar = _sidecar(sidecar_image)
@@ -430,13 +359,13 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
         decided = plan(request, await _read(kube, reads(request)))
         if dry_run:
             return decided
-        return [*decided.notes, *await _apply(kube, decided), *_summary(decided)]
+        return [*decided.notes, *await _apply(kube, decided), *bootstrap_settings.summary(decided)]
 
     result = with_cluster(kubeconfig, kube_context, run)
     if isinstance(result, list):
         sys.stdout.write("".join(f"{line}\n" for line in result))
         return
-    objects = [_printed(step.obj) for step in result.changes]
+    objects = [bootstrap_settings.printed(step.obj) for step in result.changes]
     if output == "json":
         import json
 
@@ -445,7 +374,7 @@ def cluster_bootstrap(reference: str, version: str, key: Path, tier: str, domain
         from renderer.emit import dump_stream
 
         sys.stdout.write(dump_stream(objects))
-    for note in (*result.notes, *_summary(result, dry=True)):
+    for note in (*result.notes, *bootstrap_settings.summary(result, dry=True)):
         print(note, file=sys.stderr)
 
 
@@ -456,15 +385,3 @@ def _crds() -> list[dict[str, Any]]:
     from renderer.crds import crd_documents
 
     return crd_documents((*OPERATOR_CRDS, PLATFORM_STACK))
-
-
-def _summary(decided: Plan, dry: bool = False) -> list[str]:
-    from lifecycle.bootstrap import key_of
-
-    changed, same = len(decided.changes), len(decided.steps) - len(decided.changes)
-    kept = [f"{key_of(s.obj)[1].lower()}/{key_of(s.obj)[3]}: {s.why}" for s in decided.steps if s.action == "kept"]
-    if not changed:
-        return [*kept, f"nothing to change: the cluster already is what cluster-bootstrap makes it ({same} objects)"]
-    verb = "would apply" if dry else "applied"
-    return [*kept, f"{verb} {changed} objects, {same} unchanged; from here Argo CD and the AppRafter operator "
-                   "reconcile the stack (apprafter platform status)"]

@@ -155,7 +155,7 @@ def test_the_base_install_is_the_app_developers_and_an_extra_says_its_name(venv:
     repo = tmp_path / "shop"
     write_app(repo, app_text("shop"))
     for argv, extra, missing in (
-            (["operator"], "operator", "anyio, async-timeout, cryptography, h2, httpx, lightkube, oras, "
+            (["operator"], "operator", "anyio, async-timeout, cryptography, h2, httpx, httpx-auth, lightkube, oras, "
                                        "prometheus-client, pyyaml, redis, sniffio"),
             (["webhook", "--tls-cert", "x"], "webhook", "cryptography, httptools, prometheus-client, uvicorn, uvloop"),
             (["stack", "verify", "oci://example.com/x:1"], "stack", "httpx, oras, pyyaml"),

@@ -13,15 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from apprafter.bootstrap_cmd import (
-    _crds,
-    _gateway_class,
-    _issuer,
-    _printed,
-    _sidecar,
-    _tenant_project,
-    sidecar_directory,
-)
+from apprafter.bootstrap_cmd import _crds, _issuer, _sidecar, _tenant_project, sidecar_directory
 from lifecycle.bootstrap import (
     FIELD_MANAGER,
     KEYS_SECRET,
@@ -36,6 +28,7 @@ from lifecycle.bootstrap import (
     reads,
     sidecar_objects,
 )
+from lifecycle.bootstrap_settings import printed, with_gateway_class
 from platform_stack import umbrella
 from renderer.context import DEFAULTS, GATEWAY_NAMESPACE
 from renderer.names import OPERATOR_FIELD_MANAGER
@@ -266,9 +259,9 @@ def test_dry_run_never_shows_a_secrets_values_but_the_release_key() -> None:
     ours = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KEYS_SECRET}, "data": {"release.pub": "QQ=="}}
     theirs = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "argocd-secret"},
               "data": {"admin.password": "c2VjcmV0"}, "stringData": {"server.secretkey": "hunter2"}}
-    assert _printed(ours) == ours
-    assert _printed(theirs)["data"] == {"admin.password": "(not shown)"}
-    assert _printed(theirs)["stringData"] == {"server.secretkey": "(not shown)"}
+    assert printed(ours) == ours
+    assert printed(theirs)["data"] == {"admin.password": "(not shown)"}
+    assert printed(theirs)["stringData"] == {"server.secretkey": "(not shown)"}
 
 
 # --- the command's own input errors: one line, exit 1, before any registry or cluster is asked -------------------
@@ -407,8 +400,8 @@ def test_an_install_a_run_before_began_is_finished() -> None:
 
 
 def test_a_gateway_class_joins_the_issuer_in_the_gateway_components_overrides() -> None:
-    assert _gateway_class({}, None) == {}
-    assert _gateway_class({}, "traefik") == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
+    assert with_gateway_class({}, None) == {}
+    assert with_gateway_class({}, "traefik") == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
     issuer = _issuer("acme", "ops@example.com", None, None)
-    assert _gateway_class(issuer, "traefik") == {"gateway": {"values": {
+    assert with_gateway_class(issuer, "traefik") == {"gateway": {"values": {
         "issuer": {"type": "acme", "acme": {"email": "ops@example.com"}}, "gatewayClassName": "traefik"}}}
