@@ -72,22 +72,23 @@ async def ensure(kube: Kube, cache: Informer | None, obj: Mapping[str, Any], *,
     return Ensured(result, before, CREATED if before is None else UPDATED)
 
 
-async def create_once(kube: Kube, cache: Informer | None, obj: Mapping[str, Any]) -> dict[str, Any]:
+async def create_once(kube: Kube, cache: Informer | None, obj: Mapping[str, Any]) -> Ensured:
     """`obj` created if nothing of its name exists, never changed after (a generated password: whoever made it
-    first wins): a 409 means another pass made it meanwhile, and the winner is read and returned."""
+    first wins): a 409 means another pass made it meanwhile, and the winner is read and returned (UNCHANGED, the
+    winner as `before`; CREATED: ours)."""
     meta = obj["metadata"]
     try:
-        made = await kube.create(obj)
+        made, before, result = await kube.create(obj), None, CREATED
     except KubeError as e:
         if e.code != 409:
             raise
         winner = await kube.get(gvk_of(obj), meta["name"], meta.get("namespace"))
         if winner is None:  # made and deleted again in between: the pass starts over
             raise KubeError(f"create {obj['kind']} {meta['name']}: made by another pass and deleted since", 409) from e
-        made = winner
+        made, before, result = winner, winner, UNCHANGED
     if cache is not None:
         cache.update(made)
-    return made
+    return Ensured(made, before, result)
 
 
 async def write_status(kube: Kube, cache: Informer, obj: dict[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,11 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller_runtime.client import ALL_NAMESPACES
-from controller_runtime.compare import up_to_date
 from controller_runtime.kinds import KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key
 from controller_runtime.outcomes import Done, Outcome
+from controller_runtime.writes import ensure
 from lifecycle import listeners
 from lifecycle.crd import PUBLIC_HOSTNAME
 from renderer.manifests import HTTPROUTE, KINDS
@@ -67,9 +67,9 @@ class GatewayListenerController:
             log.warning("gateway full", extra={"controller": self.name, "namespace": namespace, "object": name,
                                                "hostnames": ",".join(decided.left_out)})
         desired = listeners.apply_object(gateway, decided.listeners)
-        if up_to_date(gateway, desired, listeners.FIELD_MANAGER):
+        done = await ensure(kube, None, desired, live=gateway, force=False, field_manager=listeners.FIELD_MANAGER)
+        if not done.written:
             return Done()
-        await kube.apply(desired, force=False, field_manager=listeners.FIELD_MANAGER)
         log.info("listeners", extra={"controller": self.name, "namespace": namespace, "object": name,
                                      "hostnames": ",".join(str(item["name"]) for item in decided.listeners)})
         return Done()

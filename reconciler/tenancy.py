@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from controller_runtime.client import Kube
-from controller_runtime.errors import KubeError
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
-from controller_runtime.writes import delete_exactly
+from controller_runtime.writes import create_once, delete_exactly
 from lifecycle import hostname_policy, hostnames, secrets, tenancy
 from lifecycle.application import Desired, Refusal
 from lifecycle.baseline import identity, record_name
@@ -124,17 +123,8 @@ class Tenancy:
 
     async def _create(self, obj: dict[str, Any], records: Informer) -> dict[str, Any] | None:
         """Create the record; None when it is ours now, else the record someone else created first."""
-        try:
-            records.update(await self.kube.create(obj))
-            return None
-        except KubeError as e:
-            if e.code != 409:
-                raise
-        found = await self.kube.get(PUBLIC_HOSTNAME, obj["metadata"]["name"], obj["metadata"]["namespace"])
-        if found is None:
-            raise KubeError(f"PublicHostname {obj['metadata']['name']}: it existed, then was gone: retried", 409)
-        records.update(found)
-        return found
+        made = await create_once(self.kube, records, obj)
+        return None if made.written else made.obj
 
     def _exists(self, who: tuple[str, str, str]) -> bool:
         namespace, name, _ = who

@@ -321,3 +321,51 @@ def test_a_loop_held_together_by_a_function_level_import_is_caught(tmp_path: Pat
         "renderer.names": "",
     })
     assert loops(files, "renderer") == [["renderer.crds", "renderer.load", "renderer.validate"]]
+
+
+# The runtime's write steps (controller_runtime.writes) are the one place an object is applied only where it differs
+# (`up_to_date` before an apply) and created once (a create whose 409 reads the winner). Elsewhere, by reason:
+OWN_WRITE_STEPS = {
+    "controller_runtime/compare.py": "defines up_to_date",
+    "controller_runtime/writes.py": "the write steps themselves",
+    "lifecycle/bootstrap.py": "cluster-bootstrap's plan says which objects are unchanged (its --dry-run prints it)",
+    "controller_runtime/events.py": "an Event's 409 is the same occurrence reported already: nothing to read back",
+}
+
+
+def own_write_steps(path: Path) -> list[str]:
+    """`path:line` of each call of up_to_date, and of each function that calls `.create(` and compares a `.code` (or
+    a status code) with 409: a write step written by hand."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = [f"{path.name}:{node.lineno} up_to_date" for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", getattr(node.func, "attr", None)) == "up_to_date"]
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        creates = any(isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "create"
+                      for n in ast.walk(function))
+        checks_409 = any(isinstance(n, ast.Compare) and any(isinstance(c, ast.Constant) and c.value == 409
+                                                            for c in n.comparators) for n in ast.walk(function))
+        if creates and checks_409:
+            found.append(f"{path.name}:{function.lineno} {function.name}: a create whose 409 is handled by hand")
+    return found
+
+
+def test_no_write_step_is_written_by_hand() -> None:
+    found = {}
+    for package in ("apprafter", "toolchain", "controller_runtime", "renderer", "compatibility", "lifecycle",
+                    "platform_stack", "cmp", "admission", "reconciler"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            if where not in OWN_WRITE_STEPS and (hand := own_write_steps(path)):
+                found[where] = hand
+    assert found == {}, "use controller_runtime.writes (ensure, create_once)"
+
+
+def test_the_write_step_check_finds_both_patterns(tmp_path: Path) -> None:
+    path = tmp_path / "hand.py"
+    path.write_text("async def make(kube, obj):\n    try:\n        await kube.create(obj)\n    except E as e:\n"
+                    "        if e.code != 409:\n            raise\n\n\n"
+                    "def same(a, b):\n    return up_to_date(a, b, 'm')\n")
+    assert [line.split(" ", 1)[1] for line in own_write_steps(path)] == [
+        "up_to_date", "make: a create whose 409 is handled by hand"]

@@ -12,7 +12,7 @@ from controller_runtime.client import CHANGED, DELETED, GONE, Kube
 from controller_runtime.errors import KubeError
 from controller_runtime.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from controller_runtime.informer import Informer
-from controller_runtime.writes import delete_exactly, ensure, prune, write_status
+from controller_runtime.writes import CREATED, UNCHANGED, create_once, delete_exactly, ensure, prune, write_status
 from tests.controller_runtime.conftest import CONFIG_MAP, WIDGET, writes
 from tests.testbed.kube import KubeTestBed
 
@@ -55,6 +55,25 @@ def test_ensure_applies_what_is_missing_or_changed_and_nothing_else(run: Run, se
         fewer = await ensure(kube, cache, config_map(namespace, "cm", a="1"))
         assert more.written and fewer.written and fewer.obj["data"] == {"a": "1"}
         assert writes("apply", "configmaps") == sent + 4
+
+    run(scenario)
+
+
+def test_ensure_on_a_fresh_read_and_create_once_keeping_the_first_writers(run: Run, server: KubeTestBed,
+                                                                          namespace: str) -> None:
+    async def scenario(kube: Kube) -> None:
+        # no cache: ensure reads fresh, or takes the caller's fresh read (`live`)
+        first = await ensure(kube, None, config_map(namespace, "fresh", a="1"))
+        assert first.result == CREATED
+        sent = writes("apply", "configmaps")
+        same = await ensure(kube, None, config_map(namespace, "fresh", a="1"), live=first.obj)
+        assert not same.written and writes("apply", "configmaps") == sent
+        # create once: the first writer's object stays; a second pass gets it back (a 409 read), never its own
+        made = await create_once(kube, None, config_map(namespace, "once", password="first"))
+        other = await create_once(kube, None, config_map(namespace, "once", password="second"))
+        assert (made.result, other.result) == (CREATED, UNCHANGED)
+        assert other.obj["data"] == {"password": "first"}
+        assert other.obj["metadata"]["uid"] == made.obj["metadata"]["uid"]
 
     run(scenario)
 
