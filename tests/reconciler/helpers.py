@@ -91,6 +91,19 @@ def apply(bed: KubeTestBed, obj: dict[str, Any]) -> dict[str, Any]:
     return bed.apply(obj, field_manager=ARGO)
 
 
+def service_provider(name: str, type_: str, backend: str, config: dict[str, Any] | None = None,
+                     labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A ServiceProvider as an administrator writes it (the one fixture every backend's tests use)."""
+    return {"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": name, "labels": labels or {}},
+            "spec": {"type": type_, "backend": backend, **({"config": config} if config is not None else {})}}
+
+
+def add_provider(target: Any, name: str, type_: str, backend: str, config: dict[str, Any] | None = None,
+                 labels: dict[str, str] | None = None) -> None:
+    """Write a ServiceProvider as the cluster's administrator (on any bed: the API server's, the node's)."""
+    target.apply(service_provider(name, type_, backend, config, labels), field_manager="admin")
+
+
 def grant_referenced(bed: KubeTestBed, obj: dict[str, Any]) -> None:
     """Every Secret the Application's env references (in base and each environment), granted to it."""
     meta, spec = obj["metadata"], obj.get("spec") or {}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.helpers import API, add_provider, apply, condition, cr, edit, fresh_namespace, status, wait
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.kube import KubeTestBed
 
@@ -36,9 +36,7 @@ def providers(bed: KubeTestBed) -> Iterator[list[str]]:
 
 def provider(bed: KubeTestBed, made: list[str], name: str) -> None:
     """A cluster administrator's ServiceProvider of type redis (backend dragonfly) with the module's labels."""
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider",
-               "metadata": {"name": name, "labels": SELECTOR},
-               "spec": {"type": "redis", "backend": "dragonfly"}}, field_manager="admin")
+    add_provider(bed, name, "redis", "dragonfly", labels=SELECTOR)
     made.append(name)
 
 

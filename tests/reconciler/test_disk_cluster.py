@@ -22,6 +22,7 @@ import pytest
 from lifecycle.retention import DROP_ANNOTATION, FINALIZER
 from tests.reconciler.helpers import (
     API,
+    add_provider,
     apply,
     condition,
     cr,
@@ -56,10 +57,9 @@ def providers(bed: KubeTestBed) -> Iterator[None]:
                    "provisioner": "example.com/none", "volumeBindingMode": mode, "allowVolumeExpansion": True},
                   field_manager="admin")
     for name, kind, cls in ((LATE, "late", LATE), (EAGER, "eager", EAGER)):
-        bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": name, "labels": {
-            "bed": RUN, "disk": kind}}, "spec": {"type": "disk", "backend": "storage-class", "config": {
-                "storageClassName": cls, "defaultSize": "1Gi", "accessMode": "ReadWriteOnce"}}},
-            field_manager="admin")
+        add_provider(bed, name, "disk", "storage-class",
+                     {"storageClassName": cls, "defaultSize": "1Gi", "accessMode": "ReadWriteOnce"},
+                     labels={"bed": RUN, "disk": kind})
     yield
     for name in (LATE, EAGER):
         bed.delete(API, "ServiceProvider", name)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.reconciler.helpers import API, apply, cr, plans
+from tests.reconciler.helpers import API, add_provider, apply, cr, plans
 from tests.reconciler.node_pods import ready
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -57,9 +57,8 @@ def base_image(node: NodeTestBed) -> str:
 @pytest.fixture(scope="module")
 def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     """A storage-class provider on the node's default class (no storageClassName: the default)."""
-    node.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-                "spec": {"type": "disk", "backend": "storage-class", "config": {
-                    "defaultSize": "64Mi", "accessMode": "ReadWriteOnce"}}}, field_manager="admin")
+    add_provider(node, PROVIDER, "disk", "storage-class", {"defaultSize": "64Mi", "accessMode": "ReadWriteOnce"},
+                 labels={"bed": RUN})
     yield
     node.delete(API, "ServiceProvider", PROVIDER)
 

@@ -25,6 +25,7 @@ import pytest
 
 from tests.reconciler.helpers import (
     API,
+    add_provider,
     apply,
     condition,
     cr,
@@ -64,11 +65,9 @@ def pg_platform(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> s
 @pytest.fixture(scope="module")
 def provider(bed: KubeTestBed, pg_platform: str) -> Any:
     """An administrator's cloudnative-pg provider, its Cluster in this module's services namespace."""
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-               "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {
+    add_provider(bed, PROVIDER, "pg", "cloudnative-pg", {
                    "cluster": CLUSTER, "namespace": SERVICES, "instances": 1, "storage": {"size": "1Gi"},
-                   "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
-              field_manager="admin")
+                   "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}, labels={"bed": RUN})
     yield
     bed.delete(API, "ServiceProvider", PROVIDER)
 

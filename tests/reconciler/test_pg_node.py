@@ -25,7 +25,7 @@ import pytest
 
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
-from tests.reconciler.helpers import API, apply, cr, plans
+from tests.reconciler.helpers import API, add_provider, apply, cr, plans
 from tests.reconciler.node_pods import finished, ready, secret_env
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -101,12 +101,10 @@ operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "
 @pytest.fixture(scope="module")
 def provider(node: NodeTestBed, operator: Operator, cloudnative_pg: CloudNativePG) -> Iterator[None]:
     """An administrator's cloudnative-pg provider: one small instance on the node's host-path volumes."""
-    node.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-                "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {
+    add_provider(node, PROVIDER, "pg", "cloudnative-pg", {
                     "cluster": CLUSTER, "namespace": SERVICES, "instances": 1,
                     "storage": {"size": "1Gi", "storageClassName": cloudnative_pg.storage_class},
-                    "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
-               field_manager="admin")
+                    "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}, labels={"bed": RUN})
     yield
     node.delete(API, "ServiceProvider", PROVIDER)
     node.delete("v1", "Namespace", SERVICES)  # the Cluster goes with it (not waited for: nothing uses it)

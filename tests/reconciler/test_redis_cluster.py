@@ -25,6 +25,7 @@ from redis.exceptions import NoPermissionError
 from lifecycle.retention import FINALIZER
 from tests.reconciler.helpers import (
     API,
+    add_provider,
     apply,
     condition,
     cr,
@@ -83,9 +84,7 @@ def providers(bed: KubeTestBed, redis_server: RedisServer) -> Iterator[None]:
     for name, kind, config in ((OWN, "own", {"address": redis_server.address}),
                                (SHARED, "shared", {"server": SHARED, "resources": {"memory": "128Mi", "cpu": "100m"},
                                                          "maxmemoryPercent": 75})):
-        bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": name, "labels": {
-            "bed": RUN, "redis": kind}}, "spec": {"type": "redis", "backend": "redis-server", "config": config}},
-            field_manager="admin")
+        add_provider(bed, name, "redis", "redis-server", config, labels={"bed": RUN, "redis": kind})
     yield
     for name in (OWN, SHARED):
         bed.delete(API, "ServiceProvider", name)

@@ -19,7 +19,7 @@ import pytest
 
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
-from tests.reconciler.helpers import API, apply, cr
+from tests.reconciler.helpers import API, add_provider, apply, cr
 from tests.reconciler.node_pods import finished, ready, secret_env
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.testbed.node import NodeTestBed
@@ -59,9 +59,8 @@ def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     """An administrator's integrated redis-server provider, its instance in a namespace of this module's (once the
     operator installed our CRDs)."""
     node.ensure_namespace(SERVICES)
-    node.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-                "spec": {"type": "redis", "backend": "redis-server", "config": {
-                    "namespace": SERVICES, "resources": {"memory": "64Mi", "cpu": "100m"}}}}, field_manager="admin")
+    add_provider(node, PROVIDER, "redis", "redis-server",
+                 {"namespace": SERVICES, "resources": {"memory": "64Mi", "cpu": "100m"}}, labels={"bed": RUN})
     yield
     node.delete(API, "ServiceProvider", PROVIDER)
     node.delete("v1", "Namespace", SERVICES)  # its instance goes with it (not waited for: nothing uses it)

@@ -15,7 +15,7 @@ import pytest
 from lifecycle.backends.disk import CLAIM_LABEL
 from tests.reconciler.contract.suite import *  # noqa: F403 - the contract's tests, run here for storage-class
 from tests.reconciler.contract.suite import Handle
-from tests.reconciler.helpers import API, edit
+from tests.reconciler.helpers import API, add_provider, edit
 from tests.reconciler.operator_proc import FAST, operator_fixture
 from tests.testbed.kube import KubeTestBed
 
@@ -71,9 +71,7 @@ def contract(bed: KubeTestBed) -> Iterator[DiskContract]:
     # WaitForFirstConsumer: the claim is ready at once (the app's pod binds the volume)
     bed.apply({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": CLASS},
                "provisioner": "example.com/none", "volumeBindingMode": "WaitForFirstConsumer"}, field_manager="admin")
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-               "spec": {"type": "disk", "backend": "storage-class", "config": {"storageClassName": CLASS}}},
-              field_manager="admin")
+    add_provider(bed, PROVIDER, "disk", "storage-class", {"storageClassName": CLASS}, labels={"bed": RUN})
     yield DiskContract(bed)
     bed.delete(API, "ServiceProvider", PROVIDER)
     bed.delete("storage.k8s.io/v1", "StorageClass", CLASS)

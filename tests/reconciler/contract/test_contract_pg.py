@@ -19,7 +19,7 @@ import pytest
 
 from tests.reconciler.contract.suite import *  # noqa: F403 - the contract's tests, run here for cloudnative-pg
 from tests.reconciler.contract.suite import Handle
-from tests.reconciler.helpers import API, edit
+from tests.reconciler.helpers import API, add_provider, edit
 from tests.reconciler.operator_proc import FAST, Fixture, operator_fixture
 from tests.testbed.kube import KubeTestBed
 
@@ -170,10 +170,8 @@ def pg_platform(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> s
 
 @pytest.fixture(scope="module")
 def contract(bed: KubeTestBed, pg_platform: str) -> Iterator[PgContract]:
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-               "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {"cluster": CLUSTER,
-                                                                           "namespace": SERVICES}}},
-              field_manager="admin")
+    add_provider(bed, PROVIDER, "pg", "cloudnative-pg", {"cluster": CLUSTER, "namespace": SERVICES},
+                 labels={"bed": RUN})
     yield PgContract(CloudNativePGStandIn(bed))
     bed.delete(API, "ServiceProvider", PROVIDER)
 

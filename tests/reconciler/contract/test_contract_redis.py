@@ -16,7 +16,7 @@ from redis.exceptions import NoPermissionError
 
 from tests.reconciler.contract.suite import *  # noqa: F403 - the contract's tests, run here for redis-server
 from tests.reconciler.contract.suite import Handle
-from tests.reconciler.helpers import API, edit
+from tests.reconciler.helpers import API, add_provider, edit
 from tests.reconciler.operator_proc import FAST, operator_fixture
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.redis import RedisServer, start_redis
@@ -74,9 +74,8 @@ def contract(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iter
     bed.ensure_namespace(SERVICES)
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{PROVIDER}-admin", "namespace": SERVICES},
                "stringData": {"password": ADMIN}}, field_manager="admin")
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-               "spec": {"type": "redis", "backend": "redis-server",
-                        "config": {"namespace": SERVICES, "address": server.address}}}, field_manager="admin")
+    add_provider(bed, PROVIDER, "redis", "redis-server", {"namespace": SERVICES, "address": server.address},
+                 labels={"bed": RUN})
     yield RedisContract(server)
     bed.delete(API, "ServiceProvider", PROVIDER)
     server.stop()

@@ -16,7 +16,7 @@ from httpx_auth import AWS4Auth
 
 from tests.reconciler.contract.suite import *  # noqa: F403 - the contract's tests, run here for versitygw
 from tests.reconciler.contract.suite import Handle
-from tests.reconciler.helpers import API, edit
+from tests.reconciler.helpers import API, add_provider, edit
 from tests.reconciler.operator_proc import FAST, Fixture, operator_fixture
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.s3 import REGION, S3Server, start_s3
@@ -89,9 +89,7 @@ def contract(bed: KubeTestBed, s3_platform: str, tmp_path_factory: pytest.TempPa
     server = start_s3(Path(tmp_path_factory.mktemp("s3")), *ADMIN)
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{PROVIDER}-admin", "namespace": SERVICES},
                "stringData": {"accessKey": ADMIN[0], "secretKey": ADMIN[1]}}, field_manager="admin")
-    bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER, "labels": {"bed": RUN}},
-               "spec": {"type": "s3", "backend": "versitygw",
-                        "config": {"address": f"127.0.0.1:{server.port}"}}}, field_manager="admin")
+    add_provider(bed, PROVIDER, "s3", "versitygw", {"address": f"127.0.0.1:{server.port}"}, labels={"bed": RUN})
     yield S3Contract(server)
     bed.delete(API, "ServiceProvider", PROVIDER)
     server.stop()
