@@ -6,15 +6,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from controller_runtime.kinds import GroupVersionKind
-from lifecycle.backends.common import PROVIDER_LABEL, b64, memory_at_least, positive_cpu, provider_name
-from lifecycle.backends.contract import Read
+from lifecycle.backends.common import (
+    PROVIDER_LABEL,
+    b64,
+    decoded,
+    memory_at_least,
+    positive_cpu,
+    provider_name,
+    retried,
+    waiting,
+)
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Hidden, Read, Seen, Step
 from renderer.names import NAME_LABEL
 
-__all__ = ["DEPLOYMENT", "ENDPOINT_SLICE", "INSTANCE_LABELS", "SECRET", "SERVICE", "Instance", "admin_secret_object",
-           "deployment", "dial", "instance_of", "reads", "waits"]
+__all__ = ["DEPLOYMENT", "ENDPOINT_SLICE", "INSTANCE_LABELS", "SECRET", "SERVICE", "Instance", "admin_of",
+           "admin_secret_object", "deployment", "dial", "instance_of", "kept_secret", "prepared", "reachable", "reads",
+           "waits"]
 
 SECRET = GroupVersionKind("v1", "Secret")
 SERVICE = GroupVersionKind("v1", "Service")
@@ -22,7 +32,8 @@ DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 ENDPOINT_SLICE = GroupVersionKind("discovery.k8s.io/v1", "EndpointSlice")
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the Service it belongs to
 INSTANCE_LABELS: Mapping[str, str] = {"app.kubernetes.io/managed-by": "apprafter"}
-MIN_MEMORY = 64 * 2**20  # below this a server of ours does not start its users' work
+MIN_MEMORY = 64 * 2**20
+T = TypeVar("T")  # below this a server of ours does not start its users' work
 _ADDRESS = re.compile(r"^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$")
 
 
@@ -87,6 +98,50 @@ def reads(instance: Instance) -> tuple[Read, ...]:
     return (admin, Read(DEPLOYMENT, instance.namespace, instance.name),
             Read(SERVICE, instance.namespace, instance.name),
             Read(ENDPOINT_SLICE, instance.namespace, None, ((SERVICE_NAME_LABEL, instance.name),)))
+
+
+def admin_of(instance: Instance, seen: Seen, made: Mapping[str, str], *, make: bool,
+             said: str) -> dict[str, str] | Step:
+    """The admin Secret's data once it holds every key of `made`. An integrated instance's is created once from
+    `made` (fresh values) when there is none; else the claim waits for its administrator (`said`: what the keys are,
+    never their values)."""
+    secret = seen.get(reads(instance)[0])
+    data = decoded(secret) or {}
+    if all(data.get(key) for key in made):
+        return data
+    where = f"Secret {instance.namespace}/{instance.admin_secret}"
+    if instance.integrated and make and secret is None:
+        return Step(Again(f"{where} (the admin's credentials) created"),
+                    (CreateOnce(admin_secret_object(instance, made)),))
+    return waiting("AdminSecretMissing", f"{where} ({said} of the {instance.component} at {instance.host}:"
+                   f"{instance.port}) does not exist or holds none: its administrator creates it")
+
+
+def reachable(instance: Instance, seen: Seen) -> tuple[str, int] | Step:
+    """Where the operator dials the instance (`dial`), or the wait until it can (retried: it passes by itself)."""
+    if not instance.integrated:
+        return instance.host, instance.port
+    _, deployment, service, slices = reads(instance)
+    found = waits(instance, seen.get(deployment)) or dial(instance, seen.get(service), seen.list(slices))
+    return retried("InstanceNotReady", found) if isinstance(found, str) else found
+
+
+def prepared(instance: Instance, seen: Seen, admin: T | Step, objects: Sequence[dict[str, Any]] = ()
+             ) -> tuple[T, tuple[str, int], tuple[Apply, ...]] | Step:
+    """For a step on a shared server: its admin, where to dial it and its objects' writes (an integrated one's), or
+    the step that waits instead (`admin` when it is one: the admin's credentials are not there yet; or the wait until
+    the server answers, with those writes)."""
+    if isinstance(admin, Step):
+        return admin
+    writes = tuple(Apply(obj) for obj in objects) if instance.integrated else ()
+    address = reachable(instance, seen)
+    return Step(address.then, writes) if isinstance(address, Step) else (admin, address, writes)
+
+
+def kept_secret(seen: Seen, user: str) -> Hidden:
+    """The claim's password: the one its own connection Secret holds for `user`, else the fresh one."""
+    kept = seen.connection or {}
+    return Hidden(kept["password"] if kept.get("user") == user and kept.get("password") else seen.fresh)
 
 
 def admin_secret_object(instance: Instance, data: Mapping[str, str]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from lifecycle.backends.instance import SECRET
 from lifecycle.backends.pg_cluster import (
     BACKEND,
     CLUSTER,
+    CLUSTER_LABELS,
     DATABASE,
     MIN_MEMORY,
     MIN_STORAGE,
@@ -42,7 +43,7 @@ from lifecycle.backends.pg_cluster import (
     without,
 )
 
-__all__ = ["CORE", "CloudNativePG"]
+__all__ = ["CLUSTER", "CLUSTER_LABELS", "CORE", "DATABASE", "CloudNativePG"]  # the kinds: for the watches
 
 
 class CloudNativePG:

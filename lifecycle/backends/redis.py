@@ -9,14 +9,15 @@ user and keys. The client (reconciler/backends/redis.py) carries out SetUser, Tr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from controller_runtime.quantity import whole_bytes
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import config_of, decoded, ready, retried, waiting
-from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Hidden, Read, Seen, Site, Step
+from lifecycle.backends.common import ready
+from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import Instance
+from lifecycle.backends.shared_server import SharedServer
 
 __all__ = ["BACKEND", "CORE", "PERMISSIONS", "PORT", "Account", "Config", "DropUser", "RedisServer", "SetUser",
            "TryUser", "account_of", "acl_rules", "max_memory"]
@@ -121,40 +122,23 @@ def instance_objects(config: Config) -> list[dict[str, Any]]:
     return server.deployment(config.instance, container)
 
 
-class RedisServer:
+class RedisServer(SharedServer):
     """The redis-server backend's core (lifecycle.backends.contract.Backend); Dragonfly takes the same."""
 
-    backend, type, drop_needs_provider = BACKEND, TYPE, True
+    backend, type, component, port = BACKEND, TYPE, "redis", PORT
 
-    def configure(self, provider: Mapping[str, Any], site: Site) -> Config | list[str]:
-        config = config_of(provider, TYPE, self.backend)
-        if isinstance(config, list):
-            return config
-        found = server.instance_of(provider, config, "redis", "server", site.namespace, PORT)
-        if isinstance(found, list):
-            return found
-        if found.integrated and not site.image:
-            return ["the operator runs no redis-server instance here (no image for it): set spec.config.address"]
-        limit = whole_bytes(found.memory) or 0
-        return Config(found, max_memory(limit, int(config["maxmemoryPercent"])) if found.integrated else 0,
+    def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config:
+        limit = whole_bytes(instance.memory) or 0
+        return Config(instance, max_memory(limit, int(config["maxmemoryPercent"])) if instance.integrated else 0,
                       site.image)
 
-    def reads(self, claim: Mapping[str, Any], config: Config) -> Sequence[Read]:
-        return server.reads(config.instance)
-
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
-        instance = config.instance
-        admin = self._admin(config, seen, make=True)
-        if isinstance(admin, Step):
-            return admin
-        writes = tuple(Apply(obj) for obj in instance_objects(config)) if instance.integrated else ()
-        address = self._address(config, seen)
-        if isinstance(address, str):
-            return Step(retried("InstanceNotReady", address).then, writes)
+        instance, found = config.instance, self.prepared(config, seen, provisioning=True)
+        if isinstance(found, Step):
+            return found
+        admin, address, writes = found
         account = account_of(claim)
-        kept = seen.connection or {}
-        password = Hidden(kept["password"] if kept.get("user") == account.user and kept.get("password")
-                          else seen.fresh)
+        password = server.kept_secret(seen, account.user)
         at = f"[{instance.host}]" if ":" in instance.host else instance.host
         secret = {"url": f"redis://{account.user}:{password}@{at}:{instance.port}/0", "host": instance.host,
                   "port": str(instance.port), "user": account.user, "password": str(password),
@@ -166,40 +150,21 @@ class RedisServer:
         return Step(ready(said, connection, secret), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
-        admin = self._admin(config, seen, make=False)
-        if isinstance(admin, Step):
-            return admin
-        address = self._address(config, seen)
-        if isinstance(address, str):
-            return retried("InstanceNotReady", address)
+        found = self.prepared(config, seen, provisioning=False)
+        if isinstance(found, Step):
+            return found
+        admin, address, _ = found
         account = account_of(claim)
         return Step(Gone(), calls=(DropUser(*address, admin, account.user, account.prefix),))
 
-    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
-        return []  # the schema says all a redis-server provider may be
+    def objects(self, config: Config) -> list[dict[str, Any]]:
+        return instance_objects(config)
 
-    def _address(self, config: Config, seen: Seen) -> tuple[str, int] | str:
-        """Where the operator dials the instance, or why not yet (an integrated one: not available yet)."""
-        instance = config.instance
-        if not instance.integrated:
-            return server.dial(instance, None)
-        _, deployment, service, slices = server.reads(instance)
-        waits = server.waits(instance, seen.get(deployment))
-        return waits if waits else server.dial(instance, seen.get(service), seen.list(slices))
-
-    def _admin(self, config: Config, seen: Seen, *, make: bool) -> Hidden | Step:
-        """The instance's admin password; an integrated instance's is generated once, when its Secret is absent."""
-        instance = config.instance
-        secret = seen.get(server.reads(instance)[0])
-        password = (decoded(secret) or {}).get("password")
-        if password:
-            return Hidden(password)
-        where = f"Secret {instance.namespace}/{instance.admin_secret}"
-        if instance.integrated and make and secret is None:
-            return Step(Again(f"{where} (the admin password) created"),
-                        (CreateOnce(server.admin_secret_object(instance, {"password": seen.fresh})),))
-        return waiting("AdminSecretMissing", f"{where} (key password: the admin password of the Redis at "
-                       f"{instance.host}:{instance.port}) does not exist or holds none: its administrator creates it")
+    def admin(self, config: Config, seen: Seen, *, make: bool) -> Hidden | Step:
+        """The instance's admin password (its default user's), made once for an integrated instance."""
+        found = server.admin_of(config.instance, seen, {"password": seen.fresh}, make=make,
+                                said="key password: the admin password")
+        return found if isinstance(found, Step) else Hidden(found["password"])
 
 
 CORE = RedisServer()

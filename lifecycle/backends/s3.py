@@ -11,13 +11,14 @@ re-binds to the same bucket; its secret is kept while the claim's connection Sec
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import config_of, decoded, ready, retried, waiting
-from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Hidden, Read, Seen, Site, Step
+from lifecycle.backends.common import ready
+from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import Instance
+from lifecycle.backends.shared_server import SharedServer
 
 __all__ = ["BACKEND", "CORE", "PORT", "Config", "DropTenant", "EnsureBucket", "EnsureUser", "TryUser", "Versitygw",
            "bucket_of"]
@@ -119,41 +120,28 @@ def instance_objects(config: Config) -> list[dict[str, Any]]:
                                     [{"name": "data", "persistentVolumeClaim": {"claimName": volume}}])]
 
 
-class Versitygw:
+def _url(host: str, port: int) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+class Versitygw(SharedServer):
     """The versitygw backend's core (lifecycle.backends.contract.Backend)."""
 
-    backend, type, drop_needs_provider = BACKEND, TYPE, True
+    backend, type, component, port = BACKEND, TYPE, "s3", PORT
 
-    def configure(self, provider: Mapping[str, Any], site: Site) -> Config | list[str]:
-        config = config_of(provider, TYPE, BACKEND)
-        if isinstance(config, list):
-            return config
-        found = server.instance_of(provider, config, "s3", "server", site.namespace, PORT)
-        if isinstance(found, list):
-            return found
-        if found.integrated and not site.image:
-            return ["the operator runs no versitygw gateway here (no image for it: --backend-image versitygw=REF): "
-                    "set spec.config.address"]
+    def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config:
         storage = config["storage"]
-        return Config(found, str(storage["size"]), storage.get("storageClassName"), site.image)
-
-    def reads(self, claim: Mapping[str, Any], config: Config) -> Sequence[Read]:
-        return server.reads(config.instance)
+        return Config(instance, str(storage["size"]), storage.get("storageClassName"), site.image)
 
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
-        instance = config.instance
-        admin = self._admin(config, seen, make=True)
-        if isinstance(admin, Step):
-            return admin
-        writes = tuple(Apply(obj) for obj in instance_objects(config)) if instance.integrated else ()
-        endpoint = self._endpoint(config, seen)
-        if isinstance(endpoint, Step):
-            return Step(endpoint.then, writes)
+        instance, found = config.instance, self.prepared(config, seen, provisioning=True)
+        if isinstance(found, Step):
+            return found
+        admin, address, writes = found
+        endpoint = _url(*address)
         bucket = bucket_of(claim)
-        kept = seen.connection or {}
-        secret = Hidden(kept["password"] if kept.get("user") == bucket and kept.get("password") else seen.fresh)
-        at = f"[{instance.host}]" if ":" in instance.host else instance.host
-        url = f"http://{at}:{instance.port}"
+        secret = server.kept_secret(seen, bucket)
+        url = _url(instance.host, instance.port)
         fields = {"url": url, "host": instance.host, "port": str(instance.port), "user": bucket,
                   "password": str(secret), "bucket": bucket}
         connection = {"url": url, "host": instance.host, "port": instance.port, "user": bucket, "bucket": bucket}
@@ -163,49 +151,21 @@ class Versitygw:
                     writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
-        admin = self._admin(config, seen, make=False)
-        if isinstance(admin, Step):
-            return admin
-        endpoint = self._endpoint(config, seen)
-        if isinstance(endpoint, Step):
-            return endpoint
+        found = self.prepared(config, seen, provisioning=False)
+        if isinstance(found, Step):
+            return found
+        (access, secret), address, _ = found
         bucket = bucket_of(claim)
-        return Step(Gone(), calls=(DropTenant(endpoint, admin[0], admin[1], bucket, bucket),))
+        return Step(Gone(), calls=(DropTenant(_url(*address), access, secret, bucket, bucket),))
 
-    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
-        return []  # the schema says all a versitygw provider may be
+    def objects(self, config: Config) -> list[dict[str, Any]]:
+        return instance_objects(config)
 
-    def _endpoint(self, config: Config, seen: Seen) -> str | Step:
-        """The URL the operator dials the gateway at, or the wait until it can (retried: it passes by itself)."""
-        instance = config.instance
-        if not instance.integrated:
-            host, port = instance.host, instance.port
-        else:
-            _, deployment, service, slices = server.reads(instance)
-            waits = server.waits(instance, seen.get(deployment))
-            if waits:
-                return retried("InstanceNotReady", waits)
-            address = server.dial(instance, seen.get(service), seen.list(slices))
-            if isinstance(address, str):
-                return retried("InstanceNotReady", address)
-            host, port = address
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
-
-    def _admin(self, config: Config, seen: Seen, *, make: bool) -> tuple[str, Hidden] | Step:
-        """The gateway's admin (access key, secret); an integrated gateway's is generated once, when absent."""
-        instance = config.instance
-        secret = seen.get(server.reads(instance)[0])
-        data = decoded(secret) or {}
-        if data.get("accessKey") and data.get("secretKey"):
-            return data["accessKey"], Hidden(data["secretKey"])
-        where = f"Secret {instance.namespace}/{instance.admin_secret}"
-        if instance.integrated and make and secret is None:
-            return Step(Again(f"{where} (the gateway's root account) created"),
-                        (CreateOnce(server.admin_secret_object(instance, {"accessKey": ADMIN_USER,
-                                                                          "secretKey": seen.fresh})),))
-        return waiting("AdminSecretMissing", f"{where} (keys accessKey and secretKey: an admin account of the "
-                       f"versitygw at {instance.host}:{instance.port}) does not exist or holds none: its administrator "
-                       "creates it")
+    def admin(self, config: Config, seen: Seen, *, make: bool) -> tuple[str, Hidden] | Step:
+        """The gateway's admin (access key, secret): its root account, made once for an integrated gateway."""
+        found = server.admin_of(config.instance, seen, {"accessKey": ADMIN_USER, "secretKey": seen.fresh}, make=make,
+                                said="keys accessKey and secretKey: an admin account")
+        return found if isinstance(found, Step) else (found["accessKey"], Hidden(found["secretKey"]))
 
 
 CORE = Versitygw()

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from lifecycle.backends.contract import Apply, Delete, Gone, Ready, Seen, Site, Step, Waiting
-from lifecycle.backends.disk import CORE, SIZES, Volume, default_class
+from lifecycle.backends.disk import CORE, PVC, SIZES, STORAGE_CLASS, Volume, default_class
+from lifecycle.backends.registry import core_for
 
 SITE = Site("")
 
@@ -111,7 +112,78 @@ def test_another_claims_volume_under_the_name_is_left_alone_and_never_dropped() 
 
 
 def test_the_default_class_is_the_newest_marked_one() -> None:
-    classes = [{"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z",
+    classes: list[dict[str, Any]] = [{"metadata": {"name": "a", "creationTimestamp": "2026-01-01T00:00:00Z",
                              "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}},
                {"metadata": {"name": "b"}}]
     assert (default_class(classes) or {})["metadata"]["name"] == "a" and default_class(classes[1:]) is None
+
+
+def test_what_the_edge_reads_is_the_claims_pvc_and_every_storage_class() -> None:
+    pvc, classes = CORE.reads(claim(), config())
+    assert (pvc.kind, pvc.namespace, pvc.name) == (PVC, "team", "shop-disk")
+    assert (classes.kind, classes.namespace, classes.name, classes.labels) == (STORAGE_CLASS, None, None, ())
+
+
+def test_a_new_volume_says_its_size_and_connection_and_takes_the_providers_access_mode_and_class() -> None:
+    step = provision("small", None, storage_class(), storageClassName="local", accessMode="ReadWriteMany")
+    [made] = step.writes
+    assert isinstance(made, Apply) and made.obj["spec"] == {
+        "accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "5Gi"}}, "storageClassName": "local"}
+    assert (made.obj["metadata"]["namespace"], made.obj["metadata"]["name"]) == ("team", "shop-disk")
+    assert made.obj["metadata"]["labels"]["apprafter.io/service-provider"] == "disk"
+    assert isinstance(step.then, Ready)
+    assert step.then.connection == {"pvcName": "shop-disk", "size": "5Gi", "storageClassName": "local",
+                                    "accessMode": "ReadWriteMany"}
+    [size] = step.then.conditions
+    assert (size.type, size.status, size.reason) == ("Size", "True", "AsRequested")
+    bound = provision("small", live("5Gi"), storage_class("Immediate"))
+    assert size_reason(bound) == "AsRequested" and isinstance(bound.then, Ready)
+
+
+def test_an_existing_volume_keeps_its_access_modes_and_class_when_it_grows() -> None:
+    rwx = live("10Gi")
+    rwx["spec"]["accessModes"] = ["ReadWriteMany"]
+    grows = provision("20Gi", rwx, storage_class(expand=True), storageClassName="other")
+    [grown] = grows.writes
+    assert isinstance(grown, Apply)
+    assert (grown.obj["spec"]["accessModes"], grown.obj["spec"]["storageClassName"]) == (["ReadWriteMany"], "local")
+
+
+def test_a_volume_that_waits_says_why_with_its_size_and_connection() -> None:
+    invalid = provision("huge", None, storage_class())
+    assert isinstance(invalid.then, Waiting) and invalid.then.reason == "InvalidConfig" and not invalid.writes
+    assert "'huge'" in invalid.then.message
+    missing = provision(None, None, storageClassName="gold")
+    assert isinstance(missing.then, Waiting) and missing.then.reason == "VolumeNotBound"
+    assert "StorageClass gold, which does not exist" in missing.then.message
+    assert size_reason(missing) == "AsRequested" and missing.then.fields["connection"]["pvcName"] == "shop-disk"
+    no_default = provision(None, None, storage_class())  # a class, but none marked the default
+    assert isinstance(no_default.then, Waiting) and "no default StorageClass exists" in no_default.then.message
+    lost = provision(None, live("10Gi", "Lost"), storage_class())
+    assert isinstance(lost.then, Waiting) and lost.then.reason == "VolumeLost" and not lost.writes
+    assert size_reason(lost) == "AsRequested" and lost.then.fields["connection"]["size"] == "10Gi"
+
+
+def test_a_volume_is_dropped_from_the_claim_alone_once_its_provider_is_gone() -> None:
+    gone = CORE.configure({"metadata": {"name": "disk"}}, SITE)  # the edge's provider of that name, no spec
+    assert not isinstance(gone, list)
+    reads = CORE.reads(claim(), gone)
+    step = CORE.drop(claim(), gone, Seen(dict(zip(reads, (live("10Gi"), []), strict=True)), None, "", 0))
+    assert step == Step(Gone(), (Delete(PVC, "team", "shop-disk", "u-1"),))
+
+
+def test_the_newest_of_several_default_classes_is_the_default() -> None:
+    def marked(name: str, created: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "creationTimestamp": created,
+                             "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}}
+    classes = [marked("new", "2026-03-01T00:00:00Z"), marked("old", "2026-01-01T00:00:00Z")]
+    assert (default_class(classes) or {})["metadata"]["name"] == "new"
+    assert (default_class(list(reversed(classes))) or {})["metadata"]["name"] == "new"
+    step = provision(None, None, {**storage_class("Immediate"), **marked("old", "2026-01-01T00:00:00Z")},
+                     {**storage_class(), **marked("new", "2026-03-01T00:00:00Z")})
+    assert isinstance(step.then, Ready) and step.then.connection["storageClassName"] == "new"  # its WFFC: ready
+
+
+def test_the_registry_gives_disk_claims_on_storage_class_providers_this_core() -> None:
+    assert core_for("disk", "storage-class") is CORE and core_for("disk", None) is CORE
+    assert core_for("disk", "cloudnative-pg") is None and core_for("redis", "storage-class") is None

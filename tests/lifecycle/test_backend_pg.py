@@ -2,19 +2,25 @@
 (sizes, Guaranteed, shared_buffers below the limit, the pg_hba that confines each role to its own database), a
 claim's deterministic role and database name (no two claims the same, at most 63 bytes, never a reserved name), the
 provisioning steps (the password Secret once, the Cluster, the Database once its owner is reconciled), readiness from
-what CloudNativePG reports, and the drop, step by step on CloudNativePG's word."""
+what CloudNativePG reports, and the drop, step by step on CloudNativePG's word; what no step does (write the
+claim's connection Secret, take a fresh password it has no use for, say a secret); and a claim's whole life, provisioned
+and dropped, against a CloudNativePG played here (at once, or reporting one pass late)."""
 
 from __future__ import annotations
 
 import base64
+import copy
 import itertools
 import re
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
 import pytest
 
 from controller_runtime.outcomes import Requeue
+from lifecycle.backends import pg
 from lifecycle.backends import pg_cluster as core
+from lifecycle.backends.common import CLAIM_ANNOTATION, PROVIDER_LABEL, connection_secret_of
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Read, Ready, Seen, Site, Step, Waiting
 from lifecycle.backends.pg import CORE
 
@@ -163,6 +169,41 @@ def test_no_two_claims_get_the_same_role_database_or_object_and_none_is_reserved
     assert len({core.tenant_of(claim(n, c)).name for n, c in (("a-b", "c"), ("a", "b-c"), ("a", "b.c"))}) == 3
 
 
+def test_the_core_serves_pg_on_cloudnative_pg_and_needs_the_provider_to_drop() -> None:
+    assert (CORE.type, CORE.backend, CORE.drop_needs_provider) == ("pg", "cloudnative-pg", True)
+    cnpg = "postgresql.cnpg.io/v1"
+    assert (tuple(pg.CLUSTER), tuple(pg.DATABASE)) == ((cnpg, "Cluster"), (cnpg, "Database"))
+
+
+def test_the_password_secret_is_basic_auth_in_the_clusters_namespace_labelled_for_its_provider_and_claim() -> None:
+    found, tenant = shared(**SHIPPED), core.tenant_of(claim())
+    [made] = CORE.provision(claim(), found, Seen({}, None, "pw", 0)).writes
+    assert isinstance(made, CreateOnce)
+    secret = made.obj
+    assert (secret["type"], secret["metadata"]["namespace"], secret["metadata"]["name"]) == (
+        "kubernetes.io/basic-auth", "apprafter-pg", "shop.cart-pg")
+    assert secret["metadata"]["labels"] == {PROVIDER_LABEL: "pg-integrated", "cnpg.io/reload": "true"}
+    assert secret["metadata"]["annotations"] == {CLAIM_ANNOTATION: "shop/cart-pg"}
+    assert core.password_in(secret, tenant) == "pw"
+    assert core.password_in(secret, core.tenant_of(claim("other"))) is None
+    assert core.password_in(None, tenant) is None
+    assert core.password_in({"data": {"username": "%%%"}}, tenant) is None
+
+
+def test_the_database_is_owned_by_the_role_retained_and_labelled_for_its_provider_and_claim() -> None:
+    found = shared(**SHIPPED)
+    step = CORE.provision(claim(), found, Seen(dict(zip(CORE.reads(claim(), found), (
+        cnpg_cluster(), None, password_secret()), strict=True)), None, FRESH, 0))
+    [database] = [w.obj for w in step.writes if isinstance(w, Apply) and w.obj["kind"] == "Database"]
+    assert (database["apiVersion"], database["metadata"]["namespace"], database["metadata"]["name"]) == (
+        "postgresql.cnpg.io/v1", "apprafter-pg", "shop.cart-pg")
+    assert database["spec"] == {"cluster": {"name": "platform-postgres"}, "name": "shop.cart-pg",
+                                "owner": "shop.cart-pg", "ensure": "present", "databaseReclaimPolicy": "retain"}
+    assert database["metadata"]["labels"] == {**pg.CLUSTER_LABELS, PROVIDER_LABEL: "pg-integrated"}
+    assert database["metadata"]["annotations"] == {CLAIM_ANNOTATION: "shop/cart-pg"}
+    [cluster] = [w.obj for w in step.writes if isinstance(w, Apply) and w.obj["kind"] == "Cluster"]
+    assert cluster["metadata"]["labels"][PROVIDER_LABEL] == "pg-integrated"
+    assert pg.CLUSTER_LABELS.items() <= cluster["metadata"]["labels"].items()  # what the watch selects on
 
 
 def cnpg_cluster(ready: bool = True, reconciled: tuple[str, ...] = ("shop.cart-pg",), version: str = "7",
@@ -224,6 +265,7 @@ def test_readiness_follows_the_cluster_the_role_and_the_database_in_that_order()
     assert said(None) == ("InstanceNotReady", f"{where} is being created", True)
     assert said(cnpg_cluster(ready=False)) == ("InstanceNotReady", f"{where} is not ready yet (Setting up primary)",
                                                True)
+    assert said({"status": {}}) == ("InstanceNotReady", f"{where} is not ready yet (no phase yet)", True)
     assert said(cnpg_cluster(reconciled=("other",))) == (
         "RoleNotReady", f"role shop.cart-pg is not reconciled on {where} yet", True)
     # a refusal does not pass by itself: not retried (a change of the Cluster wakes the claim)
@@ -234,6 +276,10 @@ def test_readiness_follows_the_cluster_the_role_and_the_database_in_that_order()
                         "yet", True)
     assert said(cnpg_cluster(), None) == ("DatabaseNotReady", "Database apprafter-pg/shop.cart-pg is being created",
                                           True)
+    refused = {"metadata": {"generation": 1}, "status": {"applied": False, "message": 'role "x" does not exist'}}
+    assert said(cnpg_cluster(), refused) == (
+        "DatabaseNotReady", f'Database apprafter-pg/shop.cart-pg is not applied on {where} yet: role "x" does not '
+                            "exist", True)
     stale = {"metadata": {"generation": 2}, "status": {"applied": True, "observedGeneration": 1}}
     assert said(cnpg_cluster(), stale) == (
         "DatabaseNotReady", f"Database apprafter-pg/shop.cart-pg is not applied on {where} yet", True)
@@ -249,6 +295,8 @@ def test_a_ready_claim_gets_every_connection_field_and_its_status_no_password() 
     assert step.then.secret == {"url": f"postgresql://shop.cart-pg:p%2Fw%40%3Ax@{host}:5432/shop.cart-pg",
                                 "host": host, "port": "5432", "user": "shop.cart-pg", "password": "p/w@:x",
                                 "db": "shop.cart-pg"}
+    parts = urlsplit(step.then.secret["url"])
+    assert (parts.hostname, parts.port, parts.path, parts.password) == (host, 5432, "/shop.cart-pg", "p%2Fw%40%3Ax")
     assert step.then.connection == {"host": host, "port": 5432, "user": "shop.cart-pg", "db": "shop.cart-pg"}
     assert "p/w@:x" not in step.then.message
     # the connection Secret is the reconciler's to write, never a step's
@@ -471,3 +519,235 @@ def test_a_provider_whose_volumes_would_shrink_is_refused_and_growing_is_not() -
     assert CORE.admit(small, big) == [] and CORE.admit(big, big) == [] and CORE.admit(None, small) == []
     redis = {"spec": {"type": "redis", "backend": "redis-server", "config": {}}}
     assert CORE.admit(redis, redis) == []
+
+
+# --- what no step does: write the connection Secret, take a fresh password it has no use for --------------------
+
+DATABASES = (None, {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}},
+             {"metadata": {"generation": 2}, "spec": {"ensure": "absent"}, "status": {}})
+CLUSTERS = (None, cnpg_cluster(ready=False), cnpg_cluster(reconciled=()), cnpg_cluster(version="6"), cnpg_cluster(),
+            live_cluster(core.role_entry(core.tenant_of(claim())), OTHER, listed={"reconciled": [ROLE]}),
+            live_cluster(OTHER, listed={"not-managed": [ROLE]}))
+UNUSABLE = {"another role's": core.password_secret_object(shared(), core.tenant_of(claim("other")), "x"),
+            "not base64": {"metadata": {"name": ROLE}, "data": {"username": "%%%", "password": "%%%"}},
+            "no password": {"metadata": {"name": ROLE}, "data": {"username": base64.b64encode(ROLE.encode()).decode()}},
+            "no data": {"metadata": {"name": ROLE}}}
+
+
+def every_step() -> list[tuple[str, Step]]:
+    """Each provisioning and drop step over every combination of what the edge may have read."""
+    steps = []
+    secrets = (None, password_secret(), *UNUSABLE.values())
+    for cluster, database, secret in itertools.product(CLUSTERS, DATABASES, secrets):
+        for name, answer in (("provision", CORE.provision), ("drop", CORE.drop)):
+            steps.append((name, answer(claim(), shared(), seen(cluster, database, secret, 1_700_000_000))))
+    return steps
+
+
+def test_no_step_ever_writes_the_claims_connection_secret_or_anything_in_the_claims_namespace() -> None:
+    conn = connection_secret_of(claim(**{"app.kubernetes.io/name": "cart"}))
+    assert conn == "cart-pg-conn"
+    for _, found in every_step():
+        for write in found.writes:
+            obj = write.obj if isinstance(write, Apply | CreateOnce) else None
+            namespace = obj["metadata"]["namespace"] if obj is not None else getattr(write, "namespace", None)
+            name = obj["metadata"]["name"] if obj is not None else getattr(write, "name", None)
+            assert namespace == NS and name != conn, write  # only the Cluster's namespace, never the claim's
+            assert obj is None or "ownerReferences" not in obj["metadata"]
+
+
+@pytest.mark.parametrize("why", list(UNUSABLE))
+def test_the_fresh_password_is_taken_only_when_the_password_secret_is_absent_or_unusable(why: str) -> None:
+    for cluster, database in itertools.product(CLUSTERS, DATABASES):
+        absent = CORE.provision(claim(), shared(), seen(cluster, database, None))
+        [created] = absent.writes
+        assert isinstance(absent.then, Again) and isinstance(created, CreateOnce)
+        assert core.password_in(created.obj, core.tenant_of(claim())) == FRESH
+        unusable = CORE.provision(claim(), shared(), seen(cluster, database, UNUSABLE[why]))
+        [written] = unusable.writes
+        assert isinstance(unusable.then, Again) and isinstance(written, Apply)
+        assert core.password_in(written.obj, core.tenant_of(claim())) == FRESH
+        assert "resourceVersion" not in written.obj["metadata"]
+    for kind, found in every_step():
+        if kind == "drop" or not isinstance(found.then, Again):
+            assert FRESH not in repr(found), (kind, found.then)  # nowhere: no write, no message, no Secret data
+
+
+def test_nothing_secret_is_said_in_any_message() -> None:
+    for _, found in every_step():
+        if isinstance(found.then, Waiting | Ready | Again):
+            said = found.then.why if isinstance(found.then, Again) else found.then.message
+            assert "pw" not in said and FRESH not in said and "%%%" not in said
+
+
+# --- a claim's whole life against CloudNativePG played here -------------------------------------------------------
+
+CLUSTER_NAME = "pg-integrated"
+
+
+class Bed:
+    """The API server's objects in the Cluster's namespace and PostgreSQL behind them, with CloudNativePG played: it
+    makes and drops roles and databases as the Cluster and the Databases say, and reports it on their status, at once
+    or (`lag`) one pass late, as a CloudNativePG that has not recomputed its status yet would."""
+
+    def __init__(self, lag: bool = False) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.roles: set[str] = set()
+        self.databases: dict[str, str] = {}  # PostgreSQL's databases and their owners
+        self.version, self.lag = 0, lag
+        self.unsaid: dict[str, Any] = {"phase": "Setting up primary"}  # lag: what CloudNativePG has not said yet
+        self.log: list[str] = []
+        self.clusters: list[dict[str, Any]] = []  # every Cluster written
+
+    def seen(self, of: dict[str, Any], fresh: str = FRESH, now: float = 0) -> Seen:
+        reads = CORE.reads(of, shared())
+        assert all(read.namespace == NS and read.name for read in reads)
+        return Seen({r: copy.deepcopy(self.objects.get((r.kind.kind, str(r.name)))) for r in reads}, None, fresh,
+                    now)
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        self.version += 1
+        obj["metadata"]["resourceVersion"] = str(self.version)
+
+    def write(self, found: Step) -> None:
+        for write in found.writes:
+            if isinstance(write, Delete):
+                assert write.namespace == NS
+                live = self.objects.get((write.kind.kind, write.name))
+                if live is not None and write.kind.kind == "Database":  # CloudNativePG's finalizer: released later
+                    live["metadata"]["deletionTimestamp"] = "2026-12-06T00:00:00Z"
+                elif live is not None:
+                    del self.objects[(write.kind.kind, write.name)]
+                self.log.append(f"{write.kind.kind} deleted")
+                continue
+            obj, key = copy.deepcopy(write.obj), (write.obj["kind"], write.obj["metadata"]["name"])
+            assert obj["metadata"]["namespace"] == NS
+            live = self.objects.get(key)
+            if live is not None and isinstance(write, CreateOnce):
+                continue
+            if live is not None and "resourceVersion" in obj["metadata"]:  # else a 409
+                assert obj["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+            if obj["kind"] == "Cluster":
+                assert obj["spec"]["managed"]["roles"], "never an empty list of managed roles"
+                self.clusters.append(obj)
+            generation = int(((live or {}).get("metadata") or {}).get("generation") or 0)
+            if live is None or live.get("spec") != obj.get("spec"):
+                generation += 1
+            obj["metadata"]["generation"] = generation
+            obj["status"] = (live or {}).get("status") or {}
+            self._bump(obj)
+            self.objects[key] = obj
+
+    def cloudnative_pg(self) -> None:
+        for key, database in list(self.objects.items()):
+            if key[0] != "Database":
+                continue
+            meta, spec = database["metadata"], database["spec"]
+            if meta.get("deletionTimestamp"):
+                del self.objects[key]  # retained: PostgreSQL's database is left as it is
+                continue
+            done = {"applied": True, "observedGeneration": meta["generation"]}
+            if spec["ensure"] == "absent":
+                if self.databases.pop(spec["name"], None) is not None:
+                    self.log.append("database dropped")
+            elif spec["owner"] in self.roles:
+                self.databases[spec["name"]] = spec["owner"]
+            else:
+                done = {"applied": False, "message": f'role "{spec["owner"]}" does not exist'}
+            database["status"] = done
+        cluster = self.objects.get(("Cluster", CLUSTER_NAME))
+        if cluster is None:
+            return
+        wanted = {role["name"]: role for role in cluster["spec"]["managed"]["roles"]}
+        cannot: dict[str, list[str]] = {}
+        passwords: dict[str, dict[str, str]] = {}
+        for name, role in wanted.items():
+            if role.get("ensure") == "absent" and name in self.roles:
+                if name in self.databases.values():
+                    cannot[name] = [f"could not perform DELETE on role {name}: owner of a database"]
+                else:
+                    self.roles.discard(name)
+                    self.log.append("role dropped")
+            elif role.get("ensure") != "absent":
+                secret = self.objects[("Secret", role["passwordSecret"]["name"])]
+                self.roles.add(name)
+                passwords[name] = {"resourceVersion": secret["metadata"]["resourceVersion"]}
+        by_status = {"reconciled": sorted(set(wanted) - set(cannot)),
+                     "not-managed": sorted(self.roles - set(wanted)), "reserved": ["postgres", "streaming_replica"]}
+        status: dict[str, Any] = {"phase": "Cluster in healthy state",
+                                  "conditions": [{"type": "Ready", "status": "True"}],
+                                  "managedRolesStatus": {"byStatus": {k: v for k, v in by_status.items() if v},
+                                                         "cannotReconcile": cannot, "passwordStatus": passwords}}
+        if self.lag:
+            status, self.unsaid = self.unsaid, status
+        if cluster["status"] != status:
+            cluster["status"] = status
+            self._bump(cluster)
+
+    def provision(self, of: dict[str, Any], label: str = "fresh", passes: int = 12) -> Ready:
+        """Provisioning passes (each with a new fresh password `<label>-<claim>-<pass>`), CloudNativePG at work
+        between them, until ready; the password it is ready with: its password Secret's, else the first pass's."""
+        fresh, tenant = f"{label}-{of['metadata']['name']}-", core.tenant_of(of)
+        had = core.password_in(self.objects.get(("Secret", tenant.object_name)), tenant)
+        for i in range(passes):
+            found = CORE.provision(of, shared(), self.seen(of, f"{fresh}{i}"))
+            if any(isinstance(w, Apply) and w.obj["kind"] == "Database" for w in found.writes):
+                assert tenant.name in self.roles, "the Database is written only once CloudNativePG made its owner"
+            for other in range(0 if had else 1, i + 1):  # only the first pass's password is ever taken, if any
+                assert f"{fresh}{other}" not in repr(found)
+            self.write(found)
+            if isinstance(found.then, Ready):
+                assert found.then.secret is not None and found.then.secret["password"] == (had or f"{fresh}0")
+                return found.then
+            waits = isinstance(found.then, Waiting) and isinstance(found.then.retry, Requeue)
+            assert isinstance(found.then, Again) or waits, found.then  # everything here passes by itself
+            if not isinstance(found.then, Again):  # Again: read and asked again at once
+                self.cloudnative_pg()
+        raise AssertionError(f"not ready after {passes} passes")
+
+    def drop(self, of: dict[str, Any], passes: int = 20) -> list[str]:
+        """Drop passes until Gone; the messages it waited with."""
+        said: list[str] = []
+        for i in range(passes):
+            found = CORE.drop(of, shared(), self.seen(of, now=1_700_000_000 + 20 * i))
+            assert FRESH not in repr(found) and not found.calls
+            self.write(found)
+            if isinstance(found.then, Gone):
+                return said
+            assert isinstance(found.then, Waiting) and isinstance(found.then.retry, Requeue), found.then
+            said.append(found.then.message)
+            self.cloudnative_pg()
+        raise AssertionError(f"not gone after {passes} passes: {said}")
+
+
+@pytest.mark.parametrize("lag", [False, True], ids=["cnpg-at-once", "cnpg-one-pass-late"])
+@pytest.mark.parametrize("others", [False, True], ids=["alone", "beside-another-claim"])
+def test_a_claim_is_provisioned_then_dropped_database_first_then_role_then_resources_then_gone(
+        lag: bool, others: bool) -> None:
+    bed, mine, orders = Bed(lag), claim(), claim("shop", "orders-pg")
+    if others:
+        first = bed.provision(orders)
+    ready = bed.provision(mine)
+    assert ready.connection == {"host": "pg-integrated-rw.apprafter-pg.svc", "port": 5432, "user": ROLE, "db": ROLE}
+    assert ROLE in bed.roles and bed.databases[ROLE] == ROLE
+    assert bed.provision(mine, "later") == ready  # provisioned: the same password again, nothing new taken
+    bed.log.clear()
+
+    said = bed.drop(mine)
+    assert bed.log == ["database dropped", "role dropped", "Database deleted", "Secret deleted"], (bed.log, said)
+    assert ROLE not in bed.roles and ROLE not in bed.databases
+    assert ("Database", ROLE) not in bed.objects and ("Secret", ROLE) not in bed.objects
+    roles = {r["name"]: r for r in bed.objects[("Cluster", CLUSTER_NAME)]["spec"]["managed"]["roles"]}
+    assert ROLE not in roles
+    assert said[0] == f"Database {NS}/{ROLE} set to ensure: absent; CloudNativePG drops database {ROLE}"
+    assert f"Database {NS}/{ROLE} deleted (CloudNativePG releases it)" in said
+    if others:  # the other claim's role, database and password untouched: it is ready as it was
+        assert roles == {"shop.orders-pg": core.role_entry(core.tenant_of(orders))}
+        assert bed.provision(orders, "later") == first
+    else:
+        assert roles == {core.KEEPER_ROLE: {"name": core.KEEPER_ROLE, "ensure": "absent"}}
+    # dropped: asked again, nothing is left to do
+    assert CORE.drop(mine, shared(), bed.seen(mine)) == Step(Gone())
+    # a claim of the same name made again gets a new role, database and password
+    again = bed.provision(mine, "anew")
+    assert again.secret is not None and again.secret["password"] == "anew-cart-pg-0" and ROLE in bed.databases

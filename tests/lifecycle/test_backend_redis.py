@@ -14,6 +14,9 @@ from lifecycle.backends import instance as server
 from lifecycle.backends.common import b64, connection_secret_of
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Ready, Seen, Site, Step, Waiting
 from lifecycle.backends.redis import CORE, Account, Config, DropUser, SetUser, TryUser, account_of, acl_rules
+from lifecycle.backends.registry import core_for
+from lifecycle.binding import bind, status_of, waiting_reason
+from lifecycle.conditions import Condition
 
 NS = "apprafter-redis"
 IMAGE = "ghcr.io/apprafter/redis:0.1.0"
@@ -95,11 +98,13 @@ def test_bring_your_own_redis_by_address_and_what_the_core_refuses() -> None:
     assert CORE.configure(provider(address="nowhere:99999"), Site(NS, IMAGE)) == [
         "spec.config.address: 'nowhere:99999' is not host:port"]
     # what the schema refuses comes first, in the webhook's words
-    [said] = CORE.configure(provider(maxmemoryPercent=95), Site(NS, IMAGE))
-    assert said.startswith("spec.config.maxmemoryPercent: 95 is greater than the maximum of 90")
+    said = CORE.configure(provider(maxmemoryPercent=95), Site(NS, IMAGE))
+    assert isinstance(said, list) and len(said) == 1
+    assert said[0].startswith("spec.config.maxmemoryPercent: 95 is greater than the maximum of 90")
     # an integrated instance needs an image to run
     assert CORE.configure(provider(), Site(NS, None)) == [
-        "the operator runs no redis-server instance here (no image for it): set spec.config.address"]
+        "the operator runs no redis-server here (no image for it: --backend-image redis-server=REF): set "
+        "spec.config.address"]
     assert isinstance(CORE.configure(provider(address="10.0.0.7:6380"), Site(NS, None)), Config)
 
 
@@ -173,3 +178,137 @@ def test_the_drop_deletes_the_user_and_its_keys_as_the_admin() -> None:
                                                 "shop.cart-redis:"),))
     nothing = CORE.drop(claim(), own, seen(own, None))
     assert isinstance(nothing.then, Waiting) and nothing.then.reason == "AdminSecretMissing" and not nothing.writes
+
+
+def test_the_shipped_providers_config_names_the_server_its_namespace_and_sizes() -> None:
+    cfg = CORE.configure(provider(server="platform-redis", namespace="apprafter-redis",
+                                  resources={"cpu": "1", "memory": "4Gi"}, maxmemoryPercent=75),
+                         Site("elsewhere", IMAGE))
+    assert isinstance(cfg, Config)
+    instance = cfg.instance
+    assert (instance.provider, instance.name, instance.namespace, instance.host) == (
+        "redis-integrated", "platform-redis", "apprafter-redis", "platform-redis.apprafter-redis.svc")
+    assert (instance.cpu, instance.memory, cfg.max_memory, instance.admin_secret) == (
+        "1", "4Gi", 3 * 2**30, "platform-redis-admin")
+    # the admin Secret it makes, and what the edge reads, are the named server's in its namespace
+    [made] = CORE.provision(claim(), cfg, seen(cfg, None)).writes
+    assert isinstance(made, CreateOnce)
+    assert (made.obj["metadata"]["namespace"], made.obj["metadata"]["name"]) == ("apprafter-redis",
+                                                                                "platform-redis-admin")
+    assert {(r.kind.kind, r.namespace, r.name) for r in CORE.reads(claim(), cfg)} >= {
+        ("Secret", "apprafter-redis", "platform-redis-admin"), ("Deployment", "apprafter-redis", "platform-redis"),
+        ("Service", "apprafter-redis", "platform-redis")}
+    refused = CORE.configure(provider("ours", server="Bad.Name"), Site(NS, IMAGE))
+    assert isinstance(refused, list) and len(refused) == 1
+    assert refused[0].startswith("spec.config.server: ")  # the schema's words: a DNS label
+
+
+def test_what_the_edge_reads_an_integrated_instance_and_one_the_administrator_runs() -> None:
+    cfg = config()
+    admin, deployment, service, slices = CORE.reads(claim(), cfg)
+    assert [(r.kind.kind, r.namespace, r.name) for r in (admin, deployment, service)] == [
+        ("Secret", NS, "redis-integrated-admin"), ("Deployment", NS, "redis-integrated"),
+        ("Service", NS, "redis-integrated")]
+    assert (slices.kind.kind, slices.namespace, slices.name) == ("EndpointSlice", NS, None)
+    assert slices.labels == (("kubernetes.io/service-name", "redis-integrated"),)  # the Service's slices alone
+    own = config(address="10.0.0.7:6380")
+    assert [(r.kind.kind, r.name) for r in CORE.reads(claim(), own)] == [("Secret", "redis-integrated-admin")]
+
+
+def test_the_admin_secret_is_not_made_again_once_it_exists_and_a_drop_never_makes_it() -> None:
+    cfg = config()
+    ready = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, SERVICE, SLICES))
+    assert not [w for w in ready.writes if isinstance(w, CreateOnce)]
+    set_user = ready.calls[0]
+    assert isinstance(set_user, SetUser) and set_user.admin_password == ADMIN  # read from the admin Secret
+    # a Secret that holds no password is not replaced: its administrator mends it (a watch wakes the claim)
+    empty = CORE.provision(claim(), cfg, seen(cfg, {"metadata": {"name": "redis-integrated-admin"}, "data": {}}))
+    assert isinstance(empty.then, Waiting) and empty.then.reason == "AdminSecretMissing"
+    assert isinstance(empty.then.retry, Done) and not empty.writes and not empty.calls
+    dropped = CORE.drop(claim(), cfg, seen(cfg, None))
+    assert isinstance(dropped.then, Waiting) and dropped.then.reason == "AdminSecretMissing"
+    assert not dropped.writes and not dropped.calls
+
+
+@pytest.mark.parametrize("connection", [None, {"user": "shop.cart-redis", "password": "kept-one"}])
+def test_the_user_is_set_and_tried_with_the_password_its_secret_holds(connection: dict[str, str] | None) -> None:
+    own = config(address="10.0.0.7:6380")
+    step = CORE.provision(claim(), own, seen(own, admin_secret(), connection=connection))
+    assert isinstance(step.then, Ready) and step.then.secret is not None
+    password = step.then.secret["password"]
+    assert password == (connection or {}).get("password", FRESH)
+    set_user, try_user = step.calls
+    assert isinstance(set_user, SetUser) and isinstance(try_user, TryUser)
+    assert (set_user.host, set_user.port, set_user.user) == ("10.0.0.7", 6380, "shop.cart-redis")
+    assert set_user.rules == acl_rules(account_of(claim()), password)
+    assert (try_user.host, try_user.port, try_user.user, try_user.password) == (
+        "10.0.0.7", 6380, "shop.cart-redis", password)
+    assert "password" not in step.then.connection  # status.connection: never the secret
+    assert password not in repr(step.calls) and password not in step.then.message
+
+
+def test_an_ipv6_address_is_bracketed_in_the_url_and_bare_in_host() -> None:
+    own = config(address="[fd00::7]:6379")
+    step = CORE.provision(claim(), own, seen(own, admin_secret()))
+    assert isinstance(step.then, Ready) and step.then.secret is not None
+    assert step.then.secret["url"] == f"redis://shop.cart-redis:{FRESH}@[fd00::7]:6379/0"
+    assert step.then.secret["host"] == "fd00::7" and step.then.connection["host"] == "fd00::7"
+    set_user, _ = step.calls
+    assert (set_user.host, set_user.port) == ("fd00::7", 6379)
+
+
+def test_only_a_ready_endpoint_lets_the_instance_be_dialled() -> None:
+    cfg = config()
+    not_ready = [{"endpoints": [{"addresses": ["10.244.0.9"], "conditions": {"ready": False}}]}]
+    for slices in ([{"endpoints": None}], not_ready):
+        step = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, SERVICE, slices))
+        assert isinstance(step.then, Waiting) and step.then.reason == "InstanceNotReady" and not step.calls
+    mixed = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, SERVICE, [*not_ready, *SLICES]))
+    assert isinstance(mixed.then, Ready) and len(mixed.calls) == 2
+    services: list[dict[str, Any] | None] = [None, {"spec": {}}]
+    for service in services:
+        step = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, service, SLICES))
+        assert isinstance(step.then, Waiting) and step.then.message == (
+            "Service apprafter-redis/redis-integrated has no cluster IP yet")
+
+
+def test_the_drop_of_an_integrated_instance_waits_for_it_and_dials_its_cluster_ip() -> None:
+    cfg = config()
+    waits = CORE.drop(claim(), cfg, seen(cfg, admin_secret(), {"status": {}}, SERVICE, SLICES))
+    assert isinstance(waits.then, Waiting) and waits.then.reason == "InstanceNotReady"
+    assert isinstance(waits.then.retry, Requeue) and not waits.calls and not waits.writes
+    gone = CORE.drop(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, SERVICE, SLICES))
+    assert isinstance(gone.then, Gone) and not gone.writes  # nothing of the instance is applied by a drop
+    [drop] = gone.calls
+    assert isinstance(drop, DropUser) and (drop.host, drop.port, drop.user, drop.prefix) == (
+        "10.0.0.17", 6379, "shop.cart-redis", "shop.cart-redis:")
+    assert ADMIN not in repr(gone.calls)
+
+
+def test_the_registry_gives_redis_claims_on_redis_server_providers_this_core_alone() -> None:
+    assert (CORE.type, CORE.backend) == ("redis", "redis-server")
+    assert core_for("redis", "redis-server") is CORE
+    assert core_for("redis", None) is CORE  # the provider is gone: the one core of the type
+    assert core_for("redis", "dragonfly") is None  # the schema keeps its place; no core serves it here
+    assert core_for("pg", "redis-server") is None and core_for("disk", "redis-server") is None
+    assert CORE.drop_needs_provider is True  # its user lives at the provider's instance
+
+
+def test_a_claim_without_an_app_label_has_the_same_connection_secret_name() -> None:
+    assert connection_secret_of(claim()) == connection_secret_of(claim(**{"app.kubernetes.io/name": "cart"}))
+    assert connection_secret_of(claim(name="shop-redis")) == "shop-redis-conn"
+
+
+def test_the_claims_status_says_why_it_waits_in_the_cores_words() -> None:
+    cfg = config()
+    step = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), {"status": {}}, SERVICE, SLICES))
+    assert isinstance(step.then, Waiting)
+    binding = bind(claim(), [provider()])
+    status = status_of(binding, claim(), "2026-12-05T00:00:00Z",
+                       (Condition("Ready", "False", step.then.reason, step.then.message), {"ready": False}))
+    assert [c["type"] for c in status["conditions"]] == ["Bound", "Ready"]
+    assert waiting_reason({"status": status}) == (
+        "bound to ServiceProvider redis-integrated: InstanceNotReady: Deployment apprafter-redis/redis-integrated "
+        "has no available replica yet")
+    # a provider of another type: the claim binds to none
+    assert bind(claim(), [{"metadata": {"name": "pg"}, "spec": {"type": "pg"}}]).provider is None

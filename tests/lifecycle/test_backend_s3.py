@@ -89,7 +89,7 @@ def test_a_gateway_the_administrator_runs_needs_its_admin_secret_and_no_image() 
     assert isinstance(waits.then, Waiting) and waits.then.reason == "AdminSecretMissing"
     assert isinstance(waits.then.retry, Done) and not waits.writes
     assert CORE.configure(provider(), Site(NS, None)) == [
-        "the operator runs no versitygw gateway here (no image for it: --backend-image versitygw=REF): set "
+        "the operator runs no versitygw here (no image for it: --backend-image versitygw=REF): set "
         "spec.config.address"]
 
 

@@ -122,6 +122,13 @@ def wait(what: str, probe: Callable[[], T | None], timeout: float = 30) -> T:
     return wait_for(what, probe, timeout, interval=0.1)
 
 
+def wait_showing(what: str, probe: Callable[[], T | None], timeout: float, shown: Callable[[], object],
+                 label: str = "status now") -> T:
+    """`wait`, and on a timeout the failure shows what `shown` says then (an object's status, say): the one way
+    every test waits for an object to reach a state."""
+    return wait_showing(what, probe, timeout, lambda: shown(), "{label}")
+
+
 def app(bed: KubeTestBed, namespace: str, name: str = "demo") -> dict[str, Any]:
     obj = bed.get(API, "Application", name, namespace)
     assert obj is not None
@@ -143,10 +150,8 @@ def wait_phase(bed: KubeTestBed, namespace: str, phase: str, name: str = "demo",
         st = obj.get("status") or {}
         done = st.get("observedGeneration") == obj["metadata"]["generation"] and st.get("phase") == phase
         return st if done else None
-    try:
-        return wait(f"{namespace}/{name} phase {phase}", probe, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nstatus now: {json.dumps(status(bed, namespace, name), indent=1)[:3000]}") from e
+    return wait_showing(f"{namespace}/{name} phase {phase}", probe, timeout,
+                        lambda: json.dumps(status(bed, namespace, name), indent=1)[:3000], "status now")
 
 
 def children(bed: KubeTestBed, namespace: str, instance: str = "demo-prod") -> dict[tuple[str, str], dict[str, Any]]:

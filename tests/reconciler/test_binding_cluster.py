@@ -10,7 +10,18 @@ from typing import Any
 
 import pytest
 
-from tests.reconciler.helpers import API, add_provider, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.helpers import (
+    API,
+    add_provider,
+    apply,
+    condition,
+    cr,
+    edit,
+    fresh_namespace,
+    status,
+    wait,
+    wait_showing,
+)
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.kube import KubeTestBed
 
@@ -49,10 +60,8 @@ def bound(bed: KubeTestBed, namespace: str, reason: str, name: str = "demo-redis
     def probe() -> dict[str, Any] | None:
         st = claim_status(bed, namespace, name)
         return st if (condition(st, "Bound") or {}).get("reason") == reason else None
-    try:
-        return wait(f"{namespace}/{name} Bound {reason}", probe, 60)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace, name)}") from e
+    return wait_showing(f"{namespace}/{name} Bound {reason}", probe, 60,
+                        lambda: claim_status(bed, namespace, name), "claim status now")
 
 
 def claims_ready_says(bed: KubeTestBed, namespace: str, text: str) -> str:
@@ -60,10 +69,8 @@ def claims_ready_says(bed: KubeTestBed, namespace: str, text: str) -> str:
     def probe() -> str | None:
         message = str((condition(status(bed, namespace), "ClaimsReady") or {}).get("message", ""))
         return message if text in message else None
-    try:
-        return wait(f"{namespace}/demo ClaimsReady saying {text!r}", probe, 60)
-    except Exception as e:
-        raise AssertionError(f"{e}\nApplication status now: {status(bed, namespace)}") from e
+    return wait_showing(f"{namespace}/demo ClaimsReady saying {text!r}", probe, 60,
+                        lambda: status(bed, namespace), "Application status now")
 
 
 def binder_passes(operator: Operator) -> float:

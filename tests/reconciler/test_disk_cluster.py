@@ -33,6 +33,7 @@ from tests.reconciler.helpers import (
     plans,
     wait,
     wait_phase,
+    wait_showing,
 )
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -78,21 +79,16 @@ def volume(bed: KubeTestBed, namespace: str) -> dict[str, Any]:
 
 
 def ready_claim(bed: KubeTestBed, namespace: str, timeout: float = 30) -> dict[str, Any]:
-    try:
-        return wait(f"{namespace}/demo-disk ready", lambda: claim(bed, namespace).get("status") if (
-            claim(bed, namespace).get("status") or {}).get("ready") is True else None, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim(bed, namespace).get('status')}") from e
+    return wait_showing(f"{namespace}/demo-disk ready", lambda: claim(bed, namespace).get("status") if (
+        claim(bed, namespace).get("status") or {}).get("ready") is True else None, timeout,
+        lambda: claim(bed, namespace).get("status"), "claim status now")
 
 
 def size_is(bed: KubeTestBed, namespace: str, reason: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         said = condition(claim(bed, namespace).get("status") or {}, "Size") or {}
         return said if said.get("reason") == reason else None
-    try:
-        return wait(f"Size {reason}", probe, 30)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim(bed, namespace).get('status')}") from e
+    return wait_showing(f"Size {reason}", probe, 30, lambda: claim(bed, namespace).get('status'), "claim status now")
 
 
 def bind(bed: KubeTestBed, namespace: str) -> None:
@@ -134,11 +130,8 @@ def test_an_immediate_class_waits_for_bound_and_the_volume_grows_but_never_shrin
     ready_claim(bed, namespace)
 
     apply(bed, cr(namespace, needs("eager", "3Gi")))
-    try:
-        wait("request grown", lambda: volume(bed, namespace)["spec"]["resources"]["requests"]["storage"] == "3Gi"
-             or None, 30)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim(bed, namespace).get('status')}") from e
+    wait_showing("request grown", lambda: volume(bed, namespace)["spec"]["resources"]["requests"]["storage"] == "3Gi"
+                 or None, 30, lambda: claim(bed, namespace).get("status"), "claim status now")
     apply(bed, cr(namespace, needs("eager", "1Gi")))
     refused = size_is(bed, namespace, "SizeDecreaseRefused")
     assert refused["status"] == "False" and "never shrinks" in refused["message"]

@@ -37,6 +37,7 @@ from tests.reconciler.helpers import (
     status,
     wait,
     wait_phase,
+    wait_showing,
 )
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -88,10 +89,8 @@ def says(bed: KubeTestBed, namespace: str, reason: str, timeout: float = 60) -> 
     def probe() -> dict[str, Any] | None:
         ready = condition(claim_status(bed, namespace), "Ready") or {}
         return ready if ready.get("reason") == reason else None
-    try:
-        return wait(f"{namespace}/demo-pg to say {reason}", probe, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace)}") from e
+    return wait_showing(f"{namespace}/demo-pg to say {reason}", probe, timeout,
+                        lambda: claim_status(bed, namespace), "claim status now")
 
 
 def says_message(bed: KubeTestBed, namespace: str, reason: str, message: str, timeout: float = 60) -> None:
@@ -99,10 +98,8 @@ def says_message(bed: KubeTestBed, namespace: str, reason: str, message: str, ti
     def probe() -> bool | None:
         ready = condition(claim_status(bed, namespace), "Ready") or {}
         return (ready.get("reason"), ready.get("message")) == (reason, message) or None
-    try:
-        wait(f"{namespace}/demo-pg to say {reason}: {message}", probe, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace)}") from e
+    wait_showing(f"{namespace}/demo-pg to say {reason}: {message}", probe, timeout,
+                 lambda: claim_status(bed, namespace), "claim status now")
 
 
 def cnpg_status(bed: KubeTestBed, kind: str, name: str, patch: dict[str, Any]) -> None:

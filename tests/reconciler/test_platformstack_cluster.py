@@ -19,7 +19,7 @@ import pytest
 
 from tests.platform_stack.conftest import applications, helm_template, ok
 from tests.platform_stack.conftest import cli as stack_cli
-from tests.reconciler.helpers import wait
+from tests.reconciler.helpers import wait, wait_showing
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed.distribution import AuthRegistry, distribution
@@ -190,10 +190,8 @@ def settled(bed: KubeTestBed, reason: str, check: Callable[[dict[str, Any]], boo
         done = st.get("observedGeneration") == obj["metadata"]["generation"] \
             and condition(st, "Ready").get("reason") == reason and check(st)
         return st if done else None
-    try:
-        return wait(f"PlatformStack Ready reason {reason}", probe, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nstatus now: {json.dumps(stack(bed).get('status'), indent=1)[:4000]}") from e
+    return wait_showing(f"PlatformStack Ready reason {reason}", probe, timeout,
+                        lambda: json.dumps(stack(bed).get('status'), indent=1)[:4000], "status now")
 
 
 def umbrella(bed: KubeTestBed) -> dict[str, Any] | None:

@@ -37,6 +37,7 @@ from tests.reconciler.helpers import (
     status,
     wait,
     wait_phase,
+    wait_showing,
 )
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -99,13 +100,11 @@ def claim_status(bed: KubeTestBed, namespace: str) -> dict[str, Any]:
 
 
 def ready_claim(bed: KubeTestBed, namespace: str, timeout: float = 60) -> dict[str, Any]:
-    try:
-        def probe() -> dict[str, Any] | None:
-            st = claim_status(bed, namespace)
-            return st if st.get("ready") is True else None
-        return wait(f"{namespace}/demo-redis ready", probe, timeout)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim status now: {claim_status(bed, namespace)}") from e
+    def probe() -> dict[str, Any] | None:
+        st = claim_status(bed, namespace)
+        return st if st.get("ready") is True else None
+    return wait_showing(f"{namespace}/demo-redis ready", probe, timeout, lambda: claim_status(bed, namespace),
+                        "claim status now")
 
 
 def connection(bed: KubeTestBed, namespace: str) -> dict[str, str]:

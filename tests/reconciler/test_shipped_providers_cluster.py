@@ -13,7 +13,7 @@ import pytest
 
 from tests.platform_stack.conftest import stack_all  # noqa: F401 (the session's built stack)
 from tests.platform_stack.shipped import shipped
-from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait
+from tests.reconciler.helpers import API, apply, condition, cr, edit, fresh_namespace, status, wait, wait_showing
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.kube import KubeTestBed
 
@@ -41,23 +41,21 @@ def bound_to(bed: KubeTestBed, namespace: str, claim: str) -> dict[str, Any]:
     def probe() -> dict[str, Any] | None:
         st = (bed.get(API, "ResourceClaim", claim, namespace) or {}).get("status") or {}
         return st if (condition(st, "Bound") or {}).get("status") == "True" else None
-    try:
-        return wait(f"{namespace}/{claim} Bound", probe, 60)
-    except Exception as e:
-        raise AssertionError(f"{e}\nclaim now: {bed.get(API, 'ResourceClaim', claim, namespace)}") from e
+    return wait_showing(f"{namespace}/{claim} Bound", probe, 60,
+                        lambda: bed.get(API, 'ResourceClaim', claim, namespace), "claim now")
 
 
 def test_each_need_binds_to_the_integrated_provider_of_its_type(
         bed: KubeTestBed, operator: Operator, integrated: dict[str, str]) -> None:
-    assert set(integrated) == {"pg", "redis", "disk"}
+    assert set(integrated) == {"pg", "redis", "disk", "s3"}
     plain = fresh_namespace(bed, "shipped")
     apply(bed, cr(plain, edit(needs={kind: {} for kind in integrated}, expose=EXPOSE)))
     chosen = fresh_namespace(bed, "shipped")
     apply(bed, cr(chosen, edit(needs={"pg": {"selector": {"tier": "integrated"}}}, expose=EXPOSE)))
     for kind, name in integrated.items():
         st = bound_to(bed, plain, f"demo-{kind}")
-        # every type has the operator's backend now: redis' and pg's instances this bed cannot run (no namespace for
-        # them), disk's volume waits for a provisioner this bed has not (nor the shipped class): ready false, each
+        # every type has the operator's backend now: redis', s3's and pg's instances this bed cannot run (no
+        # namespace for them), disk's volume waits for a provisioner this bed has not (nor the shipped class): ready false, each
         assert st["provider"] == name and st.get("ready") is False, st
     assert bound_to(bed, chosen, "demo-pg")["provider"] == integrated["pg"]
 

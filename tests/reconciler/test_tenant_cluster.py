@@ -31,6 +31,7 @@ from tests.reconciler.helpers import (
     status,
     wait,
     wait_phase,
+    wait_showing,
 )
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -105,10 +106,8 @@ def refused_with(bed: KubeTestBed, ns: str, reason: str, name: str = "demo") -> 
         cond = condition(st, "Ready") or {}
         done = st.get("observedGeneration") == obj.get("metadata", {}).get("generation")
         return str(cond["message"]) if done and cond.get("reason") == reason else None
-    try:
-        return wait(f"{ns}/{name} Ready=False {reason}", probe)
-    except Exception as e:
-        raise AssertionError(f"{e}\nstatus now: {json.dumps(status(bed, ns, name), indent=1)[:3000]}") from e
+    return wait_showing(f"{ns}/{name} Ready=False {reason}", probe, 30,
+                        lambda: json.dumps(status(bed, ns, name), indent=1)[:3000], "status now")
 
 
 def gc_deletes_children(bed: KubeTestBed, operator: Operator, ns: str, uid: str, name: str = "demo") -> None:

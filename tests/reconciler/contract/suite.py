@@ -24,6 +24,7 @@ from tests.reconciler.helpers import (
     plans,
     wait,
     wait_phase,
+    wait_showing,
 )
 from tests.reconciler.operator_proc import Operator
 from tests.renderer.helpers import run_cli
@@ -75,11 +76,8 @@ def handle(bed: KubeTestBed, namespace: str, contract: Contract) -> Handle:
     def ready() -> dict[str, Any] | None:
         st = (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}
         return st if st.get("ready") is True else None
-    try:
-        st = wait(f"{namespace}/{name} ready", ready, 90)
-    except Exception as e:
-        now = (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status")
-        raise AssertionError(f"{e}\nclaim status now: {now}") from e
+    st = wait_showing(f"{namespace}/{name} ready", ready, 90,
+                      lambda: (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status"), "claim status now")
     found: Handle = {"namespace": namespace, "status": st, "connection": st.get("connection") or {}}
     if contract.fields is not None:
         secret = bed.get("v1", "Secret", f"{name}-conn", namespace)
@@ -130,12 +128,13 @@ def test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need(
         marker = secrets.token_hex(8)
         contract.write(before, marker)
         old = bed.get(API, "ResourceClaim", name, namespace) or {}
-        # the claim goes (its Secret with it, as the garbage collector does on a cluster: the bare API server runs
-        # none); the Application is still there, so its claim comes back
+        # the claim goes; the Application is still there, so its claim comes back
         bed.delete(API, "ResourceClaim", name, namespace)
-        bed.delete("v1", "Secret", f"{name}-conn", namespace)
         wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", name, namespace) or {}).get(
             "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+        # the old claim's Secret goes as the garbage collector removes it on a cluster (the bare API server runs
+        # none): only now, once the old claim is gone and nothing of it can write it again
+        collect_garbage(bed, "Secret", f"{name}-conn", namespace, old["metadata"]["uid"])
         after = handle(bed, namespace, contract)
     assert not contract.dropped(after)
     assert contract.read(after) == marker
@@ -165,3 +164,8 @@ def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claim
     assert plan["metadata"]["name"] in note["note"]
 
 
+def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owner_uid: str) -> None:
+    """What the garbage collector does on a cluster: delete the object if its owner is the given (gone) one."""
+    found = bed.get("v1", kind, name, namespace)
+    if found is not None and owner_uid in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+        bed.delete("v1", kind, name, namespace)

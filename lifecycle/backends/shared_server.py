@@ -1,0 +1,69 @@
+"""What the cores of a shared server the operator may run have in common (redis-server, versitygw): the config read
+into an instance, the reads, and a provider's changes left to the schema."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from lifecycle.backends import instance as server
+from lifecycle.backends.common import config_of
+from lifecycle.backends.contract import Apply, Read, Seen, Site, Step
+
+__all__ = ["Configured", "SharedServer"]
+
+class Configured(Protocol):
+    """A shared server's config as its core reads it: at least its instance."""
+
+    @property
+    def instance(self) -> server.Instance: ...
+
+
+class SharedServer:
+    """The base of a shared server's core; a core names its backend, type, component and port, and says its config
+    (`configured`), its objects and its admin."""
+
+    backend: str
+    type: str
+    component: str  # its objects' app.kubernetes.io/component
+    port: int
+    drop_needs_provider = True
+
+    def configure(self, provider: Mapping[str, Any], site: Site) -> Any:
+        """The provider's config with the schema's defaults, its instance (`server`, `namespace`, `address`), and the
+        core's own reading of it; or the problems."""
+        config = config_of(provider, self.type, self.backend)
+        if isinstance(config, list):
+            return config
+        found = server.instance_of(provider, config, self.component, "server", site.namespace, self.port)
+        if isinstance(found, list):
+            return found
+        if found.integrated and not site.image:
+            return [f"the operator runs no {self.backend} here (no image for it: --backend-image {self.backend}=REF): "
+                    "set spec.config.address"]
+        return self.configured(found, config, site)
+
+    def configured(self, instance: server.Instance, config: Mapping[str, Any], site: Site) -> Any:
+        raise NotImplementedError
+
+    def reads(self, claim: Mapping[str, Any], config: Configured) -> Sequence[Read]:
+        return server.reads(config.instance)
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return []  # the schema says all such a provider may be
+
+    def admin(self, config: Any, seen: Seen, *, make: bool) -> Any:
+        """The server's admin credentials (made once for an integrated server when `make`), or the step that waits."""
+        raise NotImplementedError
+
+    def objects(self, config: Any) -> list[dict[str, Any]]:
+        """An integrated server's objects (volume, Deployment, Service)."""
+        raise NotImplementedError
+
+    def prepared(self, config: Any, seen: Seen, *, provisioning: bool
+                 ) -> tuple[Any, tuple[str, int], tuple[Apply, ...]] | Step:
+        """What a step needs before it calls the server: its admin, where to dial it, its objects' writes (when
+        provisioning an integrated one); or the step that waits instead."""
+        admin = self.admin(config, seen, make=provisioning)
+        return server.prepared(config.instance, seen, admin, self.objects(config) if provisioning else ())
+
