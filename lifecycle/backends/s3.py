@@ -80,14 +80,15 @@ class Config(NamedTuple):
 
 
 def bucket_of(claim: Mapping[str, Any]) -> str:
-    """The claim's bucket (and its user's access key): `<namespace>-<claim>` cut to fit, `-` and 20 hex characters
-    of the SHA-256 of `<namespace>/<claim>`: at most 63 characters of a-z, 0-9 and `-`, no dot (a valid S3 bucket
-    name that virtual-hosted addressing and TLS take). The hash makes two claims' names differ even where the plain
-    parts would not (`a-b`/`c` and `a`/`b-c`); a name S3 reserves gets a `b` in front."""
+    """The claim's bucket (and its user's access key): `<namespace>-<claim>` with its dots made `-` (a claim's name
+    may have some: a DNS subdomain), cut to fit, `-` and 20 hex characters of the SHA-256 of `<namespace>/<claim>`:
+    at most 63 characters of a-z, 0-9 and `-`, no dot (a valid S3 bucket name that virtual-hosted addressing and TLS
+    take). The hash makes two claims' names differ even where the plain parts would not (`a-b`/`c` and `a`/`b-c`,
+    `a`/`b.c` and `a`/`b-c`); a name S3 reserves gets a `b` in front."""
     meta = claim.get("metadata") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
     digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
-    plain = f"{namespace}-{name}"[: 63 - HASH_CHARS - 2].rstrip("-")
+    plain = f"{namespace}-{name}".replace(".", "-")[: 63 - HASH_CHARS - 2].rstrip("-")
     bucket = f"{plain}-{digest}"
     return f"b{bucket}" if bucket.startswith(RESERVED) else bucket
 

@@ -50,11 +50,12 @@ SLICES = [{"endpoints": [{"conditions": {"ready": True}}]}]
 
 def test_bucket_names_are_valid_distinct_and_stable() -> None:
     namespaces = ["a", "a-b", "shop", "xn--", "sthree-x", "n" * 63]
-    names = ["b", "b-c", "media-s3", "c", "q" * 200]
+    names = ["b", "b-c", "b.c", "media-s3", "media.v2-s3", "c", "q" * 200, "q" * 40 + ".x" * 100]
     buckets = [bucket_of(claim(n, c)) for n, c in itertools.product(namespaces, names)]
     assert len(set(buckets)) == len(buckets)
     for bucket in buckets:
         assert BUCKET_NAME.match(bucket) and "--" not in bucket[:4] and not bucket.startswith(("xn--", "sthree-"))
+        assert "." not in bucket  # a claim's name may have dots; a bucket of ours has none
     assert bucket_of(claim()) == bucket_of(claim())  # the same app and need: the same bucket
     assert bucket_of(claim()).startswith("shop-media-s3-")
 
