@@ -123,3 +123,32 @@ def test_the_drop_removes_the_user_then_the_bucket_as_the_admin() -> None:
     assert isinstance(step.then, Gone)
     assert step.calls == (DropTenant("http://127.0.0.1:7070", "root", "the-root-secret", bucket, bucket),)
     assert not CORE.drop(claim(), own, seen(own, None)).calls  # no admin: it waits
+
+
+def test_an_integrated_gateway_is_dialled_only_once_its_service_has_a_ready_endpoint() -> None:
+    cfg = config()
+    for service, slices in ((None, []), (SERVICE, []), (SERVICE, [{"endpoints": [{"conditions": {"ready": False}}]}])):
+        step = CORE.provision(claim(), cfg, seen(cfg, admin(), AVAILABLE, service, slices))
+        assert isinstance(step.then, Waiting) and step.then.reason == "InstanceNotReady"
+        assert isinstance(step.then.retry, Requeue) and not step.calls and len(step.writes) == 3
+        dropping = CORE.drop(claim(), cfg, seen(cfg, admin(), AVAILABLE, service, slices))
+        assert isinstance(dropping.then, Waiting) and not dropping.calls and not dropping.writes
+
+
+def test_no_secret_in_any_message_or_call() -> None:
+    cfg, own = config(), CORE.configure(provider(address="[fd00::9]:7070"), Site(NS, None))
+    assert isinstance(own, Config)
+    kept = {"user": bucket_of(claim()), "password": "the-kept-secret"}
+    steps = [CORE.provision(claim(), cfg, seen(cfg, None)),
+             *(f(claim(), c, seen(c, admin(), *rest, connection=kept))
+               for f in (CORE.provision, CORE.drop)
+               for c, rest in ((cfg, (None, None, [])), (cfg, (AVAILABLE, SERVICE, SLICES)), (own, ())))]
+    for step in steps:
+        said = step.then.why if isinstance(step.then, Again) else getattr(step.then, "message", "")
+        shown = repr(step.calls) + said + repr(step.then.connection if isinstance(step.then, Ready) else {})
+        for secret in (FRESH, "the-root-secret", "the-kept-secret"):
+            assert secret not in shown
+    ready = CORE.provision(claim(), own, seen(own, admin()))
+    assert isinstance(ready.then, Ready) and ready.then.secret is not None
+    assert ready.then.secret["url"] == "http://[fd00::9]:7070" and ready.then.secret["host"] == "fd00::9"
+    assert ready.calls[0].endpoint == "http://[fd00::9]:7070"
