@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from controller_runtime.outcomes import Requeue
 from controller_runtime.quantity import whole_bytes
-from lifecycle.backends.common import config_of, memory_at_least, positive_cpu, provider_name, ready
+from lifecycle.backends.common import config_of, memory_at_least, positive_cpu, provider_name, ready, volume_refusals
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Read, Seen, Site, Step, Waiting
 from lifecycle.backends.instance import SECRET
 from lifecycle.backends.pg_cluster import (
@@ -168,17 +168,8 @@ class CloudNativePG:
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """A smaller `storage.size` is refused (the instances' volumes never shrink; the Cluster keeps the live
-        size regardless)."""
-        if old is None or (old.get("spec") or {}).get("backend") != BACKEND:
-            return []
-        sizes = [str((((p.get("spec") or {}).get("config") or {}).get("storage") or {}).get("size") or "1Gi")
-                 for p in (old, new)]
-        before, after = (whole_bytes(size) for size in sizes)
-        if before is None or after is None or after >= before:
-            return []
-        return [("spec.config.storage.size", f"{sizes[1]} is smaller than {sizes[0]}: a volume never shrinks (the "
-                 f"Cluster keeps {sizes[0]}); move the data to a new provider to use less")]
+        """What the instances' volumes cannot take (the Cluster would keep its live size and class regardless)."""
+        return volume_refusals(TYPE, BACKEND, old, new, "an instance's volume")
 
 
 def _waits(message: str, *writes: Apply | Delete) -> Step:

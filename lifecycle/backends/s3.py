@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import ready
+from lifecycle.backends.common import ready, volume_refusals
 from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import Instance
 from lifecycle.backends.shared_server import SharedServer
@@ -161,6 +161,14 @@ class Versitygw(SharedServer):
 
     def objects(self, config: Config) -> list[dict[str, Any]]:
         return instance_objects(config)
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """What the gateway's volume cannot take. Not refused, in doubt: moving the gateway (`server`, `namespace`,
+        `address`) while claims are bound to it, which leaves their buckets on the old one; the webhook sees the
+        provider, not its claims."""
+        if old is not None and ((old.get("spec") or {}).get("config") or {}).get("address"):
+            return []  # a gateway the administrator ran: no volume of ours
+        return volume_refusals(TYPE, BACKEND, old, new, "the gateway's volume")
 
     def admin(self, config: Config, seen: Seen, *, make: bool) -> tuple[str, Hidden] | Step:
         """The gateway's admin (access key, secret): its root account, made once for an integrated gateway."""

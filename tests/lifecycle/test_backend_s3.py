@@ -152,3 +152,20 @@ def test_no_secret_in_any_message_or_call() -> None:
     assert isinstance(ready.then, Ready) and ready.then.secret is not None
     assert ready.then.secret["url"] == "http://[fd00::9]:7070" and ready.then.secret["host"] == "fd00::9"
     assert ready.calls[0].endpoint == "http://[fd00::9]:7070"
+
+
+def test_the_gateways_volume_neither_shrinks_nor_changes_class() -> None:
+    def provider_of(**storage: str) -> dict[str, Any]:
+        return provider(**({"storage": storage} if storage else {}))
+
+    assert CORE.admit(None, provider_of(size="1Mi")) == []  # a new provider: the schema's alone
+    assert CORE.admit(provider_of(), provider_of(size="2Gi")) == []  # grown: the volume is expanded where it can be
+    assert CORE.admit(provider_of(size="2Gi"), provider_of(size="2048Mi")) == []
+    [(field, problem)] = CORE.admit(provider_of(), provider_of(size="512Mi"))  # the default is 1Gi
+    assert field == "spec.config.storage.size" and problem.startswith("512Mi is smaller than 1Gi")
+    [(field, _)] = CORE.admit(provider_of(), provider_of(storageClassName="fast"))
+    assert field == "spec.config.storage.storageClassName"
+    assert len(CORE.admit(provider_of(size="2Gi", storageClassName="a"), provider_of(storageClassName="b"))) == 2
+    # a gateway the administrator ran has no volume of ours; moving the gateway is not refused (see admit)
+    assert CORE.admit(provider(address="10.0.0.1:7070"), provider_of(size="1Mi", storageClassName="x")) == []
+    assert CORE.admit(provider(), provider(server="other", namespace="elsewhere")) == []
