@@ -13,7 +13,8 @@ from controller_runtime.outcomes import Done, Requeue
 from lifecycle.backends import instance as server
 from lifecycle.backends.common import b64
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Gone, Ready, Seen, Site, Waiting
-from lifecycle.backends.s3 import CORE, Config, DropTenant, EnsureBucket, EnsureUser, TryUser, bucket_of
+from lifecycle.backends.s3 import CORE, PORT, Config, DropTenant, EnsureBucket, EnsureUser, TryUser, bucket_of
+from renderer.manifests.network import NEED_PORTS
 
 NS = "apprafter-s3"
 IMAGE = "ghcr.io/apprafter/versitygw:1.8.0"
@@ -169,3 +170,7 @@ def test_the_gateways_volume_neither_shrinks_nor_changes_class() -> None:
     # a gateway the administrator ran has no volume of ours; moving the gateway is not refused (see admit)
     assert CORE.admit(provider(address="10.0.0.1:7070"), provider_of(size="1Mi", storageClassName="x")) == []
     assert CORE.admit(provider(), provider(server="other", namespace="elsewhere")) == []
+
+
+def test_an_apps_egress_to_the_s3_namespace_opens_the_gateways_port() -> None:
+    assert NEED_PORTS["s3"] == (PORT,) and config().instance.port == PORT
