@@ -142,7 +142,8 @@ def test_the_stacks_integrated_providers_of_every_tier_pass_the_webhook_and_each
         # What the binder reads: every ServiceProvider the API server holds now.
         listed = ok(admission_bed.http.get("/apis/apprafter.io/v1alpha1/serviceproviders"))["items"]
         assert sorted(p["metadata"]["name"] for p in listed) == sorted(made)
-        for kind, name in (("pg", "pg-integrated"), ("redis", "redis-integrated"), ("disk", "disk")):
+        for kind, name in (("pg", "pg-integrated"), ("redis", "redis-integrated"), ("disk", "disk"),
+                           ("s3", "s3-integrated")):
             for selector in ({}, {"tier": "integrated"}):
                 binding = bind({"spec": {"type": kind, "selector": selector}}, listed)
                 assert (binding.provider, binding.condition.reason) == (name, BOUND), (tier, selector, binding)
@@ -167,6 +168,9 @@ def bent(name: str, stack: Path, into: Path, change: Any) -> dict[str, Any]:
                                                                   "the maximum of 90"),
     ("disk", lambda c: c.update(accessMode="ReadWriteSometimes"), "spec.config.accessMode: 'ReadWriteSometimes' is "
                                                                   "not one of"),
+    ("s3-integrated", lambda c: c.update(maxmemoryPercent=75), "spec.config.maxmemoryPercent: versitygw does not read "
+                                                               "it (it reads: address, namespace, resources, server, "
+                                                               "storage)"),
 ])
 def test_a_config_its_backend_does_not_read_is_refused_naming_the_field(
         admission_bed: KubeTestBed, webhook: Webhook, stack_all: Path, tmp_path: Path,  # noqa: F811

@@ -263,14 +263,14 @@ def test_the_operator_and_webhook_run_as_pods_from_our_images_under_the_charts_r
 
 
 def test_argo_cd_applied_the_integrated_providers_past_the_webhook_pod(booted: Booted) -> None:
-    """The service-providers component (sync wave 2, after the CRDs and the webhook): Argo CD applied the three
+    """The service-providers component (sync wave 2, after the CRDs and the webhook): Argo CD applied the four
     ServiceProviders, each reviewed by the webhook pod (failurePolicy Fail: nothing it did not allow is stored)."""
     stack, node = booted.stack, booted.stack.node
     assert stack.argocd is not None
     stack.argocd.wait_app("service-providers", "Synced", lambda a: sync_status(a)[0] == "Synced", timeout=180)
     listed = node.http.get(f"/apis/{API}/serviceproviders").json()["items"]
     assert {p["metadata"]["name"]: p["spec"]["type"] for p in listed} == {
-        "pg-integrated": "pg", "redis-integrated": "redis", "disk": "disk"}
+        "pg-integrated": "pg", "redis-integrated": "redis", "disk": "disk", "s3-integrated": "s3"}
     for provider in listed:
         assert provider["metadata"]["labels"]["tier"] == "integrated" and provider["spec"]["config"]
         assert provider["metadata"]["annotations"]["argocd.argoproj.io/tracking-id"].startswith(
