@@ -1,4 +1,5 @@
-"""A claim's bucket and S3 user on the real versitygw (reconciler/backends/s3.py): each user reads and writes its own
+"""A claim's bucket and S3 user on the real versitygw (reconciler/backends/s3.py; its S3Client carries out the core's
+calls, and refuses a call it does not know): each user reads and writes its own
 bucket and reaches no other (403 AccessDenied), creates none and lists only its own; a new secret refuses the old one;
 a bucket someone else owns is neither taken nor dropped; `drop` takes objects (every version where the store keeps
 versions), bucket and user, twice;
@@ -21,9 +22,11 @@ import pytest
 from httpx_auth import AWS4Auth
 
 from controller_runtime.outcomes import Requeue, Terminal, outcome_of
+from lifecycle.backends.contract import Hidden
+from lifecycle.backends.s3 import DropTenant, EnsureBucket, EnsureUser, TryUser
 from reconciler.backend_failure import BackendFailure
 from reconciler.backends import s3 as s3_admin
-from reconciler.backends.s3 import TOTAL_TIMEOUT, Credentials, drop, ensure_bucket, ensure_user, try_user
+from reconciler.backends.s3 import TOTAL_TIMEOUT, Credentials, S3Client, drop, ensure_bucket, ensure_user, try_user
 from tests.testbed.s3 import REGION, S3Server, start_s3
 
 ADMIN = Credentials("apprafter-admin", secrets.token_urlsafe(30))
@@ -42,12 +45,21 @@ def client(store: S3Server, access: str, secret: str) -> httpx.Client:
                         trust_env=False)
 
 
+def carried_out(*calls: object) -> None:
+    """The core's calls, in order, through the client the claim reconciler hands them to."""
+    async def each() -> None:
+        made = S3Client()
+        for call in calls:
+            await made.call(call)
+    asyncio.run(each())
+
+
 def provisioned(store: S3Server, name: str) -> tuple[str, str, str]:
-    """A claim's user and bucket as the backend makes them: (access, secret, bucket)."""
-    access, secret, bucket = name, secrets.token_urlsafe(30), f"{name}-files"
-    asyncio.run(ensure_user(store.endpoint, ADMIN, access, secret))
-    asyncio.run(ensure_bucket(store.endpoint, ADMIN, bucket, access))
-    asyncio.run(try_user(store.endpoint, access, secret, bucket))
+    """A claim's user and bucket as the backend makes them (the core's three calls): (access, secret, bucket)."""
+    access, secret, bucket = name, Hidden(secrets.token_urlsafe(30)), f"{name}-files"
+    admin = (store.endpoint, ADMIN.access, Hidden(ADMIN.secret))
+    carried_out(EnsureUser(*admin, access, secret), EnsureBucket(*admin, bucket, access),
+                TryUser(store.endpoint, access, secret, bucket))
     return access, secret, bucket
 
 
@@ -151,6 +163,18 @@ def test_drop_takes_objects_an_open_upload_bucket_and_user_and_a_second_drop_is_
         assert code(user.get("/")) == (403, "InvalidAccessKeyId")
     assert refused(try_user(store.endpoint, access, secret, bucket)).reason == "BackendRefused"
     assert asyncio.run(drop(store.endpoint, ADMIN, access, bucket)) == 0
+    carried_out(DropTenant(store.endpoint, ADMIN.access, Hidden(ADMIN.secret), access, bucket))  # the client's
+
+
+def test_the_client_drops_through_the_cores_call_and_refuses_a_call_it_does_not_know(store: S3Server) -> None:
+    access, secret, bucket = provisioned(store, "team-h.shop")
+    with client(store, access, secret) as user:
+        assert user.put(f"/{bucket}/x", content=b"x").status_code == 200
+        carried_out(DropTenant(store.endpoint, ADMIN.access, Hidden(ADMIN.secret), access, bucket))
+        assert code(user.get(f"/{bucket}/x")) == (403, "InvalidAccessKeyId")
+    assert not (store.data / bucket).exists()
+    with pytest.raises(TypeError, match="not a versitygw call: tuple"):
+        carried_out((store.endpoint, access))
 
 
 def test_failures_name_what_failed_never_a_secret(store: S3Server) -> None:
