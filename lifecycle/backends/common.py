@@ -111,10 +111,10 @@ def ready(message: str, connection: Mapping[str, Any], secret: Mapping[str, str]
 
 
 def volume_refusals(type_: str, backend: str, old: Mapping[str, Any] | None, new: Mapping[str, Any],
-                    whose: str) -> list[tuple[str, str]]:
+                    holder: str) -> list[tuple[str, str]]:
     """What a provider's `storage` cannot become once its volumes are made (None: a new provider): a smaller size
     (a volume never shrinks) or another storageClassName (fixed at the volume's making); either would leave the
-    objects the operator applies refused by the API server. `whose` names the volumes in the message."""
+    objects the operator applies refused by the API server. `holder` names what holds the volumes."""
     if old is None or (old.get("spec") or {}).get("backend") != backend:
         return []
     before, after = (with_defaults(type_, backend, (p.get("spec") or {}).get("config") or {}).get("storage") or {}
@@ -123,10 +123,10 @@ def volume_refusals(type_: str, backend: str, old: Mapping[str, Any] | None, new
     sizes = [str(s.get("size")) for s in (before, after)]
     was, now = (whole_bytes(size) for size in sizes)
     if was is not None and now is not None and now < was:
-        problems.append(("spec.config.storage.size", f"{sizes[1]} is smaller than {sizes[0]}: {whose} never "
-                         "shrinks; move the data to a new provider to use less"))
+        problems.append(("spec.config.storage.size", f"{sizes[1]} is smaller than {sizes[0]}: a volume never "
+                         f"shrinks ({holder} keeps {sizes[0]}); move the data to a new provider to use less"))
     if before.get("storageClassName") != after.get("storageClassName"):
-        problems.append(("spec.config.storage.storageClassName", f"{whose} keeps the class it was made with "
-                         f"({before.get('storageClassName') or 'the default'}); move the data to a new provider to "
+        problems.append(("spec.config.storage.storageClassName", f"{holder} keeps the class its volumes were made "
+                         f"with ({before.get('storageClassName') or 'the default'}); move the data to a new provider to "
                          "use another"))
     return problems

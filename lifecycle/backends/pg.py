@@ -169,7 +169,7 @@ class CloudNativePG:
 
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         """What the instances' volumes cannot take (the Cluster would keep its live size and class regardless)."""
-        return volume_refusals(TYPE, BACKEND, old, new, "an instance's volume")
+        return volume_refusals(TYPE, BACKEND, old, new, "the Cluster")
 
 
 def _waits(message: str, *writes: Apply | Delete) -> Step:

@@ -168,7 +168,7 @@ class Versitygw(SharedServer):
         provider, not its claims."""
         if old is not None and ((old.get("spec") or {}).get("config") or {}).get("address"):
             return []  # a gateway the administrator ran: no volume of ours
-        return volume_refusals(TYPE, BACKEND, old, new, "the gateway's volume")
+        return volume_refusals(TYPE, BACKEND, old, new, "the gateway")
 
     def admin(self, config: Config, seen: Seen, *, make: bool) -> tuple[str, Hidden] | Step:
         """The gateway's admin (access key, secret): its root account, made once for an integrated gateway."""

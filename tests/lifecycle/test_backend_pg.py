@@ -517,6 +517,11 @@ def test_a_provider_whose_volumes_would_shrink_is_refused_and_growing_is_not() -
     assert CORE.admit(big, small) == [("spec.config.storage.size", "10Gi is smaller than 20Gi: a volume never shrinks "
                                        "(the Cluster keeps 20Gi); move the data to a new provider to use less")]
     assert CORE.admit(small, big) == [] and CORE.admit(big, big) == [] and CORE.admit(None, small) == []
+    # the default size is the schema's (1Gi), and the class its volumes were made with stays
+    assert [f for f, _ in CORE.admit(provider(), provider(storage={"size": "512Mi"}))] == ["spec.config.storage.size"]
+    assert CORE.admit(provider(), provider(storage={"storageClassName": "fast"})) == [(
+        "spec.config.storage.storageClassName", "the Cluster keeps the class its volumes were made with (the "
+        "default); move the data to a new provider to use another")]
     redis = {"spec": {"type": "redis", "backend": "redis-server", "config": {}}}
     assert CORE.admit(redis, redis) == []
 
