@@ -127,6 +127,6 @@ def volume_refusals(type_: str, backend: str, old: Mapping[str, Any] | None, new
                          f"shrinks ({holder} keeps {sizes[0]}); move the data to a new provider to use less"))
     if before.get("storageClassName") != after.get("storageClassName"):
         problems.append(("spec.config.storage.storageClassName", f"{holder} keeps the class its volumes were made "
-                         f"with ({before.get('storageClassName') or 'the default'}); move the data to a new provider to "
-                         "use another"))
+                         f"with ({before.get('storageClassName') or 'the default'}); move the data to a new provider "
+                         "to use another"))
     return problems
