@@ -55,7 +55,8 @@ def test_each_need_binds_to_the_integrated_provider_of_its_type(
     for kind, name in integrated.items():
         st = bound_to(bed, plain, f"demo-{kind}")
         # every type has the operator's backend now: redis', s3's and pg's instances this bed cannot run (no
-        # namespace for them), disk's volume waits for a provisioner this bed has not (nor the shipped class): ready false, each
+        # namespace for them), disk's volume waits for a provisioner this bed has not (nor the shipped class): ready
+        # false, each
         assert st["provider"] == name and st.get("ready") is False, st
     assert bound_to(bed, chosen, "demo-pg")["provider"] == integrated["pg"]
 
