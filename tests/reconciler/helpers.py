@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from renderer.manifests import KINDS
 from tests.compatibility.cases import BASE
 from tests.testbed.kube import KubeTestBed, _rejected
-from tests.testbed.procs import wait_for
+from tests.testbed.procs import BedError, wait_for
 
 API = "apprafter.io/v1alpha1"
 ARGO = "argocd-controller"  # who writes Application specs in a real cluster
@@ -126,7 +126,10 @@ def wait_showing(what: str, probe: Callable[[], T | None], timeout: float, shown
                  label: str = "status now") -> T:
     """`wait`, and on a timeout the failure shows what `shown` says then (an object's status, say): the one way
     every test waits for an object to reach a state."""
-    return wait_showing(what, probe, timeout, lambda: shown(), "{label}")
+    try:
+        return wait(what, probe, timeout)
+    except BedError as e:
+        raise AssertionError(f"{e}\n{label}: {shown()}") from None
 
 
 def app(bed: KubeTestBed, namespace: str, name: str = "demo") -> dict[str, Any]:
