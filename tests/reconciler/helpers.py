@@ -229,3 +229,12 @@ def events(bed: KubeTestBed, namespace: str, reason: str | None = None) -> list[
     resp.raise_for_status()
     items: list[dict[str, Any]] = resp.json()["items"]
     return [e for e in items if reason is None or e.get("reason") == reason]
+
+
+def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owner_uid: str) -> None:
+    """What the garbage collector does on a cluster (the bare API server runs none): delete the object if its owner
+    is the given, gone one. Call it once the owner is gone for good (its successor exists), so that nothing of the
+    owner's can write the object again."""
+    found = bed.get("v1", kind, name, namespace)
+    if found is not None and owner_uid in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
+        bed.delete("v1", kind, name, namespace)

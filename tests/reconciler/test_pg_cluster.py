@@ -27,6 +27,7 @@ from tests.reconciler.helpers import (
     API,
     add_provider,
     apply,
+    collect_garbage,
     condition,
     cr,
     edit,
@@ -243,9 +244,9 @@ def test_the_role_password_and_database_outlive_the_claim_and_the_same_app_and_n
     # the claim goes (and its Secret with it, as the garbage collector does on a cluster: the bare API server runs
     # none); its role, password Secret and Database stay. The Application is still there, so its claim comes back.
     bed.delete(API, "ResourceClaim", "demo-pg", namespace)
-    bed.delete("v1", "Secret", "demo-pg-conn", namespace)
     wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}).get(
         "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+    collect_garbage(bed, "Secret", "demo-pg-conn", namespace, old["metadata"]["uid"])
     says(bed, namespace, "Provisioned")
     after = connection(bed, namespace)
     assert after == before  # the same role, database and password: CloudNativePG has nothing to change

@@ -27,6 +27,7 @@ from tests.reconciler.helpers import (
     API,
     add_provider,
     apply,
+    collect_garbage,
     condition,
     cr,
     edit,
@@ -166,9 +167,9 @@ def test_the_keys_outlive_the_claim_and_the_same_app_and_need_get_them_back(
     # the claim goes (and its Secret with it, as the garbage collector does on a cluster: the bare API server runs
     # none); its user and keys stay in Redis. The Application is still there, so its claim comes back.
     bed.delete(API, "ResourceClaim", "demo-redis", namespace)
-    bed.delete("v1", "Secret", "demo-redis-conn", namespace)
     wait("the claim made anew", lambda: (bed.get(API, "ResourceClaim", "demo-redis", namespace) or {}).get(
         "metadata", {}).get("uid") not in (None, old["metadata"]["uid"]) or None, 60)
+    collect_garbage(bed, "Secret", "demo-redis-conn", namespace, old["metadata"]["uid"])
     ready_claim(bed, namespace)
     after = connection(bed, namespace)
     assert (after["user"], after["prefix"]) == (before["user"], before["prefix"])

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from tests.reconciler.helpers import (
     API,
     apply,
+    collect_garbage,
     condition,
     cr,
     edit,
@@ -163,9 +164,3 @@ def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claim
     [note] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert plan["metadata"]["name"] in note["note"]
 
-
-def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owner_uid: str) -> None:
-    """What the garbage collector does on a cluster: delete the object if its owner is the given (gone) one."""
-    found = bed.get("v1", kind, name, namespace)
-    if found is not None and owner_uid in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
-        bed.delete("v1", kind, name, namespace)
