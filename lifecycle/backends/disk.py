@@ -113,8 +113,9 @@ class StorageClassDisk:
         meta = claim.get("metadata") or {}
         asked = (claim.get("spec") or {}).get("size")
         size = SIZES.get(str(asked), str(asked)) if asked is not None else str(config["defaultSize"])
-        if not quantity(size):
-            return f"spec.size: {asked!r} is neither a named size ({', '.join(SIZES)}) nor a quantity"
+        value = quantity(size)
+        if value is None or value <= 0:  # "0" or "-1Gi" parse, and no volume has that size
+            return f"spec.size: {asked!r} is neither a named size ({', '.join(SIZES)}) nor a positive quantity"
         storage_class = config.get("storageClassName")
         return Volume(volume_name(claim), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
                       str(config["provider"]), size, str(config["accessMode"]),

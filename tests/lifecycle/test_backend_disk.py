@@ -56,8 +56,9 @@ def test_the_size_comes_from_the_need_else_the_providers_default(asked: str | No
     assert isinstance(volume, Volume)
     assert (volume.name, volume.namespace, volume.size, volume.storage_class) == ("shop-disk", "team", size, "local")
     assert set(SIZES) == {"nano", "small", "medium", "large", "xlarge"}
-    assert CORE.volume(claim("huge"), config()) == (
-        "spec.size: 'huge' is neither a named size (nano, small, medium, large, xlarge) nor a quantity")
+    for bad in ("huge", "0", "-1Gi"):
+        assert CORE.volume(claim(bad), config()) == (
+            f"spec.size: {bad!r} is neither a named size (nano, small, medium, large, xlarge) nor a positive quantity")
     bare = CORE.configure({"metadata": {"name": "disk"}, "spec": {"type": "disk", "backend": "storage-class"}}, SITE)
     assert not isinstance(bare, list)
     assert CORE.volume(claim(), bare) == Volume("shop-disk", "team", "shop-disk", "disk", "1Gi", "ReadWriteOnce",
