@@ -14,12 +14,13 @@ from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, find_condition, render
 
-__all__ = ["AMBIGUOUS", "BOUND", "MISSING", "NO_MATCH", "PROVISIONED", "Binding", "bind", "labels_text", "status_of",
-           "waiting_reason"]
+__all__ = ["AMBIGUOUS", "BOUND", "MISSING", "NOT_ADMITTED", "NO_MATCH", "PROVISIONED", "Binding", "admits", "bind",
+           "labels_text", "status_of", "waiting_reason"]
 
 BOUND = "Bound"  # the condition's type, and its reason when True
 PROVISIONED = "Ready"  # a backend's condition on the claims it provisions (True: status.ready, the Secret written)
 NO_MATCH, AMBIGUOUS, MISSING = "NoMatchingProvider", "AmbiguousProvider", "ProviderMissing"
+NOT_ADMITTED = "NamespaceNotAdmitted"  # bound, and the provider's spec.namespaces no longer lists the claim's
 LISTED = 5  # providers named in one message at most (then "and N more")
 LABELS_SHOWN = 80  # characters of one provider's labels in a message at most
 
@@ -50,9 +51,17 @@ def labels_text(labels: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
-def _matches(provider: Mapping[str, Any], kind: Any, selector: Mapping[str, Any]) -> bool:
+def admits(provider: Mapping[str, Any], namespace: str) -> bool:
+    """Whether the provider serves claims of `namespace`: its spec.namespaces lists it, or it lists none (every
+    namespace)."""
+    listed = _spec(provider).get("namespaces")
+    return not isinstance(listed, list) or namespace in listed
+
+
+def _matches(provider: Mapping[str, Any], kind: Any, selector: Mapping[str, Any], namespace: str) -> bool:
     labels = _labels(provider)
-    return _spec(provider).get("type") == kind and all(labels.get(k) == v for k, v in selector.items())
+    return (_spec(provider).get("type") == kind and all(labels.get(k) == v for k, v in selector.items())
+            and admits(provider, namespace))
 
 
 def _listed(names: list[str]) -> str:
@@ -77,6 +86,7 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
     assert isinstance(selector, Mapping)
     by_name = {_name(p): p for p in providers}
     wanted = labels_text(selector)
+    namespace = str((claim.get("metadata") or {}).get("namespace") or "")
     bound = ((claim.get("status") or {}) if isinstance(claim.get("status"), Mapping) else {}).get("provider")
     if isinstance(bound, str) and bound:
         provider = by_name.get(bound)
@@ -85,12 +95,17 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
                                             "longer exists: its data was there, so the claim stays bound to it "
                                             f"(create ServiceProvider {bound} again; a claim never moves)"))
         said = f"bound to ServiceProvider {bound}"
-        if not _matches(provider, kind, selector):
+        if not admits(provider, namespace):  # its data is there: kept, not provisioned further (the backends ask)
+            return Binding(bound, Condition(BOUND, "False", NOT_ADMITTED, f"bound to ServiceProvider {bound}, whose "
+                                            f"spec.namespaces no longer lists {namespace}: its data stays there, "
+                                            "nothing more is provisioned (its administrator lists the namespace "
+                                            "again, or moves the data)"))
+        if not _matches(provider, kind, selector, namespace):
             said += (f" (it no longer is of type {kind} with labels {wanted or 'any'}; a bound claim stays where "
                      "its data is)")
         return Binding(bound, Condition(BOUND, "True", BOUND, said))
     need = f"needs.{kind}"
-    candidates = sorted(name for name, p in by_name.items() if _matches(p, kind, selector))
+    candidates = sorted(name for name, p in by_name.items() if _matches(p, kind, selector, namespace))
     if len(candidates) == 1:
         return Binding(candidates[0], Condition(BOUND, "True", BOUND, f"bound to ServiceProvider {candidates[0]}"))
     with_labels = f" with labels {wanted}" if wanted else ""
@@ -98,13 +113,17 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
         return Binding(None, Condition(BOUND, "False", AMBIGUOUS, f"{len(candidates)} ServiceProviders of type "
                                        f"{kind} match{with_labels}: {_listed(candidates)}; narrow {need}.selector "
                                        "to a label only one of them has"))
-    same_type = [by_name[n] for n in sorted(by_name) if _spec(by_name[n]).get("type") == kind]
+    of_type = [by_name[n] for n in sorted(by_name) if _spec(by_name[n]).get("type") == kind]
+    same_type = [p for p in of_type if admits(p, namespace)]  # another team's dedicated one is not named here
     said = f"no ServiceProvider of type {kind}" + (f" has labels {wanted}" if wanted else " exists")
     if same_type:
         shown = [_described(p) for p in same_type]
         more = len(shown) - LISTED
         said += (f" (of type {kind}: {', '.join(shown[:LISTED])}{f' and {more} more' if more > 0 else ''}; change "
                  f"{need}.selector to match one)")
+    elif of_type:
+        said = (f"no ServiceProvider of type {kind} serves namespace {namespace} (each lists other namespaces in "
+                f"spec.namespaces: a cluster administrator lists {namespace} in one, or creates one)")
     elif wanted:
         said += f" (none of type {kind} exists: a cluster administrator creates one)"
     else:

@@ -15,14 +15,23 @@ __all__ = ["GRANT_ANNOTATION", "PROVIDERS", "Provider", "granted", "references",
 
 GRANT_ANNOTATION = "apprafter.io/applications"
 
-# A provider says whether it gives `app` (its effective spec `spec`) the Secret `name`; the hook for more
-# providers (a SourceCredential's pull secret is deliberately none: docs/private-sources.md).
-Provider = Callable[[str, Mapping[str, Any], str], bool]
+# A provider says whether it gives `app` (its effective spec `spec`) the Secret `name` (its metadata, None when it does
+# not exist); the hook for more providers (a SourceCredential's pull secret is deliberately none:
+# docs/private-sources.md).
+Provider = Callable[[str, Mapping[str, Any], str, Mapping[str, Any] | None], bool]
 
 
-def _claims(app: str, spec: Mapping[str, Any], name: str) -> bool:
-    """A claim's connection Secret, of a need this environment declares."""
-    return any(connection_secret(app, need) == name for need in spec.get("needs") or {})
+def _claims(app: str, spec: Mapping[str, Any], name: str, metadata: Mapping[str, Any] | None) -> bool:
+    """A claim's connection Secret, of a need this environment declares: once it exists, only as written by that
+    claim (its controlling owner; a Secret of that name someone else wrote is not the claim's to give). Not there
+    yet, the claim writes it, and no pod runs before the claim is ready."""
+    claims = [f"{app}-{need}" for need in spec.get("needs") or {} if connection_secret(app, need) == name]
+    if not claims:
+        return False
+    return metadata is None or any(
+        ref.get("controller") is True and ref.get("kind") == "ResourceClaim" and ref.get("name") == claims[0]
+        and str(ref.get("apiVersion") or "").startswith("apprafter.io/")
+        for ref in metadata.get("ownerReferences") or [])
 
 
 PROVIDERS: tuple[Provider, ...] = (_claims,)
@@ -40,7 +49,7 @@ def references(spec: Mapping[str, Any]) -> list[str]:
 def granted(app: str, spec: Mapping[str, Any], name: str, metadata: Mapping[str, Any] | None,
             providers: Sequence[Provider] = PROVIDERS) -> bool:
     """Whether `app` may read Secret `name` (metadata: the Secret's, None when it does not exist)."""
-    if any(provider(app, spec, name) for provider in providers):
+    if any(provider(app, spec, name, metadata) for provider in providers):
         return True
     if metadata is None:
         return False
@@ -55,7 +64,16 @@ def refused(app: str, namespace: str, spec: Mapping[str, Any],
     missing = sorted(names)
     if not missing:
         return None
-    listed = ", ".join(f"{n}{'' if metadata.get(n) is not None else ' (not found)'}" for n in missing)
+    listed = ", ".join(f"{n}{_said(app, spec, n, metadata.get(n))}" for n in missing)
     return (f"env secret references to Secrets not granted to this Application: {listed}; whoever may write such a "
             f"Secret grants it with `kubectl annotate secret NAME -n {namespace} {GRANT_ANNOTATION}={app}` (a list: "
             "app,app2); claim references need no grant")
+
+
+def _said(app: str, spec: Mapping[str, Any], name: str, metadata: Mapping[str, Any] | None) -> str:
+    """What the refusal says of one Secret: not found, or named as a claim's without being written by it."""
+    if metadata is None:
+        return " (not found)"
+    if any(connection_secret(app, need) == name for need in spec.get("needs") or {}):
+        return " (named as this app's claim's connection Secret, but not written by the claim)"
+    return ""

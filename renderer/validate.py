@@ -209,6 +209,11 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
         hostname = expose.get("hostname")
         if hostname is not None and not patterns.dns_name(hostname):
             c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is not a DNS name")
+        elif isinstance(hostname, str) and "." not in hostname:
+            # a Gateway's listeners are named by hostname, and its own are one-label names (http, https): a
+            # one-label hostname could take one's name and break the listener update for every app (issue 41)
+            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is a single label: a public "
+                  "hostname is a fully qualified name of two labels or more (shop.example.com)")
         for i, rewrite in enumerate(expose.get("rewrites", [])):
             prefixes = rewrite_prefixes(rewrite)
             if prefixes is None or not all(GATEWAY_PATH.fullmatch(p) for p in prefixes):

@@ -45,6 +45,7 @@ class Volume(NamedTuple):
     size: str
     access_mode: str
     storage_class: str | None  # None: the cluster's default StorageClass
+    max_size: str | None = None  # the provider's maxSize: no claim's volume is made or grown past it
 
 
 def volume_name(claim: Mapping[str, Any]) -> str:
@@ -83,6 +84,9 @@ def _size(volume: Volume, live_size: str | None, phase: str, storage_class: Mapp
     have, want = quantity(live_size), quantity(volume.size)
     if have is None or want is None or have == want:
         return Condition(SIZE_CONDITION, "True", "AsRequested", f"{where} is {live_size}")
+    if volume.max_size is not None and want > (quantity(volume.max_size) or want):
+        return Condition(SIZE_CONDITION, "False", "SizeAboveLimit", f"{volume.size} is above the provider's maxSize "
+                         f"{volume.max_size}: {where} stays at {live_size}")
     if want < have:
         return Condition(SIZE_CONDITION, "False", "SizeDecreaseRefused", f"{volume.size} is below the volume's "
                          f"{live_size}: a volume never shrinks (that would be a copy of the data to a new, smaller "
@@ -113,12 +117,13 @@ class StorageClassDisk:
         meta = claim.get("metadata") or {}
         asked = (claim.get("spec") or {}).get("size")
         size = SIZES.get(str(asked), str(asked)) if asked is not None else str(config["defaultSize"])
-        if not quantity(size):
-            return f"spec.size: {asked!r} is neither a named size ({', '.join(SIZES)}) nor a quantity"
+        value = quantity(size)
+        if value is None or value <= 0:  # "0" or "-1Gi" parse, and no volume has that size
+            return f"spec.size: {asked!r} is neither a named size ({', '.join(SIZES)}) nor a positive quantity"
         storage_class = config.get("storageClassName")
         return Volume(volume_name(claim), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
                       str(config["provider"]), size, str(config["accessMode"]),
-                      str(storage_class) if storage_class else None)
+                      str(storage_class) if storage_class else None, str(config["maxSize"]))
 
     def reads(self, claim: Mapping[str, Any], config: Mapping[str, Any]) -> Sequence[Read]:
         """The claim's PVC, and every StorageClass (the one it is of, or the default, is among them)."""
@@ -142,6 +147,9 @@ class StorageClassDisk:
             if (live.get("metadata") or {}).get("deletionTimestamp"):
                 return Step(Waiting("VolumeDeleting", f"{where} is being deleted (its data was dropped): a new one "
                                     "is made once it is gone"))
+        if live is None and (quantity(volume.size) or 0) > (quantity(volume.max_size) or 0):
+            return Step(Waiting("SizeAboveLimit", f"{volume.size} is above the provider's maxSize "
+                                f"{volume.max_size}: no volume is made (ask for less, or a provider that allows it)"))
         spec = (live or {}).get("spec") or {}
         class_name = spec.get("storageClassName") or volume.storage_class
         by_name = {str((c.get("metadata") or {}).get("name")): c for c in seen.list(classes)}

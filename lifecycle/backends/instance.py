@@ -34,7 +34,7 @@ SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the 
 INSTANCE_LABELS: Mapping[str, str] = {"app.kubernetes.io/managed-by": "apprafter"}
 MIN_MEMORY = 64 * 2**20
 T = TypeVar("T")  # below this a server of ours does not start its users' work
-_ADDRESS = re.compile(r"^([A-Za-z0-9.-]+|\[[0-9a-fA-F:]+\]):([0-9]{1,5})$")
+_ADDRESS = re.compile(r"^([A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\]):([0-9]{1,5})$")  # [::ffff:10.0.0.7] too
 
 
 class Instance(NamedTuple):

@@ -54,6 +54,11 @@ NUDGE_SECONDS = 10
 HBA = ("host sameuser all all scram-sha-256", "host all all all reject")
 IDENTIFIER_MAX = 63  # bytes of a PostgreSQL identifier (NAMEDATALEN - 1: a longer one is cut short silently)
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
+# A role's connection limit by its need's size (none: small), CloudNativePG's `connectionLimit` (ALTER ROLE ...
+# CONNECTION LIMIT): no claim can hold more than half of a Cluster's default max_connections (100; 3 of them kept
+# for superusers), so one role can no longer take the shared Cluster's connections from every other.
+CONNECTIONS = {"nano": 5, "small": 10, "medium": 20, "large": 30, "xlarge": 50}
+DEFAULT_SIZE = "small"
 
 
 class Shared(NamedTuple):
@@ -82,6 +87,7 @@ class Tenant(NamedTuple):
     name: str  # the role and the database
     object_name: str  # its password Secret and its Database resource
     claim: str  # `<namespace>/<claim>`
+    connection_limit: int = CONNECTIONS[DEFAULT_SIZE]
 
 
 def shared_buffers(limit: int, percent: int) -> str:
@@ -98,11 +104,13 @@ def tenant_of(claim: Mapping[str, Any]) -> Tenant:
     Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one."""
     meta = claim.get("metadata") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
+    limit = CONNECTIONS.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE), CONNECTIONS[DEFAULT_SIZE])
     plain = f"{namespace}.{name}"
     if len(plain.encode()) < IDENTIFIER_MAX:
-        return Tenant(plain, plain, f"{namespace}/{name}")
+        return Tenant(plain, plain, f"{namespace}/{name}", limit)
     digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
-    return Tenant(f"{plain[:IDENTIFIER_MAX - HASH_CHARS - 1]}-{digest}", f"claim-{digest}", f"{namespace}/{name}")
+    return Tenant(f"{plain[:IDENTIFIER_MAX - HASH_CHARS - 1]}-{digest}", f"claim-{digest}", f"{namespace}/{name}",
+                  limit)
 
 
 def major(image: str) -> str:
@@ -172,10 +180,11 @@ def cluster_object(shared: Shared, roles: Mapping[str, Mapping[str, Any]], live:
 
 
 def role_entry(tenant: Tenant) -> dict[str, Any]:
-    """The claim's entry in the Cluster's spec.managed.roles: a login role, its password from its Secret, no other
-    attribute (no superuser, createdb, createrole, replication, bypassrls: CloudNativePG's defaults)."""
+    """The claim's entry in the Cluster's spec.managed.roles: a login role, its password from its Secret, its
+    connection limit, no other attribute (no superuser, createdb, createrole, replication, bypassrls: CloudNativePG's
+    defaults)."""
     return {"name": tenant.name, "ensure": "present", "login": True, "passwordSecret": {"name": tenant.object_name},
-            "comment": f"apprafter claim {tenant.claim}"}
+            "connectionLimit": tenant.connection_limit, "comment": f"apprafter claim {tenant.claim}"}
 
 
 def password_secret_object(shared: Shared, tenant: Tenant, password: str) -> dict[str, Any]:

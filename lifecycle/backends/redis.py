@@ -19,8 +19,8 @@ from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import Instance
 from lifecycle.backends.shared_server import SharedServer
 
-__all__ = ["BACKEND", "CORE", "PERMISSIONS", "PORT", "Account", "Config", "DropUser", "RedisServer", "SetUser",
-           "TryUser", "account_of", "acl_rules", "max_memory"]
+__all__ = ["BACKEND", "CORE", "NO_SCRIPTING", "OWN_SCRIPTS", "PERMISSIONS", "PORT", "Account", "Config", "DropUser",
+           "RedisServer", "SetUser", "TryUser", "account_of", "acl_rules", "max_memory"]
 
 BACKEND, TYPE = "redis-server", "redis"
 PORT = 6379
@@ -32,12 +32,20 @@ EVICTION = "volatile-lru"
 # What a claim's user may run (Redis' ACL categories, `ACL CAT`): everything on its own keys and channels, minus
 # the categories that reach the whole instance or its configuration (@dangerous: KEYS, FLUSHALL, FLUSHDB, CONFIG,
 # DEBUG, MODULE, ACL, CLIENT LIST/KILL, MONITOR, SORT with patterns, SHUTDOWN, ...; @admin), minus the commands that
-# show other tenants' key or channel names (SCAN, RANDOMKEY, DBSIZE, PUBSUB) or switch databases (SELECT, MOVE,
-# SWAPDB), minus FUNCTION (libraries are instance-wide) and SCRIPT FLUSH/KILL/DEBUG. EVAL/EVALSHA stay: a script's
-# commands run with the caller's ACL. INFO comes back: queue libraries (BullMQ, Sidekiq) read the server's version
+# show other tenants' key or channel names (SCAN, RANDOMKEY, DBSIZE, PUBSUB, CLIENT TRACKING: its broadcast mode
+# takes any prefix, another tenant's or none, and Redis does not check it against the user's keys) or switch
+# databases (SELECT, MOVE, SWAPDB). INFO comes back: queue libraries (BullMQ, Sidekiq) read the server's version
 # from it at connect; it shows instance-wide counters, never a key name or value.
 PERMISSIONS = ("+@all", "-@dangerous", "-@admin", "-scan", "-randomkey", "-dbsize", "-pubsub", "-select", "-move",
-               "-function", "-script|flush", "-script|kill", "-script|debug", "+info")
+               "-client|tracking", "+info")
+# Scripting on a shared instance is off (@scripting: EVAL, EVALSHA, FCALL, FUNCTION, SCRIPT): a script runs alone on
+# the server's one thread, so a busy one answers every other tenant BUSY, one that wrote cannot be killed (only a
+# SHUTDOWN ends it, with every tenant's keys), and its Lua heap grows past maxmemory and the pod's limit. A provider
+# whose claims are one team's may turn it on (`scripting: true`, for BullMQ and the like): then EVAL and EVALSHA run
+# with the caller's ACL (a script reaches only its prefix), and FUNCTION (libraries are instance-wide) and SCRIPT
+# FLUSH/KILL/DEBUG stay off.
+NO_SCRIPTING = ("-@scripting",)
+OWN_SCRIPTS = ("-function", "-script|flush", "-script|kill", "-script|debug")
 
 
 class Account(NamedTuple):
@@ -77,11 +85,13 @@ class DropUser(NamedTuple):
 
 
 class Config(NamedTuple):
-    """A provider's instance, its `--maxmemory` (bytes) and the image the operator runs it from."""
+    """A provider's instance, its `--maxmemory` (bytes), the image the operator runs it from, and whether its
+    claims may run scripts."""
 
     instance: Instance
     max_memory: int
     image: str | None
+    scripting: bool = False
 
 
 def max_memory(limit: int, percent: int) -> int:
@@ -99,9 +109,11 @@ def account_of(claim: Mapping[str, Any]) -> Account:
     return Account(user, f"{user}:")
 
 
-def acl_rules(account: Account, password: str) -> tuple[str, ...]:
-    """ACL SETUSER's rules for the account (`>password`: hidden in every repr)."""
-    return ("reset", "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS)
+def acl_rules(account: Account, password: str, scripting: bool = False) -> tuple[str, ...]:
+    """ACL SETUSER's rules for the account (`>password`: hidden in every repr); its own scripts only where the
+    provider allows scripting."""
+    return ("reset", "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS,
+            *(OWN_SCRIPTS if scripting else NO_SCRIPTING))
 
 
 def instance_objects(config: Config) -> list[dict[str, Any]]:
@@ -130,7 +142,7 @@ class RedisServer(SharedServer):
     def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config:
         limit = whole_bytes(instance.memory) or 0
         return Config(instance, max_memory(limit, int(config["maxmemoryPercent"])) if instance.integrated else 0,
-                      site.image)
+                      site.image, bool(config["scripting"]))
 
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         instance, found = config.instance, self.prepared(config, seen, provisioning=True)
@@ -145,7 +157,7 @@ class RedisServer(SharedServer):
                   "prefix": account.prefix}
         connection = {"host": instance.host, "port": instance.port, "user": account.user, "prefix": account.prefix}
         said = f"ACL user {account.user} on {instance.host}:{instance.port}, keys and channels under {account.prefix}"
-        calls = (SetUser(*address, admin, account.user, acl_rules(account, password)),
+        calls = (SetUser(*address, admin, account.user, acl_rules(account, password, config.scripting)),
                  TryUser(*address, account.user, password))
         return Step(ready(said, connection, secret), writes, calls)
 

@@ -56,12 +56,13 @@ def test_the_size_comes_from_the_need_else_the_providers_default(asked: str | No
     assert isinstance(volume, Volume)
     assert (volume.name, volume.namespace, volume.size, volume.storage_class) == ("shop-disk", "team", size, "local")
     assert set(SIZES) == {"nano", "small", "medium", "large", "xlarge"}
-    assert CORE.volume(claim("huge"), config()) == (
-        "spec.size: 'huge' is neither a named size (nano, small, medium, large, xlarge) nor a quantity")
+    for bad in ("huge", "0", "-1Gi"):
+        assert CORE.volume(claim(bad), config()) == (
+            f"spec.size: {bad!r} is neither a named size (nano, small, medium, large, xlarge) nor a positive quantity")
     bare = CORE.configure({"metadata": {"name": "disk"}, "spec": {"type": "disk", "backend": "storage-class"}}, SITE)
     assert not isinstance(bare, list)
     assert CORE.volume(claim(), bare) == Volume("shop-disk", "team", "shop-disk", "disk", "1Gi", "ReadWriteOnce",
-                                                None)  # the schema's defaults: 1Gi, ReadWriteOnce, the default class
+                                                None, "1Ti")  # the schema's: 1Gi, ReadWriteOnce, the default class
 
 
 def test_a_new_volume_is_created_labelled_to_its_claim_and_not_owned_by_it() -> None:
@@ -91,6 +92,22 @@ def test_a_volume_grows_where_its_class_allows_and_never_shrinks() -> None:
     refused = provision("5Gi", live("10Gi"), storage_class(expand=True))
     assert not refused.writes and size_reason(refused) == "SizeDecreaseRefused"
     assert isinstance(refused.then, Ready) and refused.then.connection["size"] == "10Gi"
+
+
+def test_no_volume_is_made_or_grown_past_the_providers_max_size() -> None:
+    """Issue 41: a need of 999999999Ti became a Ready PVC; the provider's maxSize (default 1Ti) bounds it."""
+    huge = provision("999999999Ti", None, storage_class())
+    assert not huge.writes and isinstance(huge.then, Waiting) and huge.then.reason == "SizeAboveLimit"
+    assert huge.then.message == ("999999999Ti is above the provider's maxSize 1Ti: no volume is made (ask for less, "
+                                 "or a provider that allows it)")
+    capped = provision("30Gi", None, storage_class(), maxSize="20Gi")
+    assert isinstance(capped.then, Waiting) and capped.then.reason == "SizeAboveLimit"
+    at_limit = provision("20Gi", None, storage_class(), maxSize="20Gi")
+    assert [type(w) for w in at_limit.writes] == [Apply]
+    # an existing volume does not grow past it, and serves on at its size
+    stays = provision("30Gi", live("10Gi"), storage_class(expand=True), maxSize="20Gi")
+    assert not stays.writes and size_reason(stays) == "SizeAboveLimit"
+    assert isinstance(stays.then, Ready) and stays.then.connection["size"] == "10Gi"
 
 
 def test_another_claims_volume_under_the_name_is_left_alone_and_never_dropped() -> None:

@@ -113,7 +113,7 @@ def test_the_cluster_is_guaranteed_confines_each_role_and_manages_the_claims_rol
                                   "pg_hba": ["host sameuser all all scram-sha-256", "host all all all reject"]}
     assert spec["enableSuperuserAccess"] is False
     assert spec["managed"]["roles"] == [{"name": "shop.cart-pg", "ensure": "present", "login": True,
-                                         "passwordSecret": {"name": "shop.cart-pg"},
+                                         "passwordSecret": {"name": "shop.cart-pg"}, "connectionLimit": 10,
                                          "comment": "apprafter claim shop/cart-pg"}]
     assert "resourceVersion" not in cluster["metadata"]
 
@@ -134,8 +134,20 @@ def test_the_cluster_keeps_every_role_it_manages_and_adds_the_claims() -> None:
 
 def test_a_claims_role_and_database_are_its_namespace_and_name() -> None:
     tenant = core.tenant_of(claim())
-    assert tenant == core.Tenant("shop.cart-pg", "shop.cart-pg", "shop/cart-pg")
+    assert tenant == core.Tenant("shop.cart-pg", "shop.cart-pg", "shop/cart-pg", 10)
     assert core.tenant_of(claim("shop", "cart-pg")) == tenant  # the same app and need: the same role and data
+
+
+@pytest.mark.parametrize(("size", "limit"), [(None, 10), ("nano", 5), ("small", 10), ("medium", 20), ("large", 30),
+                                           ("xlarge", 50)])
+def test_a_claims_role_may_hold_the_connections_its_needs_size_gives_and_no_more(size: str | None,
+                                                                                 limit: int) -> None:
+    sized = claim()
+    if size is not None:
+        sized["spec"]["size"] = size
+    entry = core.role_entry(core.tenant_of(sized))
+    assert entry["connectionLimit"] == limit
+    assert limit <= 100 // 2  # at most half of the Cluster's default max_connections, whatever the size
 
 
 def test_a_name_too_long_for_postgres_is_cut_and_hashed_to_exactly_63_bytes() -> None:

@@ -92,6 +92,7 @@ def test_bring_your_own_redis_by_address_and_what_the_core_refuses() -> None:
     own = config(address="10.0.0.7:6380").instance
     assert (own.host, own.port, own.integrated) == ("10.0.0.7", 6380, False)
     assert config(address="[fd00::7]:6379").instance.host == "fd00::7"
+    assert config(address="[::ffff:10.0.0.7]:6379").instance.host == "::ffff:10.0.0.7"
     assert CORE.configure(provider(resources={"memory": "32Mi", "cpu": "0"}), Site(NS, IMAGE)) == [
         "spec.config.resources.memory: '32Mi' is not a memory quantity of at least 64Mi",
         "spec.config.resources.cpu: '0' is not a CPU quantity (250m, 1, 1.5)"]
@@ -147,7 +148,10 @@ def test_a_claims_user_prefix_and_connection_are_its_namespace_and_name() -> Non
     assert connection_secret_of(claim(**{"app.kubernetes.io/name": "cart"})) == "cart-redis-conn"
     rules = acl_rules(account, "pw")
     assert list(rules[:5]) == ["reset", "on", ">pw", "~shop.cart-redis:*", "&shop.cart-redis:*"]
-    assert "-@dangerous" in rules and "-@admin" in rules
+    assert "-@dangerous" in rules and "-@admin" in rules and "-client|tracking" in rules
+    assert rules[-1] == "-@scripting" and acl_rules(account, "pw", scripting=True)[-4:] == (
+        "-function", "-script|flush", "-script|kill", "-script|debug")  # own scripts only where the provider says
+    assert config().scripting is False and config(scripting=True).scripting is True
     own = config(address="127.0.0.1:6380")
     step = CORE.provision(claim(), own, seen(own, admin_secret()))
     assert isinstance(step.then, Ready)
@@ -241,6 +245,9 @@ def test_the_user_is_set_and_tried_with_the_password_its_secret_holds(connection
     assert isinstance(set_user, SetUser) and isinstance(try_user, TryUser)
     assert (set_user.host, set_user.port, set_user.user) == ("10.0.0.7", 6380, "shop.cart-redis")
     assert set_user.rules == acl_rules(account_of(claim()), password)
+    scripted = config(address="10.0.0.7:6380", scripting=True)
+    [with_scripts, _] = CORE.provision(claim(), scripted, seen(scripted, admin_secret(), connection=connection)).calls
+    assert isinstance(with_scripts, SetUser) and with_scripts.rules == acl_rules(account_of(claim()), password, True)
     assert (try_user.host, try_user.port, try_user.user, try_user.password) == (
         "10.0.0.7", 6380, "shop.cart-redis", password)
     assert "password" not in step.then.connection  # status.connection: never the secret

@@ -122,3 +122,36 @@ def test_the_applications_claims_ready_names_each_need_that_waits() -> None:
         Waiting("shop-pg", "needs.pg", "NoMatchingProvider: no ServiceProvider of type pg has labels "
                                        "tier=integrated"),
         Waiting("shop-disk", "needs.disk", "not bound to a ServiceProvider yet")]
+
+
+def scoped(name: str, *namespaces: str, **labels: str) -> dict[str, Any]:
+    found = provider(name, **labels)
+    found["spec"]["namespaces"] = list(namespaces)
+    return found
+
+
+def test_a_provider_scoped_to_namespaces_binds_only_their_claims() -> None:
+    """Issue 41: any namespace could select a team's dedicated provider by its labels; spec.namespaces scopes it."""
+    dedicated = scoped("pg-payments", "payments", "payments-staging", tier="integrated", team="payments")
+    shared = provider("pg-integrated", tier="integrated")
+    payments = claim(selector={"team": "payments"})
+    payments["metadata"]["namespace"] = "payments"
+    assert bind(payments, [dedicated, shared]).provider == "pg-payments"
+    # another namespace's claim, the same selector: not bound, and the other team's provider is not named to it
+    refused = bind(claim(selector={"team": "payments"}), [dedicated, shared])
+    assert refused == Binding(None, Condition("Bound", "False", "NoMatchingProvider", (
+        "no ServiceProvider of type pg has labels team=payments (of type pg: pg-integrated [tier=integrated]; change "
+        "needs.pg.selector to match one)")))
+    # the integrated selector: only the shared one is a candidate here (no ambiguity with the dedicated one)
+    assert bind(claim(), [dedicated, shared]).provider == "pg-integrated"
+    assert bind(claim(selector={}), [dedicated]) == Binding(None, Condition("Bound", "False", "NoMatchingProvider", (
+        "no ServiceProvider of type pg serves namespace team (each lists other namespaces in spec.namespaces: a "
+        "cluster administrator lists team in one, or creates one)")))
+
+
+def test_a_bound_claim_whose_namespace_its_provider_no_longer_lists_stays_bound_and_says_so() -> None:
+    narrowed = scoped("pg-payments", "payments")
+    said = bind(claim(provider="pg-payments"), [narrowed])
+    assert said.provider == "pg-payments" and (said.condition.status, said.condition.reason) == (
+        "False", "NamespaceNotAdmitted")
+    assert "no longer lists team: its data stays there, nothing more is provisioned" in said.condition.message

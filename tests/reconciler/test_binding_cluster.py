@@ -18,6 +18,7 @@ from tests.reconciler.helpers import (
     cr,
     edit,
     fresh_namespace,
+    service_provider,
     status,
     wait,
     wait_showing,
@@ -124,3 +125,32 @@ def test_a_need_waits_named_until_a_provider_binds_it_and_then_stays_bound(
     assert missing["provider"] == integrated
     claims_ready_says(bed, first, f"needs.redis waits: ProviderMissing: bound to ServiceProvider {integrated}, which "
                                   "no longer exists")
+
+
+def test_a_provider_scoped_to_a_teams_namespaces_binds_no_other_namespaces_claim(
+        bed: KubeTestBed, operator: Operator, providers: list[str]) -> None:
+    """Issue 41: any namespace could select a team's dedicated provider by its labels; its spec.namespaces scopes
+    it, and narrowing it leaves a bound claim where its data is, saying why nothing more is provisioned."""
+    team, stranger = fresh_namespace(bed, "team"), fresh_namespace(bed, "stranger")
+    labels = {"bed": RUN, "team": "payments"}
+    dedicated = f"redis-payments-{RUN}"
+    made = service_provider(dedicated, "redis", "dragonfly", labels=labels)
+    made["spec"]["namespaces"] = [team]
+    bed.apply(made, field_manager="admin")
+    providers.append(dedicated)
+    need = edit(NEED, needs={"redis": {"selector": labels}})
+    apply(bed, cr(team, need))
+    apply(bed, cr(stranger, need))
+    assert bound(bed, team, "Bound")["provider"] == dedicated
+    refused = bound(bed, stranger, "NoMatchingProvider")
+    assert "provider" not in refused
+    assert (condition(refused, "Bound") or {})["message"] == (
+        f"no ServiceProvider of type redis serves namespace {stranger} (each lists other namespaces in "
+        f"spec.namespaces: a cluster administrator lists {stranger} in one, or creates one)")
+    claims_ready_says(bed, stranger, "needs.redis waits: NoMatchingProvider: no ServiceProvider of type redis serves")
+
+    made["spec"]["namespaces"] = [stranger]  # narrowed away from the team: its claim stays bound, and says so
+    bed.apply(made, field_manager="admin")
+    kept = bound(bed, team, "NamespaceNotAdmitted")
+    assert kept["provider"] == dedicated
+    assert f"no longer lists {team}: its data stays there" in (condition(kept, "Bound") or {})["message"]

@@ -23,6 +23,7 @@ from lifecycle.retention import DROP_ANNOTATION, FINALIZER
 from tests.reconciler.helpers import (
     API,
     add_provider,
+    app,
     apply,
     condition,
     cr,
@@ -117,6 +118,24 @@ def test_a_disk_need_gets_its_volume_ready_at_once_on_a_wait_for_first_consumer_
                                 "accessMode": "ReadWriteOnce"}
     assert "WaitForFirstConsumer" in (condition(st, "Ready") or {})["message"]
     assert FINALIZER in claim(bed, namespace)["metadata"]["finalizers"]
+
+
+def test_a_volume_past_the_providers_max_size_is_not_made_and_the_application_says_why(
+        bed: KubeTestBed, operator: Operator, providers: None) -> None:
+    """Issue 41: a need of 999999999Ti became a Ready PVC; past the provider's maxSize (default 1Ti) nothing is
+    made, and the Application's ClaimsReady names the reason."""
+    namespace = fresh_namespace(bed, "disk")
+    apply(bed, cr(namespace, needs("late", "999999999Ti")))
+
+    def refused() -> str | None:
+        said = condition((app(bed, namespace).get("status") or {}), "ClaimsReady") or {}
+        return str(said["message"]) if "maxSize" in str(said.get("message")) else None
+    message = wait_showing("the Application's ClaimsReady naming maxSize", refused, 30,
+                           lambda: app(bed, namespace).get("status"))
+    assert "999999999Ti is above the provider's maxSize 1Ti" in message
+    said = condition(claim(bed, namespace).get("status") or {}, "Ready") or {}
+    assert (said.get("status"), said.get("reason")) == ("False", "SizeAboveLimit")
+    assert not volume(bed, namespace)
 
 
 def test_an_immediate_class_waits_for_bound_and_the_volume_grows_but_never_shrinks(

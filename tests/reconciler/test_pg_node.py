@@ -3,7 +3,8 @@
 operator makes on the first claim; two Applications in two namespaces become Ready with a connection Secret each;
 a pod of each, its Secret as its env, creates a table, writes and reads a row through `psql "$url"` (the Cluster's
 `-rw` Service by DNS name), while its credentials are refused on the other's database and on guessed ones (the
-pg_hba `sameuser` rule), and its status and the operator's log hold no password. Then retention and the drop, for
+pg_hba `sameuser` rule), one role holding its connection limit's sessions is refused one more while the other
+logs in, and its status and the operator's log hold no password. Then retention and the drop, for
 real: one Application deleted without a plan and created again reads its earlier row; the other's need removed
 waits for a data-migration plan (the app keeps running), and once a person approves it CloudNativePG drops its
 database and role (seen in PostgreSQL as its superuser), while the first app's data stays.
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.backends.pg_cluster import CONNECTIONS
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
@@ -59,6 +61,23 @@ echo "other-wrong: $(PGPASSWORD=guess q "host=$HOST port=$PORT user=$OTHER dbnam
 """
 REFUSED = "pg_hba.conf rejects connection"
 READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+"""
+# Run in the primary's postgres container: hold LIMIT sessions as the hog's role (its password in PGPASSWORD), wait
+# until PostgreSQL lists them (bounded), try one more, and log in as the victim meanwhile; then end the hog's sessions.
+HOG = """set -u
+for i in $(seq "$LIMIT"); do
+  psql -X -w "host=127.0.0.1 user=$HOG dbname=$HOG" -Atc 'select pg_sleep(300)' >/dev/null 2>&1 &
+done
+n=0
+until [ "$(psql -X -d postgres -Atc "select count(*) from pg_stat_activity where usename = '$HOG'")" -ge "$LIMIT" ]; do
+  n=$((n + 1)); [ "$n" -lt 1200 ] || { echo "held: not $LIMIT sessions"; exit 1; }; sleep 0.1
+done
+echo "one more: $(psql -X -w "host=127.0.0.1 user=$HOG dbname=$HOG" -Atc 'select 1' 2>&1 \
+                  | grep -o 'too many connections for role' | head -1)"
+echo "victim: $(PGPASSWORD="$VICTIM_PASSWORD" psql -X -w "host=127.0.0.1 user=$VICTIM dbname=$VICTIM" \
+                 -Atc 'select 1' 2>&1)"
+psql -X -d postgres -Atc "select count(pg_terminate_backend(pid)) from pg_stat_activity where usename = '$HOG'" \
+  >/dev/null
 """
 
 
@@ -140,6 +159,15 @@ def in_postgres(node: NodeTestBed, primary: str, column: str, catalog: str) -> l
                         "-Atc", f"select {column} from {catalog}").stdout.split()
 
 
+def hog_connections(node: NodeTestBed, primary: str, hog: dict[str, str], victim: dict[str, str],
+                    limit: int) -> list[str]:
+    """What HOG says: one role holding its connection limit's sessions on the shared Cluster, then one more."""
+    env = [f"LIMIT={limit}", f"HOG={hog['user']}", f"PGPASSWORD={hog['password']}", f"VICTIM={victim['user']}",
+           f"VICTIM_PASSWORD={victim['password']}"]
+    return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "env", *env, "sh", "-c",
+                        HOG).stdout.splitlines()
+
+
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
         node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator, provider: None) -> None:
     started = time.monotonic()
@@ -185,6 +213,10 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
                 "other-wrong: password authentication failed"], log
             assert own["db"] != other["db"]
 
+        # one role cannot take the shared Cluster's connections (its need's size, small: 10, as CloudNativePG set
+        # its CONNECTION LIMIT), and the other app's role logs in meanwhile
+        assert hog_connections(node, primary["metadata"]["name"], fields[0], fields[1], CONNECTIONS["small"]) == [
+            "one more: too many connections for role", "victim: 1"]
         # nothing secret in what the operator says: the claims' status, its log
         said = json.dumps(claims) + operator.log()
         for password in (f["password"] for f in fields):

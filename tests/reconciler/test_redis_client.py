@@ -1,7 +1,8 @@
 """The integrated instance's command line run by the real redis-server (what its pod runs), and a claim's ACL user
 on it (reconciler/backends/redis.py with lifecycle/backends/redis.py's rules): it reads back its own writes under its
 prefix, cannot read, write, publish to or script another claim's keys and channels (their prefix guessed), cannot run
-an admin or instance-wide command; failures say what failed, never a password, and come within their time bound."""
+an admin or instance-wide command, a script (unless its provider allows them) or client tracking; failures say what
+failed, never a password, and come within their time bound."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ FORBIDDEN = [("FLUSHALL",), ("FLUSHDB",), ("KEYS", "*"), ("SCAN", "0"), ("RANDOM
              ("DEBUG", "SLEEP", "0"), ("MODULE", "LIST"), ("CLIENT", "LIST"), ("CLIENT", "KILL", "ID", "1"),
              ("MONITOR",), ("SHUTDOWN",), ("SAVE",), ("BGSAVE",), ("SLAVEOF", "NO", "ONE"), ("SWAPDB", "0", "1"),
              ("SELECT", "1"), ("PUBSUB", "CHANNELS"), ("SCRIPT", "FLUSH"), ("SCRIPT", "KILL"), ("FUNCTION", "LIST"),
-             ("FUNCTION", "FLUSH"), ("SLOWLOG", "GET"), ("LATENCY", "DOCTOR")]
+             ("FUNCTION", "FLUSH"), ("EVAL", "return 1", "0"), ("CLIENT", "TRACKING", "ON", "BCAST"),
+             ("SLOWLOG", "GET"), ("LATENCY", "DOCTOR")]
 
 
 def run(client: redis.Redis, *command: str) -> Any:
@@ -53,10 +55,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     started.stop()
 
 
-def provisioned(server: RedisServer, namespace: str) -> tuple[core.Account, redis.Redis]:
-    """The claim's user as the backend sets it, and a client logged in as it (as the app's Secret would)."""
+def provisioned(server: RedisServer, namespace: str, scripting: bool = False) -> tuple[core.Account, redis.Redis]:
+    """The claim's user as the backend sets it (on a provider with `scripting` as given), and a client logged in as it
+    (as the app's Secret would)."""
     account, password = core.account_of(claim(namespace)), secrets.token_urlsafe(32)
-    asyncio.run(set_user("127.0.0.1", server.port, ADMIN, account.user, core.acl_rules(account, password)))
+    rules = core.acl_rules(account, password, scripting)
+    asyncio.run(set_user("127.0.0.1", server.port, ADMIN, account.user, rules))
     asyncio.run(try_user("127.0.0.1", server.port, account.user, password))
     return account, redis.Redis(port=server.port, username=account.user, password=password, decode_responses=True)
 
@@ -85,11 +89,51 @@ def test_a_claim_reads_its_own_keys_and_reaches_nothing_else(server: RedisServer
         with pytest.raises((NoPermissionError, ResponseError)):
             run(as_a, *command)
     assert run(admin, "ACL", "DRYRUN", a.user, "GET", f"{a.prefix}cart") == "OK"
-    # what a queue library needs stays: INFO, a script on its own keys, pub/sub on its own channels
+    # what a queue library needs stays: INFO, pub/sub on its own channels
     assert "redis_version" in as_a.info("server")
-    assert as_a.eval("return redis.call('GET', KEYS[1])", 1, f"{a.prefix}cart") == "a's"
     assert as_a.publish(f"{a.prefix}events", "x") == 0
     assert as_b.get(f"{b.prefix}cart") == "b's"  # untouched by all of the above
+
+
+BUSY = "local i = 0 while true do i = i + 1 end"  # alone on the server's one thread until killed
+LIBRARY = "#!lua name=hog\nredis.register_function('hog', function() local t = {} while true do t[#t+1] = 1 end end)"
+
+
+def test_a_hostile_claim_can_neither_stall_the_shared_instance_nor_watch_another_claims_keys(
+        server: RedisServer) -> None:
+    victim, as_victim = provisioned(server, "team-v")
+    _, as_hostile = provisioned(server, "team-h")
+    as_victim.set(f"{victim.prefix}order", "42")
+    sha = run(redis.Redis(port=server.port, password=ADMIN), "SCRIPT", "LOAD", BUSY).decode()
+    # a busy script (every other tenant would read BUSY; once it wrote, only a SHUTDOWN ends it), a function
+    # library, client-side tracking of the victim's prefix or of every key (broadcast mode: key names as they change)
+    for command in [("EVAL", BUSY, "0"), ("EVAL_RO", BUSY, "0"), ("EVALSHA", sha, "0"), ("SCRIPT", "LOAD", BUSY),
+                    ("FUNCTION", "LOAD", LIBRARY), ("FCALL", "hog", "0"),
+                    ("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", victim.prefix),
+                    ("CLIENT", "TRACKING", "ON", "BCAST"), ("CLIENT", "TRACKING", "ON")]:
+        with pytest.raises(NoPermissionError, match="no permissions to run"):
+            run(as_hostile, *command)
+    as_victim.set(f"{victim.prefix}order", "43")  # and no invalidation of it reached the hostile connection
+    assert as_victim.get(f"{victim.prefix}order") == "43"
+    assert as_hostile.ping()
+
+
+def test_a_provider_that_allows_scripting_runs_a_claims_scripts_on_its_own_keys_only(server: RedisServer) -> None:
+    """`scripting: true` (a provider whose claims are one team's: BullMQ needs it): EVAL and EVALSHA on its own
+    keys; another claim's keys, a function library and tracking stay refused."""
+    own, as_own = provisioned(server, "team-s", scripting=True)
+    other, as_other = provisioned(server, "team-o")
+    as_own.set(f"{own.prefix}job", "1")
+    as_other.set(f"{other.prefix}job", "theirs")
+    assert as_own.eval("return redis.call('INCR', KEYS[1])", 1, f"{own.prefix}job") == 2
+    sha = as_own.script_load("return redis.call('GET', KEYS[1])")
+    assert as_own.evalsha(sha, 1, f"{own.prefix}job") == "2"
+    for command in [("EVAL", "return redis.call('GET', KEYS[1])", "1", f"{other.prefix}job"),
+                    ("EVAL", f"return redis.call('GET', '{other.prefix}job')", "0"), ("FUNCTION", "LOAD", LIBRARY),
+                    ("SCRIPT", "FLUSH"), ("SCRIPT", "KILL"), ("CLIENT", "TRACKING", "ON", "BCAST")]:
+        with pytest.raises((NoPermissionError, ResponseError), match=r"(?i)permission|can't access"):
+            run(as_own, *command)
+    assert as_other.get(f"{other.prefix}job") == "theirs"
 
 
 def test_setting_the_user_again_keeps_its_keys_and_takes_the_new_password(server: RedisServer) -> None:

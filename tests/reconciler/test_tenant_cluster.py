@@ -533,6 +533,19 @@ def test_a_claims_connection_secret_needs_no_grant_but_another_apps_does(bed: Ku
     assert "billing-pg-conn (not found)" in refused_with(bed, ns, "SecretNotGranted")  # ... and still not granted
 
 
+def test_a_secret_named_as_the_claims_but_not_written_by_it_is_never_mounted(bed: KubeTestBed,
+                                                                            operator: Operator) -> None:
+    """Issue 41: a Secret `demo-pg-conn` someone else wrote (not controlled by the claim) is not the claim's to
+    give: the app that names it is refused before anything is applied, and no pod of it reads it."""
+    ns, tenant = tenant_namespace(bed, "foreign")
+    bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "demo-pg-conn", "namespace": ns},
+               "data": {"password": "c29tZW9uZSBlbHNlJ3M="}}, field_manager="someone-else")
+    ok(tenant.apply(cr(ns, edit(SIMPLE, needs={"pg": {}}, env={"PW": {"secret": "demo-pg-conn/password"}}))))
+    said = refused_with(bed, ns, "SecretNotGranted")
+    assert "demo-pg-conn (named as this app's claim's connection Secret, but not written by the claim)" in said
+    assert bed.get("apps/v1", "Deployment", "demo", ns) is None
+
+
 # --- 5. the new rule classes, and the schema's bounds ---------------------------------------------------------
 
 @pytest.mark.parametrize(("before", "after", "rule"), [
