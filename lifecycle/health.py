@@ -12,15 +12,16 @@ from typing import Any, Literal, NamedTuple
 from lifecycle.conditions import by_type, find_condition
 from renderer.names import INSTANCE_LABEL, NAME_LABEL
 
-__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "POD_FAILURES", "POD_INDEX", "ChildState", "PodFailure", "Workload",
-           "child_state", "deployment_state", "image_digest", "pod_failures", "pod_key", "pods_key", "pull_refusal",
-           "replicas", "url", "workload"]
+__all__ = ["CURRENT", "FAILED", "IN_PROGRESS", "LISTENER_UNAVAILABLE", "POD_FAILURES", "POD_INDEX", "ChildState",
+           "PodFailure", "Workload", "child_state", "deployment_state", "image_digest", "pod_failures", "pod_key",
+           "pods_key", "pull_refusal", "replicas", "url", "workload"]
 
 POD_INDEX = "application"  # the pods' cache index of pod_key: an Application's pods found directly
 State = Literal["Current", "InProgress", "Failed"]
 CURRENT: State = "Current"
 IN_PROGRESS: State = "InProgress"
 FAILED: State = "Failed"
+LISTENER_UNAVAILABLE = "ListenerUnavailable"  # a hostname of the app left without a listener: the Gateway is full
 
 # Container waiting reasons that mean the pod cannot run as declared (the kubelet's words); each is the reason
 # the Application's Ready condition carries.
@@ -335,10 +336,11 @@ def pods_key(app: Mapping[str, Any]) -> str:
 
 
 def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]],
-             pods: Sequence[Mapping[str, Any]], scoped_out: bool = False) -> Workload:
+             pods: Sequence[Mapping[str, Any]], scoped_out: bool = False, unlistened: Sequence[str] = ()) -> Workload:
     """The desired children (ResourceClaims apart), their live objects by (kind, name) and the app's pods: Failed
     when a child failed or a container cannot run (the first by pod name, and how many more; `scoped_out` as for
-    pod_failures), InProgress while a child is not current, else Current."""
+    pod_failures) or a hostname of the app has no listener because the public Gateway is full (`unlistened`),
+    InProgress while a child is not current, else Current."""
     states = [(obj, child_state(live.get(_key(obj)))) for obj in children]
     deployment = next((live.get(_key(o)) for o in children if o.get("kind") == "Deployment"), None)
     image = None
@@ -352,6 +354,10 @@ def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str
         more = len(failures) - 1
         extra = f" (and {more} more pod{'s' if more != 1 else ''})" if more else ""
         return Workload(FAILED, failures[0].reason, failures[0].describe() + extra, *fields)
+    if unlistened:
+        return Workload(FAILED, LISTENER_UNAVAILABLE, f"hostname {', '.join(unlistened)} has no listener: the public "
+                        "Gateway is full (its listeners' limit; the oldest hostnames keep theirs): the platform team "
+                        "makes room or adds a Gateway, and the listener comes once there is room", *fields)
     if failed:
         return Workload(FAILED, failed[0].reason, failed[0].message, *fields)
     waiting = [(obj, s) for obj, s in states if s.state == IN_PROGRESS]

@@ -8,14 +8,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import find_condition
+from lifecycle.crd import PUBLIC_HOSTNAME
 from lifecycle.hostnames import holder
 from renderer.context import LISTENERS_FIELD_MANAGER
 from renderer.crds import APPLICATION
 from renderer.manifests import Kind
 from renderer.manifests.network import tls_listener, tls_secret_name
 
-__all__ = ["FIELD_MANAGER", "GATEWAY", "MAX_LISTENERS", "Wanted", "apply_object", "issued", "listener", "ours",
-           "wanted"]
+__all__ = ["FIELD_MANAGER", "GATEWAY", "GATEWAY_FULL", "LISTENER_ANNOTATION", "MAX_LISTENERS", "Wanted", "apply_object",
+           "full", "issued", "listener", "mark_object", "marks", "ours", "wanted"]
 
 GATEWAY = Kind("gateway.networking.k8s.io/v1", "Gateway", "gateways")
 # The operator's own field manager on the Gateway: Argo CD (which syncs the gateway chart) ignores the fields it
@@ -24,6 +25,11 @@ GATEWAY = Kind("gateway.networking.k8s.io/v1", "Gateway", "gateways")
 FIELD_MANAGER = LISTENERS_FIELD_MANAGER
 MAX_LISTENERS = 64  # the Gateway API CRD's maxItems on spec.listeners
 HTTPS_PORT = 443
+# On a PublicHostname record, written by the listeners' field manager: whether its hostname has its listener
+# (`listening`), is left without one because the Gateway is full (`gateway-full`: its app says ListenerUnavailable),
+# or is not due one yet (`waiting`: no TLS route of its holder, or no certificate issued yet).
+LISTENER_ANNOTATION = "apprafter.io/listener"
+LISTENING, GATEWAY_FULL, WAITING = "listening", "gateway-full", "waiting"
 
 
 class Wanted(NamedTuple):
@@ -120,3 +126,33 @@ def apply_object(gateway: Mapping[str, Any], listeners: Sequence[Mapping[str, An
     return {"apiVersion": GATEWAY.api_version, "kind": GATEWAY.kind,
             "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
             "spec": {"listeners": [dict(item) for item in listeners]}}
+
+
+def _mark_of(record: Mapping[str, Any]) -> str | None:
+    return ((record.get("metadata") or {}).get("annotations") or {}).get(LISTENER_ANNOTATION)
+
+
+def marks(records: Iterable[Mapping[str, Any]], decided: Wanted) -> dict[str, str]:
+    """The records (by hostname) whose listener mark must change to say what `decided` gives their hostname."""
+    served = {str(item["hostname"]) for item in decided.listeners}
+    left_out = set(decided.left_out)
+    changed = {}
+    for record in records:
+        host = str(record["metadata"]["name"])
+        mark = LISTENING if host in served else GATEWAY_FULL if host in left_out else WAITING
+        if _mark_of(record) != mark:
+            changed[host] = mark
+    return dict(sorted(changed.items()))
+
+
+def mark_object(record: Mapping[str, Any], mark: str) -> dict[str, Any]:
+    """What the listeners' field manager applies to a record: its mark alone."""
+    meta = record["metadata"]
+    return {"apiVersion": PUBLIC_HOSTNAME.api_version, "kind": PUBLIC_HOSTNAME.kind,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                         "annotations": {LISTENER_ANNOTATION: mark}}}
+
+
+def full(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The hostnames, of the given records, left without a listener because the Gateway is full, sorted."""
+    return sorted(str(r["metadata"]["name"]) for r in records if _mark_of(r) == GATEWAY_FULL)

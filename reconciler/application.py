@@ -22,6 +22,7 @@ from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself
 from controller_runtime.outcomes import Done, Outcome, Terminal
 from controller_runtime.writes import ensure, prune, write_status
+from lifecycle import listeners
 from lifecycle.application import (
     Desired,
     Refusal,
@@ -42,7 +43,7 @@ from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.credentials.spec import read as read_credential
 from lifecycle.drift import Drift, drift, drift_note
 from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
-from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key
+from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key, records_key
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
@@ -281,7 +282,9 @@ class ApplicationPass:
         pods = self.controller.cache(POD).indexed(POD_INDEX, pods_key(self.app))
         image = next((deployment_image(c) for c in desired.children if c.get("kind") == "Deployment"), None)
         credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
-        return workload(desired.children, live, pods, scoped_out(image, self.namespace, credentials))
+        held = self.controller.records(PUBLIC_HOSTNAME).indexed(HOLDER_INDEX, records_key(self.app))
+        return workload(desired.children, live, pods, scoped_out(image, self.namespace, credentials),
+                        listeners.full(held))
 
     async def prune(self, desired: Desired, plans: Mapping[str, Mapping[str, Any]]) -> None:
         """Delete the children an earlier apply made that this render no longer has (lifecycle.children). A claim

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from controller_runtime.client import ALL_NAMESPACES
+from controller_runtime.errors import KubeError
 from controller_runtime.kinds import KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key
@@ -68,9 +69,17 @@ class GatewayListenerController:
                                                "hostnames": ",".join(decided.left_out)})
         desired = listeners.apply_object(gateway, decided.listeners)
         done = await ensure(kube, None, desired, live=gateway, force=False, field_manager=listeners.FIELD_MANAGER)
-        if not done.written:
-            return Done()
-        log.info("listeners", extra={"controller": self.name, "namespace": namespace, "object": name,
-                                     "hostnames": ",".join(str(item["name"]) for item in decided.listeners)})
+        if done.written:
+            log.info("listeners", extra={"controller": self.name, "namespace": namespace, "object": name,
+                                         "hostnames": ",".join(str(item["name"]) for item in decided.listeners)})
+        # then each record says whether its hostname got its listener (its app reads it: ListenerUnavailable)
+        by_host = {str(r["metadata"]["name"]): r for r in records}
+        for host, mark in listeners.marks(records, decided).items():
+            try:
+                await ensure(kube, None, listeners.mark_object(by_host[host], mark), live=by_host[host],
+                             force=False, field_manager=listeners.FIELD_MANAGER)
+            except KubeError as e:
+                if e.code not in (404, 422):  # the record went meanwhile (an apply would make a bare one: refused)
+                    raise
         return Done()
 

@@ -226,6 +226,13 @@ def test_a_route_or_certificate_counts_only_where_its_controller_reports() -> No
     assert workload(CHILDREN, live_of(deployment(), Certificate=issuing), [])[:3] == (
         IN_PROGRESS, "Progressing", "Certificate web not ready (Issuing: x)")
     assert child_state({"kind": "Certificate", "metadata": {"name": "web"}}).state == CURRENT  # no cert-manager
+    # The Gateway is full: the hostname's record says so (lifecycle.listeners), and the app fails, named
+    waiting_for_room = workload(CHILDREN, live_of(deployment(), HTTPRoute=waiting), [],
+                                unlistened=["web.example.com"])
+    assert waiting_for_room[:3] == (FAILED, "ListenerUnavailable", (
+        "hostname web.example.com has no listener: the public Gateway is full (its listeners' limit; the oldest "
+        "hostnames keep theirs): the platform team makes room or adds a Gateway, and the listener comes once there "
+        "is room"))
 
 
 def test_the_phase_and_ready_condition_the_workload_earns() -> None:

@@ -6,7 +6,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lifecycle.listeners import FIELD_MANAGER, apply_object, issued, listener, ours, wanted
+from lifecycle.listeners import (
+    FIELD_MANAGER,
+    LISTENER_ANNOTATION,
+    apply_object,
+    full,
+    issued,
+    listener,
+    mark_object,
+    marks,
+    ours,
+    wanted,
+)
 
 GATEWAY = ("public", "apprafter-gateway")
 
@@ -121,3 +132,26 @@ def test_the_apply_names_the_gateway_and_carries_our_listeners_alone() -> None:
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
         "metadata": {"name": "public", "namespace": "apprafter-gateway"}, "spec": {"listeners": [made]}}
     assert apply_object(live, []) == {**apply_object(live, [made]), "spec": {"listeners": []}}
+
+
+def test_each_record_says_whether_its_hostname_got_its_listener_and_only_a_change_is_written() -> None:
+    """Issue 41: a hostname left out of a full Gateway was said only in the operator's log; its record now says
+    `gateway-full`, which its Application reads (ListenerUnavailable)."""
+    records = [record(f"a{i}.acme.example", f"ns{i}", "web", created=f"2026-12-0{i}T00:00:00Z") for i in (1, 2, 3)]
+    records.append(record("b.acme.example", "nsb", "web"))  # no route of its holder: not due a listener
+    routes = [route(f"a{i}.acme.example", f"ns{i}", "web") for i in (1, 2, 3)]
+    decided = wanted(records, routes, certified(*((f"ns{i}", "web") for i in (1, 2, 3))), GATEWAY, 2)
+    said = marks(records, decided)
+    assert said == {"a1.acme.example": "listening", "a2.acme.example": "listening",
+                    "a3.acme.example": "gateway-full", "b.acme.example": "waiting"}
+    marked = [{**r, "metadata": {**r["metadata"], "annotations": {LISTENER_ANNOTATION: said[r["metadata"]["name"]]}}}
+              for r in records]
+    assert marks(marked, decided) == {}  # nothing to write again
+    assert full(marked) == ["a3.acme.example"]
+    assert mark_object(records[2], "gateway-full") == {
+        "apiVersion": "apprafter.io/v1alpha1", "kind": "PublicHostname",
+        "metadata": {"name": "a3.acme.example", "namespace": "apprafter-system",
+                     "annotations": {LISTENER_ANNOTATION: "gateway-full"}}}
+    # room again: the one left out gets its listener, and its record says so
+    roomy = wanted(marked, routes, certified(*((f"ns{i}", "web") for i in (1, 2, 3))), GATEWAY, 3)
+    assert marks(marked, roomy) == {"a3.acme.example": "listening"}

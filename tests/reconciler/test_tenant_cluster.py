@@ -16,6 +16,7 @@ import pytest
 
 from compatibility.application import deployment
 from lifecycle.baseline import record_name
+from lifecycle.listeners import MAX_LISTENERS
 from tests.reconciler.helpers import (
     API,
     BASE,
@@ -32,6 +33,9 @@ from tests.reconciler.helpers import (
     wait,
     wait_phase,
     wait_showing,
+)
+from tests.reconciler.helpers import (
+    app as application,
 )
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
@@ -617,17 +621,19 @@ def test_the_renderer_keeps_names_apart_across_apps_and_environments() -> None:
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 
 
-def chart_gateway(bed: KubeTestBed) -> dict[str, Any]:
-    """The public Gateway as the stack's gateway chart makes it (its wildcard `https` and its `http` listener),
-    server-side applied as Argo CD applies it."""
+def chart_gateway(bed: KubeTestBed, others: int = 0) -> dict[str, Any]:
+    """The public Gateway as the stack's gateway chart makes it (its wildcard `https` and its `http` listener, and
+    `others` more of the administrator's), server-side applied as Argo CD applies it."""
     bed.ensure_namespace("apprafter-gateway")
     every = {"namespaces": {"from": "All"}}
     https = {"name": "https", "protocol": "HTTPS", "port": 443, "allowedRoutes": every,
              "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": "public-tls"}]}}
     http = {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": every}
+    more = [{"name": f"other-{i}", "protocol": "HTTP", "port": 80, "hostname": f"other-{i}.example.net",
+             "allowedRoutes": every} for i in range(others)]
     gateway = {"apiVersion": GATEWAY_API, "kind": "Gateway",
                "metadata": {"name": "public", "namespace": "apprafter-gateway"},
-               "spec": {"gatewayClassName": "cilium", "listeners": [https, http]}}
+               "spec": {"gatewayClassName": "cilium", "listeners": [https, http, *more]}}
     bed.apply(gateway, "apprafter-gateway", field_manager="argocd-controller")
     return gateway
 
@@ -656,6 +662,36 @@ def test_each_public_tls_hostname_gets_a_listener_of_its_own_serving_its_certifi
     chart = chart_gateway(bed)
     try:
         listeners_for_their_hostnames(bed, operator, chart)
+    finally:  # the bed's other operators (other records, so no listeners) must not meet this Gateway
+        bed.delete(GATEWAY_API, "Gateway", "public", "apprafter-gateway")
+
+
+def test_a_full_gateway_leaves_the_newest_hostname_without_a_listener_and_its_app_says_so(
+        bed: KubeTestBed, operator: Operator) -> None:
+    """Issue 41: once the Gateway's 64 listeners are taken, the next app got none and still read Ready (only the
+    operator's log said "gateway full"); now it says Ready=False ListenerUnavailable, and gets its listener once
+    there is room."""
+    chart_gateway(bed, others=MAX_LISTENERS - 3)  # room for one hostname's listener
+    try:
+        first, team_a = tenant_namespace(bed, "full-a")
+        second, team_b = tenant_namespace(bed, "full-b")
+        ok(team_a.apply(cr(first, public("first.example.com"), name="shop")))
+        ready(bed, first, "shop")
+        certificate_issued(bed, "shop", first)
+        wait("the first hostname's listener", lambda: "first.example.com" in listeners_of(bed) or None)
+        ok(team_b.apply(cr(second, public("second.example.com"), name="cart")))
+        ready(bed, second, "cart")
+        certificate_issued(bed, "cart", second)
+        said = refused_with(bed, second, "ListenerUnavailable", "cart")
+        assert said.startswith("hostname second.example.com has no listener: the public Gateway is full"), said
+        assert "second.example.com" not in listeners_of(bed) and len(listeners_of(bed)) == MAX_LISTENERS
+        assert (application(bed, second, "cart").get("status") or {}).get("phase") == "Failed"
+        # room again: the first app goes, the second gets its listener and is Ready
+        uid = (bed.get(API, "Application", "shop", first) or {})["metadata"]["uid"]
+        ok(team_a.delete("shop"))
+        gc_deletes_children(bed, operator, first, uid, "shop")
+        wait("the second hostname's listener", lambda: "second.example.com" in listeners_of(bed) or None)
+        ready(bed, second, "cart")
     finally:  # the bed's other operators (other records, so no listeners) must not meet this Gateway
         bed.delete(GATEWAY_API, "Gateway", "public", "apprafter-gateway")
 
