@@ -104,6 +104,10 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--gateway-listeners/--no-gateway-listeners", default=True, show_default=True,
               help="Add to the platform's public Gateway one HTTPS listener per public hostname an Application holds "
                    "with TLS, serving that app's certificate (needs patch on Gateways in the gateway namespace).")
+@click.option("--listeners-per-namespace", type=click.IntRange(1, 62), default=16, show_default=True,
+              help="The most per-hostname listeners one namespace's apps hold on the public Gateway (of its 62 for "
+                   "apps), the oldest first: one tenant cannot take every other's (the rest say "
+                   "ListenerUnavailable).")
 @click.option("--backend-image", "backend_images", multiple=True, metavar="BACKEND=REF",
               help="The image of the shared servers the operator runs for a ServiceProvider backend (repeatable): "
                    "redis-server (Debian's redis-server), cloudnative-pg (PostgreSQL; CloudNativePG reads the major "
@@ -213,7 +217,7 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
             controllers.append(PlatformStackController())
         if settings.platform.gateway_listeners:
             controllers.append(GatewayListenerController(context.gateway_name, context.gateway_namespace,
-                                                         records_namespace))
+                                                         records_namespace, settings.platform.listener_share))
         if settings.platform.claim_binder:
             controllers.append(ClaimController(sites(context, dict(settings.platform.backend_images))))
         return await Manager(runtime, controllers, health, elector).run(stop)

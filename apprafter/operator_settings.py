@@ -73,6 +73,7 @@ class PlatformFlags(NamedTuple):
     # (backend, image) of --backend-image; a backend not named: the release's (reconciler.backends.registry)
     backend_images: tuple[tuple[str, str], ...] = ()
     gateway_listeners: bool = True  # add each TLS-routed public hostname's listener to the public Gateway
+    listener_share: int = 16  # --listeners-per-namespace: the most of them one namespace holds
 
 
 class SourceCredentialSettings(NamedTuple):
@@ -120,7 +121,8 @@ class OperatorSettings:
             serving=ServingFlags(flags["bind_address"], flags["health_port"], flags["metrics_port"]),
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
                                    flags["platform_stack"], flags["claim_binder"],
-                                   _images(flags.get("backend_images") or ()), flags["gateway_listeners"]),
+                                   _images(flags.get("backend_images") or ()), flags["gateway_listeners"],
+                                   flags.get("listeners_per_namespace") or 16),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],

@@ -336,10 +336,12 @@ def pods_key(app: Mapping[str, Any]) -> str:
 
 
 def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]],
-             pods: Sequence[Mapping[str, Any]], scoped_out: bool = False, unlistened: Sequence[str] = ()) -> Workload:
+             pods: Sequence[Mapping[str, Any]], scoped_out: bool = False,
+             unlistened: Mapping[str, str] | None = None) -> Workload:
     """The desired children (ResourceClaims apart), their live objects by (kind, name) and the app's pods: Failed
     when a child failed or a container cannot run (the first by pod name, and how many more; `scoped_out` as for
-    pod_failures) or a hostname of the app has no listener because the public Gateway is full (`unlistened`),
+    pod_failures) or a hostname of the app has no listener (`unlistened`: by hostname, `gateway-full` or
+    `namespace-full`, lifecycle.listeners' marks),
     InProgress while a child is not current, else Current."""
     states = [(obj, child_state(live.get(_key(obj)))) for obj in children]
     deployment = next((live.get(_key(o)) for o in children if o.get("kind") == "Deployment"), None)
@@ -355,9 +357,14 @@ def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str
         extra = f" (and {more} more pod{'s' if more != 1 else ''})" if more else ""
         return Workload(FAILED, failures[0].reason, failures[0].describe() + extra, *fields)
     if unlistened:
-        return Workload(FAILED, LISTENER_UNAVAILABLE, f"hostname {', '.join(unlistened)} has no listener: the public "
-                        "Gateway is full (its listeners' limit; the oldest hostnames keep theirs): the platform team "
-                        "makes room or adds a Gateway, and the listener comes once there is room", *fields)
+        host, mark = next(iter(sorted(unlistened.items())))
+        why = ("its namespace holds its share of the public Gateway's listeners (the oldest hostnames keep theirs): "
+               "another of its apps gives one up, or the platform team raises the share" if mark == "namespace-full"
+               else "the public Gateway is full (its listeners' limit; the oldest hostnames keep theirs): the "
+               "platform team makes room or adds a Gateway")
+        others = f" (and {len(unlistened) - 1} more)" if len(unlistened) > 1 else ""
+        return Workload(FAILED, LISTENER_UNAVAILABLE, f"hostname {host}{others} has no listener: {why}; it comes once "
+                        "there is room", *fields)
     if failed:
         return Workload(FAILED, failed[0].reason, failed[0].message, *fields)
     waiting = [(obj, s) for obj, s in states if s.state == IN_PROGRESS]

@@ -15,8 +15,8 @@ from renderer.crds import APPLICATION
 from renderer.manifests import Kind
 from renderer.manifests.network import tls_listener, tls_secret_name
 
-__all__ = ["FIELD_MANAGER", "GATEWAY", "GATEWAY_FULL", "LISTENER_ANNOTATION", "MAX_LISTENERS", "Wanted", "apply_object",
-           "full", "issued", "listener", "mark_object", "marks", "ours", "wanted"]
+__all__ = ["FIELD_MANAGER", "GATEWAY", "GATEWAY_FULL", "LISTENER_ANNOTATION", "MAX_LISTENERS", "NAMESPACE_FULL",
+           "Wanted", "apply_object", "full", "issued", "listener", "mark_object", "marks", "ours", "wanted"]
 
 GATEWAY = Kind("gateway.networking.k8s.io/v1", "Gateway", "gateways")
 # The operator's own field manager on the Gateway: Argo CD (which syncs the gateway chart) ignores the fields it
@@ -30,13 +30,16 @@ HTTPS_PORT = 443
 # or is not due one yet (`waiting`: no TLS route of its holder, or no certificate issued yet).
 LISTENER_ANNOTATION = "apprafter.io/listener"
 LISTENING, GATEWAY_FULL, WAITING = "listening", "gateway-full", "waiting"
+NAMESPACE_FULL = "namespace-full"  # left out: its namespace holds its share of the Gateway's listeners already
 
 
 class Wanted(NamedTuple):
-    """The listeners to own (oldest holding first), and the hostnames left without one: the Gateway is full."""
+    """The listeners to own (oldest holding first), the hostnames left without one because the Gateway is full, and
+    those left without one because their namespace has its share."""
 
     listeners: tuple[dict[str, Any], ...]
     left_out: tuple[str, ...]
+    over_share: tuple[str, ...] = ()
 
 
 def _made_by(route: Mapping[str, Any], app: str) -> bool:
@@ -82,14 +85,15 @@ def issued(certificate: Mapping[str, Any] | None, secret: str) -> bool:
 
 
 def wanted(records: Iterable[Mapping[str, Any]], routes: Iterable[Mapping[str, Any]],
-           certificates: Iterable[Mapping[str, Any]], gateway: tuple[str, str], room: int) -> Wanted:
+           certificates: Iterable[Mapping[str, Any]], gateway: tuple[str, str], room: int,
+           share: int | None = None) -> Wanted:
     """A listener for each PublicHostname whose holder's own route (the HTTPRoute named by the app, in its namespace,
     made by its Application) names the hostname's listener on `gateway` (name, namespace), once the app's certificate
-    was issued; at most `room` of them, the oldest holdings first, so a new app never takes an older one's
-    listener."""
+    was issued; at most `share` per namespace and `room` in all, the oldest holdings first, so a new app never takes
+    an older one's listener and one namespace never takes every other's."""
     by_key = {(r["metadata"].get("namespace"), r["metadata"]["name"]): r for r in routes}
     certified = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in certificates}
-    found: list[tuple[str, str, dict[str, Any]]] = []
+    found: list[tuple[str, str, str, dict[str, Any]]] = []
     for record in records:
         host = str(record["metadata"]["name"])
         namespace, app, environment = holder(record)
@@ -99,10 +103,20 @@ def wanted(records: Iterable[Mapping[str, Any]], routes: Iterable[Mapping[str, A
         if not issued(certified.get((namespace, app)), tls_secret_name(app, environment)):
             continue
         created = str(record["metadata"].get("creationTimestamp") or "")
-        found.append((created, host, listener(host, namespace, app, environment)))
+        found.append((created, host, namespace, listener(host, namespace, app, environment)))
     found.sort(key=lambda item: (item[0], item[1]))
-    kept = sorted((item for item in found[:max(room, 0)]), key=lambda item: item[1])
-    return Wanted(tuple(item[2] for item in kept), tuple(sorted(item[1] for item in found[max(room, 0):])))
+    taken: dict[str, int] = {}
+    within: list[tuple[str, str, str, dict[str, Any]]] = []
+    over_share: list[str] = []
+    for item in found:
+        if share is not None and taken.get(item[2], 0) >= share:
+            over_share.append(item[1])
+            continue
+        taken[item[2]] = taken.get(item[2], 0) + 1
+        within.append(item)
+    kept = sorted(within[:max(room, 0)], key=lambda item: item[1])
+    return Wanted(tuple(item[3] for item in kept), tuple(sorted(item[1] for item in within[max(room, 0):])),
+                  tuple(sorted(over_share)))
 
 
 def ours(gateway: Mapping[str, Any], manager: str = FIELD_MANAGER) -> list[str]:
@@ -135,11 +149,12 @@ def _mark_of(record: Mapping[str, Any]) -> str | None:
 def marks(records: Iterable[Mapping[str, Any]], decided: Wanted) -> dict[str, str]:
     """The records (by hostname) whose listener mark must change to say what `decided` gives their hostname."""
     served = {str(item["hostname"]) for item in decided.listeners}
-    left_out = set(decided.left_out)
+    left_out, over_share = set(decided.left_out), set(decided.over_share)
     changed = {}
     for record in records:
         host = str(record["metadata"]["name"])
-        mark = LISTENING if host in served else GATEWAY_FULL if host in left_out else WAITING
+        mark = (LISTENING if host in served else GATEWAY_FULL if host in left_out
+                else NAMESPACE_FULL if host in over_share else WAITING)
         if _mark_of(record) != mark:
             changed[host] = mark
     return dict(sorted(changed.items()))
@@ -153,6 +168,8 @@ def mark_object(record: Mapping[str, Any], mark: str) -> dict[str, Any]:
                          "annotations": {LISTENER_ANNOTATION: mark}}}
 
 
-def full(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The hostnames, of the given records, left without a listener because the Gateway is full, sorted."""
-    return sorted(str(r["metadata"]["name"]) for r in records if _mark_of(r) == GATEWAY_FULL)
+def full(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The hostnames, of the given records, left without a listener (the Gateway full, or their namespace's share
+    taken), with their mark, sorted."""
+    return {str(r["metadata"]["name"]): str(_mark_of(r)) for r in sorted(records, key=lambda r: r["metadata"]["name"])
+            if _mark_of(r) in (GATEWAY_FULL, NAMESPACE_FULL)}

@@ -31,8 +31,10 @@ class GatewayListenerController:
     name = "gateway-listeners"
     primary: KindLike = listeners.GATEWAY
 
-    def __init__(self, gateway: str, gateway_namespace: str, records_namespace: str) -> None:
+    def __init__(self, gateway: str, gateway_namespace: str, records_namespace: str, share: int | None = None) -> None:
+        """`share`: the most listeners one namespace's apps hold (None: no share)."""
         self.gateway = gateway
+        self.share = share
         self.namespaces: tuple[str, ...] = (gateway_namespace,)
         self.records_namespace = records_namespace
         self.runtime: Runtime | None = None
@@ -63,10 +65,13 @@ class GatewayListenerController:
         routes = self.runtime.informer(HTTPROUTE, {}, (ALL_NAMESPACES,)).items()
         certificates = self.runtime.informer(CERTIFICATE, {}, (ALL_NAMESPACES,)).items()
         decided = listeners.wanted(records, routes, certificates, (name, namespace),
-                                   listeners.MAX_LISTENERS - len(others))
+                                   listeners.MAX_LISTENERS - len(others), self.share)
         if decided.left_out:
             log.warning("gateway full", extra={"controller": self.name, "namespace": namespace, "object": name,
                                                "hostnames": ",".join(decided.left_out)})
+        if decided.over_share:
+            log.warning("namespace share taken", extra={"controller": self.name, "namespace": namespace,
+                                                        "object": name, "hostnames": ",".join(decided.over_share)})
         desired = listeners.apply_object(gateway, decided.listeners)
         done = await ensure(kube, None, desired, live=gateway, force=False, field_manager=listeners.FIELD_MANAGER)
         if done.written:

@@ -228,11 +228,16 @@ def test_a_route_or_certificate_counts_only_where_its_controller_reports() -> No
     assert child_state({"kind": "Certificate", "metadata": {"name": "web"}}).state == CURRENT  # no cert-manager
     # The Gateway is full: the hostname's record says so (lifecycle.listeners), and the app fails, named
     waiting_for_room = workload(CHILDREN, live_of(deployment(), HTTPRoute=waiting), [],
-                                unlistened=["web.example.com"])
+                                unlistened={"web.example.com": "gateway-full"})
     assert waiting_for_room[:3] == (FAILED, "ListenerUnavailable", (
         "hostname web.example.com has no listener: the public Gateway is full (its listeners' limit; the oldest "
-        "hostnames keep theirs): the platform team makes room or adds a Gateway, and the listener comes once there "
-        "is room"))
+        "hostnames keep theirs): the platform team makes room or adds a Gateway; it comes once there is room"))
+    over_share = workload(CHILDREN, live_of(deployment()), [],
+                          unlistened={"web.example.com": "namespace-full", "www.example.com": "namespace-full"})
+    assert over_share[:3] == (FAILED, "ListenerUnavailable", (
+        "hostname web.example.com (and 1 more) has no listener: its namespace holds its share of the public "
+        "Gateway's listeners (the oldest hostnames keep theirs): another of its apps gives one up, or the platform "
+        "team raises the share; it comes once there is room"))
 
 
 def test_the_phase_and_ready_condition_the_workload_earns() -> None:

@@ -92,7 +92,8 @@ def test_a_full_gateway_keeps_the_oldest_holdings_and_says_which_are_left_out() 
     decided = wanted(records, routes, certs, GATEWAY, 2)
     assert [item["name"] for item in decided.listeners] == ["a1.acme.example", "a2.acme.example"]
     assert decided.left_out == ("a3.acme.example",)
-    assert wanted(records, routes, certs, GATEWAY, 0) == ((), ("a1.acme.example", "a2.acme.example", "a3.acme.example"))
+    assert wanted(records, routes, certs, GATEWAY, 0) == ((), ("a1.acme.example", "a2.acme.example", "a3.acme.example"),
+                                                        ())
     # The same input, the same answer whatever the order it comes in.
     assert wanted(list(reversed(records)), list(reversed(routes)), list(reversed(certs)), GATEWAY, 2) == decided
 
@@ -147,7 +148,7 @@ def test_each_record_says_whether_its_hostname_got_its_listener_and_only_a_chang
     marked = [{**r, "metadata": {**r["metadata"], "annotations": {LISTENER_ANNOTATION: said[r["metadata"]["name"]]}}}
               for r in records]
     assert marks(marked, decided) == {}  # nothing to write again
-    assert full(marked) == ["a3.acme.example"]
+    assert full(marked) == {"a3.acme.example": "gateway-full"}
     assert mark_object(records[2], "gateway-full") == {
         "apiVersion": "apprafter.io/v1alpha1", "kind": "PublicHostname",
         "metadata": {"name": "a3.acme.example", "namespace": "apprafter-system",
@@ -155,3 +156,18 @@ def test_each_record_says_whether_its_hostname_got_its_listener_and_only_a_chang
     # room again: the one left out gets its listener, and its record says so
     roomy = wanted(marked, routes, certified(*((f"ns{i}", "web") for i in (1, 2, 3))), GATEWAY, 3)
     assert marks(marked, roomy) == {"a3.acme.example": "listening"}
+
+
+def test_one_namespace_holds_at_most_its_share_of_the_listeners_the_oldest_first() -> None:
+    """Issue 41: one tenant's many apps filled the Gateway; `share` bounds what one namespace holds."""
+    records = [record(f"a{i}.acme.example", "greedy", f"web{i}", created=f"2026-12-0{i}T00:00:00Z") for i in (1, 2, 3)]
+    records.append(record("b.acme.example", "modest", "web", created="2026-12-09T00:00:00Z"))
+    routes = [route(f"a{i}.acme.example", "greedy", f"web{i}") for i in (1, 2, 3)]
+    routes.append(route("b.acme.example", "modest", "web"))
+    certs = certified(*(("greedy", f"web{i}") for i in (1, 2, 3)), ("modest", "web"))
+    decided = wanted(records, routes, certs, GATEWAY, 3, share=2)
+    assert [item["name"] for item in decided.listeners] == ["a1.acme.example", "a2.acme.example", "b.acme.example"]
+    assert (decided.left_out, decided.over_share) == ((), ("a3.acme.example",))
+    assert marks(records, decided)["a3.acme.example"] == "namespace-full"
+    # without a share, the greedy namespace's third takes the last room and the other namespace is left out
+    assert wanted(records, routes, certs, GATEWAY, 3).left_out == ("b.acme.example",)
