@@ -144,10 +144,10 @@ def test_a_provider_scoped_to_a_teams_namespaces_binds_no_other_namespaces_claim
     assert bound(bed, team, "Bound")["provider"] == dedicated
     refused = bound(bed, stranger, "NoMatchingProvider")
     assert "provider" not in refused
-    assert (condition(refused, "Bound") or {})["message"] == (
-        f"no ServiceProvider of type redis serves namespace {stranger} (each lists other namespaces in "
-        f"spec.namespaces: a cluster administrator lists {stranger} in one, or creates one)")
-    claims_ready_says(bed, stranger, "needs.redis waits: NoMatchingProvider: no ServiceProvider of type redis serves")
+    said = (condition(refused, "Bound") or {})["message"]
+    assert said.startswith(f"no ServiceProvider of type redis has labels bed={RUN},team=payments"), said
+    assert dedicated not in said  # another team's dedicated provider is not named to this namespace
+    claims_ready_says(bed, stranger, "needs.redis waits: NoMatchingProvider: no ServiceProvider of type redis has")
 
     made["spec"]["namespaces"] = [stranger]  # narrowed away from the team: its claim stays bound, and says so
     bed.apply(made, field_manager="admin")

@@ -21,9 +21,9 @@ from tests.testbed.kube import KubeTestBed
 
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
-# at least this many over the shards (120: the suite's time budget; a developer's run draws a fresh seed, so kill
+# at least this many over the shards (80: the suite's time budget; a developer's run draws a fresh seed, so kill
 # points add up across runs; APPRAFTER_FAULT_KILLS=400 for a long run)
-KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "120"))
+KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "80"))
 # The kills run in shards of their own (each its namespaces and operator, its own draws from the seed), so the
 # suite's workers run them side by side (tests/parallel.py: a fault test is a unit of its own).
 SHARDS = 4

@@ -3,8 +3,8 @@
 operator makes on the first claim; two Applications in two namespaces become Ready with a connection Secret each;
 a pod of each, its Secret as its env, creates a table, writes and reads a row through `psql "$url"` (the Cluster's
 `-rw` Service by DNS name), while its credentials are refused on the other's database and on guessed ones (the
-pg_hba `sameuser` rule), one role holding its connection limit's sessions is refused one more while the other
-logs in, and its status and the operator's log hold no password. Then retention and the drop, for
+pg_hba `sameuser` rule), one role holding its connection limit's sessions (a nano need: 5) is refused one more
+while the other logs in, and its status and the operator's log hold no password. Then retention and the drop, for
 real: one Application deleted without a plan and created again reads its earlier row; the other's need removed
 waits for a data-migration plan (the app keeps running), and once a person approves it CloudNativePG drops its
 database and role (seen in PostgreSQL as its superuser), while the first app's data stays.
@@ -129,10 +129,11 @@ def provider(node: NodeTestBed, operator: Operator, cloudnative_pg: CloudNativeP
     node.delete("v1", "Namespace", SERVICES)  # the Cluster goes with it (not waited for: nothing uses it)
 
 
-def app(image: str, pg: bool = True) -> dict[str, Any]:
-    """The test app with a pg need on this module's provider, its URL in the env (or without either)."""
+def app(image: str, pg: bool = True, size: str | None = None) -> dict[str, Any]:
+    """The test app with a pg need on this module's provider (of `size`), its URL in the env (or without either)."""
+    need: dict[str, Any] = {"selector": {"bed": RUN}, **({"size": size} if size else {})}
     return {"image": image, "replicas": 1, "expose": {"port": 8080}, "env": {"MODE": "serve"}} if not pg else {
-        "image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": {"selector": {"bed": RUN}}},
+        "image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": need},
         "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
 
 
@@ -173,9 +174,9 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
     started = time.monotonic()
     namespaces = [f"pg-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
-        for namespace in namespaces:
+        for namespace, size in zip(namespaces, ("nano", None), strict=True):  # nano: a connection limit of 5
             node.ensure_namespace(namespace)
-            apply(node, cr(namespace, app(test_app)))
+            apply(node, cr(namespace, app(test_app, size=size)))
         node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, cnpg.cluster_ready, timeout=600,
                   what=f"Cluster {SERVICES}/{CLUSTER} Ready")
         cluster_ready = time.monotonic() - started
@@ -213,9 +214,9 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
                 "other-wrong: password authentication failed"], log
             assert own["db"] != other["db"]
 
-        # one role cannot take the shared Cluster's connections (its need's size, small: 10, as CloudNativePG set
+        # one role cannot take the shared Cluster's connections (its need's size, nano: 5, as CloudNativePG set
         # its CONNECTION LIMIT), and the other app's role logs in meanwhile
-        assert hog_connections(node, primary["metadata"]["name"], fields[0], fields[1], CONNECTIONS["small"]) == [
+        assert hog_connections(node, primary["metadata"]["name"], fields[0], fields[1], CONNECTIONS["nano"]) == [
             "one more: too many connections for role", "victim: 1"]
         # nothing secret in what the operator says: the claims' status, its log
         said = json.dumps(claims) + operator.log()
