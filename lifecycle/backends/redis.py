@@ -162,6 +162,8 @@ class RedisServer(SharedServer):
         return Step(ready(said, connection, secret), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        if self.never_ran(config, seen):  # no persistence: a cache whose server never ran holds nothing of it
+            return Step(Gone())
         found = self.prepared(config, seen, provisioning=False)
         if isinstance(found, Step):
             return found

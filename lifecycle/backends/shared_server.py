@@ -60,6 +60,15 @@ class SharedServer:
         """An integrated server's objects (volume, Deployment, Service)."""
         raise NotImplementedError
 
+    def never_ran(self, config: Any, seen: Seen) -> bool:
+        """Whether an integrated server was never made (no admin Secret, no Deployment): none of a claim's data can
+        be on it (a server that keeps data on a volume asks its volume too)."""
+        instance = config.instance
+        if not instance.integrated:
+            return False
+        admin, deployment = server.reads(instance)[:2]
+        return seen.get(admin) is None and seen.get(deployment) is None
+
     def prepared(self, config: Any, seen: Seen, *, provisioning: bool
                  ) -> tuple[Any, tuple[str, int], tuple[Apply, ...]] | Step:
         """What a step needs before it calls the server: its admin, where to dial it, its objects' writes (when

@@ -229,9 +229,11 @@ def test_the_admin_secret_is_not_made_again_once_it_exists_and_a_drop_never_make
     empty = CORE.provision(claim(), cfg, seen(cfg, {"metadata": {"name": "redis-integrated-admin"}, "data": {}}))
     assert isinstance(empty.then, Waiting) and empty.then.reason == "AdminSecretMissing"
     assert isinstance(empty.then.retry, Done) and not empty.writes and not empty.calls
-    dropped = CORE.drop(claim(), cfg, seen(cfg, None))
+    dropped = CORE.drop(claim(), cfg, seen(cfg, None, AVAILABLE))  # its server runs, its admin Secret is gone
     assert isinstance(dropped.then, Waiting) and dropped.then.reason == "AdminSecretMissing"
     assert not dropped.writes and not dropped.calls
+    # an instance that never ran (no admin Secret, no Deployment) holds nothing: the drop is done, nothing made
+    assert CORE.drop(claim(), cfg, seen(cfg, None)) == Step(Gone())
 
 
 @pytest.mark.parametrize("connection", [None, {"user": "shop.cart-redis", "password": "kept-one"}])
