@@ -22,6 +22,7 @@ from lifecycle.backends.pg_cluster import (
     CLUSTER,
     CLUSTER_LABELS,
     DATABASE,
+    MAX_ROLES,
     MIN_MEMORY,
     MIN_STORAGE,
     NUDGE_ANNOTATION,
@@ -82,6 +83,12 @@ class CloudNativePG:
         tenant = tenant_of(claim)
         cluster_read, database_read, secret_read = self.reads(claim, config)
         cluster, database, secret = seen.get(cluster_read), seen.get(database_read), seen.get(secret_read)
+        held = roles_of(cluster)
+        if tenant.name not in held and len(held) >= MAX_ROLES:  # nothing made for a role that cannot be added
+            return Step(Waiting("RolesLimitReached", f"Cluster {config.namespace}/{config.name} holds {len(held)} "
+                                "roles (retained ones of deleted claims included), its limit: no role is added (the "
+                                "Cluster would grow past what etcd stores); an administrator drops retained data "
+                                "or adds a provider"))
         password = password_in(secret, tenant)
         if secret is None:
             return Step(Again("role password Secret created"),

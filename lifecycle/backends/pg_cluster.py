@@ -27,10 +27,10 @@ from lifecycle.backends.contract import Waiting
 from lifecycle.conditions import find_condition
 from renderer.names import NAME_LABEL
 
-__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "NUDGE_ANNOTATION",
-           "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object", "kept", "listed",
-           "major", "password_in", "password_secret_object", "readiness", "role_entry", "roles_of", "shared_buffers",
-           "tenant_of", "without"]
+__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "MAX_ROLES",
+           "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object",
+           "kept", "listed", "major", "password_in", "password_secret_object", "readiness", "role_entry", "roles_of",
+           "shared_buffers", "tenant_of", "without"]
 
 BACKEND, TYPE = "cloudnative-pg", "pg"
 CNPG = "postgresql.cnpg.io/v1"
@@ -59,6 +59,10 @@ HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
 # for superusers), so one role can no longer take the shared Cluster's connections from every other.
 CONNECTIONS = {"nano": 5, "small": 10, "medium": 20, "large": 30, "xlarge": 50}
 DEFAULT_SIZE = "small"
+# The most roles one Cluster's spec.managed.roles holds, retained ones of deleted claims included: each is ≈ 250
+# bytes of spec and as much of managedFields, and etcd refuses an object past 1.5 MiB (issue 41: retained roles
+# piled up until a new tenant's claim failed with nothing on its status). Past it a new claim waits, saying why.
+MAX_ROLES = 2000
 
 
 class Shared(NamedTuple):

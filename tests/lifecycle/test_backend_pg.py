@@ -768,3 +768,18 @@ def test_a_claim_is_provisioned_then_dropped_database_first_then_role_then_resou
     # a claim of the same name made again gets a new role, database and password
     again = bed.provision(mine, "anew")
     assert again.secret is not None and again.secret["password"] == "anew-cart-pg-0" and ROLE in bed.databases
+
+
+def test_a_new_claim_waits_saying_why_once_the_cluster_holds_its_most_roles_and_nothing_is_made() -> None:
+    """Issue 41: retained roles piled up in the one Cluster until etcd refused it, and a new claim failed with
+    nothing on its status; past MAX_ROLES a new role is not added, and the claim says why."""
+    others = [{"name": f"old{i}.app-pg", "ensure": "present", "login": True} for i in range(core.MAX_ROLES)]
+    full = live_cluster(*others)
+    step = CORE.provision(claim(), shared(), seen(full))
+    assert isinstance(step.then, Waiting) and step.then.reason == "RolesLimitReached"
+    assert step.then.message.startswith(f"Cluster {NS}/pg-integrated holds {core.MAX_ROLES} roles (retained ones")
+    assert not step.writes and not step.calls
+    # a claim whose role is among them already goes on as before
+    mine = live_cluster(*others[1:], core.role_entry(core.tenant_of(claim())))
+    going_on = CORE.provision(claim(), shared(), seen(mine)).then
+    assert getattr(going_on, "reason", None) != "RolesLimitReached"
