@@ -58,6 +58,8 @@ echo "app: $(as_me app)"
 echo "template1: $(as_me template1)"
 echo "other-wrong: $(PGPASSWORD=guess q "host=$HOST port=$PORT user=$OTHER dbname=$OTHER connect_timeout=10" \
                      -Atc 'select 1')"
+echo "sees: $(q "$URL" -Atc "select (select count(*) from pg_database where datname = '$OTHER') || '/' ||
+                                    (select count(*) from pg_roles where rolname = '$OTHER')")"
 """
 REFUSED = "pg_hba.conf rejects connection"
 READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
@@ -75,7 +77,8 @@ done
 echo "one more: $(psql -X -w "host=127.0.0.1 user=$HOG dbname=$HOG" -Atc 'select 1' 2>&1 \
                   | grep -o 'too many connections for role' | head -1)"
 echo "victim: $(PGPASSWORD="$VICTIM_PASSWORD" psql -X -w "host=127.0.0.1 user=$VICTIM dbname=$VICTIM" \
-                 -Atc 'select 1' 2>&1)"
+                 -Atc "select count(*) || ' sessions of the other: ' || coalesce(max(query), 'none')
+                       from pg_stat_activity where usename = '$HOG'" 2>&1)"
 psql -X -d postgres -Atc "select count(pg_terminate_backend(pid)) from pg_stat_activity where usename = '$HOG'" \
   >/dev/null
 """
@@ -211,13 +214,15 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
             assert log.splitlines() == [
                 "write: 1", f"read: from-{namespace}", f"whoami: {own['user']}@{own['db']}",
                 f"other: {REFUSED}", f"postgres: {REFUSED}", f"app: {REFUSED}", f"template1: {REFUSED}",
-                "other-wrong: password authentication failed"], log
+                "other-wrong: password authentication failed",
+                "sees: 1/1"], log  # the other's database and role names are visible (docs/threat-model.md)
             assert own["db"] != other["db"]
 
         # one role cannot take the shared Cluster's connections (its need's size, nano: 5, as CloudNativePG set
         # its CONNECTION LIMIT), and the other app's role logs in meanwhile
         assert hog_connections(node, primary["metadata"]["name"], fields[0], fields[1], CONNECTIONS["nano"]) == [
-            "one more: too many connections for role", "victim: 1"]
+            "one more: too many connections for role",
+            f"victim: {CONNECTIONS['nano']} sessions of the other: <insufficient privilege>"]
         # nothing secret in what the operator says: the claims' status, its log
         said = json.dumps(claims) + operator.log()
         for password in (f["password"] for f in fields):
