@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 # points add up across runs; APPRAFTER_FAULT_KILLS=400 for a long run)
 KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "80"))
 # The kills run in shards of their own (each its namespaces and operator, its own draws from the seed), so the
-# suite's workers run them side by side (tests/parallel.py: a fault test is a unit of its own).
-SHARDS = 4
+# suite's workers run them side by side (tests/parallel.py: a fault test is a unit of its own). Two: each shard runs
+# two cycles at least whatever its kills, so more shards cost cycles, not kill points.
+SHARDS = 2
 APPS = 4
 CHANCE = 0.12
 SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info"})
