@@ -38,15 +38,28 @@ async def _get(kube: Kube) -> dict[str, Any]:
     return obj
 
 
+CONFLICT_TRIES = 5  # a status the controller writes meanwhile is no reason to give up (its spec is the decision's)
+
+
 async def _patch_spec(kube: Kube, obj: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
-    """A merge patch of spec (None removes a field), refused if the object changed since it was read."""
+    """A merge patch of spec (None removes a field) on the spec that was read: refused if the spec changed since
+    (its generation), tried again on a fresh read when only the status did (the controller writes it often)."""
     from controller_runtime.errors import KubeError
 
-    try:
-        await kube.merge(PLATFORM_STACK, NAME, NAMESPACE, {"spec": dict(spec)},
-                         resource_version=obj["metadata"]["resourceVersion"])
-    except KubeError as e:
-        raise refused(e, WHERE, "the PlatformStack changed meanwhile: run the command again") from None
+    read = obj
+    changed = "the PlatformStack's spec changed meanwhile: run the command again"
+    for _ in range(CONFLICT_TRIES):
+        try:
+            await kube.merge(PLATFORM_STACK, NAME, NAMESPACE, {"spec": dict(spec)},
+                             resource_version=read["metadata"]["resourceVersion"])
+            return
+        except KubeError as e:
+            if e.code != 409:
+                raise refused(e, WHERE, changed) from None
+        read = await _get(kube)
+        if read["metadata"].get("generation") != obj["metadata"].get("generation"):
+            raise _fail(changed)
+    raise _fail(f"the PlatformStack changed {CONFLICT_TRIES} times while it was written: run the command again")
 
 
 def _one_stack(func: Callable[..., Awaitable[None]]) -> Callable[..., None]:

@@ -249,6 +249,14 @@ class KubeTestBed:
 
     # --- CRDs ------------------------------------------------------------------------------------
 
+    def _apply_crd(self, crd: Mapping[str, Any]) -> dict[str, Any]:
+        """One CRD applied from a thread of install_crds; once more if the connection broke under it (a CI run saw
+        `[Errno 9] Bad file descriptor` from the shared client's pool): a server-side apply is idempotent."""
+        try:
+            return self.apply(crd, field_manager="apprafter-testbed")
+        except httpx.TransportError:
+            return self.apply(crd, field_manager="apprafter-testbed")
+
     def install_crds(self, files: Iterable[Path], timeout: float = 60.0) -> list[str]:
         """Apply every CRD in `files` and wait until each is Established and served by discovery."""
         crds: list[dict[str, Any]] = []
@@ -260,7 +268,7 @@ class KubeTestBed:
                     if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"
                 ]
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            list(pool.map(lambda c: self.apply(c, field_manager="apprafter-testbed"), crds))
+            list(pool.map(self._apply_crd, crds))
         pending = {c["metadata"]["name"] for c in crds}
 
         def established() -> bool | None:
