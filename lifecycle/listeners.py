@@ -86,11 +86,13 @@ def issued(certificate: Mapping[str, Any] | None, secret: str) -> bool:
 
 def wanted(records: Iterable[Mapping[str, Any]], routes: Iterable[Mapping[str, Any]],
            certificates: Iterable[Mapping[str, Any]], gateway: tuple[str, str], room: int,
-           share: int | None = None) -> Wanted:
+           share: int | None = None, listening: Iterable[str] = ()) -> Wanted:
     """A listener for each PublicHostname whose holder's own route (the HTTPRoute named by the app, in its namespace,
     made by its Application) names the hostname's listener on `gateway` (name, namespace), once the app's certificate
-    was issued; at most `share` per namespace and `room` in all, the oldest holdings first, so a new app never takes
-    an older one's listener and one namespace never takes every other's."""
+    was issued; at most `room` in all, the oldest holdings first, so a new app never takes an older one's listener;
+    and no new one past `share` in a namespace, so one namespace never takes every other's (the hostnames already
+    `listening` keep theirs: a lower share never takes a serving app off the Gateway)."""
+    kept_on = set(listening)
     by_key = {(r["metadata"].get("namespace"), r["metadata"]["name"]): r for r in routes}
     certified = {(c["metadata"].get("namespace"), c["metadata"]["name"]): c for c in certificates}
     found: list[tuple[str, str, str, dict[str, Any]]] = []
@@ -109,7 +111,7 @@ def wanted(records: Iterable[Mapping[str, Any]], routes: Iterable[Mapping[str, A
     within: list[tuple[str, str, str, dict[str, Any]]] = []
     over_share: list[str] = []
     for item in found:
-        if share is not None and taken.get(item[2], 0) >= share:
+        if share is not None and taken.get(item[2], 0) >= share and item[1] not in kept_on:
             over_share.append(item[1])
             continue
         taken[item[2]] = taken.get(item[2], 0) + 1

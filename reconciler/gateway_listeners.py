@@ -65,7 +65,7 @@ class GatewayListenerController:
         routes = self.runtime.informer(HTTPROUTE, {}, (ALL_NAMESPACES,)).items()
         certificates = self.runtime.informer(CERTIFICATE, {}, (ALL_NAMESPACES,)).items()
         decided = listeners.wanted(records, routes, certificates, (name, namespace),
-                                   listeners.MAX_LISTENERS - len(others), self.share)
+                                   listeners.MAX_LISTENERS - len(others), self.share, owned)
         if decided.left_out:
             log.warning("gateway full", extra={"controller": self.name, "namespace": namespace, "object": name,
                                                "hostnames": ",".join(decided.left_out)})

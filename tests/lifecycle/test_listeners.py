@@ -171,3 +171,9 @@ def test_one_namespace_holds_at_most_its_share_of_the_listeners_the_oldest_first
     assert marks(records, decided)["a3.acme.example"] == "namespace-full"
     # without a share, the greedy namespace's third takes the last room and the other namespace is left out
     assert wanted(records, routes, certs, GATEWAY, 3).left_out == ("b.acme.example",)
+    # a share lowered under what a namespace holds takes no serving app off the Gateway: only new ones wait
+    serving = wanted(records, routes, certs, GATEWAY, 4, share=1,
+                     listening=["a1.acme.example", "a2.acme.example", "a3.acme.example"])
+    assert [item["name"] for item in serving.listeners] == ["a1.acme.example", "a2.acme.example", "a3.acme.example",
+                                                            "b.acme.example"]
+    assert serving.over_share == ()
