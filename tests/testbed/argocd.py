@@ -36,6 +36,8 @@ from toolchain.tools import SETUP_REMEDY, TOOLS, tools_dir
 ARGOCD_VERSIONS: tuple[str, ...] = TOOLS["argocd"].versions  # the pin first (tools/versions.env)
 ARGOCD_API = "argoproj.io/v1alpha1"
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"  # Argo CD removes it once it has refreshed
+REPO_SERVER_TIMEOUT = 90  # the controller's wait for one manifest request (--repo-server-timeout-seconds)
+REFRESH_TAKEN = 2 * REPO_SERVER_TIMEOUT  # how long a refresh may take to be taken: past one manifest request
 IN_CLUSTER = "https://kubernetes.default.svc"
 PART_OF = {"app.kubernetes.io/part-of": "argocd"}  # Argo CD's settings informers select on this label
 FIELD_MANAGER = "apprafter-testbed"
@@ -259,12 +261,14 @@ class ArgoCD:
     def refresh(self, name: str, kind: str = "normal") -> None:
         """What Argo CD's git webhook handler does on a push: the refresh annotation on the Application. Set while
         Argo CD has not yet taken the last one, it would change nothing and ask for nothing (a commit pushed right
-        after a refused render then waited for the periodic refresh: a CI failure), so that one is waited out."""
+        after a refused render then waited for the periodic refresh: a CI failure), so that one is waited out: for up
+        to REFRESH_TAKEN seconds, longer than one manifest request may take (the controller's repo-server timeout, 90 s
+        here): a full run waited out 60 s on a loaded machine while that request was still running."""
         def taken() -> bool | None:
             annotations = self.get(name)["metadata"].get("annotations") or {}
             return None if REFRESH_ANNOTATION in annotations else True
 
-        wait_for(f"Argo CD to take the last refresh of {name}", taken, 60, interval=0.1)
+        wait_for(f"Argo CD to take the last refresh of {name}", taken, REFRESH_TAKEN, interval=0.1)
         self.kube.apply({"apiVersion": ARGOCD_API, "kind": "Application",
                          "metadata": {"name": name, "namespace": self.namespace,
                                       "annotations": {REFRESH_ANNOTATION: kind}}},
@@ -408,7 +412,8 @@ def start_argocd(kube: KubeTestBed, workdir: Path, *, redis: str, plugin_socket_
         kubeconfig = str(argo.kubeconfig("argocd-application-controller"))
         controller = argo._start("argocd-application-controller", [
             "--kubeconfig", kubeconfig, "--namespace", namespace, "--redis", redis,
-            "--repo-server", argo.repo_server, "--repo-server-plaintext", "--repo-server-timeout-seconds", "90",
+            "--repo-server", argo.repo_server, "--repo-server-plaintext", "--repo-server-timeout-seconds",
+            str(REPO_SERVER_TIMEOUT),
             "--metrics-port", str(controller_metrics), "--status-processors", "1", "--operation-processors", "1",
             "--kubectl-parallelism-limit", "4", "--logformat", "text"],
             {"HOSTNAME": "argocd-application-controller-0", "KUBECONFIG": kubeconfig})
