@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from renderer.manifests.meta import connection_secret
+from renderer.manifests.meta import claim_name, connection_secret
 
 __all__ = ["GRANT_ANNOTATION", "PROVIDERS", "Provider", "granted", "references", "refused"]
 
@@ -25,7 +25,7 @@ def _claims(app: str, spec: Mapping[str, Any], name: str, metadata: Mapping[str,
     """A claim's connection Secret, of a need this environment declares: once it exists, only as written by that
     claim (its controlling owner; a Secret of that name someone else wrote is not the claim's to give). Not there
     yet, the claim writes it, and no pod runs before the claim is ready."""
-    claims = [f"{app}-{need}" for need in spec.get("needs") or {} if connection_secret(app, need) == name]
+    claims = [claim_name(app, need) for need in spec.get("needs") or {} if connection_secret(app, need) == name]
     if not claims:
         return False
     return metadata is None or any(

@@ -46,6 +46,11 @@ class Target(NamedTuple):
         return meta
 
 
+def claim_name(app: str, need: str) -> str:
+    """The ResourceClaim an app's need becomes (the one name the renderer and the Secret grant use)."""
+    return f"{app}-{need}"
+
+
 def connection_secret(app: str, need: str) -> str:
     """The Secret a ResourceClaim's provider writes the connection fields into."""
     return f"{app}-{need}-conn"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from renderer.manifests.meta import Target
+from renderer.manifests.meta import Target, claim_name
 from renderer.names import API_VERSION
 
 DEFAULT_SELECTOR = {"tier": "integrated"}
@@ -21,7 +21,7 @@ def resource_claims(target: Target, eff: dict[str, Any]) -> list[dict[str, Any]]
         if parameters:
             spec["parameters"] = parameters
         out.append({"apiVersion": API_VERSION, "kind": "ResourceClaim",
-                    "metadata": target.metadata(f"{target.app}-{need}", need), "spec": spec})
+                    "metadata": target.metadata(claim_name(target.app, need), need), "spec": spec})
     return out
 
 
