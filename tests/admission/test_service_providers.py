@@ -112,6 +112,7 @@ def test_a_tenant_rbac_lets_write_providers_is_refused_by_the_webhook(admission_
                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name}}
     admission_bed.apply(grant, field_manager="admin")
     admission_bed.apply(binding, field_manager="admin")
+    admission_bed.wait_authorized(EDITOR, verb="patch", group="apprafter.io", resource="serviceproviders")
     made.append("pg-mine")
     try:
         with admission_bed.as_user(EDITOR) as tenant:

@@ -34,6 +34,8 @@ def throttled(bed: KubeTestBed, tmp_path: Path) -> Iterator[tuple[Path, str]]:
     bed.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
                "subjects": [{"kind": "ServiceAccount", "name": "operator", "namespace": name}],
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"}})
+    bed.wait_authorized(f"system:serviceaccount:{name}:operator", verb="list", group="apprafter.io",
+                        resource="applications")
     schema_uid = throttle(bed, name, (name, "operator"))
     kubeconfig = bed.kubeconfig_for(tmp_path / "throttled.kubeconfig", token, name)
     try:

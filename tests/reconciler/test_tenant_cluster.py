@@ -66,6 +66,8 @@ class Tenant:
         bed.apply(role, field_manager="admin")
         bed.apply(binding, field_manager="admin")
         token = bed.service_account_token(namespace, "tenant")
+        bed.wait_authorized(f"system:serviceaccount:{namespace}:tenant", verb="patch", group="apprafter.io",
+                            resource="applications", namespace=namespace)
         self.http = httpx.Client(base_url=bed.url, verify=ssl_context(bed.ca_path), timeout=30,
                                  headers={"Authorization": f"Bearer {token}"})
 

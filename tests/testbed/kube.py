@@ -138,6 +138,21 @@ class KubeTestBed:
         return httpx.Client(base_url=self.url, verify=ssl_context(self.ca_path), timeout=30.0,
                             headers={"Authorization": f"Bearer {self.user_tokens[name]}"})
 
+    def wait_authorized(self, user: str, timeout: float = 60, **attributes: str) -> None:
+        """Wait until RBAC lets `user` do what `attributes` say (a SubjectAccessReview's resourceAttributes): the
+        API server's authorizer reads bindings from its own cache, so a binding just written is honoured a moment
+        later, not at once."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                  "spec": {"user": user, "resourceAttributes": attributes}}
+
+        def allowed() -> bool | None:
+            resp = self.http.post("/apis/authorization.k8s.io/v1/subjectaccessreviews", json=review)
+            if resp.status_code != 201:
+                raise _rejected(resp, "a SubjectAccessReview")
+            return True if resp.json().get("status", {}).get("allowed") else None
+
+        wait_for(f"RBAC to let {user} {attributes}", allowed, timeout, interval=0.1)
+
     def service_account_token(self, namespace: str, name: str, seconds: int = 86400) -> str:
         """A token for ServiceAccount namespace/name (created if missing) from the TokenRequest API, as a pod
         would mount it: the API server authenticates it as `system:serviceaccount:<namespace>:<name>`."""
