@@ -28,11 +28,14 @@ from controller_runtime.outcomes import Done, Outcome, Requeue
 from controller_runtime.writes import write_status
 from lifecycle import retention
 from lifecycle.backends.common import CLAIM_ANNOTATION, PROVIDER_LABEL
-from lifecycle.backends.contract import Ready, Site, Waiting
+from lifecycle.backends.contract import Backend, Ready, Site, Waiting
+from lifecycle.backends.instance import SECRET
+from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
 from lifecycle.service_provider import SERVICE_PROVIDER
+from reconciler import kept_data
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
 from renderer.crds import RESOURCE_CLAIM
@@ -76,7 +79,8 @@ class ClaimController:
         return [r for r in REGISTERED if r.core.backend in self.sites]
 
     def watches(self) -> Sequence[Watch]:
-        watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER)]
+        watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER),
+                   Watch(SECRET, KEPT_LABELS, self.claims_of_object, CLUSTER)]  # a record deleted: claimed anew
         for served in self.served():
             site = self.sites[served.core.backend]
             watches.extend(Watch(w.kind, w.labels, self.claims_of_object, (site.namespace,) if w.site else ())
@@ -147,8 +151,9 @@ class ClaimController:
             else:
                 # before any data exists: its deletion waits for the backend
                 claim = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
-                found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
-                                        provider["metadata"]["name"])
+                refused = await kept_data.refusal(kube, core, claim, config)
+                found = Carried(refused) if refused is not None else await carry_out(
+                    kube, core, self.clients.get(core.backend), claim, config, provider["metadata"]["name"])
                 assert found is not None  # None only when dropping
                 carried = found
             provisioned = _provisioned(carried)
@@ -173,6 +178,10 @@ class ClaimController:
         verdict = retention.verdict(claim, plan)
         where = {"controller": "claims", "namespace": namespace, "object": name}
         if verdict.drop:
+            foreign = await self._foreign(claim)
+            if foreign is not None:  # nothing of the data kept under its name was ever this claim's
+                verdict = retention.Verdict(False, f"{verdict.why}, but {foreign}")
+        if verdict.drop:
             waits = await self._drop(claim)
             if waits is not None:
                 await self.runtime.recorder.event(claim, "DataDropWaiting", f"{verdict.why}; the data is not dropped "
@@ -192,9 +201,33 @@ class ClaimController:
         self.claims().forget(namespace, name)
         return Done()
 
-    async def _drop(self, claim: Mapping[str, Any]) -> str | None:
-        """Drop the claim's data through its backend's core; None once it is gone, else why not yet."""
+    async def _foreign(self, claim: Mapping[str, Any]) -> str | None:
+        """Why the data kept under the claim's name is another namespace's (None: it is not, or nothing says)."""
         assert self.runtime is not None
+        found = self._resolved(claim)
+        if isinstance(found, str):
+            return None
+        core, config, _ = found
+        refused = await kept_data.refusal(self.runtime.kube, core, claim, config, record=False)
+        return refused.message if refused is not None and refused.reason == KEPT_FOR_ANOTHER else None
+
+    async def _drop(self, claim: Mapping[str, Any]) -> str | None:
+        """Drop the claim's data through its backend's core, then its record; None once it is gone, else why not
+        yet."""
+        assert self.runtime is not None
+        found = self._resolved(claim)
+        if isinstance(found, str):
+            return found
+        core, config, bound = found
+        carried = await carry_out(self.runtime.kube, core, self.clients.get(core.backend), claim, config, bound,
+                                  dropping=True)
+        if carried is None:
+            await kept_data.forget(self.runtime.kube, core, claim, config)
+            return None
+        return carried.then.message if not isinstance(carried.then, Ready) else "the backend did not drop it"
+
+    def _resolved(self, claim: Mapping[str, Any]) -> tuple[Backend, Any, str] | str:
+        """A deleted claim's backend core, its provider's config and the provider's name; else why there is none."""
         bound = str((claim.get("status") or {}).get("provider") or "")
         provider = self.providers().get("", bound) if bound else None
         served = self._served(claim, provider)
@@ -209,11 +242,7 @@ class ClaimController:
         config = core.configure(provider, self.sites[core.backend])
         if isinstance(config, list):
             return f"ServiceProvider {bound}: " + "; ".join(config)
-        carried = await carry_out(self.runtime.kube, core, self.clients.get(core.backend), claim, config, bound,
-                                  dropping=True)
-        if carried is None:
-            return None
-        return carried.then.message if not isinstance(carried.then, Ready) else "the backend did not drop it"
+        return core, config, bound
 
 
 def _invalid(provider: Mapping[str, Any], problems: list[str]) -> Carried:

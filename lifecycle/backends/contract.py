@@ -172,3 +172,8 @@ class Backend(Protocol):
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         """(field, problem) of a provider write the schema lets through but this backend refuses (the webhook's)."""
         ...
+
+    def kept_in(self, config: Any) -> str | None:
+        """The namespace where a claim's data is recorded as its namespace's (lifecycle.backends.kept), when the data
+        is kept outside the claim's namespace; None: it lives in the claim's namespace and goes with it."""
+        ...

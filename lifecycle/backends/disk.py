@@ -186,6 +186,9 @@ class StorageClassDisk:
         assert pvc.name is not None
         return Step(Gone(), (Delete(PVC, pvc.namespace, pvc.name, str(live["metadata"]["uid"])),))
 
+    def kept_in(self, config: Mapping[str, Any]) -> None:
+        return None  # the PVC is in the claim's namespace: deleted with it, never another namespace's
+
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []  # the schema says all a storage-class provider may be
 

@@ -174,6 +174,9 @@ class CloudNativePG:
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
+    def kept_in(self, config: Shared) -> str:
+        return config.namespace  # beside the Cluster that holds the role and database
+
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         """What the instances' volumes cannot take (the Cluster would keep its live size and class regardless)."""
         return volume_refusals(TYPE, BACKEND, old, new, "the Cluster")

@@ -46,14 +46,15 @@ class Registration(NamedTuple):
 _INSTANCE = Watched(DEPLOYMENT, INSTANCE_LABELS, True)  # an instance becoming available wakes its provider's claims
 _WRITE = ("get", "list", "watch", "create", "patch")
 _SECRETS = Rule("", "secrets", (*_WRITE, "delete"))
+_NAMESPACES = Rule("", "namespaces", ("get",))  # whose kept data is: its namespace UID (lifecycle.backends.kept)
 _SHARED_SERVER = (Rule("apps", "deployments", _WRITE), Rule("", "services", _WRITE),
-                  Rule("discovery.k8s.io", "endpointslices", ("list",)), _SECRETS)
+                  Rule("discovery.k8s.io", "endpointslices", ("list",)), _SECRETS, _NAMESPACES)
 
 REGISTERED: tuple[Registration, ...] = (
     Registration(pg.CORE, (Watched(pg_cluster.CLUSTER, pg_cluster.CLUSTER_LABELS, True),
                            Watched(pg_cluster.DATABASE, pg_cluster.CLUSTER_LABELS, True)),
                  (Rule("postgresql.cnpg.io", "clusters", _WRITE),
-                  Rule("postgresql.cnpg.io", "databases", (*_WRITE, "delete")), _SECRETS)),
+                  Rule("postgresql.cnpg.io", "databases", (*_WRITE, "delete")), _SECRETS, _NAMESPACES)),
     Registration(redis.CORE, (_INSTANCE,), _SHARED_SERVER),
     Registration(disk.CORE, (Watched(disk.PVC, disk.MANAGED_LABELS, False),),
                  (Rule("", "persistentvolumeclaims", (*_WRITE, "delete")),

@@ -49,6 +49,9 @@ class SharedServer:
     def reads(self, claim: Mapping[str, Any], config: Configured) -> Sequence[Read]:
         return server.reads(config.instance)
 
+    def kept_in(self, config: Configured) -> str:
+        return config.instance.namespace  # beside the instance's admin Secret
+
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []  # the schema says all such a provider may be
 

@@ -238,3 +238,44 @@ def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owne
     found = bed.get("v1", kind, name, namespace)
     if found is not None and owner_uid in {o.get("uid") for o in found["metadata"].get("ownerReferences") or []}:
         bed.delete("v1", kind, name, namespace)
+
+
+def remake_namespace(bed: KubeTestBed, namespace: str, timeout: float = 90) -> str:
+    """A namespace deleted, as a cluster deletes one, then made again under its name (by another team, say): every
+    object in it deleted, their finalizers honoured (a claim's waits for the operator), the namespace finalized as
+    kube-controller-manager's namespace controller does (the bare API server runs none); the new namespace's UID."""
+    old = bed.get("v1", "Namespace", namespace)
+    assert old is not None
+    bed.delete("v1", "Namespace", namespace)  # Terminating: the API server refuses anything new in it from now on
+    kinds = bed.namespaced_resources()
+    left: list[str] = []
+
+    def emptied() -> bool | None:
+        left.clear()
+        for info in kinds:
+            bed.http.delete(info.path(None, namespace))  # a deletecollection; 405 where a kind has none
+            listed = bed.http.get(info.path(None, namespace))
+            for obj in listed.json().get("items") or [] if listed.status_code == 200 else []:
+                left.append(f"{info.kind} {obj['metadata']['name']} {obj['metadata'].get('finalizers') or ''}")
+                _finalize_as_kubernetes(bed, info.path(obj["metadata"]["name"], namespace), obj)
+        return True if not left else None
+    wait_showing("every object of the deleted namespace gone", emptied, timeout, lambda: left, "left")
+    finalized = bed.http.put(f"/api/v1/namespaces/{namespace}/finalize", json={
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}, "spec": {"finalizers": []}})
+    assert finalized.status_code == 200, finalized.text
+    wait("the namespace gone", lambda: bed.get("v1", "Namespace", namespace) is None or None, timeout)
+    bed.ensure_namespace(namespace)
+    made = bed.get("v1", "Namespace", namespace)
+    assert made is not None and made["metadata"]["uid"] != old["metadata"]["uid"]
+    return str(made["metadata"]["uid"])
+
+
+def _finalize_as_kubernetes(bed: KubeTestBed, path: str, obj: dict[str, Any]) -> None:
+    """What kube-controller-manager does for a deleted object (the bare API server runs none): its `kubernetes.io/`
+    finalizers removed (a PVC's pvc-protection); anyone else's (a claim's, the operator's) are theirs to remove."""
+    finalizers = obj["metadata"].get("finalizers") or []
+    kept = [f for f in finalizers if not f.startswith("kubernetes.io/")]
+    if obj["metadata"].get("deletionTimestamp") and kept != finalizers:
+        bed.http.patch(path, content=json.dumps({"metadata": {"finalizers": kept,
+                                                              "resourceVersion": obj["metadata"]["resourceVersion"]}}),
+                       headers={"Content-Type": "application/merge-patch+json"})

@@ -125,6 +125,12 @@ class KubeTestBed:
             )
         return info
 
+    def namespaced_resources(self) -> list[ResourceInfo]:
+        """Every namespaced resource the API server serves now (discovery read afresh)."""
+        self.refresh_discovery()
+        with self._lock:
+            return [info for info in self._resources.values() if info.namespaced]
+
     def api_versions(self) -> list[str]:
         """What Argo CD sends as KUBE_API_VERSIONS: every group/version and group/version/Kind, sorted."""
         if not self._resources:

@@ -13,6 +13,9 @@ import secrets
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from lifecycle.backends.common import CLAIM_ANNOTATION
+from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
+from lifecycle.binding import PROVISIONED
 from tests.reconciler.helpers import (
     API,
     apply,
@@ -23,6 +26,7 @@ from tests.reconciler.helpers import (
     events,
     fresh_namespace,
     plans,
+    remake_namespace,
     wait,
     wait_phase,
     wait_showing,
@@ -32,6 +36,7 @@ from tests.renderer.helpers import run_cli
 from tests.testbed.kube import KubeTestBed
 
 __all__ = ["Contract", "Handle", "test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone",
+           "test_a_namespace_made_anew_under_a_deleted_ones_name_gets_none_of_its_data",
            "test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claims",
            "test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need"]
 
@@ -44,6 +49,7 @@ class Contract(Protocol):
 
     need: str  # the need type
     fields: frozenset[str] | None  # the connection Secret's keys (None: the need has no Secret, as disk)
+    kept_apart: bool  # its data is kept outside the claim's namespace (and outlives the namespace)
 
     def needs(self) -> dict[str, Any]:
         """The test app's spec with this need, selecting the module's provider."""
@@ -164,3 +170,62 @@ def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claim
     [note] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert plan["metadata"]["name"] in note["note"]
 
+
+
+def _provisioned(bed: KubeTestBed, namespace: str, name: str) -> dict[str, Any]:
+    return condition((bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}, PROVISIONED) or {}
+
+
+def _record(bed: KubeTestBed, namespace: str, name: str) -> dict[str, Any]:
+    """The record of whose the claim's kept data is, wherever its backend keeps it (lifecycle.backends.kept)."""
+    selector = ",".join(f"{k}={v}" for k, v in KEPT_LABELS.items())
+    listed = bed.http.get("/api/v1/secrets", params={"labelSelector": selector})
+    assert listed.status_code == 200, listed.text
+    [record] = [s for s in listed.json()["items"]
+                if (s["metadata"].get("annotations") or {}).get(CLAIM_ANNOTATION) == f"{namespace}/{name}"]
+    return dict(record)
+
+
+def test_a_namespace_made_anew_under_a_deleted_ones_name_gets_none_of_its_data(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    """Names are not identities (issue 41 item 4): data kept for a deleted namespace is not handed to a namespace
+    made again under its name, nor dropped by it; an administrator gives it over by deleting its record."""
+    namespace = fresh_namespace(bed, f"ct-{contract.need}")
+    name = f"demo-{contract.need}"
+    with contract.settled():
+        apply(bed, cr(namespace, contract.needs()))
+        before = handle(bed, namespace, contract)
+        marker = secrets.token_hex(8)
+        contract.write(before, marker)
+        wait_phase(bed, namespace, "Ready", timeout=60)  # applied: its baseline outlives the namespace (the gate's)
+        remake_namespace(bed, namespace)
+        apply(bed, cr(namespace, contract.needs()))
+        if not contract.kept_apart:  # it went with its namespace: the new one starts empty
+            assert contract.read(handle(bed, namespace, contract)) is None
+            return
+        def refused_now() -> dict[str, Any] | None:
+            said = _provisioned(bed, namespace, name)
+            return said if said.get("reason") == KEPT_FOR_ANOTHER else None
+        refused = wait_showing(f"{namespace}/{name} refused", refused_now, 60, lambda: (
+            bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or (
+            bed.get(API, "Application", "demo", namespace) or {}).get("status"), "the claim (or app) now")
+        record = _record(bed, namespace, name)
+        assert f"Secret {record['metadata']['namespace']}/{record['metadata']['name']}" in refused["message"]
+        assert bed.get("v1", "Secret", f"{name}-conn", namespace) is None  # no credentials handed out
+        # removing the need under an approved plan drops nothing of the deleted namespace's data
+        apply(bed, cr(namespace, edit(contract.needs(), needs=None, env={"LOG_LEVEL": "info"})))
+        wait_phase(bed, namespace, "AwaitingMigrationApproval", timeout=60)
+        [plan] = plans(bed, namespace)
+        approved = run_cli("migration", "approve", plan["metadata"]["name"], "-n", namespace, "--kubeconfig",
+                           str(bed.kubeconfig))
+        assert approved.returncode == 0, approved.stderr
+        wait("the claim gone", lambda: bed.get(API, "ResourceClaim", name, namespace) is None or None, 90)
+        [note] = wait("the DataRetained event", lambda: events(bed, namespace, "DataRetained") or None, 30)
+        assert KEPT_FOR_ANOTHER not in note["note"] and "deleted earlier" in note["note"], note
+        assert not contract.dropped(before) and contract.read(before) == marker
+        # the administrator gives it to the namespace now of that name (the same team, making it again)
+        bed.delete("v1", "Secret", record["metadata"]["name"], record["metadata"]["namespace"])
+        apply(bed, cr(namespace, contract.needs()))
+        after = handle(bed, namespace, contract)
+    assert contract.read(after) == marker
+    assert _record(bed, namespace, name)["metadata"]["uid"] != record["metadata"]["uid"]  # written for this one

@@ -28,6 +28,7 @@ MARKER = "test.apprafter.io/marker"
 
 class DiskContract:
     need = "disk"
+    kept_apart = False  # its PVC is in the claim's namespace: it goes with it
     fields = None
 
     def __init__(self, bed: KubeTestBed) -> None:

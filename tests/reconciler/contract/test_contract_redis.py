@@ -30,6 +30,7 @@ SERVICES, PROVIDER = f"ct-redis-svc-{RUN}", f"ct-redis-{RUN}"
 
 class RedisContract:
     need = "redis"
+    kept_apart = True
     fields = frozenset({"url", "host", "port", "user", "password", "prefix"})
 
     def __init__(self, server: RedisServer) -> None:

@@ -30,6 +30,7 @@ SERVICES, PROVIDER = f"ct-s3-svc-{RUN}", f"ct-s3-{RUN}"
 
 class S3Contract:
     need = "s3"
+    kept_apart = True
     fields = frozenset({"url", "host", "port", "user", "password", "bucket"})
 
     def __init__(self, server: S3Server) -> None:
