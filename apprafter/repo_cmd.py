@@ -12,7 +12,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
@@ -64,9 +64,11 @@ def creds() -> None:
 @click.option("--git-prefix", "git_prefixes", multiple=True, metavar="PREFIX",
               help="A repository URL prefix Argo CD gets the login for ([http(s)://]host[:port][/path/]; repeatable).")
 @click.option("--project", "projects", multiple=True, metavar="PROJECT",
-              help="An Argo CD project whose Applications get the git login (repeatable; default: every project). "
-              "Scoped, the operator derives a project-scoped repository Secret per repository an Application of "
-              "the project syncs instead of a template.")
+              help="An Argo CD project whose Applications get the git login (repeatable); a git half needs this or "
+              "--all-projects. Scoped, the operator derives a project-scoped repository Secret per repository an "
+              "Application of the project syncs instead of a template.")
+@click.option("--all-projects", is_flag=True,
+              help="Every Argo CD project's Applications get the git login (a repo-creds template, as Argo CD's own).")
 @click.option("--registry-host", "registry_hosts", multiple=True, metavar="HOST",
               help="A registry host[:port][/path/] the workloads pull from with the login (repeatable).")
 @click.option("--registry-namespace", "registry_namespaces", multiple=True, metavar="NS",
@@ -93,18 +95,18 @@ def creds() -> None:
                "SourceCredential (for a config repository), write nothing.")
 @reported
 def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefixes: tuple[str, ...],
-        projects: tuple[str, ...], registry_hosts: tuple[str, ...], registry_namespaces: tuple[str, ...],
-        registry_all_namespaces: bool,
+        projects: tuple[str, ...], all_projects: bool, registry_hosts: tuple[str, ...],
+        registry_namespaces: tuple[str, ...], registry_all_namespaces: bool,
         from_secret: Path | None, username: str | None, password_stdin: bool, cert: str | None,
         controller_name: str, controller_namespace: str, upsert: bool, argocd_namespace: str,
         namespace: str | None, output: str) -> None:
     """Seal a login and declare what it covers: the SealedSecret NAME (a kubernetes.io/basic-auth Secret once
-    unsealed) and the SourceCredential NAME naming it. A registry half says where its pull secret may go:
-    --registry-namespace NS (repeatable) or --registry-all-namespaces."""
+    unsealed) and the SourceCredential NAME naming it. Each half says whom it serves: a git half the Argo CD
+    projects (--project P, repeatable, or --all-projects), a registry half where its pull secret may go
+    (--registry-namespace NS, repeatable, or --registry-all-namespaces)."""
     namespace = namespace or RECORDS
-    scope = _scope(registry_hosts, registry_namespaces, registry_all_namespaces)
-    if projects and not git_prefixes:
-        raise fail("--project", "scopes the git half: give --git-prefix too")
+    scope = _scope(REGISTRY_SCOPE, registry_hosts, registry_namespaces, registry_all_namespaces)
+    git_scope = _scope(GIT_SCOPE, git_prefixes, projects, all_projects)
     if from_secret is not None and (username is not None or password_stdin):
         raise fail("--from-secret", "excludes --username/--password-stdin: the login comes from one place")
     if from_secret is None and not (username and password_stdin):
@@ -118,7 +120,7 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
         from lifecycle.credentials.sealing import certificate_key, credential_objects
 
         objects = credential_objects(certificate_key(pem, source), name, namespace, *login, git_prefixes,
-                                     registry_hosts, scope, projects or None)
+                                     registry_hosts, scope, git_scope)
         _checked(objects[1], namespace)
         return objects
 
@@ -142,19 +144,39 @@ def add(kubeconfig: Path | None, kube_context: str | None, name: str, git_prefix
     with_cluster(kubeconfig, kube_context, run)
 
 
-def _scope(hosts: tuple[str, ...], namespaces: tuple[str, ...], every: bool) -> tuple[str, ...] | None:
-    """The registry half's namespaces (None: every namespace), said explicitly, as kubectl's -n / -A: an unscoped
-    half lets any team that may write an Application pull with the login, so it is never the silent default."""
-    where = "--registry-namespace/--registry-all-namespaces"
-    if not hosts and (namespaces or every):
-        raise fail(where, "scope a registry half: give them with --registry-host")
-    if namespaces and every:
-        raise fail(where, "one or the other: the namespaces listed, or every namespace")
-    if hosts and not namespaces and not every:
-        raise fail(where, "a registry half needs its scope: --registry-namespace NS (repeatable) for the namespaces "
-                   "whose workloads may pull with the login, or --registry-all-namespaces for every namespace (then "
-                   "anyone who may write an Application can pull with it)")
-    return namespaces if namespaces else None
+class Scope(NamedTuple):
+    """How a half's scope is said on the command line: its options, the option of its entries, and the words."""
+
+    listed: str  # the option naming each (--project)
+    metavar: str
+    every: str  # the flag for all (--all-projects)
+    entries: str  # the half's own option (--git-prefix)
+    half: str
+    names: str  # what is listed, plural
+    needs: str  # why it is never the silent default
+
+
+REGISTRY_SCOPE = Scope("--registry-namespace", "NS", "--registry-all-namespaces", "--registry-host", "registry half",
+                       "namespaces", "whose workloads may pull with the login, or {every} for every namespace (then "
+                       "anyone who may write an Application can pull with it)")
+GIT_SCOPE = Scope("--project", "PROJECT", "--all-projects", "--git-prefix", "git half", "projects",
+                  "whose Applications get the login, or {every} for every Argo CD project (then anyone who may make an "
+                  "Argo CD Application in any project can clone with it)")
+
+
+def _scope(scope: Scope, entries: tuple[str, ...], names: tuple[str, ...], every: bool) -> tuple[str, ...] | None:
+    """A half's scope (None: all of them), said explicitly, as kubectl's -n / -A: an unscoped half serves every team,
+    so it is never the silent default (issue 41: a git login offered to every Argo CD project)."""
+    where = f"{scope.listed}/{scope.every}"
+    if not entries and (names or every):
+        raise fail(where, f"scope a {scope.half}: give them with {scope.entries}")
+    if names and every:
+        raise fail(where, f"one or the other: the {scope.names} listed, or every one")
+    if entries and not names and not every:
+        raise fail(where, f"a {scope.half} needs its scope: {scope.listed} {scope.metavar} (repeatable) for the "
+                   f"{scope.names} "
+                   + scope.needs.format(every=scope.every))
+    return names if names else None
 
 
 def _checked(credential: dict[str, Any], namespace: str) -> None:

@@ -66,17 +66,18 @@ def test_from_secret_takes_string_data_or_data(cert: Path, key: rsa.RSAPrivateKe
     assert _open(key, sealed["spec"]["encryptedData"]["password"], b"ops/myorg") == PASSWORD.encode()
 
 
+GIT = ["--git-prefix", "github.com/o/", "--all-projects"]  # a git half, scoped to every project
 BAD = [
-    ("no login", ["--git-prefix", "github.com/o/"], "", "--from-secret/--password-stdin: the login: --from-secret "
+    ("no login", GIT, "", "--from-secret/--password-stdin: the login: --from-secret "
      "FILE, or --username USER --password-stdin"),
-    ("two logins", ["--git-prefix", "github.com/o/", "--from-secret", "x.yaml", "--username", "u"], "",
+    ("two logins", [*GIT, "--from-secret", "x.yaml", "--username", "u"], "",
      "--from-secret: excludes --username/--password-stdin"),
     ("no coverage", ["--username", "u", "--password-stdin"], PASSWORD, "--git-prefix/--registry-host: at least one"),
-    ("an empty password", ["--git-prefix", "github.com/o/", "--username", "u", "--password-stdin"], "\n",
+    ("an empty password", [*GIT, "--username", "u", "--password-stdin"], "\n",
      "<stdin>: password: one non-empty line of UTF-8 (the value is not shown)"),
-    ("two lines", ["--git-prefix", "github.com/o/", "--username", "u", "--password-stdin"], f"{PASSWORD}\nmore\n",
+    ("two lines", [*GIT, "--username", "u", "--password-stdin"], f"{PASSWORD}\nmore\n",
      "<stdin>: password: one non-empty line"),
-    ("a token in a prefix", ["--git-prefix", f"https://u:{PASSWORD}@github.com/o/", "--username", "u",
+    ("a token in a prefix", ["--git-prefix", f"https://u:{PASSWORD}@github.com/o/", "--all-projects", "--username", "u",
                              "--password-stdin"], PASSWORD, "spec.git.repoPrefixes[0]: a repository prefix is"),
     ("a scheme on a host", ["--registry-host", "https://ghcr.io/o/", "--username", "u", "--password-stdin",
                             "--registry-all-namespaces"], PASSWORD, "spec.registry.hosts[0]: a registry host has no "
@@ -87,14 +88,19 @@ BAD = [
     ("both scopes", ["--registry-host", "ghcr.io/o/", "--registry-namespace", "a", "--registry-all-namespaces",
                      "--username", "u", "--password-stdin"], PASSWORD,
      "--registry-namespace/--registry-all-namespaces: one or the other"),
-    ("a scope without a registry half", ["--git-prefix", "github.com/o/", "--registry-namespace", "a", "--username",
+    ("a scope without a registry half", [*GIT, "--registry-namespace", "a", "--username",
                                          "u", "--password-stdin"], PASSWORD, "give them with --registry-host"),
     ("a namespace that is none", ["--registry-host", "ghcr.io/o/", "--registry-namespace", "Team_A", "--username",
                                   "u", "--password-stdin"], PASSWORD,
      "spec.registry.namespaces[0]: a namespace is a Kubernetes namespace name"),
     ("a project without a git half", ["--registry-host", "ghcr.io/o/", "--registry-all-namespaces", "--project", "a",
                                       "--username", "u", "--password-stdin"], PASSWORD,
-     "--project: scopes the git half: give --git-prefix too"),
+     "--project/--all-projects: scope a git half: give them with --git-prefix"),
+    ("a git half without its scope", ["--git-prefix", "github.com/o/", "--username", "u", "--password-stdin"],
+     PASSWORD, "--project/--all-projects: a git half needs its scope: --project PROJECT (repeatable) for the "
+     "projects whose Applications get the login, or --all-projects for every Argo CD project"),
+    ("both git scopes", ["--git-prefix", "github.com/o/", "--project", "a", "--all-projects", "--username", "u",
+                         "--password-stdin"], PASSWORD, "--project/--all-projects: one or the other"),
     ("a project that is none", ["--git-prefix", "github.com/o/", "--project", "Team/A", "--username", "u",
                                 "--password-stdin"], PASSWORD,
      "spec.git.projects[0]: a project is an Argo CD AppProject's name"),
@@ -113,11 +119,12 @@ def test_bad_input_is_one_line_exit_1_and_never_the_material(cert: Path, case: s
 def test_a_secret_file_that_is_not_one_is_named_without_its_content(cert: Path, tmp_path: Path) -> None:
     broken = tmp_path / "login.yaml"
     broken.write_text(f"kind: Secret\nstringData: {{username: u, password: [{PASSWORD}\n")
-    result = add("myorg", "--git-prefix", "github.com/o/", "--from-secret", str(broken), "--cert", str(cert))
+    result = add("myorg", "--git-prefix", "github.com/o/", "--all-projects", "--from-secret", str(broken), "--cert",
+                 str(cert))
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == f"{broken}: not a YAML or JSON Secret manifest (the content is not shown)\n"
     not_cert = tmp_path / "not.pem"
     not_cert.write_text("hello\n")
-    result = add("myorg", "--git-prefix", "github.com/o/", "--username", "u", "--password-stdin", "--cert",
-                 str(not_cert), stdin=PASSWORD)
+    result = add("myorg", "--git-prefix", "github.com/o/", "--all-projects", "--username", "u", "--password-stdin",
+                 "--cert", str(not_cert), stdin=PASSWORD)
     assert result.returncode == 1 and result.stderr.startswith(f"{not_cert}: not a PEM certificate")

@@ -96,9 +96,9 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
         tmp_path: Path) -> None:
     records = operator.records_namespace
     prefix, host = servers.private.url("myorg/"), f"{servers.registry_host}/myorg/"
-    added = cli(bed, "add", "myorg", "--git-prefix", prefix, "--registry-host", host, "--registry-all-namespaces",
-                "--username", servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
-                stdin=servers.password + "\n")
+    added = cli(bed, "add", "myorg", "--git-prefix", prefix, "--all-projects", "--registry-host", host,
+                "--registry-all-namespaces", "--username", servers.user, "--password-stdin", "--cert",
+                sealed_secrets.cert_url, "-n", records, stdin=servers.password + "\n")
     assert added.returncode == 0, added.stderr
     assert added.stdout == (f"sealedsecret/myorg created (namespace {records})\n"
                             f"sourcecredential/myorg created (namespace {records})\n")
@@ -109,8 +109,8 @@ def test_add_seals_for_the_real_controller_and_the_operator_checks_it(
     wait("both halves Present and Valid", lambda: _both_valid(bed, records, "myorg"))
 
     # a second add of the same name is refused; --upsert replaces it
-    again = cli(bed, "add", "myorg", "--git-prefix", prefix, "--username", servers.user, "--password-stdin",
-                "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
+    again = cli(bed, "add", "myorg", "--git-prefix", prefix, "--all-projects", "--username", servers.user,
+                "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
     assert again.returncode == 1 and again.stdout == "" and "pass --upsert" in again.stderr
 
     # check: the operator checks again on request, and the answer names each half
@@ -212,7 +212,8 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
         argocd_namespace: str) -> None:
     records = operator.records_namespace
     prefix = servers.private.url("team/")
-    added = cli(bed, "add", "team", "--git-prefix", prefix, "--username", servers.user, "--password-stdin",
+    added = cli(bed, "add", "team", "--git-prefix", prefix, "--all-projects", "--username", servers.user,
+                "--password-stdin",
                 "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
     assert added.returncode == 0, added.stderr
     wait("the coverage applied", lambda: (_status(bed, records, "team").get("git") or {}).get("repoPrefixes"))
@@ -222,7 +223,8 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
                         "destination": {"server": "https://kubernetes.default.svc", "namespace": "team"}}})
 
     # narrowing it away from the Application with --upsert: the plan it waits on is predicted too, then put back
-    narrowed = cli(bed, "add", "team", "--upsert", "--git-prefix", servers.private.url("team/other/"), "--username",
+    narrowed = cli(bed, "add", "team", "--upsert", "--git-prefix", servers.private.url("team/other/"), "--all-projects",
+                   "--username",
                    servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
                    "--argocd-namespace", argocd_namespace, stdin=servers.password)
     assert narrowed.returncode == 0, narrowed.stderr
@@ -234,8 +236,9 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
     assert held == narrowing
     narrowing_plan = bed.get(API, "MigrationPlan", narrowing, records) or {}
     assert narrowing_plan["spec"]["trigger"]["approvedSpecHash"] == said[2].split("(approvedSpecHash ")[1].split(")")[0]
-    restored = cli(bed, "add", "team", "--upsert", "--git-prefix", prefix, "--username", servers.user,
-                   "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
+    restored = cli(bed, "add", "team", "--upsert", "--git-prefix", prefix, "--all-projects", "--username",
+                   servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records,
+                   stdin=servers.password)
     assert restored.returncode == 0 and len(restored.stdout.splitlines()) == 2, restored.stdout
     wait("the narrowing superseded", lambda: "migrationPlan" not in _status(bed, records, "team") or None)
 
@@ -257,8 +260,8 @@ def test_remove_predicts_the_plan_the_operator_waits_on(
     wait("the credential gone", lambda: bed.get(API, "SourceCredential", "team", records) is None or None)
 
     # nothing uses it: removed at once, said so before and after
-    cli(bed, "add", "lonely", "--git-prefix", servers.private.url("nobody/"), "--username", servers.user,
-        "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
+    cli(bed, "add", "lonely", "--git-prefix", servers.private.url("nobody/"), "--all-projects", "--username",
+        servers.user, "--password-stdin", "--cert", sealed_secrets.cert_url, "-n", records, stdin=servers.password)
     wait("its coverage applied", lambda: (_status(bed, records, "lonely").get("git") or {}).get("repoPrefixes"))
     gone = cli(bed, "remove", "lonely", "-n", records, "--argocd-namespace", argocd_namespace)
     assert gone.returncode == 0, gone.stderr
