@@ -235,6 +235,7 @@ class ReviewPool:
                 header: dict[str, Any] = {"path": path, "now": now}
                 if self.policies is not None and worker.policies != self.policies.version:
                     header["policies"] = self.policies.snapshot()
+                    header["providers"] = self.policies.provider_snapshot()
                     worker.policies = self.policies.version
                 await worker.send(json.dumps(header).encode())
                 await worker.send(body)

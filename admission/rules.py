@@ -14,6 +14,8 @@ from compatibility import authority
 from compatibility.objects import check_application
 from lifecycle import hostname_policy, hostnames
 from lifecycle.backends import registry as backend_registry
+from lifecycle.backends.contract import Site
+from lifecycle.binding import bind
 from lifecycle.credentials import spec as credential_spec
 from platform_stack import resource as platform_stack
 from renderer import validate
@@ -38,6 +40,8 @@ class Settings:
     provider_writers: tuple[str, ...] = ()  # who may write ServiceProviders (`group:NAME` a group); none: RBAC alone
     # The cluster's HostnamePolicies as the webhook last read them (admission.policies; replaced as they change).
     hostname_policies: tuple[hostname_policy.Policy, ...] = ()
+    # The cluster's ServiceProviders as the webhook last read them (name, labels, spec): a need's ceilings.
+    service_providers: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def claim_providers(self) -> tuple[str, ...]:
@@ -98,7 +102,44 @@ def _application(req: Request, settings: Settings) -> Verdict:
     problems += [(p.field, p.message) for p in checked.problems]
     if problems:
         return Verdict(tuple(problems), INVALID, tuple(checked.warnings))
+    beyond = _beyond_providers(req, settings, checked.objects)
+    if beyond:
+        return Verdict(tuple(beyond), INVALID, tuple(checked.warnings))
     return Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, tuple(checked.warnings))
+
+
+def _beyond_providers(req: Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """A need that its provider can never provision (a size past its ceiling: the backend's own `beyond`), at the
+    need's field: refused now rather than a claim that waits forever (issue 41)."""
+    spec = req.obj.get("spec") or {}
+    problems = []
+    for obj in objects:
+        if obj.get("kind") != "ResourceClaim":
+            continue
+        claim = {**obj, "metadata": {**(obj.get("metadata") or {}), "namespace": req.namespace}}
+        binding = bind(claim, settings.service_providers)
+        provider = next((p for p in settings.service_providers if p["metadata"]["name"] == binding.provider), None)
+        kind = str((claim.get("spec") or {}).get("type") or "")
+        core = backend_registry.core_for(kind, str(((provider or {}).get("spec") or {}).get("backend") or ""))
+        if provider is None or core is None:
+            continue
+        config = core.configure(provider, Site(""))
+        why = None if isinstance(config, list) else core.beyond(claim, config)
+        if why:
+            problems.append((_need_field(spec, str(spec.get("environment")), kind),
+                             f"{why} (ServiceProvider {binding.provider})"))
+    return problems
+
+
+def _need_field(spec: Mapping[str, Any], environment: str, kind: str) -> str:
+    """Where a need's size is written: the environment's override, else the base."""
+    for where in (("environments", environment), ("base",)):
+        node: Any = spec
+        for key in (*where, "needs", kind):
+            node = node.get(key) if isinstance(node, Mapping) else None
+        if isinstance(node, Mapping) and "size" in node:
+            return ".".join(("spec", *where, "needs", kind, "size"))
+    return f"spec.base.needs.{kind}"
 
 
 def _hostname_problems(req: Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:

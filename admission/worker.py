@@ -125,8 +125,9 @@ def main() -> None:
         if header is None or body is None:
             return
         request = json.loads(header)
-        if "policies" in request:  # the cluster's HostnamePolicies changed since this worker's last review
-            settings = dataclasses.replace(settings, hostname_policies=hostname_policy.read_all(request["policies"]))
+        if "policies" in request:  # the cluster's HostnamePolicies or ServiceProviders changed since its last review
+            settings = dataclasses.replace(settings, hostname_policies=hostname_policy.read_all(request["policies"]),
+                                           service_providers=tuple(request.get("providers") or ()))
         try:
             outcome, spent = _answer(request["path"], body, settings, request["now"], float(config["cpu_seconds"]))
         except _OverBudget:  # the timer fired as the review ended, before it was stopped

@@ -28,8 +28,9 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--provider-writer", "provider_writers", multiple=True, metavar="USER|group:GROUP",
               help="Who may write ServiceProviders: a username, or group:NAME (repeat for several; none given: "
                    "whoever RBAC lets). The chart names the cluster's administrators and Argo CD's controller.")
-@click.option("--kubeconfig", type=_FILE, help="Read HostnamePolicies from this cluster (in a pod: its own account; "
-              "neither: only the apps' default hostnames are allowed).")
+@click.option("--kubeconfig", type=_FILE, help="Read HostnamePolicies and ServiceProviders from this cluster (in a "
+              "pod: its own account; neither: only the apps' default hostnames are allowed, and no need's ceiling is "
+              "checked).")
 @click.option("--metrics-port", type=click.IntRange(1, 65535), help="Also serve /metrics over plain HTTP here.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="Platform settings file (domain, tier, ...), as `apprafter render` and the operator read it.")

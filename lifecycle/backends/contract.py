@@ -173,6 +173,11 @@ class Backend(Protocol):
         """(field, problem) of a provider write the schema lets through but this backend refuses (the webhook's)."""
         ...
 
+    def beyond(self, claim: Mapping[str, Any], config: Any) -> str | None:
+        """Why no claim like this one is ever provisioned on this provider (a size past its ceiling), else None: the
+        webhook refuses such an Application at admission, and provisioning says the same on the claim."""
+        ...
+
     def kept_in(self, config: Any) -> str | None:
         """The namespace where a claim's data is recorded as its namespace's (lifecycle.backends.kept), when the data
         is kept outside the claim's namespace; None: it lives in the claim's namespace and goes with it."""

@@ -147,9 +147,10 @@ class StorageClassDisk:
             if (live.get("metadata") or {}).get("deletionTimestamp"):
                 return Step(Waiting("VolumeDeleting", f"{where} is being deleted (its data was dropped): a new one "
                                     "is made once it is gone"))
-        if live is None and (quantity(volume.size) or 0) > (quantity(volume.max_size) or 0):
-            return Step(Waiting("SizeAboveLimit", f"{volume.size} is above the provider's maxSize "
-                                f"{volume.max_size}: no volume is made (ask for less, or a provider that allows it)"))
+        too_big = self.beyond(claim, config) if live is None else None
+        if too_big is not None:
+            return Step(Waiting("SizeAboveLimit", f"{too_big}: no volume is made (ask for less, or a provider that "
+                                "allows it)"))
         spec = (live or {}).get("spec") or {}
         class_name = spec.get("storageClassName") or volume.storage_class
         by_name = {str((c.get("metadata") or {}).get("name")): c for c in seen.list(classes)}
@@ -185,6 +186,14 @@ class StorageClassDisk:
             return Step(Gone())
         assert pvc.name is not None
         return Step(Gone(), (Delete(PVC, pvc.namespace, pvc.name, str(live["metadata"]["uid"])),))
+
+    def beyond(self, claim: Mapping[str, Any], config: Mapping[str, Any]) -> str | None:
+        """A size past the provider's maxSize."""
+        volume = self.volume(claim, config)
+        if isinstance(volume, str) or volume.max_size is None or (
+                (quantity(volume.size) or 0) <= (quantity(volume.max_size) or 0)):
+            return None
+        return f"{volume.size} is above the provider's maxSize {volume.max_size}"
 
     def kept_in(self, config: Mapping[str, Any]) -> None:
         return None  # the PVC is in the claim's namespace: deleted with it, never another namespace's

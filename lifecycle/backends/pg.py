@@ -174,6 +174,9 @@ class CloudNativePG:
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
+    def beyond(self, claim: Mapping[str, Any], config: Shared) -> None:
+        return None  # every size has its connection limit; none is past the provider
+
     def kept_in(self, config: Shared) -> str:
         return config.namespace  # beside the Cluster that holds the role and database
 

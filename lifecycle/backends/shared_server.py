@@ -49,6 +49,9 @@ class SharedServer:
     def reads(self, claim: Mapping[str, Any], config: Configured) -> Sequence[Read]:
         return server.reads(config.instance)
 
+    def beyond(self, claim: Mapping[str, Any], config: Configured) -> None:
+        return None  # a claim is an account on the shared server: no size of its own
+
     def kept_in(self, config: Configured) -> str:
         return config.instance.namespace  # beside the instance's admin Secret
 

@@ -117,7 +117,7 @@ def configurations(webhook_url: str, ca_pem: bytes) -> list[dict[str, Any]]:
 
 def webhook_kubeconfig(bed: KubeTestBed, workdir: Path) -> Path:
     """A kubeconfig for the webhook's ServiceAccount (a TokenRequest token, as its pod mounts it), bound by the
-    chart's own RBAC for it (it reads HostnamePolicies) and nothing else."""
+    chart's own RBAC for it (it reads HostnamePolicies and ServiceProviders) and nothing else."""
     namespace, account = "apprafter-system", "apprafter-admission"
     token = bed.service_account_token(namespace, account)
     for obj in chart_objects():

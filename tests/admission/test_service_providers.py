@@ -7,6 +7,7 @@ written, its backend's config included; the integrated providers the stack ships
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,8 @@ from typing import Any
 import pytest
 
 from lifecycle.binding import BOUND, bind
-from tests.admission.cluster import Webhook, apply, message, ok
-from tests.admission.reviews import API, EDITOR
+from tests.admission.cluster import Webhook, apply, eventually, fresh_namespace, message, ok
+from tests.admission.reviews import API, EDITOR, parser_cr
 from tests.platform_stack.conftest import ALL_TIERS, stack_all  # noqa: F401 (the session's built stack)
 from tests.platform_stack.shipped import shipped
 from tests.testbed.kube import KubeTestBed
@@ -23,6 +24,7 @@ from tests.testbed.kube import KubeTestBed
 pytestmark = pytest.mark.testbed
 
 PROVIDERS = 'admission webhook "serviceproviders.apprafter.io" denied the request'
+APPS = 'admission webhook "applications.apprafter.io" denied the request'
 
 
 def provider(name: str, kind: str, backend: str, **config: Any) -> dict[str, Any]:
@@ -179,3 +181,32 @@ def test_a_config_its_backend_does_not_read_is_refused_naming_the_field(
     text = message(apply(admission_bed.http, admission_bed, bent(name, stack_all, tmp_path, change)))
     assert PROVIDERS in text and said in text, text
     assert admission_bed.get(API, "ServiceProvider", name) is None
+
+
+def test_a_disk_past_its_providers_max_size_is_refused_at_the_door_as_the_provider_changes(
+        admission_bed: KubeTestBed, webhook: Webhook, made: list[str]) -> None:
+    """A need its provider can never provision (a disk past the provider's maxSize) is refused at admission, at the
+    need's size (issue 41: it became a claim that waited forever); the webhook reads providers as they change."""
+    bed, name = admission_bed, f"disk-small-{uuid.uuid4().hex[:6]}"
+    made.append(name)
+    small = provider(name, "disk", "storage-class", maxSize="10Gi")
+    small["metadata"]["labels"] = {"size-test": name}
+    ok(apply(bed.http, bed, small))
+    namespace = fresh_namespace(bed)
+    cr = parser_cr(namespace)
+    cr["spec"]["base"]["needs"]["disk"] = {"size": "20Gi", "selector": {"size-test": name}}
+    with bed.as_user(EDITOR) as tenant:
+        said = eventually("the webhook to read the provider", lambda: (
+            lambda text: text if "maxSize" in text else None)(message(apply(tenant, bed, cr, dry_run=True))))
+        assert APPS in said and (f"spec.base.needs.disk.size: 20Gi is above the provider's maxSize 10Gi "
+                                 f"(ServiceProvider {name})") in said, said
+        prod = cr["spec"]["environments"]["prod"].setdefault("needs", {})
+        prod["disk"] = {"size": "5Gi", "selector": {"size-test": name}}
+        assert ok(apply(tenant, bed, cr, dry_run=True))  # the environment's own size, within the ceiling
+        prod["disk"]["size"] = "11Gi"
+        said = message(apply(tenant, bed, cr, dry_run=True))
+        assert "spec.environments.prod.needs.disk.size: 11Gi is above the provider's maxSize 10Gi" in said, said
+        del prod["disk"]
+        ok(apply(bed.http, bed, provider(name, "disk", "storage-class", maxSize="1Ti") | {
+            "metadata": small["metadata"]}))  # the administrator raises the ceiling
+        eventually("the raised ceiling read", lambda: apply(tenant, bed, cr, dry_run=True).status_code < 300 or None)
