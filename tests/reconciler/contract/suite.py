@@ -93,6 +93,17 @@ def handle(bed: KubeTestBed, namespace: str, contract: Contract) -> Handle:
     return found
 
 
+def marked(bed: KubeTestBed, contract: Contract) -> tuple[str, Handle, str]:
+    """A fresh namespace's app with the need, its claim ready and a marker written in its data: (namespace, the
+    claim's Handle, the marker)."""
+    namespace = fresh_namespace(bed, f"ct-{contract.need}")
+    apply(bed, cr(namespace, contract.needs()))
+    ready = handle(bed, namespace, contract)
+    marker = secrets.token_hex(8)
+    contract.write(ready, marker)
+    return namespace, ready, marker
+
+
 def two_ready(bed: KubeTestBed, contract: Contract) -> tuple[Handle, Handle]:
     namespaces = [fresh_namespace(bed, f"ct-{contract.need}") for _ in range(2)]
     for namespace in namespaces:
@@ -127,13 +138,9 @@ def test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone(
 
 def test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need(
         bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
-    namespace = fresh_namespace(bed, f"ct-{contract.need}")
     name = f"demo-{contract.need}"
     with contract.settled():
-        apply(bed, cr(namespace, contract.needs()))
-        before = handle(bed, namespace, contract)
-        marker = secrets.token_hex(8)
-        contract.write(before, marker)
+        namespace, _, marker = marked(bed, contract)
         old = bed.get(API, "ResourceClaim", name, namespace) or {}
         # the claim goes; the Application is still there, so its claim comes back
         bed.delete(API, "ResourceClaim", name, namespace)
@@ -190,13 +197,9 @@ def test_a_namespace_made_anew_under_a_deleted_ones_name_gets_none_of_its_data(
         bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
     """Names are not identities (issue 41 item 4): data kept for a deleted namespace is not handed to a namespace
     made again under its name, nor dropped by it; an administrator gives it over by deleting its record."""
-    namespace = fresh_namespace(bed, f"ct-{contract.need}")
     name = f"demo-{contract.need}"
     with contract.settled():
-        apply(bed, cr(namespace, contract.needs()))
-        before = handle(bed, namespace, contract)
-        marker = secrets.token_hex(8)
-        contract.write(before, marker)
+        namespace, before, marker = marked(bed, contract)
         wait_phase(bed, namespace, "Ready", timeout=60)  # applied: its baseline outlives the namespace (the gate's)
         remake_namespace(bed, namespace)
         apply(bed, cr(namespace, contract.needs()))
