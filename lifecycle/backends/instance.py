@@ -10,6 +10,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from controller_runtime.kinds import GroupVersionKind
 from lifecycle.backends.common import (
+    CLAIM_ANNOTATION,
     PROVIDER_LABEL,
     b64,
     decoded,
@@ -49,10 +50,17 @@ class Instance(NamedTuple):
     integrated: bool  # False: spec.config.address names a server the administrator runs
     cpu: str
     memory: str
+    claim: str = ""  # `<namespace>/<claim>` when it is one claim's own (isolation: instance), else the provider's
 
     @property
     def admin_secret(self) -> str:
         return f"{self.name}-admin"
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Its objects' name, namespace, labels (and the claim it is, when it is one's: the claim woken by them)."""
+        return {"name": self.name, "namespace": self.namespace, "labels": self.labels,
+                **({"annotations": {CLAIM_ANNOTATION: self.claim}} if self.claim else {})}
 
     @property
     def labels(self) -> dict[str, str]:
@@ -147,7 +155,7 @@ def kept_secret(seen: Seen, user: str) -> Hidden:
 def admin_secret_object(instance: Instance, data: Mapping[str, str]) -> dict[str, Any]:
     """The instance's admin Secret, for the credentials the edge generated when there was none."""
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": instance.admin_secret, "namespace": instance.namespace, "labels": instance.labels},
+            "metadata": {**instance.meta, "name": instance.admin_secret},
             "data": {k: b64(v) for k, v in sorted(data.items())}}
 
 
@@ -155,7 +163,7 @@ def deployment(instance: Instance, container: Mapping[str, Any],
                volumes: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """The Deployment (one replica, recreated: one writer of its data) and the Service of an integrated instance
     running `container` (its resources made Guaranteed here, its security context locked down)."""
-    meta = {"name": instance.name, "namespace": instance.namespace, "labels": instance.labels}
+    meta = instance.meta
     resources = {"cpu": instance.cpu, "memory": instance.memory}
     locked = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
               "runAsUser": 999, "runAsGroup": 999, "capabilities": {"drop": ["ALL"]},

@@ -1,21 +1,26 @@
-"""The redis-server backend's core: one shared instance per provider, an ACL user per claim confined to its prefix.
+"""The redis-server backend's core: one shared instance per provider, an ACL user per claim confined to its prefix;
+or, where the provider says `isolation: instance`, an instance of each claim's own.
 
 The instance is made lazily for its first claim (lifecycle.backends.instance: Guaranteed, `--maxmemory` below its
 memory limit), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user confined to
 its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one otherwise).
 Every name is derived from the claim's namespace and name, so re-creating the same app and need re-binds to the same
-user and keys. The client (reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
+user and keys. redis-server has no per-user limit of connections or memory, so on a shared instance one claim can
+hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is sized by the claim's
+size (its memory, maxmemory and maxclients: CLAIM_INSTANCES) and holds no other claim's anything. The client
+(reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from controller_runtime.quantity import whole_bytes
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import ready
-from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
+from lifecycle.backends.common import HASH_CHARS, claim_ref, ready
+from lifecycle.backends.contract import Delete, Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import Instance
 from lifecycle.backends.shared_server import SharedServer
 
@@ -28,6 +33,15 @@ MARGIN_FLOOR = 32 * 2**20
 # Keys and values kept without expiry; keys with a TTL are evicted first (least recently used) when maxmemory is
 # reached, then writes fail with OOM: one tenant's cache never silently evicts another's data without a TTL.
 EVICTION = "volatile-lru"
+SHARED_MAX_CLIENTS = 10000  # redis-server's own default: the shared instance's slots are every claim's
+# A claim's own instance by the claim's size: the container's memory (maxmemory its provider's share of it) and
+# maxclients, as managed Redis plans size theirs. The smallest is the smallest instance that starts its users' work.
+CLAIM_INSTANCES: Mapping[str, tuple[str, int]] = {"nano": ("64Mi", 32), "small": ("128Mi", 64),
+                                                  "medium": ("256Mi", 256), "large": ("1Gi", 1000),
+                                                  "xlarge": ("4Gi", 4000)}
+DEFAULT_SIZE = "small"
+ISOLATION_MESSAGE = ("an existing provider's isolation does not change: its claims' data is where it is (make "
+                     "another provider)")
 
 # What a claim's user may run (Redis' ACL categories, `ACL CAT`): everything on its own keys and channels, minus
 # the categories that reach the whole instance or its configuration (@dangerous: KEYS, FLUSHALL, FLUSHDB, CONFIG,
@@ -92,6 +106,21 @@ class Config(NamedTuple):
     max_memory: int
     image: str | None
     scripting: bool = False
+    per_claim: bool = False  # isolation: instance
+    percent: int = 75  # maxmemoryPercent
+    max_clients: int = SHARED_MAX_CLIENTS
+
+
+def own_instance(claim: Mapping[str, Any], config: Config) -> Config:
+    """The claim's own instance (a provider's `isolation: instance`): `redis-<hash of namespace/claim>` beside where
+    the shared one would run, sized by the claim's size (CLAIM_INSTANCES; the default for a size it does not name)."""
+    memory, clients = CLAIM_INSTANCES.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE),
+                                          CLAIM_INSTANCES[DEFAULT_SIZE])
+    name = f"redis-{hashlib.sha256(claim_ref(claim).encode()).hexdigest()[:HASH_CHARS]}"
+    shared = config.instance
+    instance = shared._replace(name=name, host=f"{name}.{shared.namespace}.svc", memory=memory, claim=claim_ref(claim))
+    return config._replace(instance=instance, max_memory=max_memory(whole_bytes(memory) or 0, config.percent),
+                           max_clients=clients)
 
 
 def max_memory(limit: int, percent: int) -> int:
@@ -122,6 +151,7 @@ def instance_objects(config: Config) -> list[dict[str, Any]]:
     $(ADMIN_PASSWORD): argv never carries it in the spec)."""
     args = ["--port", str(PORT), "--bind", "*", "-::*", "--protected-mode", "no", "--save", "", "--appendonly", "no",
             "--maxmemory", str(config.max_memory), "--maxmemory-policy", EVICTION,
+            "--maxclients", str(config.max_clients),
             "--requirepass", "$(ADMIN_PASSWORD)"]
     container = {
         "name": "redis", "image": config.image, "args": args,
@@ -139,12 +169,26 @@ class RedisServer(SharedServer):
 
     backend, type, component, port = BACKEND, TYPE, "redis", PORT
 
-    def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config:
-        limit = whole_bytes(instance.memory) or 0
-        return Config(instance, max_memory(limit, int(config["maxmemoryPercent"])) if instance.integrated else 0,
-                      site.image, bool(config["scripting"]))
+    def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config | list[str]:
+        limit, percent = whole_bytes(instance.memory) or 0, int(config["maxmemoryPercent"])
+        per_claim = config["isolation"] == "instance"
+        if per_claim and not instance.integrated:
+            return ["spec.config.isolation: an instance per claim is one the operator runs: not with "
+                    "spec.config.address"]
+        return Config(instance, max_memory(limit, percent) if instance.integrated else 0, site.image,
+                      bool(config["scripting"]), per_claim, percent)
+
+    def serving(self, claim: Mapping[str, Any], config: Config) -> Config:
+        """The provider's shared instance, or the claim's own (`isolation: instance`)."""
+        return own_instance(claim, config) if config.per_claim else config
+
+    def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
+        def isolation(provider: Mapping[str, Any] | None) -> str:
+            return str(((provider or {}).get("spec") or {}).get("config", {}).get("isolation") or "shared")
+        return [("spec.config.isolation", ISOLATION_MESSAGE)] if old and isolation(old) != isolation(new) else []
 
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        config = self.serving(claim, config)
         instance, found = config.instance, self.prepared(config, seen, provisioning=True)
         if isinstance(found, Step):
             return found
@@ -162,6 +206,11 @@ class RedisServer(SharedServer):
         return Step(ready(said, connection, secret), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        config = self.serving(claim, config)
+        if config.per_claim:  # its own instance goes whole: its admin Secret, Deployment and Service
+            made = [(read, seen.get(read)) for read in server.reads(config.instance)[:3]]
+            return Step(Gone(), tuple(Delete(read.kind, read.namespace, str(read.name), str(obj["metadata"]["uid"]))
+                                      for read, obj in made if obj is not None))
         if self.never_ran(config, seen):  # no persistence: a cache whose server never ran holds nothing of it
             return Step(Gone())
         found = self.prepared(config, seen, provisioning=False)

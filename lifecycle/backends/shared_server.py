@@ -46,8 +46,13 @@ class SharedServer:
     def configured(self, instance: server.Instance, config: Mapping[str, Any], site: Site) -> Any:
         raise NotImplementedError
 
+    def serving(self, claim: Mapping[str, Any], config: Any) -> Any:
+        """The config of the instance that serves the claim: the provider's shared one (a core may give each claim
+        its own)."""
+        return config
+
     def reads(self, claim: Mapping[str, Any], config: Configured) -> Sequence[Read]:
-        return server.reads(config.instance)
+        return server.reads(self.serving(claim, config).instance)
 
     def beyond(self, claim: Mapping[str, Any], config: Configured) -> None:
         return None  # a claim is an account on the shared server: no size of its own
