@@ -1,4 +1,5 @@
-"""A backend core's steps carried out for one claim: read what it asks (fresh), make its writes and calls, again.
+"""A backend core's steps carried out for one claim: read what it asks (fresh), make its writes and calls, again;
+first, for provisioning, whether the data kept under its name is its namespace's (reconciler.kept_data).
 
 The writes go through the runtime's write steps (controller_runtime.writes: ensure on the fresh read, create_once,
 delete_exactly); the calls through the backend's client. The claim's connection Secret is written here, never by a
@@ -20,6 +21,7 @@ from controller_runtime.writes import create_once, ensure
 from lifecycle.backends.common import PROVIDER_LABEL, b64, connection_secret_of, decoded
 from lifecycle.backends.contract import Again, Apply, Backend, CreateOnce, Delete, Ready, Seen, Step, Waiting
 from lifecycle.backends.instance import SECRET
+from reconciler import kept_data
 from reconciler.backend_failure import BackendFailure
 from reconciler.backends.registry import Client
 
@@ -109,6 +111,9 @@ async def carry_out(kube: Kube, core: Backend, client: Client | None, claim: Map
     where = {"controller": "claims", "namespace": meta["namespace"], "object": meta["name"]}
     secret_name = connection_secret_of(claim)
     try:
+        refused = None if dropping else await kept_data.refusal(kube, core, claim, config)
+        if refused is not None:  # the data kept under its name is another namespace's: nothing of it handed out
+            return Carried(refused)
         for _ in range(ROUNDS):
             live_secret = await kube.get(SECRET, secret_name, meta["namespace"])
             seen = await _seen(kube, core, claim, config, live_secret)

@@ -151,9 +151,8 @@ class ClaimController:
             else:
                 # before any data exists: its deletion waits for the backend
                 claim = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
-                refused = await kept_data.refusal(kube, core, claim, config)
-                found = Carried(refused) if refused is not None else await carry_out(
-                    kube, core, self.clients.get(core.backend), claim, config, provider["metadata"]["name"])
+                found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
+                                        provider["metadata"]["name"])
                 assert found is not None  # None only when dropping
                 carried = found
             provisioned = _provisioned(carried)

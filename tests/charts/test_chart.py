@@ -84,7 +84,8 @@ def test_operator_deployment_leader_elects_with_probes_and_a_locked_down_pod(obj
     assert "operator.replicas: more than one replica needs operator.leaderElection.enabled" in refused.stderr
 
 
-def test_webhook_deployment_runs_two_replicas_reading_only_hostname_policies(objects: list[dict[str, Any]]) -> None:
+def test_webhook_deployment_runs_two_replicas_reading_only_hostname_policies_and_providers(
+        objects: list[dict[str, Any]]) -> None:
     deployment = one(objects, "Deployment", "apprafter-admission")
     pod = deployment["spec"]["template"]["spec"]
     c = container(deployment)
@@ -92,7 +93,8 @@ def test_webhook_deployment_runs_two_replicas_reading_only_hostname_policies(obj
     assert pod["automountServiceAccountToken"] is True  # the pod's token: its account reads HostnamePolicies
     assert one(objects, "ServiceAccount", "apprafter-admission")["automountServiceAccountToken"] is False
     assert rules(one(objects, "ClusterRole", "apprafter:admission")) == {
-        ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"]}
+        ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"],
+        ("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"]}
     binding = one(objects, "ClusterRoleBinding", "apprafter:admission")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "apprafter-admission", "namespace": NAMESPACE}]
     assert c["args"][0] == "webhook"
@@ -188,6 +190,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "migrationplans/status", ()): ["patch"],
         ("events.k8s.io", "events", ()): ["create"],
         ("", "pods", ()): ["get", "list", "watch"],  # read only: their states are the Application's health
+        ("", "namespaces", ()): ["get"],  # a claim's namespace's UID: whose kept data is (lifecycle.backends.kept)
         ("apprafter.io", "hostnamepolicies", ()): ["get", "list", "watch"],  # who may use which hostname
         # the claim binder: which providers exist; a claim's status.provider and Bound condition
         ("apprafter.io", "serviceproviders", ()): ["get", "list", "watch"],
