@@ -121,11 +121,12 @@ def test_ca_bundle_is_a_build_secret_not_a_layer(images: dict[str, Image], name:
 
 
 def test_rebuilding_gives_the_same_images(images: dict[str, Image]) -> None:
-    """The images `make publish` pushes, rebuilt: the same ids (the suite's time budget keeps it to those; every
-    image is built by the same tools/images.sh rules)."""
-    again = make_images(PREFIX + "-again", names=RELEASE)
+    """The plugin's image `make publish` pushes (the one every Argo CD sync runs), rebuilt: the same id. The suite's
+    time budget keeps it to that one: every image is built by the same tools/images.sh rules, `make publish`'s
+    other (the operator's) among them."""
+    again = make_images(PREFIX + "-again", names=RELEASE[:1])
     try:
-        assert {name: image.id for name, image in again.items()} == {name: images[name].id for name in RELEASE}
+        assert {name: image.id for name, image in again.items()} == {name: images[name].id for name in RELEASE[:1]}
     finally:
         for image in again.values():
             podman("rmi", image.ref)

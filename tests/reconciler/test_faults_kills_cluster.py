@@ -21,13 +21,14 @@ from tests.testbed.kube import KubeTestBed
 
 pytestmark = [pytest.mark.testbed, pytest.mark.faults]
 
-# at least this many over the shards (80: the suite's time budget; a developer's run draws a fresh seed, so kill
-# points add up across runs; APPRAFTER_FAULT_KILLS=400 for a long run)
-KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "80"))
+# at least this many over the shards (40: the suite's time budget, about the two cycles a shard runs anyway; a
+# developer's run draws a fresh seed, so kill points add up across runs; APPRAFTER_FAULT_KILLS=400 for a long run,
+# APPRAFTER_FAULT_SHARDS=4 to run it on more workers)
+KILLS = int(__import__("os").environ.get("APPRAFTER_FAULT_KILLS", "40"))
 # The kills run in shards of their own (each its namespaces and operator, its own draws from the seed), so the
-# suite's workers run them side by side (tests/parallel.py: a fault test is a unit of its own). Two: each shard runs
-# two cycles at least whatever its kills, so more shards cost cycles, not kill points.
-SHARDS = 2
+# suite's workers can run them side by side (tests/parallel.py: a fault test is a unit of its own). One by default:
+# each shard runs two cycles at least whatever its kills, so more shards cost cycles, not kill points.
+SHARDS = int(__import__("os").environ.get("APPRAFTER_FAULT_SHARDS", "1"))
 APPS = 4
 CHANCE = 0.12
 SIMPLE = edit(needs=None, env={"LOG_LEVEL": "info"})

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.backends.common import CLAIM_ANNOTATION
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr
@@ -180,8 +181,9 @@ def test_a_claim_of_its_own_instance_cannot_take_another_claims_connections(
         hosts = {n: ((node.get(API, "ResourceClaim", "demo-redis", n) or {}).get("status") or {})["connection"]["host"]
                  for n in namespaces}
         assert len(set(hosts.values())) == 2 and all(h.endswith(f".{SERVICES}.svc") for h in hosts.values()), hosts
-        own = {d["metadata"]["annotations"]["apprafter.io/claim"]: d for d in node.http.get(
-            f"/apis/apps/v1/namespaces/{SERVICES}/deployments").json()["items"] if d["metadata"].get("annotations")}
+        deployments = node.http.get(f"/apis/apps/v1/namespaces/{SERVICES}/deployments").json()["items"]
+        own = {d["metadata"]["annotations"][CLAIM_ANNOTATION]: d for d in deployments
+               if CLAIM_ANNOTATION in (d["metadata"].get("annotations") or {})}
         assert set(own) == {f"{n}/demo-redis" for n in namespaces}
         args = own[f"{hog}/demo-redis"]["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[args.index("--maxclients") + 1] == "32"
