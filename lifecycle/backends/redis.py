@@ -40,6 +40,12 @@ CLAIM_INSTANCES: Mapping[str, tuple[str, int]] = {"nano": ("64Mi", 32), "small":
                                                   "medium": ("256Mi", 256), "large": ("1Gi", 1000),
                                                   "xlarge": ("4Gi", 4000)}
 DEFAULT_SIZE = "small"
+# A server busy with a script answers every other command BUSY (after redis' busy-reply-threshold, 5 s). The
+# operator ends such a script with SCRIPT KILL (one that has not written: nothing of anyone's data is lost); one that
+# has written cannot be killed, only SHUTDOWN NOSAVE ends it, which empties the instance of every claim's keys: that
+# is its administrator's call, never the operator's (issue 41: restore service, never at other tenants' data).
+BUSY_REPLY = "BUSY"
+UNKILLABLE_REPLY = "UNKILLABLE"
 ISOLATION_MESSAGE = ("an existing provider's isolation does not change: its claims' data is where it is (make "
                      "another provider)")
 
@@ -109,6 +115,20 @@ class Config(NamedTuple):
     per_claim: bool = False  # isolation: instance
     percent: int = 75  # maxmemoryPercent
     max_clients: int = SHARED_MAX_CLIENTS
+
+
+def busy(reply: str) -> bool:
+    """Whether a reply says the server is busy with a script."""
+    return reply.startswith(BUSY_REPLY)
+
+
+def still_wedged(where: str, reply: str) -> str | None:
+    """After the admin's SCRIPT KILL: None when the server serves again (the script was killed, or had ended), else
+    why it stays wedged (a script that wrote), in words for the claims it holds up."""
+    if not reply.startswith(UNKILLABLE_REPLY):
+        return None
+    return (f"{where} is held by a script that has written (SCRIPT KILL cannot end it): only SHUTDOWN NOSAVE does, "
+            "which empties the instance of every claim's keys, so the operator leaves that to its administrator")
 
 
 def own_instance(claim: Mapping[str, Any], config: Config) -> Config:

@@ -7,6 +7,7 @@ failure is a BackendFailure whose message never carries a password. It carries o
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from redis.asyncio import Redis
@@ -14,10 +15,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
 
-from lifecycle.backends.redis import DropUser, SetUser, TryUser
-from reconciler.backend_failure import REFUSED, UNREACHABLE, BackendFailure
+from lifecycle.backends.redis import DropUser, SetUser, TryUser, busy, still_wedged
+from reconciler.backend_failure import REFUSED, UNREACHABLE, WEDGED, BackendFailure
 
 __all__ = ["CALL_TIMEOUT", "CONNECT_TIMEOUT", "TOTAL_TIMEOUT", "RedisClient", "drop_user", "set_user", "try_user"]
+
+log = logging.getLogger("apprafter.claims")
 
 CONNECT_TIMEOUT = 3.0  # seconds to open the TCP connection
 CALL_TIMEOUT = 5.0  # seconds for one command's answer
@@ -45,7 +48,42 @@ SCAN_BATCH = 500  # keys per SCAN step and per UNLINK when a claim's keys are dr
 async def _exchange(host: str, port: int, username: str | None, password: str, command: Sequence[str] | Work,
                     what: str, secrets: Sequence[str], timeout: float = TOTAL_TIMEOUT) -> None:
     """Run one command (or `command(client)`) as `username` (None: the default user) and close; BackendFailure on
-    any failure."""
+    any failure. As the admin, a server busy with a script gets the script killed and the command once more
+    (lifecycle.backends.redis.still_wedged: unless the script has written)."""
+    try:
+        await _once(host, port, username, password, command, what, secrets, timeout)
+    except _Busy:
+        if username is not None:  # a claim's user may not end another's script: the next admin call will
+            raise BackendFailure(WEDGED, f"{host}:{port} is busy with a script (the operator ends it at its next "
+                                         "step as the admin)") from None
+        await _end_script(host, port, password)
+        await _once(host, port, username, password, command, what, secrets, timeout)
+
+
+class _Busy(Exception):
+    """The server answered BUSY: a script holds it."""
+
+
+async def _end_script(host: str, port: int, password: str) -> None:
+    """SCRIPT KILL as the admin; BackendFailure(InstanceWedged) when the script cannot be killed."""
+    reply = "OK"
+
+    async def kill(client: Redis) -> None:
+        nonlocal reply
+        try:
+            reply = str(await client.execute_command("SCRIPT", "KILL"))  # type: ignore[no-untyped-call]
+        except ResponseError as e:  # NOTBUSY (it ended meanwhile) or UNKILLABLE
+            reply = str(e)
+    await _once(host, port, None, password, kill, "the admin's SCRIPT KILL", [password], TOTAL_TIMEOUT)
+    wedged = still_wedged(f"{host}:{port}", reply)
+    if wedged is not None:
+        raise BackendFailure(WEDGED, wedged)
+    log.warning("a script kept the instance busy: killed", extra={"controller": "claims", "object": f"{host}:{port}",
+                                                                 "reason": reply})
+
+
+async def _once(host: str, port: int, username: str | None, password: str, command: Sequence[str] | Work,
+                what: str, secrets: Sequence[str], timeout: float) -> None:
     where = f"{host}:{port}"
     client = _client(host, port, username, password)
     try:
@@ -64,6 +102,8 @@ async def _exchange(host: str, port: int, username: str | None, password: str, c
     except NoPermissionError as e:
         raise BackendFailure(REFUSED, f"{where} does not let {what} run: {_redacted(str(e), secrets)}") from e
     except ResponseError as e:
+        if busy(str(e)):
+            raise _Busy(str(e)) from e
         raise BackendFailure(REFUSED, f"{where} refused {what}: {_redacted(str(e), secrets)}") from e
     except (RedisError, OSError) as e:  # ConnectionError, redis' TimeoutError: never reached
         raise BackendFailure(UNREACHABLE, f"{where} could not be reached for {what}: "

@@ -24,9 +24,11 @@ class RedisServer:
         self.process.stop()
 
 
-def start_redis(workdir: Path, timeout: float = 20.0, password: str | None = None) -> RedisServer:
+def start_redis(workdir: Path, timeout: float = 20.0, password: str | None = None,
+                extra: tuple[str, ...] = ()) -> RedisServer:
     """Start redis-server on 127.0.0.1 without persistence and wait until it accepts connections; with `password`,
-    its default user (the admin) needs it (given in a config file of mode 0600, never on the command line)."""
+    its default user (the admin) needs it (given in a config file of mode 0600, never on the command line); `extra`:
+    more of its options."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
@@ -34,7 +36,7 @@ def start_redis(workdir: Path, timeout: float = 20.0, password: str | None = Non
     config.touch(mode=0o600)
     config.write_text(f"requirepass {password}\n" if password else "")
     argv = [binary, str(config), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-            "--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning"]
+            "--dir", str(workdir), "--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning", *extra]
     proc = ManagedProcess("redis-server", argv, workdir / "redis.log", env={"PATH": "/usr/bin:/bin"})
     try:
         wait_for("redis-server to answer PING", lambda: _pong(port, password), timeout, proc)
