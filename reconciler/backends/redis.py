@@ -50,18 +50,14 @@ async def _exchange(host: str, port: int, username: str | None, password: str, c
     """Run one command (or `command(client)`) as `username` (None: the default user) and close; BackendFailure on
     any failure. As the admin, a server busy with a script gets the script killed and the command once more
     (lifecycle.backends.redis.still_wedged: unless the script has written)."""
-    try:
-        await _once(host, port, username, password, command, what, secrets, timeout)
-    except _Busy:
-        if username is not None:  # a claim's user may not end another's script: the next admin call will
-            raise BackendFailure(WEDGED, f"{host}:{port} is busy with a script (the operator ends it at its next "
-                                         "step as the admin)") from None
-        await _end_script(host, port, password)
-        await _once(host, port, username, password, command, what, secrets, timeout)
-
-
-class _Busy(Exception):
-    """The server answered BUSY: a script holds it."""
+    if await _once(host, port, username, password, command, what, secrets, timeout):
+        return
+    if username is not None:  # a claim's user may not end another's script: the next admin call will
+        raise BackendFailure(WEDGED, f"{host}:{port} is busy with a script (the operator ends it at its next step as "
+                                     "the admin)")
+    await _end_script(host, port, password)
+    if not await _once(host, port, username, password, command, what, secrets, timeout):
+        raise BackendFailure(WEDGED, f"{host}:{port} is busy with another script")
 
 
 async def _end_script(host: str, port: int, password: str) -> None:
@@ -83,7 +79,8 @@ async def _end_script(host: str, port: int, password: str) -> None:
 
 
 async def _once(host: str, port: int, username: str | None, password: str, command: Sequence[str] | Work,
-                what: str, secrets: Sequence[str], timeout: float) -> None:
+                what: str, secrets: Sequence[str], timeout: float) -> bool:
+    """One exchange: True once done, False when the server answered BUSY (a script holds it); BackendFailure else."""
     where = f"{host}:{port}"
     client = _client(host, port, username, password)
     try:
@@ -103,11 +100,12 @@ async def _once(host: str, port: int, username: str | None, password: str, comma
         raise BackendFailure(REFUSED, f"{where} does not let {what} run: {_redacted(str(e), secrets)}") from e
     except ResponseError as e:
         if busy(str(e)):
-            raise _Busy(str(e)) from e
+            return False
         raise BackendFailure(REFUSED, f"{where} refused {what}: {_redacted(str(e), secrets)}") from e
     except (RedisError, OSError) as e:  # ConnectionError, redis' TimeoutError: never reached
         raise BackendFailure(UNREACHABLE, f"{where} could not be reached for {what}: "
                                         f"{_redacted(str(e), secrets) or type(e).__name__}") from e
+    return True
 
 
 async def set_user(host: str, port: int, admin_password: str, user: str, rules: Sequence[str]) -> None:

@@ -179,17 +179,9 @@ def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_adm
         "type": "redis", "backend": "redis-server", "config": {"resources": {"memory": "128Mi", "cpu": "100m"}}}},
         Site("apprafter-redis", "localhost/redis:test"))
     assert isinstance(config, core.Config)
-    [container] = core.instance_objects(config)[0]["spec"]["template"]["spec"]["containers"]
-    # as the kubelet runs it: $(ADMIN_PASSWORD) expanded from the admin Secret; another port, on loopback
-    port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
-    args[args.index("--port") + 1] = str(port)
-    args[args.index("--bind") + 1: args.index("--bind") + 3] = ["127.0.0.1", "-::1"]
-    binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
-    proc = ManagedProcess("redis-instance", [binary, *args], tmp_path / "redis.log", env={"PATH": "/usr/bin:/bin"},
-                          cwd=tmp_path)
+    port, proc = instance_process(config, tmp_path)
     try:
         admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
-        wait_for("the instance to answer", lambda: _answers(admin), 20, proc)
         settings = {k: v for key in ("maxmemory", "maxmemory-policy", "save", "appendonly")
                     for k, v in admin.config_get(key).items()}
         assert settings == {"maxmemory": str(96 * 2**20), "maxmemory-policy": "volatile-lru", "save": "",
@@ -201,6 +193,26 @@ def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_adm
         asyncio.run(try_user("127.0.0.1", port, account.user, password))
     finally:
         proc.stop()
+
+
+def instance_process(config: core.Config, workdir: Path) -> tuple[int, ManagedProcess]:
+    """An instance's redis-server as its pod runs it (its container's args; $(ADMIN_PASSWORD) expanded from the admin
+    Secret as the kubelet does; another port, on loopback), answering its admin: (its port, the process)."""
+    [container] = core.instance_objects(config)[0]["spec"]["template"]["spec"]["containers"]
+    port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
+    args[args.index("--port") + 1] = str(port)
+    args[args.index("--bind") + 1: args.index("--bind") + 3] = ["127.0.0.1", "-::1"]
+    binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    proc = ManagedProcess("redis-instance", [binary, *args], workdir / "redis.log", env={"PATH": "/usr/bin:/bin"},
+                          cwd=workdir)
+    try:
+        admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
+        wait_for("the instance to answer", lambda: _answers(admin), 20, proc)
+    except BaseException:
+        proc.stop()
+        raise
+    return port, proc
 
 
 def _answers(client: redis.Redis) -> bool | None:

@@ -17,14 +17,12 @@ from typing import Any
 
 import pytest
 
-from lifecycle.backends.common import CLAIM_ANNOTATION
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr
 from tests.reconciler.node_pods import finished, ready, secret_env
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.testbed.node import NodeTestBed
-from tests.testbed.procs import wait_for
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -131,72 +129,3 @@ def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_ot
               f"both pods done: {time.monotonic() - started:.1f} s")
     finally:
         node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off
-
-
-ISOLATED = f"redis-own-{RUN}"  # a provider whose claims each get an instance of their own
-# Holds more connections than a nano instance takes (BLPOP waits forever), until one more is refused; then holds on.
-HOG = """set -u
-for i in $(seq 1 48); do redis-cli --no-auth-warning -u "$REDIS_URL" BLPOP "${PREFIX}q" 0 >/dev/null 2>&1 & done
-for i in $(seq 1 600); do
-  said=$(redis-cli --no-auth-warning -u "$REDIS_URL" PING 2>&1)
-  case "$said" in *"max number of clients"*) echo "full: $said"; break;; esac
-  sleep 0.2
-done
-wait
-"""
-NEIGHBOUR = """set -u
-r() { redis-cli --no-auth-warning -u "$REDIS_URL" "$@" 2>&1; }
-echo "ping: $(r PING)"
-echo "set: $(r SET "${PREFIX}k" v)"
-"""
-
-
-@pytest.fixture()
-def isolated(node: NodeTestBed, operator: Operator) -> Iterator[None]:
-    """An integrated provider with `isolation: instance` (each claim's instance in this module's namespace)."""
-    node.ensure_namespace(SERVICES)
-    add_provider(node, ISOLATED, "redis", "redis-server",
-                 {"namespace": SERVICES, "isolation": "instance", "resources": {"cpu": "100m"}},
-                 labels={"bed": ISOLATED})
-    yield
-    node.delete(API, "ServiceProvider", ISOLATED)
-
-
-def test_a_claim_of_its_own_instance_cannot_take_another_claims_connections(
-        node: NodeTestBed, test_app: str, redis_image: str, operator: Operator, isolated: None) -> None:
-    """Issue 41 item 1: on a shared instance one claim can hold every connection slot (redis-server bounds no
-    user's); with `isolation: instance` each claim has a server of its own, sized by its size (nano: 32 clients), so
-    a claim that holds all of its own leaves its neighbour's untouched."""
-    namespaces = hog, neighbour = [f"redis-own-{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    wanted = {"image": test_app, "replicas": 0, "expose": {"port": 8080},
-              "needs": {"redis": {"selector": {"bed": ISOLATED}, "size": "nano"}},
-              "env": {"REDIS_URL": {"claim": "redis/url"}}}
-    try:
-        for namespace in namespaces:
-            node.ensure_namespace(namespace)
-            apply(node, cr(namespace, wanted))
-        for namespace in namespaces:
-            node.wait(API, "Application", "demo", namespace, ready, timeout=180,
-                      what=f"Application {namespace}/demo Ready")
-        hosts = {n: ((node.get(API, "ResourceClaim", "demo-redis", n) or {}).get("status") or {})["connection"]["host"]
-                 for n in namespaces}
-        assert len(set(hosts.values())) == 2 and all(h.endswith(f".{SERVICES}.svc") for h in hosts.values()), hosts
-        deployments = node.http.get(f"/apis/apps/v1/namespaces/{SERVICES}/deployments").json()["items"]
-        own = {d["metadata"]["annotations"][CLAIM_ANNOTATION]: d for d in deployments
-               if CLAIM_ANNOTATION in (d["metadata"].get("annotations") or {})}
-        assert set(own) == {f"{n}/demo-redis" for n in namespaces}
-        args = own[f"{hog}/demo-redis"]["spec"]["template"]["spec"]["containers"][0]["args"]
-        assert args[args.index("--maxclients") + 1] == "32"
-
-        env = secret_env(SECRET, [("REDIS_URL", "url"), ("PREFIX", "prefix")])
-        node.apply(node_pods.client_pod("hog", hog, redis_image, HOG, env, 999), field_manager="test")
-        full = wait_for("the hog's instance full", lambda: next(
-            (line for line in node.logs("hog", hog).splitlines() if line.startswith("full: ")), None), 180)
-        assert "max number of clients reached" in full, full
-        node.apply(node_pods.client_pod("neighbour", neighbour, redis_image, NEIGHBOUR, env, 999),
-                   field_manager="test")
-        pod = node.wait("v1", "Pod", "neighbour", neighbour, finished, timeout=120, what="the neighbour's pod done")
-        log = node.logs("neighbour", neighbour)
-        assert pod["status"]["phase"] == "Succeeded" and log.splitlines() == ["ping: PONG", "set: OK"], log
-    finally:
-        node.delete_namespaces(namespaces)
