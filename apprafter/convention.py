@@ -47,6 +47,8 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "platform status": ("text", "json", "yaml"),
     "repo creds add": ("text", "yaml"),
     "repo creds list": ("text", "json", "yaml"),
+    "app list": ("text", "json", "yaml"),
+    "app status": ("text", "json", "yaml"),
 }
 
 # Old spellings, kept hidden; each use prints one deprecation line on stderr. flag -> the value of -o it stands

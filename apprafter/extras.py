@@ -23,6 +23,8 @@ EXTRAS: dict[str, str] = {
     "stack": "stack",
     "operator": "operator",
     "webhook": "webhook",
+    # `app scaffold | rollback` and `app add --dry-run` need nothing more; the rest read the cluster
+    **{f"app {sub}": "cluster" for sub in ("add", "list", "status", "logs", "remove", "open")},
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tests.argocd import overrides
 from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
 from tests.reconciler.helpers import children, versions
 from tests.renderer.helpers import run_cli, write_app
-from tests.testbed.argocd import conditions, sync_status
+from tests.testbed.argocd import ARGOCD_API, conditions, sync_status
 from tests.testbed.gitops import APPROVER, VIEWER, GitOpsLoop
 from tests.testbed.kube import PERSON
 
@@ -40,9 +41,27 @@ class Deployed:
 
 
 @pytest.fixture(scope="module")
-def prod(loop: GitOpsLoop) -> Deployed:
-    revision = loop.git.create(REPO_NAME, {APP_FILE: HELLO})
-    loop.argocd.apply(loop.application(PROD, REPO_NAME, PROD, environment="prod"))
+def checkout(loop: GitOpsLoop, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The user's clone of the app's repository (origin: the loop's git server)."""
+    loop.git.create(REPO_NAME, {APP_FILE: HELLO})
+    where = tmp_path_factory.mktemp("checkout") / REPO_NAME
+    subprocess.run(["git", "clone", "--quiet", loop.git.url(REPO_NAME), str(where)], check=True, timeout=60)
+    return where
+
+
+def app_cli(loop: GitOpsLoop, checkout: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`apprafter app COMMAND ...` in the user's clone, against the loop's Argo CD."""
+    return run_cli("app", command, *args, "--argocd-namespace", loop.argocd.namespace, "--kubeconfig",
+                   str(loop.kube.kubeconfig), cwd=checkout)
+
+
+@pytest.fixture(scope="module")
+def prod(loop: GitOpsLoop, checkout: Path) -> Deployed:
+    # The user connects the repository with `apprafter app add`: no Argo CD YAML of theirs.
+    added = app_cli(loop, checkout, "add", "-e", "prod", "--project", "default", "--create-namespace")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == f"application.argoproj.io/{PROD} created\n"
+    revision = loop.git.git(REPO_NAME, "rev-parse", "HEAD").strip()
     loop.wait_health(PROD, revision, "Healthy")
     return Deployed(revision, current(loop, PROD))
 
@@ -134,6 +153,27 @@ def test_argo_cd_syncs_and_the_operator_makes_it_healthy(loop: GitOpsLoop, prod:
     assert sync_status(loop.argocd.get(PROD))[1] == "Healthy"
 
 
+def test_app_add_made_the_argo_cd_application_and_app_status_and_list_show_it(
+        loop: GitOpsLoop, prod: Deployed, checkout: Path) -> None:
+    app = loop.argocd.get(PROD)
+    assert app["spec"]["source"] == {"repoURL": loop.git.url(REPO_NAME), "path": ".", "targetRevision": "main",
+                                     "plugin": {"name": loop.cmp.plugin_name,
+                                                "parameters": [{"name": "environment", "string": "prod"}]}}
+    assert app["metadata"]["labels"] == {"apprafter.io/app": "hello", "apprafter.io/environment": "prod"}
+    again = app_cli(loop, checkout, "add", "-e", "prod", "--project", "default", "--create-namespace")
+    assert (again.returncode, again.stdout) == (0, f"application.argoproj.io/{PROD} unchanged\n"), again.stderr
+    status = app_cli(loop, checkout, "status", "hello")
+    assert status.returncode == 0, status.stderr
+    assert status.stdout == (f"{PROD} (namespace {PROD})\n  argo cd:   Synced, Healthy at {prod.revision[:12]}\n"
+                             "  phase:     Ready, replicas 3/3\n")
+    listed = app_cli(loop, checkout, "list")
+    assert listed.returncode == 0, listed.stderr
+    header, row = listed.stdout.splitlines()
+    assert header.split() == ["APP", "ENVIRONMENT", "NAMESPACE", "SYNC", "HEALTH", "REVISION", "REPOSITORY"]
+    assert row.split() == ["hello", "prod", PROD, "Synced", "Healthy", prod.revision[:12], loop.git.url(REPO_NAME),
+                           "."]
+
+
 def test_a_commit_reaches_the_children_through_argo_cd_and_the_operator(loop: GitOpsLoop, prod: Deployed,
                                                                         tmp_path: Path) -> None:
     before = children(loop.kube, PROD, PROD)
@@ -159,7 +199,7 @@ def test_a_commit_reaches_the_children_through_argo_cd_and_the_operator(loop: Gi
 
 
 def test_a_gated_change_waits_for_its_plan_and_the_cli_approval_rolls_it_out(loop: GitOpsLoop, prod: Deployed,
-                                                                            tmp_path: Path) -> None:
+                                                                            tmp_path: Path, checkout: Path) -> None:
     # Before pushing, the user previews the plan in the repository, as docs/operator.md says.
     work = loop.git.base / REPO_NAME
     (work / APP_FILE).write_text(NEXT_REPOSITORY)
@@ -181,6 +221,11 @@ def test_a_gated_change_waits_for_its_plan_and_the_cli_approval_rolls_it_out(loo
     assert [o["uid"] for o in plan["metadata"]["ownerReferences"]] == [cr["metadata"]["uid"]]
     shown(loop, PROD, cr, "Suspended", f"Awaiting approval of MigrationPlan {name} (apprafter migration approve "
                                        f"{name} -n {PROD}); the previous version keeps running")
+    said = app_cli(loop, checkout, "status", "hello", "-e", "prod").stdout.splitlines()
+    assert f"  waiting:   MigrationPlan {name} (security-boundary): apprafter migration approve {name} -n {PROD}" \
+        in said
+    assert said[-1] == (f"  problem:   AwaitingMigrationApproval: Awaiting approval of MigrationPlan {name} "
+                        f"(apprafter migration approve {name} -n {PROD}); the previous version keeps running")
     shown(loop, PROD, plan, "Suspended",
           f"Awaiting approval: security-boundary, 1 gated change (apprafter migration approve {name})")
     # Every child keeps the previous version.
@@ -260,7 +305,7 @@ def test_a_gated_change_is_approved_with_argo_cds_approve_action(loop: GitOpsLoo
 
 
 def test_a_broken_application_cue_is_argo_cds_comparison_error_and_prunes_nothing(
-        loop: GitOpsLoop, prod: Deployed, tmp_path: Path) -> None:
+        loop: GitOpsLoop, prod: Deployed, tmp_path: Path, checkout: Path) -> None:
     broken = TO_ZERO.replace("port: 8080", "port: 70000")
     write_app(tmp_path, broken)
     local_run = run_cli("render", ".", "--env", "prod", cwd=tmp_path)  # as a user runs it in the repository
@@ -275,6 +320,8 @@ def test_a_broken_application_cue_is_argo_cds_comparison_error_and_prunes_nothin
     (error,) = conditions(app, "ComparisonError")
     assert error_line in error["message"]
     assert "`apprafter cmp generate` failed exit status 1" in error["message"]
+    problem = app_cli(loop, checkout, "status", "hello").stdout.splitlines()[-1]
+    assert problem == f"  problem:   Argo CD cannot render it: {error_line}"
     now = current(loop, PROD)
     assert (now["metadata"]["uid"], now["metadata"]["resourceVersion"]) == (
         kept["metadata"]["uid"], kept["metadata"]["resourceVersion"])
@@ -315,3 +362,30 @@ def test_a_second_environment_lands_in_its_own_namespace(loop: GitOpsLoop, prod:
     shown(loop, STAGING, staging, "Healthy", ready_message(staging))
     assert current(loop, PROD)["metadata"]["resourceVersion"] == prod_cr["metadata"]["resourceVersion"]
     assert versions(children(loop.kube, PROD, PROD)) == prod_children
+
+
+def test_app_add_refuses_a_name_another_application_holds_and_app_remove_removes_what_it_added(
+        loop: GitOpsLoop, prod: Deployed, checkout: Path) -> None:
+    loop.argocd.get(STAGING)  # made by hand above, without app add
+    refused = app_cli(loop, checkout, "add", "-e", "staging", "--project", "default", "--create-namespace")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.splitlines() == [
+        f"application.argoproj.io/{STAGING}: exists and deploys {loop.git.url(REPO_NAME)} (not made by apprafter app "
+        "add): an app name is one app in a cluster; rename yours or remove that one"]
+    asked = app_cli(loop, checkout, "remove", "hello")  # not at a terminal: nothing without --yes
+    assert asked.returncode == 1
+    assert asked.stdout.splitlines()[:2] == [
+        "apprafter app remove hello will remove:",
+        f"  - application.argoproj.io/{PROD}: the app hello in namespace {PROD} and everything it runs (Deployment, "
+        "Service, routes, policies)"]
+    assert "nothing removed: pass --yes" in asked.stderr
+    loop.argocd.get(PROD)  # still there
+    removed = app_cli(loop, checkout, "remove", "hello", "--yes", "--wait")
+    assert removed.returncode == 0, removed.stderr
+    assert loop.kube.get(ARGOCD_API, "Application", PROD, loop.argocd.namespace) is None
+    assert loop.apprafter_application("hello", PROD) is None  # Argo CD deleted what it deployed (its cascade)
+    loop.argocd.get(STAGING)  # another app's, untouched
+    gone = app_cli(loop, checkout, "status", "hello")
+    assert gone.returncode == 1
+    assert gone.stderr.strip() == (f"app/hello: no hello is registered in {loop.argocd.namespace}: `apprafter app "
+                                   "add` registers it, `apprafter app list` shows what is")

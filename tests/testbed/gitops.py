@@ -152,7 +152,7 @@ class GitOpsLoop:
             stack.callback(delete_ours, self.kube, self.namespaces, children=True)
             stack.callback(self.operator.stop)
             stack.callback(self.argocd.stop)
-            stack.callback(delete_all, self.kube, ARGOCD_API, "Application", self.argocd.namespace)
+            stack.callback(delete_argocd_applications, self.kube, self.argocd.namespace)
             stack.callback(unregister, self.kube)
 
 
@@ -192,6 +192,17 @@ def delete_all(kube: KubeTestBed, api_version: str, kind: str, namespace: str, s
                             params={"labelSelector": selector} if selector else None)
     if resp.status_code not in (200, 404):
         raise BedError(f"deleting {kind}s in {namespace}: {resp.status_code} {resp.text[:500]}")
+
+
+def delete_argocd_applications(kube: KubeTestBed, namespace: str) -> None:
+    """Every Argo CD Application in `namespace` deleted, also one holding Argo CD's cascade finalizer (`apprafter app
+    add` sets it) once Argo CD no longer runs to take it off: the loop's next run uses the same namespace."""
+    delete_all(kube, ARGOCD_API, "Application", namespace)
+    path = kube.resource_for(ARGOCD_API, "Application").path(None, namespace)
+    for app in kube.http.get(path).json().get("items") or []:
+        if app["metadata"].get("finalizers"):
+            kube.http.patch(f"{path}/{app['metadata']['name']}", json={"metadata": {"finalizers": None}},
+                            headers={"Content-Type": "application/merge-patch+json"})
 
 
 @contextmanager
