@@ -79,7 +79,8 @@ def add(path: Path, environments: tuple[str, ...], repo: str | None, revision: s
     declared = sorted((document.get("spec") or {}).get("environments") or {})
     unknown = [e for e in environments if e not in declared]
     if unknown:
-        raise failure(loaded.source.display, f"environment {', '.join(unknown)} is not declared; declared: {', '.join(declared)}")
+        raise failure(loaded.source.display, f"environment {', '.join(unknown)} is not declared; declared: "
+                      f"{', '.join(declared)}")
     chosen = sorted(set(environments)) or declared
     if namespace and len(chosen) != 1:
         raise click.UsageError("--namespace takes one environment: pass -e ENV")
