@@ -13,6 +13,7 @@ import click
 
 from apprafter.app_common import argocd_namespace_option, failure, kind, listed, registered
 from apprafter.app_local import rollback, scaffold
+from apprafter.app_open import open_app
 from apprafter.app_status import logs, status
 from apprafter.cluster import refused, shown, table, with_cluster
 from apprafter.errors import reported
@@ -266,3 +267,4 @@ app.add_command(status)
 app.add_command(logs)
 app.add_command(rollback)
 app.add_command(scaffold)
+app.add_command(open_app)

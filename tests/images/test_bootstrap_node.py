@@ -21,6 +21,7 @@ import dataclasses
 import json
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,12 @@ from tests.testbed.shop_on_node import (
     HOSTNAME,
     NEEDS,
     SHOP,
+    SHOP_ARGO,
     SHOP_NAMESPACE,
     Run,
+    app_cli,
     delete_and_recreate,
+    forwarded,
     get_items,
     hostname_policy,
     post_item,
@@ -422,6 +426,7 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     node.ctr("images", "tag", "--force", postgres_image, default_image("cloudnative-pg"), check=True)
     node.ctr("images", "tag", "--force", booted.stack.refs["redis"], default_image("redis-server"), check=True)
     gateway = install_traefik(node, traefik_image, testbed_dir / "bootstrap-gateway", domain=DOMAIN, chart=False)
+    node.ensure_namespace(SHOP_NAMESPACE)  # the admin makes the tenant's namespace (the tenants' project cannot)
     node.apply(hostname_policy(), field_manager="platform-admin")
     image = node.import_image(build_shop_app())
     print(f"the shop's set-up (CloudNativePG, Traefik, images imported and tagged): {time.monotonic() - started:.1f} s")
@@ -462,6 +467,25 @@ def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then
     assert f"DNS:{HOSTNAME}" in shown and "issuer=CN = apprafter-public test CA" in shown, shown
     redirected = shop.gateway.curl(f"http://{HOSTNAME}/items", HOSTNAME)
     assert (redirected.status, redirected.headers["location"]) == (301, f"https://{HOSTNAME}/items")
+
+
+def test_app_status_logs_and_open_show_the_shop_as_its_developer_sees_it(booted: Booted, shop: Shop) -> None:
+    stack = booted.stack
+    assert shop.first is not None and shop.posted, "the previous test did not get the shop running"
+    said = app_cli(stack, "status", SHOP).splitlines()
+    assert said[:3] == [f"{SHOP_ARGO} (namespace {SHOP_NAMESPACE})",
+                        f"  argo cd:   Synced, Healthy at {shop.first.revision[:12]}",
+                        f"  phase:     Ready, replicas 1/1, https://{HOSTNAME}"]
+    assert {f"  claim:     {SHOP}-{need} ({need}) ready" for need in NEEDS} <= set(said)
+    assert f"  hostname:  {HOSTNAME} certificate Ready" in said
+    assert not any(line.startswith("  problem:") for line in said), said
+    logged = app_cli(stack, "logs", SHOP, "--tail", "50").splitlines()
+    assert any(line.endswith("] shop: GET /items") for line in logged), logged[-10:]
+    assert all(line.startswith(f"[{SHOP}-") and "/app] " in line for line in logged), logged[:3]
+    assert app_cli(stack, "open", SHOP, "--no-browser") == f"https://{HOSTNAME}\n"
+    with forwarded(stack) as url:  # a local port to a pod, through the API server and the kubelet
+        answered = urllib.request.urlopen(f"{url}items", timeout=30).read()
+    assert json.loads(answered) == shop.posted
 
 
 def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(booted: Booted, shop: Shop) -> None:

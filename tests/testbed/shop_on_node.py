@@ -14,12 +14,17 @@ Gateway by Traefik (tests/testbed/traefik.py; the stack bootstrapped with `--gat
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
+import select
+import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tests.argocd.objects import APP_FILE
@@ -27,7 +32,7 @@ from tests.testbed.argocd import ARGOCD_API, sync_status
 from tests.testbed.gitops import rolled_out
 from tests.testbed.node import has_condition
 from tests.testbed.procs import wait_for
-from tests.testbed.stack_on_node import ARGOCD_NAMESPACE, StackOnNode, user_application
+from tests.testbed.stack_on_node import ARGOCD_NAMESPACE, StackOnNode
 from tests.testbed.traefik import GATEWAY_API, Answer, NodeGateway, route_accepted
 
 API = "apprafter.io/v1alpha1"
@@ -196,35 +201,65 @@ def to_healthy(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequ
 
 
 def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequence[str] = NEEDS) -> Run:
-    """The user's commit to their repository on the bed's git, their Argo CD Application (cascading: deleting it
-    deletes the app); each step until Healthy timed from the commit."""
+    """The user's commit to their repository on the bed's git, then `apprafter app add` (the tenants' AppProject,
+    the namespace the admin made); each step until Healthy timed from the commit."""
     assert stack.git is not None
     started = time.monotonic()
     revision = stack.git.create(SHOP, {APP_FILE: shop_cue(image, needs)}, message="the shop")
-    apply_argo(stack)
+    app_cli(stack, "add", "-e", "prod", "--repo", stack.git.url(SHOP))
     return to_healthy(stack, gateway, image, needs, Run(started, revision))
 
 
-def apply_argo(stack: StackOnNode) -> None:
+def app_cli(stack: StackOnNode, command: str, *args: str, timeout: float = 120) -> str:
+    """`apprafter app COMMAND ...` as the user runs it in their checkout, against the node's API server; stdout."""
     assert stack.git is not None
-    stack.node.apply(user_application(stack.git, name=SHOP_ARGO, repository=SHOP, namespace=SHOP_NAMESPACE,
-                                      cascade=True), namespace=ARGOCD_NAMESPACE)
+    done = subprocess.run([sys.executable, "-m", "apprafter", "app", command, *args, "--kubeconfig",
+                           str(stack.node.kubeconfig)], cwd=stack.git.base / SHOP, capture_output=True, text=True,
+                          timeout=timeout, check=False, env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+    assert done.returncode == 0, f"apprafter app {command}: exit {done.returncode}\n{done.stderr}"
+    return done.stdout
+
+
+@contextlib.contextmanager
+def forwarded(stack: StackOnNode) -> Iterator[str]:
+    """`apprafter app open shop --forward` running (a local port to one of the shop's pods): its URL; stopped with
+    Ctrl-C (SIGINT) after the block, as its user stops it."""
+    assert stack.git is not None
+    process = subprocess.Popen([sys.executable, "-m", "apprafter", "app", "open", SHOP, "--forward", "--no-browser",
+                                "--kubeconfig", str(stack.node.kubeconfig)], cwd=stack.git.base / SHOP,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"})
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 60)
+        assert ready and process.stdout is not None, "apprafter app open printed no URL in 60 s"
+        url = process.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), (url, process.stderr.read() if process.poll() is not None else "")
+        yield url
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, process.stderr.read() if process.stderr else ""
 
 
 def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, image: str, revision: str,
                         needs: Sequence[str] = NEEDS) -> Run:
-    """Delete the Argo CD Application (cascading: our Application, its Deployment and claims go), wait until they are
-    gone, create it again; timed from the new Application to Healthy."""
+    """`apprafter app remove` (Argo CD's cascade: our Application goes, then its Deployment and claims), wait until
+    they are gone, `apprafter app add` again; timed from the new Argo CD Application to Healthy."""
     node = stack.node
-    node.delete(ARGOCD_API, "Application", SHOP_ARGO, ARGOCD_NAMESPACE)
-    node.wait_gone(ARGOCD_API, "Application", SHOP_ARGO, ARGOCD_NAMESPACE, timeout=WAIT)
+    assert stack.git is not None
+    app_cli(stack, "remove", SHOP, "--yes", "--wait", timeout=WAIT)
+    assert node.get(ARGOCD_API, "Application", SHOP_ARGO, ARGOCD_NAMESPACE) is None
     node.wait_gone(API, "Application", SHOP, SHOP_NAMESPACE, timeout=WAIT)
     for name in sorted(claim_names(needs)):
         node.wait_gone(API, "ResourceClaim", name, SHOP_NAMESPACE, timeout=WAIT)
     node.wait_list("v1", "Pod", SHOP_NAMESPACE, lambda items: not items or None, timeout=WAIT,
                    what="the shop's pods gone")
     started = time.monotonic()
-    apply_argo(stack)
+    app_cli(stack, "add", "-e", "prod", "--repo", stack.git.url(SHOP))
     return to_healthy(stack, gateway, image, needs, Run(started, revision))
 
 

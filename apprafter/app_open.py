@@ -1,0 +1,119 @@
+"""`apprafter app open`: the app in a browser. A public app's URL as it is served; otherwise (or with --forward) a
+local port carried to one ready pod's `http` port through the API server, until interrupted; headless, the URL is
+printed and nothing is opened."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from apprafter.app_common import argocd_namespace_option, failure, kind, listed, registered_or_fail
+from apprafter.cluster import with_cluster
+from apprafter.errors import reported
+from apprafter.extras import require
+from apprafter.kube_options import kube_options
+
+if TYPE_CHECKING:
+    from controller_runtime.client import Kube
+
+__all__ = ["open_app"]
+
+
+def _browse(url: str, wanted: bool) -> None:
+    """Open `url` in the user's browser when one is configured (webbrowser finds none on a headless machine)."""
+    if not wanted:
+        return
+    import webbrowser
+
+    try:
+        browser = webbrowser.get()
+    except webbrowser.Error:
+        return
+    browser.open(url)
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
+
+
+def _http_port(pod: dict[str, Any]) -> int | None:
+    """The container port named `http` (the rendered Service's targetPort)."""
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        for port in container.get("ports") or ():
+            if port.get("name") == "http":
+                return int(port["containerPort"])
+    return None
+
+
+async def _target(kube: Kube, argocd: dict[str, Any]) -> tuple[str, str, int, str]:
+    """(namespace, ready pod, its http port, the app's public URL or "")."""
+    from renderer.crds import APPLICATION
+    from renderer.names import INSTANCE_LABEL
+
+    namespace = argocd["spec"]["destination"]["namespace"]
+    name = argocd["metadata"]["labels"]["apprafter.io/app"]
+    application = await kube.get(APPLICATION, name, namespace) or {}
+    url = str((application.get("status") or {}).get("url") or "")
+    pods = [p for p in await listed(kube, kind("v1", "Pod"), namespace, {INSTANCE_LABEL: argocd["metadata"]["name"]})
+            if _ready(p) and _http_port(p) is not None]
+    if not pods:
+        return namespace, "", 0, url
+    pod = sorted(pods, key=lambda p: p["metadata"]["name"])[0]
+    return namespace, pod["metadata"]["name"], _http_port(pod) or 0, url
+
+
+@click.command("open")
+@click.argument("name")
+@click.option("-e", "--env", "environments", multiple=True, metavar="ENV", help="The environment (needed when the "
+                                                                               "app runs in several).")
+@click.option("--forward", is_flag=True, help="Forward a local port even when the app is public.")
+@click.option("--port", "local_port", type=click.IntRange(0, 65535), default=0, show_default="any free port",
+              help="The local port to listen on.")
+@click.option("--no-browser", is_flag=True, help="Print the URL only.")
+@argocd_namespace_option
+@kube_options
+@reported
+def open_app(name: str, environments: tuple[str, ...], forward: bool, local_port: int, no_browser: bool,
+             argocd_namespace: str, kubeconfig: Path | None, kube_context: str | None) -> None:
+    """Open app NAME: its public URL, or a local port forwarded to one of its pods (the URL is printed; Ctrl-C
+    stops the forward)."""
+    require("app open")
+
+    async def run(kube: Kube, _: str) -> None:
+        from controller_runtime.port_forward import forward as start_forward
+
+        apps = await registered_or_fail(kube, argocd_namespace, name, environments)
+        if len(apps) > 1:
+            envs = ", ".join(a["metadata"]["labels"].get("apprafter.io/environment", "?") for a in apps)
+            raise click.UsageError(f"{name} runs in several environments ({envs}): pass -e ENV")
+        namespace, pod, port, url = await _target(kube, apps[0])
+        if url.startswith("https://") and not forward:
+            sys.stdout.write(url + "\n")
+            _browse(url, not no_browser)
+            return
+        if not pod:
+            raise failure(f"app/{name}", f"no ready pod of {apps[0]['metadata']['name']} to forward to "
+                          f"(`apprafter app status {name}` says why)")
+        errors: asyncio.Queue[BaseException] = asyncio.Queue()
+        server = await start_forward(kube, namespace, pod, port, local_port, errors)
+        bound = server.sockets[0].getsockname()[1]
+        local = f"http://127.0.0.1:{bound}/"
+        sys.stdout.write(local + "\n")
+        sys.stdout.flush()
+        click.echo(f"forwarding 127.0.0.1:{bound} to pod {pod} port {port} in {namespace}; Ctrl-C stops it",
+                   err=True)
+        _browse(local, not no_browser)
+        async with server:
+            while True:  # each failed connection said, the listener kept
+                error = await errors.get()
+                click.echo(f"error: {error}", err=True)
+
+    with contextlib.suppress(KeyboardInterrupt):
+        with_cluster(kubeconfig, kube_context, run)
