@@ -4,7 +4,6 @@ printed and nothing is opened."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 from pathlib import Path
@@ -87,6 +86,8 @@ def open_app(name: str, environments: tuple[str, ...], forward: bool, local_port
     require("app open")
 
     async def run(kube: Kube, _: str) -> None:
+        import asyncio
+
         from controller_runtime.port_forward import forward as start_forward
 
         apps = await registered_or_fail(kube, argocd_namespace, name, environments)

@@ -3,7 +3,6 @@ of each), and its pods' logs (as `kubectl logs -l`, each line after its pod and 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -148,6 +147,8 @@ def logs(name: str, environments: tuple[str, ...], argocd_namespace: str, follow
 async def _print_logs(kube: Kube, argocd: dict[str, Any], follow: bool, since_seconds: int | None,
                       tail: int | None, only: str | None) -> int:
     """Every container's lines (followed together, each line as it comes); the number of containers read."""
+    import asyncio
+
     from controller_runtime.pod_logs import pod_log
     from renderer.names import INSTANCE_LABEL
 

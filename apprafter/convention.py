@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ALIASES", "ALL_NAMESPACES", "DEPRECATED", "ENVIRONMENT", "NAMESPACE", "NO_COLOR", "OUTPUT", "OUTPUTS",
+__all__ = ["ALIASES", "ALL_NAMESPACES", "CONTAINER", "DEPRECATED", "ENVIRONMENT", "FOLLOW", "NAMESPACE", "NO_COLOR", "OUTPUT", "OUTPUTS",
            "SPELLINGS", "VALUE_ALIASES", "Spelling", "colour_wanted"]
 
 
@@ -25,7 +25,9 @@ NAMESPACE = Spelling("--namespace", "-n", "Namespace.")
 ALL_NAMESPACES = Spelling("--all-namespaces", "-A", "Every namespace.")
 ENVIRONMENT = Spelling("--env", "-e", "Environment (one of the declared ones).")
 NO_COLOR = Spelling("--no-color", None, "No ANSI colour (also off when NO_COLOR is set or stdout is no terminal).")
-SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR)
+FOLLOW = Spelling("--follow", "-f", "Keep printing as it comes (kubectl logs -f).")
+CONTAINER = Spelling("--container", "-c", "One container of the pods.")
+SPELLINGS = (OUTPUT, NAMESPACE, ALL_NAMESPACES, ENVIRONMENT, NO_COLOR, FOLLOW, CONTAINER)
 
 # What each command that prints data can print (`-o`), by its path; the first is the default. `yaml` is always the
 # `json` document in YAML, except for `render`, `crds`, `cluster-bootstrap` and `repo creds add` (which writes

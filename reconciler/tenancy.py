@@ -57,7 +57,8 @@ class Tenancy:
             return tenancy.name_conflict(self.app, holder)
         target = desired.decision.target
         found = {name: await self.kube.metadata(SECRET, name, self.namespace) for name in secrets.references(target)}
-        why = secrets.refused(self.app["metadata"]["name"], self.namespace, target, found)
+        why = secrets.refused(self.app["metadata"]["name"], self.namespace, target, found,
+                              sealed=tuple((self.app.get("spec") or {}).get("sealedSecrets") or ()))
         if why:
             return tenancy.secret_not_granted(why)
         live = {(o["kind"], o["metadata"]["name"]): await self._live(o) for o in desired.objects}

@@ -12,6 +12,8 @@ GROUP = "apprafter.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 ENVIRONMENT_LABEL = f"{GROUP}/environment"
+# On a Secret: the Applications (comma- or space-separated names) whose pods may read it (lifecycle.secrets).
+GRANT_ANNOTATION = f"{GROUP}/applications"
 MANAGED_BY_LABEL, MANAGED_BY = "app.kubernetes.io/managed-by", "apprafter"
 INSTANCE_LABEL = "app.kubernetes.io/instance"  # <app>-<env>: how the reconciler finds the children of one Application
 NAME_LABEL = "app.kubernetes.io/name"

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from renderer import userfile, validate
+from renderer import sealed, userfile, validate
 from renderer.context import PlatformContext
 from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
@@ -39,7 +39,8 @@ def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> d
     ordered_meta = {k: meta[k] for k in ("name", "namespace", "labels", "annotations") if k in meta}
     spec = doc["spec"]
     spec["environment"] = environment
-    ordered_spec = {k: spec[k] for k in ("environment", "base", "environments", "budget") if k in spec}
+    ordered_spec = {k: spec[k] for k in ("environment", "base", "environments", "budget", "sealedSecrets")
+                    if k in spec}
     return {"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": ordered_meta, "spec": ordered_spec}
 
 
@@ -67,6 +68,8 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
         objects.append(network.ingress_policy(target, eff))
     if eff.get("autoscale"):
         objects.append(platform.scaled_object(target, eff))
+    objects += [platform.sealed_secret(target, name, data)
+                for name, data in sorted((app.document["spec"].get("sealedSecrets") or {}).items())]
     return objects, warnings
 
 
@@ -77,6 +80,7 @@ def render_loaded(app: LoadedApp, environment: str, mode: Mode = "cr", namespace
     if problems:
         raise UserError(problems)
     namespace = namespace or app.document["metadata"].get("namespace")
+    app = sealed.stamped(app, environment, namespace)
     if mode == "cr":
         return Rendered(app.name, environment, [application_cr(app, environment, namespace)], [])
     objects, warnings = manifests(app, environment, namespace, context or PlatformContext())

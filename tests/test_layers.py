@@ -83,6 +83,8 @@ IO_MODULES = {
     "controller_runtime.events": "Events written through the client",
     "controller_runtime.finalizers": "finalizers added and removed through the client",
     "controller_runtime.informer": "list and watch through the client, on the event loop",
+    "controller_runtime.pod_logs": "a container's log streamed through the API server (httpx)",
+    "controller_runtime.port_forward": "a local listener carried to a pod's port over the API server's WebSocket",
     "controller_runtime.kubeconfig": "the kubeconfig and the in-cluster service account, for lightkube",
     "controller_runtime.lease": "the leader election Lease through the client",
     "controller_runtime.manager": "the event loop: informers, queue, workers, lease, probes",

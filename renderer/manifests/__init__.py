@@ -25,6 +25,7 @@ KINDS: tuple[Kind, ...] = (
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Kind("cilium.io/v2", "CiliumNetworkPolicy", "ciliumnetworkpolicies"),
     Kind("keda.sh/v1alpha1", "ScaledObject", "scaledobjects"),
+    Kind("bitnami.com/v1alpha1", "SealedSecret", "sealedsecrets"),
 )
 CLAIM = KINDS[1]
 HTTPROUTE = KINDS[4]

@@ -1,11 +1,12 @@
-"""Platform objects: one ResourceClaim per need (§3.3) and the KEDA ScaledObject for autoscale."""
+"""Platform objects: one ResourceClaim per need (§3.3), the KEDA ScaledObject for autoscale and one SealedSecret per
+sealed secret the app ships (renderer.sealed)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from renderer.manifests.meta import Target, claim_name
-from renderer.names import API_VERSION
+from renderer.names import API_VERSION, GRANT_ANNOTATION
 
 DEFAULT_SELECTOR = {"tier": "integrated"}
 PARAMETER_FIELDS = ("streams", "buckets", "version", "mountPath")
@@ -46,3 +47,16 @@ def scaled_object(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
 
 def _num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def sealed_secret(target: Target, name: str, encrypted: dict[str, str]) -> dict[str, Any]:
+    """The SealedSecret the cluster's controller unseals into Secret `name` (strict scope: this namespace and name),
+    its Secret labelled as the app's and granted to this app alone (lifecycle.secrets reads the grant)."""
+    meta = target.metadata(name, "secret")
+    template_meta: dict[str, Any] = {"name": name, "labels": meta["labels"],
+                                     "annotations": {GRANT_ANNOTATION: target.app}}
+    if target.namespace:
+        template_meta["namespace"] = target.namespace
+    return {"apiVersion": "bitnami.com/v1alpha1", "kind": "SealedSecret", "metadata": meta,
+            "spec": {"encryptedData": dict(sorted(encrypted.items())),
+                     "template": {"metadata": template_meta, "type": "Opaque"}}}

@@ -475,14 +475,14 @@ def test_app_status_logs_and_open_show_the_shop_as_its_developer_sees_it(booted:
     said = app_cli(stack, "status", SHOP).splitlines()
     assert said[:3] == [f"{SHOP_ARGO} (namespace {SHOP_NAMESPACE})",
                         f"  argo cd:   Synced, Healthy at {shop.first.revision[:12]}",
-                        f"  phase:     Ready, replicas 1/1, https://{HOSTNAME}"]
+                        f"  phase:     Ready, replicas 1/1, https://{HOSTNAME}/"]
     assert {f"  claim:     {SHOP}-{need} ({need}) ready" for need in NEEDS} <= set(said)
     assert f"  hostname:  {HOSTNAME} certificate Ready" in said
     assert not any(line.startswith("  problem:") for line in said), said
     logged = app_cli(stack, "logs", SHOP, "--tail", "50").splitlines()
     assert any(line.endswith("] shop: GET /items") for line in logged), logged[-10:]
     assert all(line.startswith(f"[{SHOP}-") and "/app] " in line for line in logged), logged[:3]
-    assert app_cli(stack, "open", SHOP, "--no-browser") == f"https://{HOSTNAME}\n"
+    assert app_cli(stack, "open", SHOP, "--no-browser") == f"https://{HOSTNAME}/\n"
     with forwarded(stack) as url:  # a local port to a pod, through the API server and the kubelet
         answered = urllib.request.urlopen(f"{url}items", timeout=30).read()
     assert json.loads(answered) == shop.posted

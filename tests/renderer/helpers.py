@@ -15,11 +15,11 @@ EXAMPLES = REPO / "examples"
 APPRAFTER = [sys.executable, "-m", "apprafter"]
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, stdin: str | None = None,
             ) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([*APPRAFTER, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-                          timeout=120, check=False)
+                          timeout=120, check=False, input=stdin if stdin is not None else "")
 
 
 def write_app(root: Path, text: str) -> Path:
