@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["ALIASES", "ALL_NAMESPACES", "CONTAINER", "DEPRECATED", "ENVIRONMENT", "FOLLOW", "NAMESPACE", "NO_COLOR", "OUTPUT", "OUTPUTS",
-           "SPELLINGS", "VALUE_ALIASES", "Spelling", "colour_wanted"]
+__all__ = ["ALIASES", "ALL_NAMESPACES", "CONTAINER", "DEPRECATED", "ENVIRONMENT", "FOLLOW", "NAMESPACE", "NO_COLOR",
+           "OUTPUT", "OUTPUTS", "SPELLINGS", "VALUE_ALIASES", "Spelling", "colour_wanted"]
 
 
 class Spelling(NamedTuple):
