@@ -25,7 +25,7 @@ def _commands() -> list[str]:
     commands = []
     for block in blocks:
         for line in block.splitlines():
-            line = line.split("  #", 1)[0].strip()
+            line = re.sub(r"\s[<>]\s*\S+", "", line.split("  #", 1)[0]).strip()  # a redirection is the shell's
             commands.extend(part.strip() for part in line.split("&&") if part.strip())
     return commands
 
