@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from controller_runtime.client import Kube
     from controller_runtime.kinds import GroupVersionKind
 
-__all__ = ["argocd_namespace_option", "failure", "kind", "listed", "registered"]
+__all__ = ["argocd_namespace_option", "failure", "kind", "listed", "one_environment", "registered",
+           "registered_or_fail"]
 
 
 def kind(api_version: str, name: str) -> GroupVersionKind:
@@ -66,3 +67,13 @@ async def registered_or_fail(kube: Kube, argocd_namespace: str, name: str,
         raise failure(f"app/{name}", f"no {which}{name} is registered in {argocd_namespace}: `apprafter app add` "
                       "registers it, `apprafter app list` shows what is")
     return apps
+
+
+async def one_environment(kube: Kube, argocd_namespace: str, name: str,
+                          environments: tuple[str, ...]) -> dict[str, Any]:
+    """The one registered environment of `name` a command acts on (-e ENV, needed when it runs in several)."""
+    apps = await registered_or_fail(kube, argocd_namespace, name, environments)
+    if len(apps) > 1:
+        envs = ", ".join(a["metadata"]["labels"].get(ENVIRONMENT_LABEL, "?") for a in apps)
+        raise click.UsageError(f"{name} runs in several environments ({envs}): pass -e ENV")
+    return apps[0]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from apprafter.app_common import argocd_namespace_option, failure, kind, listed, registered_or_fail
+from apprafter.app_common import argocd_namespace_option, failure, kind, listed, one_environment
 from apprafter.cluster import with_cluster
 from apprafter.errors import reported
 from apprafter.extras import require
@@ -90,17 +90,14 @@ def open_app(name: str, environments: tuple[str, ...], forward: bool, local_port
 
         from controller_runtime.port_forward import forward as start_forward
 
-        apps = await registered_or_fail(kube, argocd_namespace, name, environments)
-        if len(apps) > 1:
-            envs = ", ".join(a["metadata"]["labels"].get("apprafter.io/environment", "?") for a in apps)
-            raise click.UsageError(f"{name} runs in several environments ({envs}): pass -e ENV")
-        namespace, pod, port, url = await _target(kube, apps[0])
+        argocd = await one_environment(kube, argocd_namespace, name, environments)
+        namespace, pod, port, url = await _target(kube, argocd)
         if url.startswith("https://") and not forward:
             sys.stdout.write(url + "\n")
             _browse(url, not no_browser)
             return
         if not pod:
-            raise failure(f"app/{name}", f"no ready pod of {apps[0]['metadata']['name']} to forward to "
+            raise failure(f"app/{name}", f"no ready pod of {argocd['metadata']['name']} to forward to "
                           f"(`apprafter app status {name}` says why)")
         errors: asyncio.Queue[BaseException] = asyncio.Queue()
         server = await start_forward(kube, namespace, pod, port, local_port, errors)

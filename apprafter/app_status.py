@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from apprafter.app_common import argocd_namespace_option, failure, kind, listed, registered_or_fail
+from apprafter.app_common import (
+    argocd_namespace_option,
+    failure,
+    kind,
+    listed,
+    one_environment,
+    registered_or_fail,
+)
 from apprafter.cluster import with_cluster
 from apprafter.errors import reported
 from apprafter.extras import require
@@ -134,11 +141,8 @@ def logs(name: str, environments: tuple[str, ...], argocd_namespace: str, follow
     require("app logs")
 
     async def run(kube: Kube, _: str) -> int:
-        apps = await registered_or_fail(kube, argocd_namespace, name, environments)
-        if len(apps) > 1:
-            envs = ", ".join(a["metadata"]["labels"].get("apprafter.io/environment", "?") for a in apps)
-            raise click.UsageError(f"{name} runs in several environments ({envs}): pass -e ENV")
-        return await _print_logs(kube, apps[0], follow, since_seconds, tail, container)
+        argocd = await one_environment(kube, argocd_namespace, name, environments)
+        return await _print_logs(kube, argocd, follow, since_seconds, tail, container)
 
     if with_cluster(kubeconfig, kube_context, run) == 0:
         click.echo(f"no pods of {name} are running (`apprafter app status {name}` says why)", err=True)

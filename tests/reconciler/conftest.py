@@ -17,6 +17,7 @@ from tests.reconciler.helpers import CREATED, forget
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.rollouts import RolloutStandIn, start_rollouts
+from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
 from toolchain.tools import crd_files
 
 # The hostnames the tests' Applications ask for (example.com and the webapp example's shop.acme.example), granted
@@ -56,6 +57,16 @@ def bed(kube: KubeTestBed, rollouts: RolloutStandIn, tmp_path_factory: pytest.Te
 
 # One operator for the module: every namespace, no leader election, fast resync and backoff.
 operator = operator_fixture("--no-leader-elect", *FAST)
+
+
+@pytest.fixture(scope="module")
+def sealed_secrets(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SealedSecrets]:
+    """The real SealedSecrets controller on the module's bed (its CRD installed), stopped after the module."""
+    controller = start_sealed_secrets(bed, tmp_path_factory.mktemp("sealed-secrets"))
+    try:
+        yield controller
+    finally:
+        controller.stop()
 
 
 @pytest.fixture(autouse=True)

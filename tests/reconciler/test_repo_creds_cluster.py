@@ -13,7 +13,6 @@ import datetime
 import functools
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +36,11 @@ from tests.reconciler.operator_proc import Operator
 from tests.renderer.helpers import APPRAFTER
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import log_files, tool
-from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
+from tests.testbed.sealed_secrets import SealedSecrets
 
 pytestmark = pytest.mark.testbed
 
 OUTPUTS: list[str] = []  # every stdout and stderr of the CLI this module ran: grepped for the password
-
-
-@pytest.fixture(scope="module")
-def sealed_secrets(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SealedSecrets]:
-    controller = start_sealed_secrets(bed, tmp_path_factory.mktemp("sealed-secrets"))
-    try:
-        yield controller
-    finally:
-        controller.stop()
 
 
 def cli(bed: KubeTestBed, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

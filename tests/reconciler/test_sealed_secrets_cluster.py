@@ -7,7 +7,6 @@ nothing applied (the controller would not overwrite it either)."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from tests.reconciler.operator_proc import Operator
 from tests.reconciler.test_tenant_cluster import refused_with
 from tests.renderer.helpers import run_cli, write_app
 from tests.testbed.kube import KubeTestBed
-from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
+from tests.testbed.sealed_secrets import SealedSecrets
 
 pytestmark = pytest.mark.testbed
 
@@ -35,15 +34,6 @@ spec: {
 }
 '''
 VALUE = "a-sealed-session-key"
-
-
-@pytest.fixture(scope="module")
-def sealed_secrets(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SealedSecrets]:
-    controller = start_sealed_secrets(bed, tmp_path_factory.mktemp("sealed-secrets"))
-    try:
-        yield controller
-    finally:
-        controller.stop()
 
 
 def shipped(repo: Path, sealed_secrets: SealedSecrets, namespace: str) -> dict[str, Any]:
