@@ -18,7 +18,7 @@ from toolchain.timestamps import parse_time
 
 __all__ = ["DEFAULT_INTERVAL", "IMAGE_RESOLVED", "INTERVAL_ANNOTATION", "MAX_BACKOFF", "MAX_INTERVAL", "MIN_INTERVAL",
            "RESOLVE_ANNOTATION", "Answer", "Followed", "Images", "Resolved", "TagGone", "Unreachable", "due",
-           "followed", "interval_of", "pinned", "previous", "resolve", "with_digest"]
+           "followed", "in_force", "interval_of", "pinned", "previous", "resolve", "with_digest"]
 
 RESOLVE_ANNOTATION = "apprafter.io/image-resolve"  # written by renderer/manifests/workload.py
 INTERVAL_ANNOTATION = "apprafter.io/image-resolve-interval"
@@ -98,6 +98,13 @@ def previous(status: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
     if not isinstance(entries, list):
         return {}
     return {str(e["container"]): e for e in entries if isinstance(e, Mapping) and isinstance(e.get("container"), str)}
+
+
+def in_force(status: Mapping[str, Any] | None, image: str | None) -> str | None:
+    """The digest an Application's status says `image` runs as (its tag resolved by the operator), else None:
+    what `apprafter plan` shows of a CR read back from the cluster."""
+    found = [d for e in previous(status).values() if e.get("image") == image and (d := _digest(e))]
+    return found[0] if image and found else None
 
 
 def _digest(entry: Mapping[str, Any] | None) -> str | None:
