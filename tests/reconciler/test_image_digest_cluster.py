@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 
+from lifecycle.image_digest import TagGone, Unreachable
 from platform_stack.docker_config import parse_docker_config
 from platform_stack.registry.client import connect
+from reconciler.image_digests import ask
 from tests.reconciler.helpers import API, apply, condition, cr, edit, events, fresh_namespace, plans, wait_showing
 from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import Operator
 from tests.testbed.distribution import AuthRegistry, distribution
 from tests.testbed.kube import KubeTestBed
+from tests.testbed.procs import free_port
 
 pytestmark = pytest.mark.testbed
 
@@ -116,3 +119,21 @@ def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_w
                               shown)
     assert warning["type"] == "Warning"
     assert registry.password not in operator.log()
+
+
+def test_a_registry_that_refuses_says_why_in_the_operators_words(registry: AuthRegistry, tmp_path: Path) -> None:
+    image = f"{registry.url}/team/private:1"
+    push(registry, "team/private", "1", "private", tmp_path)
+    anonymous = ask(image, [])
+    assert anonymous == Unreachable(
+        f"registry {registry.url} refused anonymous access (401 Unauthorized): the app has no pull secret for it (a "
+        "SourceCredential whose registry hosts cover the image gives one)")
+    wrong = parse_docker_config((registry.docker_config(tmp_path / "wrong", password="wrong") / "config.json")
+                                .read_bytes(), "Secret team/apprafter-pull-x .dockerconfigjson")
+    refused = ask(image, [wrong])
+    assert isinstance(refused, Unreachable) and "--plain-http" not in refused.message
+    assert "log in again" not in refused.message and "were refused (the SourceCredential's login)" in \
+        refused.message, refused
+    closed = f"127.0.0.1:{free_port()}"
+    assert ask(f"{closed}/team/private:1", []) == Unreachable(f"registry {closed} unreachable over http (ConnectError)")
+    assert ask(f"{registry.url}/team/private:gone", [wrong]) != TagGone()  # refused is not "gone"
