@@ -69,9 +69,11 @@ class Images(NamedTuple):
 
 def interval_of(text: str | None) -> float:
     """An annotation's `5m` in seconds, held to [MIN_INTERVAL, MAX_INTERVAL]; absent or unreadable: the default."""
-    found = re.fullmatch(r"([0-9]{1,9})([smh])", text or "")
+    found = re.fullmatch(r"([0-9]+)([smh])", text or "")
     if not found:
         return DEFAULT_INTERVAL
+    if len(found[1].lstrip("0")) > 9:
+        return MAX_INTERVAL  # the schema takes any digits; past a billion seconds is past the cap anyway
     return min(MAX_INTERVAL, max(MIN_INTERVAL, int(found[1]) * _UNITS[found[2]]))
 
 
