@@ -17,8 +17,8 @@ from renderer.imageref import is_digest_pinned, normalized
 from toolchain.timestamps import parse_time
 
 __all__ = ["DEFAULT_INTERVAL", "IMAGE_RESOLVED", "INTERVAL_ANNOTATION", "MAX_BACKOFF", "MAX_INTERVAL", "MIN_INTERVAL",
-           "RESOLVE_ANNOTATION", "Answer", "Followed", "Images", "Resolved", "TagGone", "Unreachable", "due",
-           "followed", "in_force", "interval_of", "pinned", "previous", "resolve", "with_digest"]
+           "RESOLVE_ANNOTATION", "Answer", "Followed", "Images", "Resolved", "TagGone", "Unreachable", "answer",
+           "due", "followed", "in_force", "interval_of", "pinned", "previous", "resolve", "with_digest"]
 
 RESOLVE_ANNOTATION = "apprafter.io/image-resolve"  # written by renderer/manifests/workload.py
 INTERVAL_ANNOTATION = "apprafter.io/image-resolve-interval"
@@ -49,12 +49,35 @@ class TagGone(NamedTuple):
 
 
 class Unreachable(NamedTuple):
-    """The registry did not answer usably (transport failure, 401/403, 5xx, a reply that is not a manifest)."""
+    """The registry did not answer usably (transport failure, 401/403, 5xx, a reply that is not a manifest): in
+    a few fixed words (`answer`), never the registry's own."""
 
     message: str
 
 
 Answer = Resolved | TagGone | Unreachable
+
+
+def answer(host: str, status: int | None, digest: str | None, with_login: bool) -> Answer:
+    """What a `GET manifests/<tag>` said (`status` None: no usable answer at all). The words are fixed phrases:
+    the tenant chose the host, and its status is no window onto what answers there (the operator's log has the
+    registry's own words)."""
+    if status == 200 and digest is not None:
+        return Resolved(digest)
+    if status == 404:
+        return TagGone()
+    if status is None or status == 200:
+        return Unreachable(f"registry {host} did not answer usably (unreachable, too slow, a TLS or token failure, "
+                           "or a reply that is not a manifest: the operator's log says which)")
+    if status == 401 and not with_login:
+        return Unreachable(f"registry {host} refused anonymous access (401 Unauthorized): the app has no pull "
+                           "secret for it (a SourceCredential whose registry hosts cover the image gives one)")
+    said = {401: "refused the pull secret's login (401 Unauthorized)",
+            403: "refused access to the repository (403 Forbidden)",
+            429: "is rate limiting (429 Too Many Requests)"}.get(status)
+    if said is None:
+        said = f"failed (HTTP {status})" if status >= 500 else f"answered HTTP {status}"
+    return Unreachable(f"registry {host} {said}")
 
 
 class Images(NamedTuple):

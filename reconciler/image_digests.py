@@ -67,32 +67,20 @@ async def _pull_configs(kube: Kube, image: str, namespace: str, credentials: Seq
     return out
 
 
-# The registry client's remedies are a CLI user's (flags, `docker login`): in a status they are the operator's own.
-_CLI_REMEDIES = ((": start the registry or check --plain-http", ""),
-                 (" (a plain-HTTP registry? then --plain-http)", ""),
-                 (" were refused: log in again", " were refused (the SourceCredential's login)"))
-
-
-def _words(message: str, host: str, with_login: bool) -> str:
-    """A registry failure as the Application's status says it."""
-    if not with_login and ": 401 Unauthorized: no credentials" in message:
-        return (f"registry {host} refused anonymous access (401 Unauthorized): the app has no pull secret for it (a "
-                "SourceCredential whose registry hosts cover the image gives one)")
-    for cli, ours in _CLI_REMEDIES:
-        message = message.replace(cli, ours)
-    return message
-
-
 def ask(image: str, configs: Sequence[DockerConfig]) -> image_digest.Answer:
-    """One look at the registry (blocking): the tag's digest, its absence, or why there is no answer."""
+    """One look at the registry (blocking): the tag's digest, its absence, or why there is no answer (the
+    registry's own words go to the log only: lifecycle.image_digest.answer)."""
     ref = normalized(image)
     assert ref is not None and ref.domain is not None
     host = DOCKER_HUB_API if ref.domain == DOCKER_HUB else ref.domain
     client = connect(host, is_loopback(host), configs, helpers=False, deadline_s=DEADLINE)
     try:
-        found = client.digest(ref.path, ref.tag or "latest")
+        status, found = client.tag_digest(ref.path, ref.tag or "latest")
     except RegistryFailure as e:
-        return image_digest.Unreachable(_words(str(e), host, bool(configs)))
+        log.info("image look-up failed", extra={"controller": "application", "image": image, "error": str(e)})
+        status, found = None, None
     finally:
         client.close()
-    return image_digest.Resolved(found) if found is not None else image_digest.TagGone()
+    if status not in (200, 404):
+        log.info("image look-up refused", extra={"controller": "application", "image": image, "status": status})
+    return image_digest.answer(ref.domain, status, found, bool(configs))

@@ -18,6 +18,7 @@ from lifecycle.image_digest import (
     Resolved,
     TagGone,
     Unreachable,
+    answer,
     due,
     followed,
     interval_of,
@@ -166,3 +167,20 @@ def test_malformed_status_entries_count_as_none() -> None:
     entry = {"container": "app", "image": IMAGE, "digest": "sha256:nothex", "checkedAt": "yesterday"}
     assert due(follow, entry, stamp(0)[0])
     assert pinned([deployment()], [entry]) == [deployment()]
+
+
+def test_the_registrys_answer_in_fixed_words() -> None:
+    host = "registry.example"
+    assert answer(host, 200, OLD, True) == Resolved(OLD)
+    assert answer(host, 404, None, False) == TagGone()
+    words = {status: answer(host, status, None, True) for status in (None, 200, 401, 403, 429, 503, 418)}
+    assert words == {
+        None: Unreachable("registry registry.example did not answer usably (unreachable, too slow, a TLS or token "
+                          "failure, or a reply that is not a manifest: the operator's log says which)"),
+        200: words[None],
+        401: Unreachable("registry registry.example refused the pull secret's login (401 Unauthorized)"),
+        403: Unreachable("registry registry.example refused access to the repository (403 Forbidden)"),
+        429: Unreachable("registry registry.example is rate limiting (429 Too Many Requests)"),
+        503: Unreachable("registry registry.example failed (HTTP 503)"),
+        418: Unreachable("registry registry.example answered HTTP 418")}
+    assert "no pull secret" in answer(host, 401, None, False).message  # type: ignore[union-attr]
