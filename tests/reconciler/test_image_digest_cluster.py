@@ -83,6 +83,11 @@ def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_w
         containers = ((deployment.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
         return str(containers[0]["image"]) if containers else ""
 
+    def deployed_generation() -> bool:
+        """The Deployment's controller (the bed's rollout stand-in) has rolled out its current template."""
+        deployment = bed.get("apps/v1", "Deployment", "demo", namespace) or {}
+        return (deployment.get("status") or {}).get("observedGeneration") == deployment["metadata"]["generation"]
+
     def shown() -> object:
         return {"deployed": deployed(), "status": app_status(bed, namespace)}
 
@@ -90,7 +95,8 @@ def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_w
         return ((app_status(bed, namespace).get("images") or [{}])[0])
 
     wait_showing("the tag applied as its digest", lambda: deployed() == f"{image}@{first}" or None, 30, shown)
-    assert entry()["digest"] == first and entry()["image"] == image and entry()["container"] == "app"
+    wait_showing("status.images with the digest", lambda: entry().get("digest") == first or None, 10, shown)
+    assert entry()["image"] == image and entry()["container"] == "app"
     resolved = condition(app_status(bed, namespace), "ImageResolved")
     assert resolved is not None and (resolved["status"], resolved["reason"]) == ("True", "Resolved")
     assert app_status(bed, namespace)["lastAppliedSpec"]["image"] == image  # the gate's baseline keeps the tag
@@ -104,6 +110,9 @@ def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_w
     assert [e["note"] for e in moved] == [
         f"app: {image} moved in the registry: {first} -> {second}; rolling out {image}@{second}"]
     wait_showing("status.images at the new digest", lambda: entry().get("digest") == second or None, 10, shown)
+    wait_showing("the rollout of the new digest Ready", lambda: (
+        (st := app_status(bed, namespace)).get("phase") == "Ready"
+        and (condition(st, "Ready") or {}).get("reason") == "Available" and deployed_generation()) or None, 10, shown)
     assert not events(bed, namespace, "DriftCorrected")  # the operator's own digest is no drift
     assert plans(bed, namespace) == []  # nor a change to approve
 
