@@ -163,10 +163,6 @@ def due(follow: Followed, entry: Mapping[str, Any] | None, now: float) -> bool:
     return _next(follow, entry, now).due
 
 
-def _short(digest: str) -> str:
-    return digest[:19]  # sha256: and 12 hex digits, as `docker images` shows an ID
-
-
 def _look(follow: Followed, entry: Mapping[str, Any] | None, answer: Answer,
           timestamp: str) -> tuple[dict[str, Any], Note | None]:
     """The entry after a look at the registry, and the Event it asks for."""
@@ -192,8 +188,7 @@ def _look(follow: Followed, entry: Mapping[str, Any] | None, answer: Answer,
         return {**base, **kept, "message": message}, note
     failures = (mine or {}).get("failures")
     count = (failures if isinstance(failures, int) and failures > 0 else 0) + 1
-    return {**base, **kept, "failures": count, "message": f"the registry did not answer: {answer.message}; "
-            f"{holding}"}, None
+    return {**base, **kept, "failures": count, "message": f"{answer.message}; {holding}"}, None
 
 
 def _occurrence(*parts: str) -> str:

@@ -130,7 +130,7 @@ def test_a_silent_registry_keeps_the_digest_and_backs_off() -> None:
     assert waits == [60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, MAX_BACKOFF, MAX_BACKOFF]
     entry = entries[0]
     assert entry["digest"] == OLD and entry["failures"] == 8
-    assert entry["message"] == f"the registry did not answer: registry x: HTTP 503; keeping {OLD}, the digest running"
+    assert entry["message"] == f"registry x: HTTP 503; keeping {OLD}, the digest running"
     assert failed.condition is not None
     assert (failed.condition.status, failed.condition.reason) == ("Unknown", "RegistryUnavailable")
     assert failed.notes == []
