@@ -80,6 +80,20 @@ def answer(host: str, status: int | None, digest: str | None, with_login: bool) 
     return Unreachable(f"registry {host} {said}")
 
 
+def allowed(host: str, registries: Sequence[str]) -> bool:
+    """Whether the operator may ask `host` (as the image names it: `ghcr.io`, `127.0.0.1:5000`) about tags: the
+    platform's --image-registries patterns (shell-style, `*.example.com`), none given: every registry."""
+    import fnmatch
+
+    return not registries or any(fnmatch.fnmatchcase(host, pattern) for pattern in registries)
+
+
+def not_allowed(host: str) -> Answer:
+    """The answer for a registry the platform keeps the operator from asking (nothing is sent)."""
+    return Unreachable(f"registry {host} is not one the platform lets the operator ask (the operator's "
+                       "--image-registries): the tag runs as rendered")
+
+
 class Images(NamedTuple):
     """The outcome for every followed container: the status entries (`status.images`), the Events, the Ready-side
     condition (None: nothing is followed) and when to ask again."""

@@ -33,8 +33,9 @@ DOCKER_HUB_API = "registry-1.docker.io"  # where docker.io's registry API answer
 
 
 async def resolve(kube: Kube, app: Mapping[str, Any], children: Sequence[Mapping[str, Any]],
-                  credentials: Iterable[Mapping[str, Any]]) -> image_digest.Images:
-    """The followed containers of `children` after asking the registry about those due (lifecycle.image_digest)."""
+                  credentials: Iterable[Mapping[str, Any]], registries: Sequence[str] = ()) -> image_digest.Images:
+    """The followed containers of `children` after asking the registry about those due (lifecycle.image_digest);
+    `registries`: the hosts the platform lets the operator ask (none: every one)."""
     follows = image_digest.followed(children)
     entries = image_digest.previous(app.get("status"))
     now = time.time()
@@ -44,6 +45,10 @@ async def resolve(kube: Kube, app: Mapping[str, Any], children: Sequence[Mapping
         namespace = app["metadata"]["namespace"]
         readable = [read_credential(c) for c in credentials]
         for follow in due:
+            host = _host(follow.image)
+            if not image_digest.allowed(host, registries):
+                answers[follow.container] = image_digest.not_allowed(host)
+                continue
             configs = await _pull_configs(kube, follow.image, namespace, readable)
             answers[follow.container] = await in_thread(functools.partial(ask, follow.image, configs))
             log.info("image looked up", extra={"controller": "application", "namespace": namespace,
@@ -65,6 +70,12 @@ async def _pull_configs(kube: Kube, image: str, namespace: str, credentials: Seq
         except AppRafterError:
             continue
     return out
+
+
+def _host(image: str) -> str:
+    """The registry host the image names (`docker.io` for Docker Hub's short names)."""
+    ref = normalized(image)
+    return str(ref.domain) if ref is not None and ref.domain is not None else ""
 
 
 def ask(image: str, configs: Sequence[DockerConfig]) -> image_digest.Answer:

@@ -18,10 +18,12 @@ from lifecycle.image_digest import (
     Resolved,
     TagGone,
     Unreachable,
+    allowed,
     answer,
     due,
     followed,
     interval_of,
+    not_allowed,
     pinned,
     previous,
     resolve,
@@ -184,3 +186,13 @@ def test_the_registrys_answer_in_fixed_words() -> None:
         503: Unreachable("registry registry.example failed (HTTP 503)"),
         418: Unreachable("registry registry.example answered HTTP 418")}
     assert "no pull secret" in answer(host, 401, None, False).message  # type: ignore[union-attr]
+
+
+def test_the_platforms_registries_bound_where_the_operator_asks() -> None:
+    assert allowed("ghcr.io", ())  # none given: every registry
+    assert allowed("127.0.0.1:5000", ("127.0.0.1:*", "localhost:*"))
+    assert allowed("eu.registry.example.com", ("*.example.com",))
+    assert not allowed("ghcr.io", ("127.0.0.1:*",))
+    assert not_allowed("ghcr.io") == Unreachable(
+        "registry ghcr.io is not one the platform lets the operator ask (the operator's --image-registries): the tag "
+        "runs as rendered")
