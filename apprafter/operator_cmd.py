@@ -108,6 +108,10 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="The most per-hostname listeners one namespace's apps hold on the public Gateway (of its 62 for "
                    "apps), the oldest first: one tenant cannot take every other's (the rest say "
                    "ListenerUnavailable).")
+@click.option("--image-registries", "image_registries", multiple=True, metavar="PATTERN",
+              help="A registry host (`ghcr.io`, `registry.internal:5000`, `*.example.com`) image updates may ask "
+                   "about tags (imagePolicy.resolve: digest; repeatable). None given: every registry an image "
+                   "names; an app's image elsewhere runs as rendered and says so.")
 @click.option("--backend-image", "backend_images", multiple=True, metavar="BACKEND=REF",
               help="The image of the shared servers the operator runs for a ServiceProvider backend (repeatable): "
                    "redis-server (Debian's redis-server), cloudnative-pg (PostgreSQL; CloudNativePG reads the major "
@@ -208,7 +212,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
     try:
         runtime = Runtime(kube, manager_settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
-        controllers: list[Controller] = [ApplicationController(context, records_namespace),
+        controllers: list[Controller] = [ApplicationController(context, records_namespace,
+                                                               settings.platform.image_registries),
                                          SourceCredentialController(
                                              records_namespace, credentials.argocd_namespace,
                                              f"{field_manager}-credentials", credentials.gate,

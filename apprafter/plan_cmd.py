@@ -17,6 +17,7 @@ from apprafter.options import env_option, namespace_option, no_color_option, out
 from toolchain.errors import USER_EXIT, AppRafterError
 
 if TYPE_CHECKING:
+    from compatibility.application import Deployment
     from compatibility.monorepo import Entry
     from renderer.errors import Problem
     from renderer.load import LoadedApp
@@ -155,8 +156,19 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
         _write(json.dumps(document, indent=2, sort_keys=False) + "\n")
     else:
         _write(render_text(result, colour=colour, header=header, migration_plan=status != "removed",
-                           first=status == "first-deployment"))
+                           first=status == "first-deployment", in_force=_in_force(loaded["old"], before)))
     return result.gated
+
+
+def _in_force(app: LoadedApp | None, before: Deployment | None) -> tuple[str, str] | None:
+    """(image, digest) when the old side is a CR read back from the cluster whose status says its image's tag runs
+    as a digest (imagePolicy.resolve: "digest", lifecycle.image_digest)."""
+    from lifecycle.image_digest import in_force
+
+    data = getattr(app.source.positions, "data", None) if app is not None else None
+    image = before.spec.get("image") if before is not None else None
+    digest = in_force(data.get("status") if isinstance(data, dict) else None, image)
+    return (image, digest) if isinstance(image, str) and digest else None
 
 
 def _nothing(from_: str, to: str) -> Problem:

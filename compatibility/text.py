@@ -48,19 +48,25 @@ def _paint(text: str, classification: str, colour: bool) -> str:
 
 
 def render_text(plan: Plan, colour: bool = False, header: str = "", migration_plan: bool = True,
-                first: bool = False) -> str:
+                first: bool = False, in_force: tuple[str, str] | None = None) -> str:
     """The plan as lines of text; ANSI colour only when `colour` (a TTY). A gated plan names the MigrationPlan the
     cluster will create for it (`migration_plan`: False for a change nothing in the cluster can hold); a first
     deployment (`first`) lists its additions, each with the class it would have as a change, and gates nothing: those
-    of a class other than safe (what would gate, and review) are counted for review."""
+    of a class other than safe (what would gate, and review) are counted for review. `in_force`: (image, digest)
+    the cluster runs the old side's image as (`imagePolicy.resolve: "digest"`, read from a CR's status)."""
     s = plan.subject
     lines = [header or (f"apprafter plan: {s.name}, environment {s.environment}" if s.scope == "application"
                         else f"apprafter plan: platform stack {s.from_version} -> {s.to_version}"), ""]
     if not plan.changes:
         lines.append("No changes.")
     for c in plan.changes:
-        head = f"  {symbol(c)} {c.field}: {_value(c.from_)} -> {_value(c.to)}"
+        old = _value(c.from_)
+        if in_force is not None and c.field == "image" and c.from_ == in_force[0]:
+            old += f" (in force: {in_force[1]})"
+        head = f"  {symbol(c)} {c.field}: {old} -> {_value(c.to)}"
         lines.append(_paint(f"{head}  [{c.classification}, {c.rule}] {c.reason}", c.classification, colour))
+    if in_force is not None and not any(c.field == "image" for c in plan.changes):
+        lines.append(f"  image: {in_force[0]} (in force: {in_force[1]}), unchanged")
     lines.append("")
     n = len(plan.changes)
     counts = f"{n} change{'s' if n != 1 else ''}, {len(plan.gated_changes)} gated"

@@ -20,6 +20,7 @@ from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.credentials.coverage import deployment_image
 from lifecycle.credentials.reports import image_credentials
 from lifecycle.health import CURRENT, FAILED, Workload
+from lifecycle.image_digest import IMAGE_RESOLVED, Images
 from lifecycle.notes import Note
 from lifecycle.plans import plans_of
 from renderer import validate
@@ -36,8 +37,9 @@ __all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "WORKLOAD_FI
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
 PHASES = ("Pending", "Progressing", "Ready", "AwaitingMigrationApproval", "Failed")
-# What the gate remembers across passes; carried by every status write that does not change it.
-KEPT = ("lastAppliedSpec", "appliedMigrationPlan", "image")
+# What the gate remembers across passes, and the digests in force (lifecycle.image_digest); carried by every
+# status write that does not change them.
+KEPT = ("lastAppliedSpec", "appliedMigrationPlan", "image", "images")
 # What the workload reports (lifecycle.health), written afresh by every pass that looked at it.
 WORKLOAD_FIELDS = ("replicas", "url", "imageDigest")
 
@@ -188,12 +190,13 @@ def _migration_condition(status: Mapping[str, Any], decision: Decision,
 
 def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping[str, Any]],
            waiting: Sequence[Waiting], workload: Workload | None = None,
-           credentials: Iterable[Mapping[str, Any]] = ()) -> Settled:
+           credentials: Iterable[Mapping[str, Any]] = (), images: Images | None = None) -> Settled:
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
     held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
     the gate's new baseline. `credentials` are the SourceCredentials (with their status): one that covers the
     rendered image alone but was refused by the registry is named in a condition; credentials that cover the
-    image but not this namespace are said to (unnamed: they are not the tenant's)."""
+    image but not this namespace are said to (unnamed: they are not the tenant's). `images`: the followed tags
+    (lifecycle.image_digest), their `status.images` entries, Events and ImageResolved condition."""
     status, decision, generation = _status(app), desired.decision, _generation(app)
     namespace = app["metadata"]["namespace"]
     claims = desired.claims
@@ -203,7 +206,10 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
                                       "; ".join(f"{w.need} waits: {w.why}" for w in waiting)) if waiting
                             else Condition(CLAIMS_READY, "True", "ClaimsReady", f"{len(claims)} ResourceClaims ready"))
     fields: dict[str, Any] = {**kept(status, *KEPT, *WORKLOAD_FIELDS), **workload_fields(workload)}
-    notes: list[Note] = []
+    fields.pop("images", None)
+    if images is not None and images.entries:
+        fields["images"] = images.entries
+    notes: list[Note] = list(images.notes) if images is not None else []
     consumed = None
     if decision.outcome == "hold":
         phase = "AwaitingMigrationApproval"
@@ -221,7 +227,7 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
     image = next((deployment_image(c) for c in desired.children if c.get("kind") == "Deployment"), None)
     credential_condition = image_credentials(image, namespace, credentials)
     conditions = [ready, *(c for c in (claims_condition, _migration_condition(status, decision, plans),
-                                       credential_condition) if c)]
+                                       credential_condition, images.condition if images else None) if c)]
     consumed_note = (Note("MigrationApplied", f"MigrationPlan {consumed} was approved; its change is applied",
                           consumed) if consumed else None)
     return Settled(StatusUpdate(conditions, {"phase": phase, **fields}, generation), notes, consumed, consumed_note)
@@ -283,7 +289,7 @@ def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:
     status = _status(app)
     fields = {"phase": "Failed", **kept(status, *KEPT, *WORKLOAD_FIELDS, "migrationPlan")}
     conditions = [Condition(READY, "False", refusal.reason, refusal.message),
-                  *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED)]
+                  *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED, IMAGE_RESOLVED)]
     return StatusUpdate(conditions, fields, _generation(app))
 
 

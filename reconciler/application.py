@@ -44,11 +44,13 @@ from lifecycle.credentials.spec import read as read_credential
 from lifecycle.drift import Drift, drift, drift_note
 from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
 from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key, records_key
+from lifecycle.image_digest import pinned
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from lifecycle.private_images import private_hosts, pull_always
 from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
+from reconciler.image_digests import resolve as resolve_images
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.status import record as record_event
@@ -113,9 +115,11 @@ class ApplicationController:
     primary: KindLike = APPLICATION
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
-    def __init__(self, context: PlatformContext, records_namespace: str = "apprafter-system") -> None:
+    def __init__(self, context: PlatformContext, records_namespace: str = "apprafter-system",
+                 image_registries: Sequence[str] = ()) -> None:
         self.context = context
         self.records_namespace = records_namespace  # the operator's own: baselines and hostname records
+        self.image_registries = tuple(image_registries)  # the registries image updates may ask (none: every one)
         self.runtime: Runtime | None = None
 
     def watches(self) -> Sequence[Watch]:
@@ -198,6 +202,10 @@ class ApplicationPass:
             return await self.refuse(desired)
         credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
         desired = desired._replace(children=pull_always(desired.children, private_hosts(credentials)))
+        # a followed tag is applied as its digest (lifecycle.image_digest): the gate compared the spec, not this
+        images = await resolve_images(self.kube, self.app, desired.children, credentials,
+                                      self.controller.image_registries)
+        desired = desired._replace(children=pinned(desired.children, images.entries))
         try:
             refusal = await self.tenancy.refusal(desired)
         except KubeError as e:
@@ -219,7 +227,7 @@ class ApplicationPass:
                 await self.write_status(apply_failed(self.app, str(e), e.retryable))
             raise
         settled = settle(self.app, desired, live_plans, waiting, None if waiting else self.workload(desired),
-                         self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace))
+                         self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace), images)
         for note in settled.notes:
             await self.record(note)
         await self.remember(settled.status, desired)
@@ -229,7 +237,7 @@ class ApplicationPass:
                             PlanPhase(settled.consumed, APPLIED, "applied"), self.log)
             if settled.consumed_note is not None:
                 await self.record(settled.consumed_note)
-        return Done()
+        return Done(images.next_check)  # a followed tag is looked at again when due
 
     async def refuse(self, refusal: Refusal) -> Outcome:
         log.info("not applied", extra={**self.log, "reason": refusal.reason, "detail": refusal.message})

@@ -31,9 +31,13 @@ from platform_stack.registry.transport import Bounds, Transport
 from renderer.yaml_input import parse
 from toolchain.errors import UserError
 
-__all__ = ["MANIFEST_MEDIA_TYPE", "MAX_TAGS", "TAG_PAGE", "RegistryClient", "connect"]
+__all__ = ["ANY_MANIFEST", "MANIFEST_MEDIA_TYPE", "MAX_TAGS", "TAG_PAGE", "RegistryClient", "connect"]
 
 MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
+# What a tag of a container image may name: an image or an index (multi-platform), OCI's or Docker's.
+ANY_MANIFEST = ", ".join((MANIFEST_MEDIA_TYPE, "application/vnd.oci.image.index.v1+json",
+                          "application/vnd.docker.distribution.manifest.v2+json",
+                          "application/vnd.docker.distribution.manifest.list.v2+json"))
 MAX_TAGS = 10_000  # tags read from one repository (pages of TAG_PAGE)
 TAG_PAGE = 1000
 
@@ -89,6 +93,31 @@ class RegistryClient:
         if reference.startswith("sha256:") and reference != digest:
             raise RegistryFailure(f"registry {self.host}: {what}: served content with digest {digest}")
         return digest, self.parse_manifest(reply.body, what)
+
+    def digest(self, repository: str, tag: str) -> str | None:
+        """The digest the tag names now (whatever kind of manifest: the kubelet pulls an index too), None when the
+        registry has no such tag; any other answer raises its one line."""
+        return self.tag_digest(repository, tag, checked=True)[1]
+
+    def tag_digest(self, repository: str, tag: str, *, checked: bool = False) -> tuple[int, str | None]:
+        """(HTTP status, digest) of `GET manifests/<tag>` (any image or index media type): the digest for a 200,
+        None otherwise; `checked` raises the one line of a status no caller can use, as `request` does. As for
+        `manifest`, the digest is the sha256 of the bytes received (at most MAX_BODY), checked against the one the
+        registry names. Transport failures raise RegistryFailure."""
+        path, headers = f"/v2/{repository}/manifests/{tag}", {"Accept": ANY_MANIFEST}
+        reply = (self.request("GET", path, headers) if checked else
+                 self.transport.send("GET", urljoin(self.base, path), headers))
+        what = f"GET manifest {tag}"
+        if checked and reply.status not in (200, 404):
+            raise self.unexpected(reply, what)
+        if reply.status != 200:
+            return reply.status, None
+        digest = "sha256:" + hashlib.sha256(reply.body).hexdigest()
+        named = reply.headers.get("Docker-Content-Digest")
+        if named is not None and named != digest:
+            raise RegistryFailure(f"registry {self.host}: {what}: the reply's Docker-Content-Digest "
+                                  f"{short(named, 80)} is not the digest of its content ({digest})")
+        return 200, digest
 
     def parse_manifest(self, body: bytes, what: str) -> dict[str, Any]:
         """An OCI image manifest, or RegistryFailure saying what is wrong with the reply."""

@@ -30,6 +30,9 @@ TRACE_ENV, TRACED = "APPRAFTER_TEST_TRACE", "tests.reconciler.traced_operator"
 # modules' Applications stay, and each resync reconciles them all (≈ 15 ms of CPU each): at 2 s that was most of a
 # core for the whole module. Tests wait on watch events; the few that wait for a resync wait up to 30-60 s.
 FAST = ("--resync", "10", "--max-backoff", "2")
+# No test operator asks a registry outside the bed (an example's `imagePolicy.resolve: digest` names ghcr.io): the
+# platform's allowlist (--image-registries) keeps image updates to the bed's own registries on the loopback.
+BED_REGISTRIES = ("--image-registries", "127.0.0.1:*", "--image-registries", "localhost:*")
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
 
 
@@ -80,7 +83,8 @@ class Operator:
         self.entry = TRACED if entry == "apprafter" and os.environ.get(TRACE_ENV) else entry
         self.argv = [sys.executable, "-m", self.entry, "operator", "--kubeconfig", str(kubeconfig or bed.kubeconfig),
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
-                     "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace, *args]
+                     "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace,
+                     *BED_REGISTRIES, *args]
         if inside is not None:
             self.argv = inside.nsenter(*self.argv)
         workdir.mkdir(parents=True, exist_ok=True)
