@@ -4,8 +4,8 @@ Argo CD YAML. What each Application is: renderer.argocd_app; where the repositor
 
 from __future__ import annotations
 
-import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ from apprafter.app_common import argocd_namespace_option, failure, kind, listed,
 from apprafter.app_local import rollback, scaffold
 from apprafter.app_open import open_app
 from apprafter.app_status import logs, status
-from apprafter.cluster import refused, shown, table, with_cluster
+from apprafter.cluster import print_objects, refused, with_cluster
 from apprafter.errors import reported
 from apprafter.extras import require
 from apprafter.kube_options import kube_options
@@ -170,22 +170,17 @@ def list_apps(argocd_namespace: str, output: str, kubeconfig: Path | None, kube_
     """Every app `apprafter app add` registered: each environment, where it deploys, Argo CD's sync and health."""
     require("app list")
     apps = with_cluster(kubeconfig, kube_context, lambda kube, _: registered(kube, argocd_namespace))
-    if output == "json":
-        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(a) for a in apps]},
-                                    indent=2) + "\n")
-        return
-    if not apps:
-        click.echo(f"No apps in {argocd_namespace}: `apprafter app add` registers one.", err=True)
-        return
-    rows = [["APP", "ENVIRONMENT", "NAMESPACE", "SYNC", "HEALTH", "REVISION", "REPOSITORY"]]
-    for a in apps:
-        labels, spec, st = a["metadata"]["labels"], a.get("spec") or {}, a.get("status") or {}
-        source = spec.get("source") or {}
-        rows.append([labels[APP_LABEL], labels.get(ENVIRONMENT_LABEL, "?"),
-                     (spec.get("destination") or {}).get("namespace", ""), (st.get("sync") or {}).get("status", "-"),
-                     (st.get("health") or {}).get("status", "-"), str((st.get("sync") or {}).get("revision", ""))[:12]
-                     or source.get("targetRevision", ""), f"{source.get('repoURL', '')} {source.get('path', '.')}"])
-    sys.stdout.write(table(rows))
+    print_objects(apps, output, ["APP", "ENVIRONMENT", "NAMESPACE", "SYNC", "HEALTH", "REVISION", "REPOSITORY"],
+                  _row, f"No apps in {argocd_namespace}: `apprafter app add` registers one.")
+
+
+def _row(a: Mapping[str, Any]) -> list[str]:
+    labels, spec, st = a["metadata"]["labels"], a.get("spec") or {}, a.get("status") or {}
+    source, sync = spec.get("source") or {}, st.get("sync") or {}
+    return [labels[APP_LABEL], labels.get(ENVIRONMENT_LABEL, "?"), (spec.get("destination") or {}).get("namespace", ""),
+            sync.get("status", "-"), (st.get("health") or {}).get("status", "-"),
+            str(sync.get("revision", ""))[:12] or source.get("targetRevision", ""),
+            f"{source.get('repoURL', '')} {source.get('path', '.')}"]
 
 
 @app.command()

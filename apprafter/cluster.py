@@ -5,7 +5,7 @@ turned into their errors."""
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never 
     from controller_runtime.errors import KubeError
     from controller_runtime.kinds import KindLike
 
-__all__ = ["FIELD_MANAGER", "refused", "shown", "table", "wait_for", "with_cluster"]
+__all__ = ["FIELD_MANAGER", "print_objects", "refused", "shown", "table", "wait_for", "with_cluster"]
 
 FIELD_MANAGER = "apprafter-cli"
 T = TypeVar("T")
@@ -103,6 +103,22 @@ def table(rows: list[list[str]]) -> str:
     """kubectl's table: columns padded to their widest cell, three spaces apart, no trailing blanks."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows)
+
+
+def print_objects(objects: Sequence[Mapping[str, Any]], output: str, header: list[str],
+                  row: Callable[[Mapping[str, Any]], list[str]], empty: str) -> None:
+    """What a `list` command prints: `-o json` a v1 List of the objects as the server holds them (yaml: the same,
+    through apprafter.options), else kubectl's table on stdout, or `empty` on stderr when there is none."""
+    import json
+    import sys
+
+    if output == "json":
+        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(o) for o in objects]},
+                                    indent=2) + "\n")
+    elif not objects:
+        sys.stderr.write(empty + "\n")
+    else:
+        sys.stdout.write(table([header, *map(row, objects)]))
 
 
 def shown(obj: Mapping[str, Any]) -> dict[str, Any]:

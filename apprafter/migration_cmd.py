@@ -5,15 +5,14 @@ Who may move a plan where is compatibility.authority's (the table the webhook an
 from __future__ import annotations
 
 import functools
-import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from apprafter.cluster import refused, shown, table, with_cluster
+from apprafter.cluster import print_objects, refused, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import all_namespaces_option, namespace_option, output_option
@@ -32,7 +31,7 @@ def _fail(name: str, message: str) -> UserError:
     return UserError([Problem(f"migrationplan/{name}", 0, 0, "", message)])
 
 
-def _row(plan: dict[str, Any]) -> list[str]:
+def _row(plan: Mapping[str, Any]) -> list[str]:
     meta, spec, status = plan["metadata"], plan.get("spec") or {}, plan.get("status") or {}
     scope = spec.get("scope") or {}
     if scope.get("type") == "application":
@@ -105,15 +104,8 @@ def list_plans(kubeconfig: Path | None, kube_context: str | None, namespace: str
     order = {PENDING: 0, APPROVED: 1}
     plans.sort(key=lambda p: (order.get((p.get("status") or {}).get("phase", ""), 2), p["metadata"]["namespace"],
                               p["metadata"]["name"]))
-    if output == "json":
-        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(p) for p in plans]},
-                                    indent=2) + "\n")
-        return
-    if not plans:
-        click.echo("No MigrationPlans found.", err=True)
-        return
-    sys.stdout.write(table([["NAMESPACE", "NAME", "SCOPE", "TARGET", "ENVIRONMENT", "CLASS", "PHASE", "AGE"],
-                            *map(_row, plans)]))
+    print_objects(plans, output, ["NAMESPACE", "NAME", "SCOPE", "TARGET", "ENVIRONMENT", "CLASS", "PHASE", "AGE"],
+                  _row, "No MigrationPlans found.")
 
 
 def _one_plan(func: Callable[[Kube, str, dict[str, Any]], Awaitable[None]]) -> Callable[..., None]:

@@ -7,7 +7,6 @@ or put in an error: only the SealedSecret carries it, sealed."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import uuid
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from apprafter.cluster import refused, shown, table, wait_for, with_cluster
+from apprafter.cluster import print_objects, refused, wait_for, with_cluster
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import namespace_option, output_option
@@ -236,15 +235,8 @@ def list_creds(kubeconfig: Path | None, kube_context: str | None, namespace: str
         return items
 
     found = sorted(with_cluster(kubeconfig, kube_context, listed), key=lambda o: o["metadata"]["name"])
-    if output == "json":
-        sys.stdout.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": [shown(o) for o in found]},
-                                    indent=2) + "\n")
-        return
-    if not found:
-        click.echo(f"No SourceCredentials found in namespace {namespace or RECORDS}.", err=True)
-        return
     header = ["NAME", "GIT", "PROJECTS", "REGISTRY", "NAMESPACES", "GIT-VALID", "REGISTRY-VALID", "PLAN", "AGE"]
-    sys.stdout.write(table([header, *map(row, found)]))
+    print_objects(found, output, header, row, f"No SourceCredentials found in namespace {namespace or RECORDS}.")
 
 
 # --- check ---------------------------------------------------------------------------------------------------------
