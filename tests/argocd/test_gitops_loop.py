@@ -224,8 +224,9 @@ def test_a_gated_change_waits_for_its_plan_and_the_cli_approval_rolls_it_out(loo
     said = app_cli(loop, checkout, "status", "hello", "-e", "prod").stdout.splitlines()
     assert f"  waiting:   MigrationPlan {name} (security-boundary): apprafter migration approve {name} -n {PROD}" \
         in said
-    assert said[-1] == (f"  problem:   AwaitingMigrationApproval: Awaiting approval of MigrationPlan {name} "
-                        f"(apprafter migration approve {name} -n {PROD}); the previous version keeps running")
+    held = next(c for c in cr["status"]["conditions"] if c["type"] == "Ready")
+    assert said[-1] == f"  problem:   AwaitingMigrationApproval: {held['message']}"  # the Application's own word
+    assert f"apprafter migration approve {name} -n {PROD}" in said[-1]
     shown(loop, PROD, plan, "Suspended",
           f"Awaiting approval: security-boundary, 1 gated change (apprafter migration approve {name})")
     # Every child keeps the previous version.

@@ -26,13 +26,13 @@ from renderer.names import OPERATOR_FIELD_MANAGER
 from tests.platform_stack.conftest import cli
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.argocd import ARGOCD_VERSIONS, install_manifest, install_objects
+from tests.testbed.crds import bed_crd_files
 from tests.testbed.distribution import AuthRegistry, distribution
 from tests.testbed.gitops import chart_operator
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.procs import wait_for
 from tests.testbed.stack_releases import KeyPair, Publisher, build_releases, key_pairs
 from toolchain.pins import pins
-from toolchain.tools import crd_files
 
 pytestmark = pytest.mark.testbed
 
@@ -326,7 +326,7 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
 
         root = kube.get(umbrella.API_VERSION, umbrella.KIND, umbrella.NAME, umbrella.NAMESPACE)
         assert root is not None
-        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])  # the children's kinds
+        kube.install_crds([f for f in bed_crd_files() if any(k.plural in f.name for k in KINDS)])  # children's kinds
         kube.apply(publisher.registry.pull_secret("registry-credentials", NS))
         operator = chart_operator(kube, tmp_path_factory.mktemp("operator"), ("--no-leader-elect", *FAST),
                                   (NS, umbrella.NAMESPACE)).start()

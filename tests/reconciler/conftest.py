@@ -15,10 +15,10 @@ from renderer.emit import dump_stream
 from renderer.manifests import KINDS
 from tests.reconciler.helpers import CREATED, forget
 from tests.reconciler.operator_proc import FAST, Operator, operator_fixture
+from tests.testbed.crds import bed_crd_files
 from tests.testbed.kube import KubeTestBed, start_kube
 from tests.testbed.rollouts import RolloutStandIn, start_rollouts
 from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
-from toolchain.tools import crd_files
 
 # The hostnames the tests' Applications ask for (example.com and the webapp example's shop.acme.example), granted
 # to every namespace as a cluster administrator of a one-team cluster would (docs/operator.md "Public hostnames").
@@ -42,7 +42,7 @@ def own_test_bed(workdir: Path) -> Iterator[KubeTestBed]:
     kube = start_kube(workdir / "kube", install_crds=False)
     stand_in = start_rollouts(kube)  # it lists again after a restart, as the controller-manager would
     try:
-        kube.install_crds([f for f in crd_files() if any(k.plural in f.name for k in KINDS)])
+        kube.install_crds([f for f in bed_crd_files() if any(k.plural in f.name for k in KINDS)])
         yield install_our_crds(kube, workdir)
     finally:
         stand_in.stop()

@@ -18,10 +18,11 @@ import httpx
 import yaml
 from lightkube import Client, KubeConfig
 
+from tests.testbed.crds import bed_crd_files
 from tests.testbed.pki import CA, service_account_keys
 from tests.testbed.procs import BedError, ManagedProcess, free_port, tool, wait_for
 from toolchain.pins import pins
-from toolchain.tools import ToolError, crd_files
+from toolchain.tools import ToolError
 
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: CRDs are ~4 MB
 
@@ -401,7 +402,7 @@ def start_kube(
     """
     etcd_bin, apiserver_bin = tool("etcd"), tool("kube-apiserver")
     try:
-        files = crd_files() if install_crds else []
+        files = bed_crd_files() if install_crds else []
     except ToolError as exc:
         import pytest
 

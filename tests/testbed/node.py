@@ -27,10 +27,11 @@ import httpx
 import yaml
 
 from tests.testbed import hostpath, hoststate, node_dns
+from tests.testbed.crds import bed_crd_files
 from tests.testbed.kube import ADMIN_USER, KubeTestBed, _rejected, ssl_context
 from tests.testbed.pki import CA, ServingCert, service_account_keys
 from tests.testbed.procs import BedError, ManagedProcess, system_tool, tool, wait_for
-from toolchain.tools import ToolError, crd_files, tools_dir
+from toolchain.tools import ToolError, tools_dir
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_NAME = "apprafter-node"
@@ -585,7 +586,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
 
         pytest.fail(f"test bed needs the CNI plugins in /usr/lib/cni: {remedy}", pytrace=False)
     try:
-        crds = crd_files() if install_crds else []
+        crds = bed_crd_files() if install_crds else []
     except ToolError as exc:
         import pytest
 

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests.testbed.crds import sealed_secret_crd
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import ManagedProcess, free_port, system_tool, tool, wait_for
 
@@ -49,7 +50,8 @@ class SealedSecrets:
 
 def crd_path() -> Path:
     """The SealedSecret CRD the set-up keeps beside the controller (helm/sealed-secrets/crds/ of the module)."""
-    return tool("sealed-secrets-controller").resolve().parent / "bitnami.com_sealedsecrets.yaml"
+    tool("sealed-secrets-controller")  # a missing tool fails the test with the set-up's remedy
+    return sealed_secret_crd()
 
 
 def _cert(port: int) -> bytes | None:
