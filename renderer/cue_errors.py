@@ -121,6 +121,11 @@ def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str 
     bound = _OUT_OF_BOUND.match(block.message)
     if bound:
         rule = patterns.rule_for(_unquote(bound["re"]))
+        value = _unquote(bound["value"])
+        if rule and fields and fields[-1] == "hostname" and value in written():
+            from renderer.hostnames import hostname_problem  # only a refused hostname needs it
+
+            return hostname_problem(value) or f"{shown(value, written())} is not {rule}"
         if rule:
             return f"{shown(_unquote(bound['value']), written())} is not {rule}"
     long = _TOO_LONG.match(block.message)

@@ -18,6 +18,7 @@ from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
 from renderer.health import health_problems
+from renderer.hostnames import hostname_problem
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 from renderer.selectors import selector_problems
@@ -207,13 +208,11 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
                 c.add((*c.where(env, "expose", "paths"), i), f"path {_shown(path)} must start with '/' and use only "
                       "URL path characters (Gateway API's rule)")
         hostname = expose.get("hostname")
-        if hostname is not None and not patterns.dns_name(hostname):
-            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is not a DNS name")
-        elif isinstance(hostname, str) and "." not in hostname:
-            # a Gateway's listeners are named by hostname, and its own are one-label names (http, https): a
-            # one-label hostname could take one's name and break the listener update for every app (issue 41)
-            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is a single label: a public "
-                  "hostname is a fully qualified name of two labels or more (shop.example.com)")
+        # a single label is refused too: a Gateway's listeners are named by hostname, and its own are one-label
+        # names (http, https): one could take a listener's name and break the update for every app (issue 41)
+        refused = hostname_problem(hostname) if isinstance(hostname, str) else None
+        if refused is not None or (hostname is not None and not isinstance(hostname, str)):
+            c.add(c.where(env, "expose", "hostname"), refused or f"hostname {_shown(hostname)} is not a DNS name")
         for i, rewrite in enumerate(expose.get("rewrites", [])):
             prefixes = rewrite_prefixes(rewrite)
             if prefixes is None or not all(GATEWAY_PATH.fullmatch(p) for p in prefixes):
