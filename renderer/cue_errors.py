@@ -30,6 +30,9 @@ _IMPORT_NOISE = re.compile(r"^(?:apprafter\.local/\S*: )?(?:import failed: )*")
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _OUT_OF_BOUND = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(out of bound =~(?P<re>{_QUOTED})\)$")
 _TOO_LONG = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(does not satisfy strings\.MaxRunes\((?P<n>\d+)\)\)$")
+_NUMBER_OUT = re.compile(r"^invalid value (?P<value>-?[0-9][0-9.eE+-]*) \(out of bound [<>]=?-?[0-9.]+\)$")
+_QUOTED_NUMBER = re.compile(r'^conflicting values (?P<value>"-?[0-9]+(?:\.[0-9]+)?") and (?:int|number|float) '
+                            r"\(mismatched types string and (?:int|number|float)\)$")
 # The schema's own error() messages for map keys, by the field that holds the map.
 _KEY_ERRORS = {"environments": ("environment name", "_dnsLabel"), "labels": ("label key", "_labelKey"),
                "annotations": ("annotation key", "_labelKey")}
@@ -128,6 +131,13 @@ def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str 
             return hostname_problem(value) or f"{shown(value, written())} is not {rule}"
         if rule:
             return f"{shown(_unquote(bound['value']), written())} is not {rule}"
+    number = _NUMBER_OUT.match(block.message)
+    if number and fields and fields[-1] == "port":
+        return f"port {number['value']} is out of range: a port is an integer 1-65535"
+    quoted = _QUOTED_NUMBER.match(block.message)
+    if quoted and fields and isinstance(fields[-1], str) and _unquote(quoted["value"]) in written():
+        number_text = _unquote(quoted["value"])
+        return f"{fields[-1]} is a number, not a string: write it unquoted, {fields[-1]}: {number_text}"
     long = _TOO_LONG.match(block.message)
     if long:
         return f"{shown(_unquote(long['value']), written())} is longer than {long['n']} characters"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -100,6 +101,33 @@ def _meant(field: str, unknown: Iterable[Path]) -> bool:
     return False
 
 
+def _scoped(path: Path) -> tuple[str | None, Path] | None:
+    """(environment or None for base, the field below its scope) for a path in base or an environment, else None."""
+    if path[:2] == ("spec", "base"):
+        return None, path[2:]
+    if path[:2] == ("spec", "environments") and len(path) >= 3:
+        return str(path[2]), path[3:]
+    return None
+
+
+def _follows(problem: Problem, excluded: Iterable[Path]) -> bool:
+    """Whether a rule's problem follows from a field already reported and left out: it is about that field in an
+    environment that inherits it (`environments.prod.expose` when `base.expose.port` was refused), or it names the
+    field (`readiness ... has no expose.port to default to`). One mistake, one error (issue 43)."""
+    header = split_header(f"{problem.field}: ")
+    where = _scoped(header[0]) if header and header[0] else None
+    for path in excluded:
+        scoped = _scoped(path)
+        if scoped is None or not scoped[1] or (scoped[0] is not None and where is not None and where[0] != scoped[0]):
+            continue
+        rel = scoped[1]
+        if where is not None and where[1][: len(rel)] == rel:
+            return True
+        if re.search(rf"(?<![\w.]){re.escape(field_path(rel))}(?![\w])", problem.message):
+            return True
+    return False
+
+
 def _under(path: Path, excluded: Iterable[Path]) -> bool:
     return any(path[: len(e)] == e for e in excluded)
 
@@ -135,6 +163,6 @@ def recover(first_stderr: str, run: Callable[[set[Path]], tuple[str, Any] | None
         stderr, document = result
         if not stderr:
             return [*problems, *(p for p in check(document) if not _within(p.field, excluded)
-                                 and not _meant(p.field, unknown))]
+                                 and not _meant(p.field, unknown) and not _follows(p, excluded))]
         problems += [p for p in problems_of(stderr) if not _within(p.field, excluded)]
     return problems
