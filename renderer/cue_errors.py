@@ -176,10 +176,16 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
                                            else block.message)
 
 
-def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool) -> str:
+def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool,
+            needs: Callable[[], list[str]], at_lines: Collection[int] = ()) -> str:
     """The message with a hint for a YAML habit, "did you mean" for a field the schema does not have (the names
-    for a need), or what an undefined claim reference lacks."""
+    for a need), what an undefined claim reference lacks, or that a field is written twice (`at_lines`: the lines
+    of the user's file cue names)."""
     fields = block.fields
+    if block.message.startswith("conflicting values") and len(set(at_lines)) >= 2 and fields:
+        first, second = sorted(set(at_lines))[:2]
+        return (f"{message}; {str(fields[-1])} is written twice (lines {first} and {second}) and CUE unifies the two: "
+                "keep one")
     unknown = block.message == "field not allowed" and bool(fields) and not is_env_path(fields)
     if unknown and len(fields) >= 2 and fields[-2] == "needs":
         from renderer.schema_hints import unknown_need
@@ -196,9 +202,23 @@ def _taught(block: CueError, message: str, lines: list[str], line: int, col: int
         claim = claim_hint(undefined["label"], lines[line - 1], col, fields)
         if claim:
             return claim
+    reference = hints.REFERENCE.fullmatch(block.message)
+    if reference and is_env_path(fields) and len(fields) >= 2 and fields[-2] == "env" and 0 < line <= len(lines) \
+            and hints.yaml_habit(lines, line) is None:
+        from renderer.schema_hints import reference_hint
+
+        typed = reference_hint(reference["name"], lines[line - 1], col, str(fields[-1]), needs())
+        if typed:
+            return typed
     hint = hints.teach(block.message, fields, lines, line, at_top=unknown and len(fields) == 1,
                        shown_word=shows_values)
     return f"{message}; hint: {hint}" if hint else message
+
+
+def _declared_needs(index: PositionIndex) -> list[str]:
+    """The needs the user's file declares, in base and in any environment (what `claim` holds)."""
+    scopes = [("spec", "base"), *(("spec", "environments", e) for e in index.children(("spec", "environments")))]
+    return sorted({str(n) for scope in scopes for n in index.children((*scope, "needs"))})
 
 
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
@@ -237,8 +257,13 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
             message = missing(block.fields, written, incomplete["constraint"])
         else:
             message = _taught(block, message, lines, line, col,
-                              not (touches_env_value or is_env_path(block.fields)))
+                              not (touches_env_value or is_env_path(block.fields)), lambda: _declared_needs(index()),
+                              [at for at, _ in user_positions])
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
+    # a YAML `- item` list is one mistake however many items it has: its first line says it
+    problems = [p for i, p in enumerate(problems) if not (
+        p.message.endswith(f"hint: {hints.LIST}") and i > 0 and problems[i - 1].message.endswith(f"hint: {hints.LIST}")
+        and 0 <= p.line - problems[i - 1].line <= 2)]
     # "none of the forms" says nothing when cue also names what is wrong below the field (a struct branch's own
     # errors): keep those alone.
     return [p for p in problems if p.message != NO_FORM or not any(

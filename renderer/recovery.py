@@ -61,15 +61,17 @@ def _string(label: str) -> str:
     return json.dumps(label, ensure_ascii=False)
 
 
-def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = ()) -> str:
-    """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way)."""
+def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = (), depth: int = 0) -> str:
+    """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way). A subtree is
+    reached by iterating `expr`'s fields, never by `expr[label] != _|_`: that test fails for a struct holding any
+    error, which dropped the whole of `spec` (and made "declare at least one environment" of a duplicate key)."""
     skip = sorted({*trie, *also_skip})
-    condition = " if " + " && ".join(f"k != {_string(k)}" for k in skip) if skip else ""
-    parts = [f"for k, v in {expr}{condition} {{(k): v}}"]
+    condition = " if " + " && ".join(f"k{depth} != {_string(k)}" for k in skip) if skip else ""
+    parts = [f"for k{depth}, v{depth} in {expr}{condition} {{(k{depth}): v{depth}}}"]
     for label, below in sorted(trie.items()):
         if below is not None:
-            inner = f"{expr}[{_string(label)}]"
-            parts.append(f"if {inner} != _|_ {{{_string(label)}: {{{_copy(inner, below)}}}}}")
+            parts.append(f"for k{depth}, v{depth} in {expr} if k{depth} == {_string(label)} "
+                         f"{{{_string(label)}: {{{_copy(f'v{depth}', below, (), depth + 1)}}}}}")
     return "\n\t".join(parts)
 
 
