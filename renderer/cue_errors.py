@@ -177,15 +177,18 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
 
 
 def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool,
-            needs: Callable[[], list[str]], at_lines: Collection[int] = ()) -> str:
+            needs: Callable[[], list[str]], at_lines: Collection[tuple[int, int]] = ()) -> str:
     """The message with a hint for a YAML habit, "did you mean" for a field the schema does not have (the names
-    for a need), what an undefined claim reference lacks, or that a field is written twice (`at_lines`: the lines
-    of the user's file cue names)."""
+    for a need), what an undefined claim reference lacks, or that a field is written twice (`at_lines`: the
+    positions in the user's file cue names)."""
     fields = block.fields
-    if block.message.startswith("conflicting values") and len(set(at_lines)) >= 2 and fields:
-        first, second = sorted(set(at_lines))[:2]
-        return (f"{message}; {str(fields[-1])} is written twice (lines {first} and {second}) and CUE unifies the two: "
-                "keep one")
+    if block.message.startswith("conflicting values") and fields and isinstance(fields[-1], str):
+        label = re.escape(fields[-1])
+        written = sorted({at for at, col in at_lines if 0 < at <= len(lines)
+                          and re.search(rf'(?:^|[\s{{,]){label}\s*:\s*$', lines[at - 1][: col - 1])})
+        if len(written) >= 2:  # the label itself written at two places cue points at: a duplicate key
+            return (f"{message}; {fields[-1]} is written twice (lines {written[0]} and {written[1]}) and CUE unifies "
+                    "the two: keep one")
     unknown = block.message == "field not allowed" and bool(fields) and not is_env_path(fields)
     if unknown and len(fields) >= 2 and fields[-2] == "needs":
         from renderer.schema_hints import unknown_need
@@ -258,7 +261,7 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
         else:
             message = _taught(block, message, lines, line, col,
                               not (touches_env_value or is_env_path(block.fields)), lambda: _declared_needs(index()),
-                              [at for at, _ in user_positions])
+                              user_positions)
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
     # a YAML `- item` list is one mistake however many items it has: its first line says it
     problems = [p for i, p in enumerate(problems) if not (

@@ -18,7 +18,8 @@ from renderer import patterns
 from renderer.errors import field_path
 from renderer.positions import unquote
 
-__all__ = ["ALIASES", "claim_hint", "reference_hint", "references", "describe", "missing", "need_fields", "unknown_need"]
+__all__ = ["ALIASES", "claim_hint", "describe", "missing", "need_fields", "reference_hint", "references",
+           "unknown_need"]
 
 _SCHEMA = Path(__file__).resolve().parent / "schema" / "application.cue"  # read from disk, as renderer.patterns
 _NEED_FIELDS = re.compile(r"^#NeedFields: \{\n(?P<body>.*?)^\}", re.MULTILINE | re.DOTALL)
@@ -128,15 +129,11 @@ def references(declared: Sequence[str]) -> str:
 def reference_hint(word: str, line: str, col: int, key: str, declared: Sequence[str]) -> str | None:
     """For cue's `reference "<word>" not found` at an env value: when the value at `col` (1-based) of `line` is a
     dotted name that reads as a mistyped claim reference (`clam.pg.url`), what was typed, the reference meant and
-    the references there are; when it is some other bare name, that a literal is quoted (the name not shown: it
-    may be a value); None when `word` is not at `col`."""
+    the references there are; when it is some other dotted name, that a literal is quoted (the name not shown: it
+    may be a value); None for a single bare word (the quote hint is right: it was meant as a string)."""
     chain = _CHAIN_FROM.match(line, col - 1)
     if chain is None or not chain.group().startswith(word + "."):
-        alone = _IDENT.match(line, col - 1)
-        if alone is None or alone.group() != word:
-            return None
-        return (f"a bare word is read as a reference, and no reference has that name: a literal string is quoted, "
-                f'{key}: "..."; {references(declared)}')
+        return None
     typed = chain.group()
     parts = typed.split(".")
     needs = need_fields()
