@@ -177,14 +177,14 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
 
 
 def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool,
-            needs: Callable[[], list[str]], at_lines: Collection[tuple[int, int]] = ()) -> str:
+            needs: Callable[[], list[str]], positions: Collection[tuple[int, int]] = ()) -> str:
     """The message with a hint for a YAML habit, "did you mean" for a field the schema does not have (the names
-    for a need), what an undefined claim reference lacks, or that a field is written twice (`at_lines`: the
+    for a need), what an undefined claim reference lacks, or that a field is written twice (`positions`: the
     positions in the user's file cue names)."""
     fields = block.fields
     if block.message.startswith("conflicting values") and fields and isinstance(fields[-1], str):
         label = re.escape(fields[-1])
-        written = sorted({at for at, col in at_lines if 0 < at <= len(lines)
+        written = sorted({at for at, col in positions if 0 < at <= len(lines)
                           and re.search(rf'(?:^|[\s{{,]){label}\s*:\s*$', lines[at - 1][: col - 1])})
         if len(written) >= 2:  # the label itself written at two places cue points at: a duplicate key
             return (f"{message}; {fields[-1]} is written twice (lines {written[0]} and {written[1]}) and CUE unifies "
