@@ -24,7 +24,7 @@ from typing import Any
 from renderer.cue_errors import parse_errors, split_header
 from renderer.errors import Problem, field_path
 
-__all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover"]
+__all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover", "resolved"]
 
 MEANT = 0.75  # how close an unknown field's name is to the one it was meant to be (renderer.hints.did_you_mean's)
 MAX_PASSES = 5  # cue runs in all, the first included: three classes of error, then a required field left out
@@ -128,6 +128,33 @@ def _follows(problem: Problem, excluded: Iterable[Path]) -> bool:
         if re.search(rf"(?<![\w.]){re.escape(field_path(rel))}(?![\w])", problem.message):
             return True
     return False
+
+
+_REFERENCE = re.compile(r'reference "[A-Za-z_$][A-Za-z0-9_$]*" not found')
+_CHAIN = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*")
+PLACEHOLDER = '"_"'  # a string stands in for a reference cue could not resolve, so the rest of the file evaluates
+
+
+def resolved(text: str, stderr: str, user_file: str) -> tuple[str, list[str]] | None:
+    """The user's file with every reference cue could not resolve (`clam.pg.url`: the whole dotted name) replaced
+    by a string, and the fields those were at; None when there is none. An unresolved reference fails the package
+    before anything evaluates, so leaving its field out changes nothing: without this, a mistyped reference hid every
+    other mistake of the file (issue 43). Only that line's later columns move."""
+    lines = text.split("\n")
+    fields: list[str] = []
+    for block in parse_errors(stderr):
+        if not _REFERENCE.fullmatch(block.message):
+            continue
+        for file, line, col in block.positions:
+            if file != user_file or not 0 < line <= len(lines):
+                continue
+            chain = _CHAIN.match(lines[line - 1], col - 1)
+            if chain is None:
+                continue
+            lines[line - 1] = lines[line - 1][: chain.start()] + PLACEHOLDER + lines[line - 1][chain.end():]
+            fields.append(field_path(block.fields))
+            break
+    return ("\n".join(lines), fields) if fields else None
 
 
 def _under(path: Path, excluded: Iterable[Path]) -> bool:

@@ -78,6 +78,17 @@ def test_a_mistyped_reference_names_what_was_typed_and_the_references_there_are(
     assert failure(shop(tmp_path, "DATABASE_URL: claim.pg.url", f"DATABASE_URL: {typed}")) == [expected]
 
 
+def test_a_mistyped_reference_hides_no_other_mistake(tmp_path: Path) -> None:
+    """An unresolved reference fails the whole package in cue: the file is checked again with a string in its
+    place, so the misspelt field and the refused image beside it are said in the same run."""
+    repo = shop(tmp_path, "DATABASE_URL: claim.pg.url", "DATABASE_URL: clam.pg.url", "ghcr.io/acme/shop",
+                "ghcr.io/Acme/shop", "replicas: 3", "replica: 3")
+    lines = failure(repo)
+    assert [line.split(": ", 2)[1] for line in lines] == [
+        "spec.base.image", "spec.base.env.DATABASE_URL", "spec.environments.prod.replica"]
+    assert lines[2].endswith("field not allowed; did you mean `replicas`?")
+
+
 def test_a_bare_word_in_an_env_value_stays_unshown(tmp_path: Path) -> None:
     """A single bare word may be a value (a password written unquoted): redacted, with the quote hint."""
     lines = failure(shop(tmp_path, "DATABASE_URL: claim.pg.url", "DATABASE_URL: hunter2secret"))
