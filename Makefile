@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export APPRAFTER_TOOLS_DIR ?= $(HOME)/.cache/apprafter/tools
 
-.PHONY: setup tools venv example dist test lint bench images chart publish
+.PHONY: setup tools venv example dist release test lint bench images chart publish
 
 setup: tools venv
 
@@ -38,6 +38,13 @@ dist:
 	@SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 315532800) \
 		$(DIST_PYTHON) -m pip wheel --quiet --no-deps --wheel-dir dist . >&2
 	@ls dist/*.whl
+
+# The release (docs/development.md#release): on a clean tree whose every version agrees, tag HEAD v<version>
+# (scripts/release.py, python3 alone), then the wheel of that commit. The tag is what the docs pin: the action
+# (uses: ...@v<version>), pre-commit (rev:) and pip (git+...@v<version>).
+release:
+	@$(DIST_PYTHON) scripts/release.py
+	@$(MAKE) --no-print-directory dist
 
 # pytest's exit 5 ("no tests ran") is a failure here, not a pass. The suite runs on TEST_WORKERS pytest-xdist
 # workers, each with beds of its own, the node tier on one of them, the longest units first (tests/parallel.py,

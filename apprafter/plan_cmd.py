@@ -100,7 +100,7 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
     from compatibility.application import DEFAULT_DOMAIN
     from compatibility.application import plan as make_plan
     from compatibility.migrationplan import migration_plan
-    from compatibility.monorepo import Entry, first_deployment, removal
+    from compatibility.monorepo import Entry, first_deployment, moved, removal, renamed
     from compatibility.plan import plan_json
     from compatibility.sides import side
     from compatibility.text import render_text
@@ -133,6 +133,8 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
     domain = domain or DEFAULT_DOMAIN
     shown = loaded["new"] or loaded["old"]
     assert shown is not None
+    if before is not None and after is not None and moved(before, after):
+        return _plan_rename(renamed(shown.source.display, environment, before, after, domain), output, colour)
     if after is None:
         assert before is not None
         result, status = removal(before, domain), "removed"
@@ -169,6 +171,21 @@ def _in_force(app: LoadedApp | None, before: Deployment | None) -> tuple[str, st
     image = before.spec.get("image") if before is not None else None
     digest = in_force(data.get("status") if isinstance(data, dict) else None, image)
     return (image, digest) if isinstance(image, str) and digest else None
+
+
+def _plan_rename(entries: list[Entry], output: str, colour: bool) -> bool:
+    """A rename with --to: the removal of the old app and the first deployment of the new, as `plan PATH` shows
+    them (never a MigrationPlan: the cluster will create none)."""
+    from compatibility.monorepo import plan_document
+    from compatibility.text import render_entries
+
+    if output == "markdown":
+        _write(_markdown(entries))
+    elif output == "json":
+        _write(json.dumps(plan_document(entries), indent=2) + "\n")
+    else:
+        _write(render_entries(entries, colour))
+    return any(e.gated for e in entries)
 
 
 def _nothing(from_: str, to: str) -> Problem:

@@ -24,8 +24,9 @@ def schema(output: str, package: str) -> None:
     \b
     JSON Schema:  apprafter schema > .apprafter/application.schema.json
     CUE module:   apprafter schema -o cue --package app > apprafter/schema_gen.cue   (and `cue mod init` at the
-                  repository root, once); then `claim.pg.url` resolves in the editor and `cue vet ./apprafter`
-                  reports what `apprafter validate` reports
+                  repository root, once); then `claim.pg.url` resolves in the editor and `cue vet -c
+                  ./apprafter` reports what the schema refuses (not image references, required fields, a claim's
+                  need per environment: `apprafter validate` checks those; docs/user-guide.md#editors)
     """
     from compatibility.json_schema import json_schema
     from renderer.editor_schema import editor_cue

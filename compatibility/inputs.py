@@ -118,6 +118,10 @@ def _message(error: Any, redactor: Redactor) -> str:
         return ENV_VALUE_HINT
     if error.validator == "pattern":  # the schema's name rules, worded as `apprafter validate` words them
         named = patterns.violation(str(error.validator_value), error.instance)
+        if named and tuple(error.absolute_path)[-1:] == ("hostname",) and isinstance(error.instance, str):
+            from renderer.hostnames import hostname_problem  # the rule broken, as `apprafter validate` names it
+
+            named = hostname_problem(error.instance) or named
         if named:
             return redactor.text(named)
     message = redactor.text(str(error.message))

@@ -118,6 +118,16 @@ def _row(entry: Mapping[str, Any]) -> str:
 
 
 def _explanation(entry: Mapping[str, Any]) -> str | None:
+    renamed = entry.get("renamed")
+    if renamed and entry["status"] == "removed":
+        return (f"Renamed to {_code(renamed['to'], False)} in this pull request: the cluster keys a deployment by "
+                f"namespace, app and environment, so this is the removal of {_code(renamed['from'], False)} (its "
+                "objects pruned, its claims' data kept by retention) and the first deployment of "
+                f"{_code(renamed['to'], False)} (new, empty claims). No MigrationPlan. Classified as the app scaled "
+                "to zero, holding nothing:")
+    if renamed:
+        return (f"Renamed from {_code(renamed['from'], False)}: a first deployment, with new, empty claims "
+                f"({_code(renamed['from'], False)}'s data stays with its name). Nothing is gated. What it adds:")
     if entry["status"] == "first-deployment":
         return ("New in this pull request: there is no baseline, so nothing is gated (the cluster applies it without "
                 "approval). What it adds, each with the class it would have as a change:")

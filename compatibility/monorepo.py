@@ -7,7 +7,10 @@ listed with the class each would have as a change from an app that holds nothing
 a secret reference: what a reviewer looks at), yet nothing is gated, as in the cluster, which has no baseline to
 hold against. One present only on the old side is removed, classified as the change to an app scaled to zero
 that holds nothing (its needs, env references and exposure dropped), which is gated whenever it ran. Nothing in
-the cluster can hold a deletion, so a removal gets no MigrationPlan: the pull request is where it is reviewed.
+the cluster can hold a deletion, so a removal gets no MigrationPlan: the pull request is where it is reviewed; its
+claims' data is kept (lifecycle.retention: only an approved plan that removes a need drops it). A pair whose app
+name or namespace differs is a rename, which the cluster (its baselines keyed by namespace, app and environment)
+sees as the removal of the old app and the first deployment of the new: two entries, never a MigrationPlan.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from renderer import validate
 from renderer.errors import Problem, UserError
 from renderer.load import LoadedApp
 
-__all__ = ["STATUSES", "Entry", "Status", "entry_json", "first_deployment", "plan_all", "plan_document", "removal",
-           "summary"]
+__all__ = ["STATUSES", "Entry", "Status", "entry_json", "first_deployment", "moved", "plan_all", "plan_document",
+           "removal", "rename_note", "renamed", "summary"]
 
 Status = Literal["first-deployment", "changed", "unchanged", "removed"]
 STATUSES: tuple[Status, ...] = ("first-deployment", "changed", "unchanged", "removed")
@@ -42,6 +45,7 @@ class Entry:
     environment: str
     status: Status
     plan: Plan
+    renamed: tuple[str, str] | None = None  # (old, new) "<namespace>/<app>" when the pair is a rename
 
     @property
     def gated(self) -> bool:
@@ -64,11 +68,46 @@ def first_deployment(after: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
     return dataclasses.replace(classify_pair(nothing, after, domain), approved_spec_hash=None)
 
 
+KEPT = "its claim goes; its data is kept (retention: no approved plan removes the need), for the same app and need"
+
+
 def removal(before: Deployment, domain: str = DEFAULT_DOMAIN) -> Plan:
-    """A removed app or environment, classified as the change to the same app scaled to zero, holding nothing."""
+    """A removed app or environment, classified as the change to the same app scaled to zero, holding nothing. A
+    need it drops keeps its data (nothing approves dropping it), which the change's reason says."""
     spec = before.spec
     gone = {"image": spec["image"], "replicas": 0, **({"budget": spec["budget"]} if "budget" in spec else {})}
-    return classify_pair(before, dataclasses.replace(before, spec=gone), domain)
+    result = classify_pair(before, dataclasses.replace(before, spec=gone), domain)
+    changes = tuple(dataclasses.replace(c, reason=f"{c.field.split('.', 1)[1]}: {KEPT}") if c.rule == "AR-DM001"
+                    else c for c in result.changes)
+    return dataclasses.replace(result, changes=changes)
+
+
+def _who(side: Deployment) -> str:
+    return f"{side.namespace}/{side.app}" if side.namespace else side.app
+
+
+def moved(before: Deployment, after: Deployment) -> bool:
+    """Whether two sides are two deployments to the cluster: another app name, or another namespace (both said)."""
+    return before.app != after.app or (None not in (before.namespace, after.namespace)
+                                       and before.namespace != after.namespace)
+
+
+def rename_note(entry: Entry) -> str:
+    """What the cluster does with one half of a rename, in words."""
+    assert entry.renamed is not None
+    old, new = entry.renamed
+    if entry.status == "removed":
+        return (f"renamed to {new}: the removal of {old} (its claims' data kept by retention), then the first "
+                f"deployment of {new}; no MigrationPlan")
+    return f"renamed from {old}: the first deployment of {new} (new, empty claims), after the removal of {old}"
+
+
+def renamed(path: str, environment: str, before: Deployment, after: Deployment,
+            domain: str = DEFAULT_DOMAIN) -> list[Entry]:
+    """A rename as the cluster sees it: the removal of the old app and the first deployment of the new."""
+    names = (_who(before), _who(after))
+    return [Entry(path, before.app, environment, "removed", removal(before, domain), names),
+            Entry(path, after.app, environment, "first-deployment", first_deployment(after, domain), names)]
 
 
 def _deployments(apps: Mapping[str, LoadedApp], wanted: Collection[str] | None,
@@ -101,6 +140,9 @@ def plan_all(before: Mapping[str, LoadedApp], after: Mapping[str, LoadedApp],
     entries: list[Entry] = []
     for key in sorted(old.keys() | new.keys()):
         was, now = old.get(key), new.get(key)
+        if now is not None and was is not None and moved(was, now):
+            entries += renamed(key[0], key[1], was, now, domain)
+            continue
         if now is not None and was is not None:
             result = classify_pair(was, now, domain)
             status: Status = "changed" if result.changes else "unchanged"
@@ -127,7 +169,8 @@ def entry_json(entry: Entry) -> dict[str, Any]:
     return {"path": entry.path, "app": entry.app, "environment": entry.environment, "status": entry.status,
             "gated": entry.gated, "primary": plan.primary, "classifications": list(plan.classifications),
             "changes": [c.to_json() for c in plan.changes], "approvedSpecHash": entry.approved_spec_hash,
-            "migrationPlanName": entry.migration_plan}
+            "migrationPlanName": entry.migration_plan,
+            "renamed": {"from": entry.renamed[0], "to": entry.renamed[1]} if entry.renamed else None}
 
 
 def plan_document(entries: Collection[Entry]) -> dict[str, Any]:

@@ -102,6 +102,10 @@ def render_entries(entries: Sequence[Entry], colour: bool = False) -> str:
             continue
         where = f"apprafter plan: {entry.app}, environment {entry.environment} ({entry.path})"
         header = f"{where}: {HEADERS[entry.status]}" if entry.status in HEADERS else where
+        if entry.renamed is not None:
+            from compatibility.monorepo import rename_note
+
+            header = f"{where}: {rename_note(entry)}"
         blocks.append(render_text(entry.plan, colour, header, migration_plan=entry.status != "removed",
                                   first=entry.status == "first-deployment"))
     counts = summary(entries)

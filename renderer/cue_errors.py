@@ -30,6 +30,9 @@ _IMPORT_NOISE = re.compile(r"^(?:apprafter\.local/\S*: )?(?:import failed: )*")
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 _OUT_OF_BOUND = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(out of bound =~(?P<re>{_QUOTED})\)$")
 _TOO_LONG = re.compile(rf"^invalid value (?P<value>{_QUOTED}) \(does not satisfy strings\.MaxRunes\((?P<n>\d+)\)\)$")
+_NUMBER_OUT = re.compile(r"^invalid value (?P<value>-?[0-9][0-9.eE+-]*) \(out of bound [<>]=?-?[0-9.]+\)$")
+_QUOTED_NUMBER = re.compile(r'^conflicting values (?P<value>"-?[0-9]+(?:\.[0-9]+)?") and (?:int|number|float) '
+                            r"\(mismatched types string and (?:int|number|float)\)$")
 # The schema's own error() messages for map keys, by the field that holds the map.
 _KEY_ERRORS = {"environments": ("environment name", "_dnsLabel"), "labels": ("label key", "_labelKey"),
                "annotations": ("annotation key", "_labelKey")}
@@ -121,8 +124,20 @@ def _named_rule(block: CueError, written: Callable[[], Collection[str]]) -> str 
     bound = _OUT_OF_BOUND.match(block.message)
     if bound:
         rule = patterns.rule_for(_unquote(bound["re"]))
+        value = _unquote(bound["value"])
+        if rule and fields and fields[-1] == "hostname" and value in written():
+            from renderer.hostnames import hostname_problem  # only a refused hostname needs it
+
+            return hostname_problem(value) or f"{shown(value, written())} is not {rule}"
         if rule:
             return f"{shown(_unquote(bound['value']), written())} is not {rule}"
+    number = _NUMBER_OUT.match(block.message)
+    if number and fields and fields[-1] == "port":
+        return f"port {number['value']} is out of range: a port is an integer 1-65535"
+    quoted = _QUOTED_NUMBER.match(block.message)
+    if quoted and fields and isinstance(fields[-1], str) and _unquote(quoted["value"]) in written():
+        number_text = _unquote(quoted["value"])
+        return f"{fields[-1]} is a number, not a string: write it unquoted, {fields[-1]}: {number_text}"
     long = _TOO_LONG.match(block.message)
     if long:
         return f"{shown(_unquote(long['value']), written())} is longer than {long['n']} characters"
@@ -161,10 +176,19 @@ def _message(block: CueError, touches_env_value: bool, written: Callable[[], Col
                                            else block.message)
 
 
-def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool) -> str:
+def _taught(block: CueError, message: str, lines: list[str], line: int, col: int, shows_values: bool,
+            needs: Callable[[], list[str]], positions: Collection[tuple[int, int]] = ()) -> str:
     """The message with a hint for a YAML habit, "did you mean" for a field the schema does not have (the names
-    for a need), or what an undefined claim reference lacks."""
+    for a need), what an undefined claim reference lacks, or that a field is written twice (`positions`: the
+    positions in the user's file cue names)."""
     fields = block.fields
+    if block.message.startswith("conflicting values") and fields and isinstance(fields[-1], str):
+        label = re.escape(fields[-1])
+        written = sorted({at for at, col in positions if 0 < at <= len(lines)
+                          and re.search(rf'(?:^|[\s{{,]){label}\s*:\s*$', lines[at - 1][: col - 1])})
+        if len(written) >= 2:  # the label itself written at two places cue points at: a duplicate key
+            return (f"{message}; {fields[-1]} is written twice (lines {written[0]} and {written[1]}) and CUE unifies "
+                    "the two: keep one")
     unknown = block.message == "field not allowed" and bool(fields) and not is_env_path(fields)
     if unknown and len(fields) >= 2 and fields[-2] == "needs":
         from renderer.schema_hints import unknown_need
@@ -181,9 +205,23 @@ def _taught(block: CueError, message: str, lines: list[str], line: int, col: int
         claim = claim_hint(undefined["label"], lines[line - 1], col, fields)
         if claim:
             return claim
+    reference = hints.REFERENCE.fullmatch(block.message)
+    if reference and is_env_path(fields) and len(fields) >= 2 and fields[-2] == "env" and 0 < line <= len(lines) \
+            and hints.yaml_habit(lines, line) is None:
+        from renderer.schema_hints import reference_hint
+
+        typed = reference_hint(reference["name"], lines[line - 1], col, str(fields[-1]), needs())
+        if typed:
+            return typed
     hint = hints.teach(block.message, fields, lines, line, at_top=unknown and len(fields) == 1,
                        shown_word=shows_values)
     return f"{message}; hint: {hint}" if hint else message
+
+
+def _declared_needs(index: PositionIndex) -> list[str]:
+    """The needs the user's file declares, in base and in any environment (what `claim` holds)."""
+    scopes = [("spec", "base"), *(("spec", "environments", e) for e in index.children(("spec", "environments")))]
+    return sorted({str(n) for scope in scopes for n in index.children((*scope, "needs"))})
 
 
 def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], PositionIndex],
@@ -222,8 +260,13 @@ def to_problems(stderr: str, user_file: str, display: str, index: Callable[[], P
             message = missing(block.fields, written, incomplete["constraint"])
         else:
             message = _taught(block, message, lines, line, col,
-                              not (touches_env_value or is_env_path(block.fields)))
+                              not (touches_env_value or is_env_path(block.fields)), lambda: _declared_needs(index()),
+                              user_positions)
         problems.append(redactor.problem(Problem(display, line, max(1, col), block.path, message)))
+    # a YAML `- item` list is one mistake however many items it has: its first line says it
+    problems = [p for i, p in enumerate(problems) if not (
+        p.message.endswith(f"hint: {hints.LIST}") and i > 0 and problems[i - 1].message.endswith(f"hint: {hints.LIST}")
+        and 0 <= p.line - problems[i - 1].line <= 2)]
     # "none of the forms" says nothing when cue also names what is wrong below the field (a struct branch's own
     # errors): keep those alone.
     return [p for p in problems if p.message != NO_FORM or not any(

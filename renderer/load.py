@@ -155,7 +155,20 @@ def _every_problem(source: Source, work: Path, shift: int, stderr: str) -> list[
             return (again.stderr, None) if again.stderr.strip() else None
         return "", _json(again.stdout, source)
 
-    problems = recovery.recover(stderr, run, problems_of, lambda document: check(_finish(source, document)))
+    def checked(document: Any) -> list[Problem]:
+        return check(_finish(source, document))
+
+    patched = recovery.resolved((work / _USER_FILE).read_text(), stderr, _USER_FILE)
+    if patched is None:
+        problems = recovery.recover(stderr, run, problems_of, checked)
+    else:  # the rest of the file, with a string where each unresolved reference was: what follows from it left out
+        text, fields = patched
+        (work / _USER_FILE).write_text(text)
+        again = run(set())
+        rest = [] if again is None else recovery.recover(again[0], run, problems_of, checked) if again[0] \
+            else checked(again[1])
+        problems = list(dict.fromkeys([*problems_of(stderr), *(p for p in rest if not any(
+            p.field == f or p.field.startswith(f + ".") for f in fields))]))
     if not problems:
         raise ToolFailure("cue export failed with an error message this version does not read")
     return problems

@@ -88,6 +88,17 @@ class PositionIndex:
             node = child
         return True
 
+    def children(self, path: Path) -> list[str | int]:
+        """The labels written directly under `path`, in the order first written (a scan of the index: for errors)."""
+        node = ROOT
+        for part in path:
+            child = self._children.get((node, part))
+            if child is None:
+                return []
+            node = child
+        return [key for (parent, key), _ in sorted(self._children.items(), key=lambda item: item[1])
+                if parent == node]
+
     def _child(self, parent: int, key: str | int, line: int, col: int) -> int:
         """The node for `key` under `parent`, created at (line, col) when first written."""
         node = self._children.get((parent, key))

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from renderer.cue_errors import parse_errors, split_header
 from renderer.errors import Problem, field_path
 
-__all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover"]
+__all__ = ["MAX_PASSES", "Excluded", "excludable", "rebuilt", "recover", "resolved"]
 
 MEANT = 0.75  # how close an unknown field's name is to the one it was meant to be (renderer.hints.did_you_mean's)
 MAX_PASSES = 5  # cue runs in all, the first included: three classes of error, then a required field left out
@@ -60,15 +61,17 @@ def _string(label: str) -> str:
     return json.dumps(label, ensure_ascii=False)
 
 
-def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = ()) -> str:
-    """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way)."""
+def _copy(expr: str, trie: Excluded, also_skip: Iterable[str] = (), depth: int = 0) -> str:
+    """The struct at `expr` without the fields `trie` leaves out (its subtrees rebuilt the same way). A subtree is
+    reached by iterating `expr`'s fields, never by `expr[label] != _|_`: that test fails for a struct holding any
+    error, which dropped the whole of `spec` (and made "declare at least one environment" of a duplicate key)."""
     skip = sorted({*trie, *also_skip})
-    condition = " if " + " && ".join(f"k != {_string(k)}" for k in skip) if skip else ""
-    parts = [f"for k, v in {expr}{condition} {{(k): v}}"]
+    condition = " if " + " && ".join(f"k{depth} != {_string(k)}" for k in skip) if skip else ""
+    parts = [f"for k{depth}, v{depth} in {expr}{condition} {{(k{depth}): v{depth}}}"]
     for label, below in sorted(trie.items()):
         if below is not None:
-            inner = f"{expr}[{_string(label)}]"
-            parts.append(f"if {inner} != _|_ {{{_string(label)}: {{{_copy(inner, below)}}}}}")
+            parts.append(f"for k{depth}, v{depth} in {expr} if k{depth} == {_string(label)} "
+                         f"{{{_string(label)}: {{{_copy(f'v{depth}', below, (), depth + 1)}}}}}")
     return "\n\t".join(parts)
 
 
@@ -98,6 +101,60 @@ def _meant(field: str, unknown: Iterable[Path]) -> bool:
         if path[:-1] in parents and difflib.SequenceMatcher(None, str(path[-1]), str(other[-1])).ratio() >= MEANT:
             return True
     return False
+
+
+def _scoped(path: Path) -> tuple[str | None, Path] | None:
+    """(environment or None for base, the field below its scope) for a path in base or an environment, else None."""
+    if path[:2] == ("spec", "base"):
+        return None, path[2:]
+    if path[:2] == ("spec", "environments") and len(path) >= 3:
+        return str(path[2]), path[3:]
+    return None
+
+
+def _follows(problem: Problem, excluded: Iterable[Path]) -> bool:
+    """Whether a rule's problem follows from a field already reported and left out: it is about that field in an
+    environment that inherits it (`environments.prod.expose` when `base.expose.port` was refused), or it names the
+    field (`readiness ... has no expose.port to default to`). One mistake, one error (issue 43)."""
+    header = split_header(f"{problem.field}: ")
+    where = _scoped(header[0]) if header and header[0] else None
+    for path in excluded:
+        scoped = _scoped(path)
+        if scoped is None or not scoped[1] or (scoped[0] is not None and where is not None and where[0] != scoped[0]):
+            continue
+        rel = scoped[1]
+        if where is not None and where[1][: len(rel)] == rel:
+            return True
+        if re.search(rf"(?<![\w.]){re.escape(field_path(rel))}(?![\w])", problem.message):
+            return True
+    return False
+
+
+_REFERENCE = re.compile(r'reference "[A-Za-z_$][A-Za-z0-9_$]*" not found')
+_CHAIN = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)*")
+PLACEHOLDER = '"_"'  # a string stands in for a reference cue could not resolve, so the rest of the file evaluates
+
+
+def resolved(text: str, stderr: str, user_file: str) -> tuple[str, list[str]] | None:
+    """The user's file with every reference cue could not resolve (`clam.pg.url`: the whole dotted name) replaced
+    by a string, and the fields those were at; None when there is none. An unresolved reference fails the package
+    before anything evaluates, so leaving its field out changes nothing: without this, a mistyped reference hid every
+    other mistake of the file (issue 43). Only that line's later columns move."""
+    lines = text.split("\n")
+    fields: list[str] = []
+    for block in parse_errors(stderr):
+        if not _REFERENCE.fullmatch(block.message):
+            continue
+        for file, line, col in block.positions:
+            if file != user_file or not 0 < line <= len(lines):
+                continue
+            chain = _CHAIN.match(lines[line - 1], col - 1)
+            if chain is None:
+                continue
+            lines[line - 1] = lines[line - 1][: chain.start()] + PLACEHOLDER + lines[line - 1][chain.end():]
+            fields.append(field_path(block.fields))
+            break
+    return ("\n".join(lines), fields) if fields else None
 
 
 def _under(path: Path, excluded: Iterable[Path]) -> bool:
@@ -135,6 +192,6 @@ def recover(first_stderr: str, run: Callable[[set[Path]], tuple[str, Any] | None
         stderr, document = result
         if not stderr:
             return [*problems, *(p for p in check(document) if not _within(p.field, excluded)
-                                 and not _meant(p.field, unknown))]
+                                 and not _meant(p.field, unknown) and not _follows(p, excluded))]
         problems += [p for p in problems_of(stderr) if not _within(p.field, excluded)]
     return problems

@@ -18,7 +18,8 @@ from renderer import patterns
 from renderer.errors import field_path
 from renderer.positions import unquote
 
-__all__ = ["ALIASES", "claim_hint", "describe", "missing", "need_fields", "unknown_need"]
+__all__ = ["ALIASES", "claim_hint", "describe", "missing", "need_fields", "reference_hint", "references",
+           "unknown_need"]
 
 _SCHEMA = Path(__file__).resolve().parent / "schema" / "application.cue"  # read from disk, as renderer.patterns
 _NEED_FIELDS = re.compile(r"^#NeedFields: \{\n(?P<body>.*?)^\}", re.MULTILINE | re.DOTALL)
@@ -32,6 +33,7 @@ _BOUND = re.compile(r"(?P<op>>=|<=|>|<)\s*(?P<n>-?[0-9.]+)")
 _REGEX = re.compile(r'=~(?P<re>"(?:[^"\\]|\\.)*")')
 _IDENT = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
 _CHAIN = re.compile(r"(?:[A-Za-z_$][A-Za-z0-9_$]*\.)*$")
+_CHAIN_FROM = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\.[A-Za-z_$][A-Za-z0-9_$]*)+")
 
 
 @functools.cache
@@ -113,3 +115,34 @@ def claim_hint(label: str, line: str, col: int, fields: Sequence[str | int]) -> 
         return (f"claim.{need} has no field {label!r} (its fields are {', '.join(needs[need])})"
                 f"{_suggest(label, known, cutoff=0.6)}")  # short names: `uri` is 0.67 of `url`
     return None
+
+
+def references(declared: Sequence[str]) -> str:
+    """The claim references an app with the `declared` needs has, grouped by need: `claim.pg.<url|host|...>`."""
+    needs = need_fields()
+    known = [n for n in sorted(set(declared)) if needs.get(n)]
+    if not known:
+        return "the app declares no need, so it has no claim reference (declare one under needs)"
+    return "its references are " + ", ".join(f"claim.{n}.<{'|'.join(needs[n])}>" for n in known)
+
+
+def reference_hint(word: str, line: str, col: int, key: str, declared: Sequence[str]) -> str | None:
+    """For cue's `reference "<word>" not found` at an env value: when the value at `col` (1-based) of `line` is a
+    dotted name that reads as a mistyped claim reference (`clam.pg.url`), what was typed, the reference meant and
+    the references there are; when it is some other dotted name, that a literal is quoted (the name not shown: it
+    may be a value); None for a single bare word (the quote hint is right: it was meant as a string)."""
+    chain = _CHAIN_FROM.match(line, col - 1)
+    if chain is None or not chain.group().startswith(word + "."):
+        return None
+    typed = chain.group()
+    parts = typed.split(".")
+    needs = need_fields()
+    all_refs = [f"claim.{n}.{f}" for n in sorted(set(declared)) for f in needs.get(n, [])]
+    looks_like_claim = len(parts) == 3 and (
+        difflib.SequenceMatcher(None, parts[0].lower(), "claim").ratio() >= 0.6 or parts[1] in needs)
+    if not looks_like_claim:
+        return (f"a bare dotted name is read as a reference, and no reference has that name: a literal string is "
+                f'quoted, {key}: "..."; {references(declared)}')
+    close = difflib.get_close_matches(typed, all_refs, n=1, cutoff=0.6)
+    mean = f"; did you mean {close[0]}?" if close else ""
+    return f"{typed} is not a reference of this app{mean} ({references(declared)})"

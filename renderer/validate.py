@@ -18,6 +18,7 @@ from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
 from renderer.health import health_problems
+from renderer.hostnames import hostname_problem
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 from renderer.selectors import selector_problems
@@ -48,6 +49,9 @@ MAX_INSTANCE = 63
 # An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
 # `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
 TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
+# An env literal that reads exactly as a reference written in quotes: the variable would hold these characters.
+QUOTED_CLAIM = re.compile(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
+QUOTED_SECRET = re.compile(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
 WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
 
 
@@ -207,13 +211,11 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
                 c.add((*c.where(env, "expose", "paths"), i), f"path {_shown(path)} must start with '/' and use only "
                       "URL path characters (Gateway API's rule)")
         hostname = expose.get("hostname")
-        if hostname is not None and not patterns.dns_name(hostname):
-            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is not a DNS name")
-        elif isinstance(hostname, str) and "." not in hostname:
-            # a Gateway's listeners are named by hostname, and its own are one-label names (http, https): a
-            # one-label hostname could take one's name and break the listener update for every app (issue 41)
-            c.add(c.where(env, "expose", "hostname"), f"hostname {_shown(hostname)} is a single label: a public "
-                  "hostname is a fully qualified name of two labels or more (shop.example.com)")
+        # a single label is refused too: a Gateway's listeners are named by hostname, and its own are one-label
+        # names (http, https): one could take a listener's name and break the update for every app (issue 41)
+        refused = hostname_problem(hostname) if isinstance(hostname, str) else None
+        if refused is not None or (hostname is not None and not isinstance(hostname, str)):
+            c.add(c.where(env, "expose", "hostname"), refused or f"hostname {_shown(hostname)} is not a DNS name")
         for i, rewrite in enumerate(expose.get("rewrites", [])):
             prefixes = rewrite_prefixes(rewrite)
             if prefixes is None or not all(GATEWAY_PATH.fullmatch(p) for p in prefixes):
@@ -262,16 +264,45 @@ def _cidr(value: str) -> bool:
     return NO_BLANKS.fullmatch(value) is not None
 
 
-def interpolation_warnings(app: LoadedApp) -> list[Problem]:
-    """Env literals that look like an interpolation of a claim or secret, each naming the form to use instead.
+def _quoted_reference(key: str, value: str) -> str | None:
+    """The warning for an env literal that is exactly a reference in quotes (`"claim.pg.url"`), with the unquoted
+    form; None for any other literal. The literal is shown: it is a reference's spelling, no secret."""
+    claim = QUOTED_CLAIM.fullmatch(value)
+    if claim:
+        from renderer.schema_hints import need_fields
 
-    A warning, not an error (the literal may be meant), that never shows the value: the reference it suggests
-    is spelled out only for a literal that is exactly `${claim.<need>.<field>}` of a need the app declares."""
+        fields = need_fields().get(claim["need"])
+        if fields is None or claim["field"] not in [*fields, *(["pass"] if "password" in fields else [])]:
+            return None
+        return (f"{value!r} is a quoted string, so the variable holds those characters, not the claim's "
+                f"{claim['field']}: write the reference unquoted, {key}: {value}")
+    secret = QUOTED_SECRET.fullmatch(value)
+    if secret:
+        return (f"{value!r} is a quoted string, so the variable holds those characters, not the secret's value: "
+                f'write the reference as a struct, {key}: secret: "{secret["ref"]}"')
+    return None
+
+
+def interpolation_warnings(app: LoadedApp) -> list[Problem]:
+    """Env literals that look like an interpolation of a claim or secret, or that are a reference in quotes, each
+    naming the form to use instead.
+
+    A warning, not an error (the literal may be meant). The value is never shown, except a literal that is exactly a
+    reference (`"claim.pg.url"`), whose fix is that reference unquoted; the reference an interpolation suggests is
+    spelled out only for a literal that is exactly `${claim.<need>.<field>}` of a need the app declares."""
     c = _Checker(app)
     spec = app.document.get("spec", {})
     declared = {need for _, workload in _workloads(spec) for need in workload.get("needs", {})}
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
+            quoted = _quoted_reference(key, value) if isinstance(value, str) else None
+            if quoted is not None:
+                # shown as written: the Redactor of every other literal, never of this reference's own spelling
+                line, col = c.index.find((*scope, "env", key))
+                others = Redactor.of(c.redactor.values - {value})
+                c.problems.append(others.problem(Problem(app.source.display, line, col,
+                                                         field_path((*scope, "env", key)), quoted)))
+                continue
             found = TEMPLATE.search(value) if isinstance(value, str) else None
             if found is None:
                 continue

@@ -107,3 +107,60 @@ def test_render_every_environment_at_once_and_names_as_kubectl_prints_them(tmp_p
                               "environments: dev, prod\n")
     crds = run_cli("crds", "-o", "name").stdout.splitlines()
     assert "customresourcedefinition.apiextensions.k8s.io/applications.apprafter.io" in crds
+
+
+# docs/user-guide.md#editors: what the editor file (cue vet) reports and what only `apprafter validate` does.
+VET_PASSES = [
+    (("ghcr.io/acme/shop:1.0.0", "ghcr.io/Acme/shop:1.0.0"),
+     "spec.base.image: image 'ghcr.io/Acme/shop:1.0.0' is not a valid image reference: the repository 'Acme/shop' "
+     "must be lowercase: 'acme/shop'"),
+    (('expose: {port: 8080, network: "public", protocols: [ipv6, ipv4]}', 'expose: {network: "public"}'),
+     "spec.base.expose.port: missing required field expose.port (an integer 1-65535)"),
+    (("needs: pg: {}\n\t\t", "", "dev: {}", "dev: needs: pg: {}"),
+     "spec.base.env.DATABASE_URL: claim.pg.url refers to need 'pg', which environment 'prod' does not declare"),
+]
+VET_REFUSES = [
+    ("expose: {port: 8080,", "expose: {port: 70000,"),
+    ("replicas: 2", 'replicas: "2"'),
+    ('name: "shop"', 'name: "Shop"'),
+    ('network: "public"', 'network: "public", hostname: "Shop.example.com"'),
+    ("claim.pg.url", "claim.pg.uri"),
+    ("needs: pg: {}", "needs: redis: {}"),
+    ('network: "public"', 'network: "publik"'),
+]
+
+
+@pytest.fixture
+def editor_repo(tmp_path: Path) -> Path:
+    subprocess.run([str(resolve("cue")), "mod", "init", "example.com/shop"], cwd=tmp_path, check=True,
+                   capture_output=True)
+    write_app(tmp_path, SHOP)
+    (tmp_path / "apprafter" / "schema_gen.cue").write_text(run_cli("schema", "-o", "cue", "--package", "app").stdout)
+    return tmp_path
+
+
+def _vet(repo: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(resolve("cue")), "vet", "-c", "./apprafter"], cwd=repo, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("edit", "message"), VET_PASSES)
+def test_what_cue_vet_passes_and_only_validate_reports(editor_repo: Path, edit: tuple[str, ...],
+                                                       message: str) -> None:
+    text = SHOP
+    for old, new in zip(edit[::2], edit[1::2], strict=True):
+        assert old in text
+        text = text.replace(old, new)
+    (editor_repo / "apprafter" / "Application.cue").write_text(text)
+    assert _vet(editor_repo).returncode == 0, _vet(editor_repo).stderr
+    result = run_cli("validate", cwd=editor_repo)
+    assert result.returncode == 1 and result.stdout == ""
+    assert [line.split(": ", 1)[1] for line in result.stderr.splitlines()] == [message]
+
+
+@pytest.mark.parametrize("edit", VET_REFUSES)
+def test_what_cue_vet_reports_as_validate_does(editor_repo: Path, edit: tuple[str, str]) -> None:
+    assert edit[0] in SHOP
+    (editor_repo / "apprafter" / "Application.cue").write_text(SHOP.replace(*edit))
+    assert _vet(editor_repo).returncode == 1
+    assert run_cli("validate", cwd=editor_repo).returncode == 1

@@ -48,7 +48,9 @@ def test_every_tag_the_docs_name_is_the_release_tag() -> None:
             named.setdefault(tag, []).append(path.name)
     assert set(named) == {TAG}, named
     recipe = (REPO / "docs" / "development.md").read_text().split("## Release", 1)[1]
-    assert "git tag -a v$(" in recipe or f"git tag -a {TAG}" in recipe
+    assert "`make release`" in recipe  # it makes the tag: scripts/release.py, proved by tests/cli/test_wheel_install.py
+    assert 'git("tag", "-a", tag' in (REPO / "scripts" / "release.py").read_text()
+    assert "\nrelease:\n" in (REPO / "Makefile").read_text()
 
 
 def test_every_key_install_md_verifies_with_exists_or_is_made_in_step_5() -> None:

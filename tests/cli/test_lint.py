@@ -122,7 +122,7 @@ def test_the_clusters_own_limits_every_one_in_one_run(tmp_path: Path) -> None:
         "(256 KiB) on one object",
         f"{F}:3:122: metadata.annotations.\"Bad Key\": annotation key 'Bad Key' is not a qualified name ([DNS-name "
         "prefix/]name: letters, digits, '-', '_', '.', at most 63 characters)",
-        f"{F}:7:17: spec.base.expose.port: invalid value 70000 (out of bound <=65535)",
+        f"{F}:7:17: spec.base.expose.port: port 70000 is out of range: a port is an integer 1-65535",
         f"{F}:8:8: spec.base.env.\"log-level\": env key 'log-level' must match ^[A-Z_][A-Z0-9_]*$",
         f"{F}:10:16: spec.environments.{long_env}: 'blog-{long_env}' (app and environment name) is longer than 63 "
         "characters: it is the app.kubernetes.io/instance label of every object",

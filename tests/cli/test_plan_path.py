@@ -151,3 +151,35 @@ def test_validate_json_and_yaml_always_print_the_report(tmp_path: Path) -> None:
     assert json.loads(valid.stdout) == {"valid": True, "problems": [], "apps": [
         {"file": "apprafter/Application.cue", "app": "shop", "environments": ["dev", "prod"], "valid": True,
          "warnings": []}]}
+
+
+def test_a_rename_is_a_removal_and_a_first_deployment_never_a_migration_plan(tmp_path: Path) -> None:
+    """Issue 43: baselines are keyed by namespace, app and environment, so a renamed app is the old one removed (its
+    claims' data kept by retention) and the new one deployed first; plan named a MigrationPlan that would never
+    exist."""
+    repo = repository(tmp_path / "shop", app=SHOP)
+    write_app(repo, SHOP.replace('name: "shop"', 'name: "store"'))
+    for args in (("plan", "-e", "prod", "--from", "git:HEAD"),
+                 ("plan", "--from", "git:HEAD", "--to", ".", "-e", "prod")):
+        result = run_cli(*args, cwd=repo)
+        assert result.returncode == 0, result.stderr
+        headers = [line for line in result.stdout.splitlines() if line.startswith("apprafter plan: ")]
+        where = "." if "--to" not in args else "apprafter/Application.cue"
+        assert headers == [
+            f"apprafter plan: shop, environment prod ({where}): renamed to store: the removal of shop (its claims' "
+            "data kept by retention), then the first deployment of store; no MigrationPlan",
+            f"apprafter plan: store, environment prod ({where}): renamed from shop: the first deployment of store "
+            "(new, empty claims), after the removal of shop"]
+        assert "  - needs.pg: {} -> (absent)  [data-migration, AR-DM001] pg: its claim goes; its data is kept " \
+               "(retention: no approved plan removes the need), for the same app and need" in result.stdout
+        assert "MigrationPlan:" not in result.stdout and "AR-DM002" not in result.stdout
+    document = json.loads(run_cli("plan", ".", "-e", "prod", "--from", "git:HEAD", "-o", "json", cwd=repo).stdout)
+    assert [(p["app"], p["status"], p["migrationPlanName"], p["renamed"]) for p in document["plans"]] == [
+        ("shop", "removed", None, {"from": "shop", "to": "store"}),
+        ("store", "first-deployment", None, {"from": "shop", "to": "store"})]
+    markdown = run_cli("plan", ".", "--from", "git:HEAD", "-o", "markdown", cwd=repo).stdout
+    assert "approve MigrationPlan" not in markdown
+    assert "Renamed to `store` in this pull request: the cluster keys a deployment by namespace, app and " \
+           "environment, so this is the removal of `shop`" in markdown
+    unchanged = run_cli("plan", ".", "--from", "git:HEAD", "-o", "json", cwd=repo.parent / "shop")
+    assert unchanged.returncode == 0

@@ -1,6 +1,7 @@
 """The `apprafter-validate` hook of .pre-commit-hooks.yaml, run by the real pre-commit (PyPI) as an app repository
 runs it: its .pre-commit-config.yaml names this repository (a commit of the checkout as it is now, uncommitted
-files included) at a rev; pre-commit clones it, pip-installs it into its own environment, and the hook validates
+files included) at the release tag the docs pin (`rev: v<version>`, made by the release recipe, scripts/release.py);
+pre-commit clones it, pip-installs it into its own environment, and the hook validates
 the apprafter/Application.cue files with a cue found on PATH. ≈ 1 min: the install comes from PyPI."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.cli.monorepo import app_text, git
@@ -19,7 +21,8 @@ PRE_COMMIT = Path(sys.executable).parent / "pre-commit"
 
 
 def snapshot(into: Path) -> str:
-    """This checkout's files (tracked and untracked, not ignored) committed in a repository of their own."""
+    """This checkout's files (tracked and untracked, not ignored) committed in a repository of their own, tagged by
+    the release recipe; the tag."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                             capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -29,7 +32,12 @@ def snapshot(into: Path) -> str:
     git(into, "init", "-q", "-b", "main")
     git(into, "add", ".")
     git(into, "commit", "-q", "-m", "snapshot")
-    return git(into, "rev-parse", "HEAD").strip()
+    env = {**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    subprocess.run([sys.executable, str(into / "scripts" / "release.py")], cwd=into, env=env, check=True,
+                   capture_output=True, timeout=120)
+    version = tomllib.loads((into / "pyproject.toml").read_text())["project"]["version"]
+    assert f"rev: v{version}" in (REPO / "docs" / "ci.md").read_text()  # the tag docs/ci.md pins
+    return f"v{version}"
 
 
 def test_the_hook_validates_changed_application_files(tmp_path: Path) -> None:

@@ -247,3 +247,40 @@ def test_the_wheel_carries_the_sidecar_settings_cluster_bootstrap_applies(venv: 
     assert sorted(p.name for p in directory.iterdir()) == sorted(p.name for p in checkout.iterdir())
     for path in checkout.iterdir():
         assert (directory / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_make_release_tags_the_version_the_docs_pin_and_pip_installs_that_tag(tmp_path: Path) -> None:
+    """The release recipe (`make release`) on a clean checkout: the tag every doc pins, the wheel of that commit;
+    then `pip install "apprafter-render @ git+<the repository>@v<version>"`, as the docs write it, installs it (issue
+    43: every pinned install failed, the tag did not exist). Again on the same commit it changes nothing; a dirty
+    tree is refused."""
+    repo = checkout(tmp_path / "render")
+    tag = f"v{PROJECT['version']}"
+    env = {"PATH": f"{BASE_PYTHON.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"), "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com"}
+
+    def release() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "release"], cwd=repo, env=env, capture_output=True, text=True, timeout=600,
+                              check=False)
+
+    made = release()
+    assert (made.returncode, made.stdout) == (0, f"dist/{WHEEL}\n"), made.stderr
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert git(repo, "rev-parse", f"{tag}^{{commit}}").strip() == head
+    assert f"release: {tag} tags {head[:12]}" in made.stderr
+    again = release()
+    assert again.returncode == 0 and f"{tag} tags {head[:12]} (already)" in again.stderr
+    (repo / "README.md").write_text("changed\n")
+    dirty = release()
+    assert dirty.returncode != 0 and "the working tree has changes" in dirty.stderr
+    git(repo, "checkout", "README.md")
+    subprocess.run([BASE_PYTHON, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=300)
+    pip = str(tmp_path / "venv" / "bin" / "pip")
+    subprocess.run([pip, "install", "--quiet", "--upgrade", "pip"], check=True, timeout=600, capture_output=True)
+    installed = subprocess.run([pip, "install", "--quiet", f"apprafter-render @ git+file://{repo}@{tag}"],
+                               capture_output=True, text=True, timeout=900, check=False)
+    assert installed.returncode == 0, installed.stderr
+    version = apprafter(tmp_path / "venv", tmp_path, "--version")
+    assert version.stdout == f"apprafter, version {PROJECT['version']}\n", version.stderr
+    action = git(repo, "show", f"{tag}:action.yml")  # `uses: apprafter/render@<tag>` runs this file of the tag
+    assert 'python -m pip install --quiet "$GITHUB_ACTION_PATH"' in action

@@ -105,7 +105,8 @@ def test_no_environment_is_an_error_listing_the_declared_ones(server: CmpServer,
 def test_broken_repo_surfaces_our_error_text(server: CmpServer, repo: Path) -> None:
     with pytest.raises(CmpError) as err:
         server.generate(repo, "apps/broken", app_name="demo-dev")
-    assert ("apprafter/Application.cue:7:17: spec.base.expose.port: invalid value 70000 (out of bound <=65535)"
+    assert ("apprafter/Application.cue:7:17: spec.base.expose.port: port 70000 is out of range: a port is an integer "
+            "1-65535"
             in str(err.value))
 
 

@@ -58,7 +58,8 @@ def test_sidecar_renders_the_parser_example_equal_to_local_render(sidecar: Sidec
 def test_sidecar_reports_the_users_mistake_at_its_line(sidecar: Sidecar, repo: Path) -> None:
     with pytest.raises(CmpError) as err:
         sidecar.generate(repo, "apps/broken", app_name="demo-dev")
-    assert ("apprafter/Application.cue:7:17: spec.base.expose.port: invalid value 70000 (out of bound <=65535)"
+    assert ("apprafter/Application.cue:7:17: spec.base.expose.port: port 70000 is out of range: a port is an integer "
+            "1-65535"
             in str(err.value))
 
 

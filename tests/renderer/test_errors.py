@@ -24,7 +24,7 @@ def errors_of(tmp_path: Path, text: str, *args: str) -> list[str]:
 def test_out_of_range_port(tmp_path: Path) -> None:
     text = MINIMAL.replace("expose: port: 8080", "expose: port: 70000")
     assert errors_of(tmp_path, text) == [
-        f"{F}:7:17: spec.base.expose.port: invalid value 70000 (out of bound <=65535)"]
+        f"{F}:7:17: spec.base.expose.port: port 70000 is out of range: a port is an integer 1-65535"]
 
 
 def test_unknown_field_is_an_error(tmp_path: Path) -> None:
@@ -162,7 +162,7 @@ def test_package_clause_optional_and_positions_kept(tmp_path: Path, prefix: str)
     text = prefix + MINIMAL.replace("expose: port: 8080", "expose: port: 0")
     line = 7 + prefix.count("\n")
     assert errors_of(tmp_path, text) == [
-        f"{F}:{line}:17: spec.base.expose.port: invalid value 0 (out of bound >=1)"]
+        f"{F}:{line}:17: spec.base.expose.port: port 0 is out of range: a port is an integer 1-65535"]
 
 
 def test_runaway_evaluation_is_stopped(tmp_path: Path) -> None:

@@ -62,8 +62,8 @@ def test_the_python_side_is_under_the_memory_budget_too(tmp_path: Path) -> None:
      f'{F}:10:3: spec.environments."dev\\n": environment name \'dev\\n\' is not a DNS-1123 label (lowercase '
      "letters, digits and '-', at most 63 characters)"),
     (("expose: port: 8080", 'expose: {port: 8080, hostname: "shop.example.com\\n"}'),
-     f"{F}:7:34: spec.base.expose.hostname: 'shop.example.com\\n' is not a DNS name (DNS-1123 labels joined by "
-     "'.', at most 253 characters)"),
+     f"{F}:7:34: spec.base.expose.hostname: hostname 'shop.example.com\\n' must hold no whitespace: use "
+     "shop.example.com"),
     (("expose: port: 8080", 'expose: {port: 8080, hostname: "http"}'),
      f"{F}:7:24: spec.base.expose.hostname: hostname 'http' is a single label: a public hostname is a fully "
      "qualified name of two labels or more (shop.example.com)"),
