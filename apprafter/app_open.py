@@ -24,8 +24,14 @@ __all__ = ["open_app"]
 
 
 def _browse(url: str, wanted: bool) -> None:
-    """Open `url` in the user's browser when one is configured (webbrowser finds none on a headless machine)."""
-    if not wanted:
+    """Open `url` in the user's graphical browser; on a Linux machine without a display (a server, an SSH session)
+    nothing is opened: the URL is printed (webbrowser would otherwise run a console browser such as lynx in the
+    foreground, in front of the forward)."""
+    import os
+    import sys
+
+    if not wanted or (sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                                  or os.environ.get("WAYLAND_DISPLAY"))):
         return
     import webbrowser
 
