@@ -166,6 +166,15 @@ def test_the_base_install_is_the_app_developers_and_an_extra_says_its_name(venv:
                                  f"(missing {missing}): pip install 'apprafter-render[{extra}]'\n")
         helped = apprafter(venv, repo, *argv[:1], "--help")  # the help needs no extra
         assert helped.returncode == 0 and helped.stdout.startswith(f"Usage: apprafter {argv[0]}")
+    # the app developer's commands that read the cluster say the same; the ones that do not run without it
+    status = apprafter(venv, repo, "app", "status", "shop")
+    assert (status.returncode, status.stdout) == (2, "")
+    assert status.stderr == ("apprafter: `apprafter app status` needs the extra [cluster], which is not installed "
+                             "(missing anyio, cryptography, h2, httpx, lightkube, oras, pyyaml, sniffio): pip install "
+                             "'apprafter-render[cluster]'\n")
+    (tmp_path / "fresh").mkdir()
+    scaffolded = apprafter(venv, tmp_path / "fresh", "app", "scaffold", "--preset", "go")
+    assert scaffolded.returncode == 0, scaffolded.stderr
     doctor = apprafter(venv, repo, "doctor", "--role", "cluster")
     assert doctor.returncode == 1
     assert "BAD python[cluster]    missing    (extra [cluster])  missing anyio, cryptography" in doctor.stdout
