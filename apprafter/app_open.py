@@ -5,6 +5,7 @@ printed and nothing is opened."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -106,18 +107,29 @@ def open_app(name: str, environments: tuple[str, ...], forward: bool, local_port
             raise failure(f"app/{name}", f"no ready pod of {argocd['metadata']['name']} to forward to "
                           f"(`apprafter app status {name}` says why)")
         errors: asyncio.Queue[BaseException] = asyncio.Queue()
-        server = await start_forward(kube, namespace, pod, port, local_port, errors)
-        bound = server.sockets[0].getsockname()[1]
-        local = f"http://127.0.0.1:{bound}/"
+        forwarding = await start_forward(kube, namespace, pod, port, local_port, errors)
+        local = f"http://127.0.0.1:{forwarding.port}/"
         sys.stdout.write(local + "\n")
         sys.stdout.flush()
-        click.echo(f"forwarding 127.0.0.1:{bound} to pod {pod} port {port} in {namespace}; Ctrl-C stops it",
-                   err=True)
+        click.echo(f"forwarding 127.0.0.1:{forwarding.port} to pod {pod} port {port} in {namespace}; Ctrl-C stops "
+                   "it", err=True)
         _browse(local, not no_browser)
-        async with server:
-            while True:  # each failed connection said, the listener kept
-                error = await errors.get()
-                click.echo(f"error: {error}", err=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a stop ends the forward and exits 0, as kubectl's does
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            while not stop.is_set():  # each failed connection said, the listener kept
+                said = asyncio.ensure_future(errors.get())
+                stopped = asyncio.ensure_future(stop.wait())
+                await asyncio.wait([said, stopped], return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                if said.done():
+                    click.echo(f"error: {said.result()}", err=True)
+                else:
+                    said.cancel()
+        finally:
+            await forwarding.close()
 
     with contextlib.suppress(KeyboardInterrupt):
         with_cluster(kubeconfig, kube_context, run)

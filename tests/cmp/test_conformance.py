@@ -155,7 +155,7 @@ def test_the_sidecar_env_never_reaches_cue(argocd_cmp_server: Any, plugin_dir: P
     assert ok.manifests == local("parser", "prod")  # cue ran without the sidecar's env
     with pytest.raises(CmpError) as err:
         server.generate(repo, "apps/broken", app_name="demo-dev")
-    assert "out of bound" in str(err.value) and SECRET_VALUE not in str(err.value) + server.log()
+    assert "port 70000 is out of range" in str(err.value) and SECRET_VALUE not in str(err.value) + server.log()
 
 
 def test_every_emitted_object_passes_a_server_side_dry_run(server: CmpServer, manifests_server: CmpServer,
