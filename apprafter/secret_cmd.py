@@ -5,6 +5,7 @@ and is printed nowhere; the cluster's certificate is fetched as kubeseal fetches
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,7 +85,6 @@ def seal(name: str, key: str, path: Path, environment: str, namespace: str | Non
     reads it as `env: VAR: secret: "NAME/KEY"` once the file is committed and pushed."""
     from apprafter.extras import require
     from apprafter.repo_login import cert_from, cert_from_cluster
-    from renderer.emit import dump_stream
     from renderer.load import load
     from renderer.locate import locate
 
@@ -117,7 +117,7 @@ def seal(name: str, key: str, path: Path, environment: str, namespace: str | Non
                                                                        f"{controller_name}"
     document = _sealed(pem, source, namespace, name, key, value, kept)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(dump_stream([document]))
+    target.write_text(json.dumps(document, indent=2) + "\n")  # JSON, as kubeseal writes: the plugin reads it fastest
     click.echo(f"sealed {key} into {display} (namespace {namespace}; {len(document['spec']['encryptedData'])} "
                f"keys): commit it, and read it with env: VAR: secret: \"{name}/{key}\"", err=True)
 

@@ -84,14 +84,17 @@ def test_seal_writes_a_strict_sealed_secret_that_opens_only_for_its_namespace_an
 
 def test_the_plugin_ships_the_environments_sealed_secrets_and_the_operator_makes_their_children(repo: Path) -> None:
     seal(repo, "key", "-e", "prod", value="v4lue-xyz")
-    ciphertext = yaml.safe_load((repo / SEALED).read_text())["spec"]["encryptedData"]["key"]
+    sealed = yaml.safe_load((repo / SEALED).read_text())  # written as JSON, as kubeseal writes by default
+    ciphertext = sealed["spec"]["encryptedData"]["key"]
+    other = {**sealed, "metadata": {**sealed["metadata"], "name": "other"}}  # as `kubeseal -o yaml` writes it
+    (repo / "apprafter/secrets/prod/other.yaml").write_text(yaml.safe_dump(other))
     cr = yaml.safe_load(run_cli("render", ".", "-e", "prod", "-n", "shop-prod", cwd=repo).stdout)
-    assert cr["spec"]["sealedSecrets"] == {"shop-session": {"key": ciphertext}}
+    assert cr["spec"]["sealedSecrets"] == {"other": {"key": ciphertext}, "shop-session": {"key": ciphertext}}
     staging = yaml.safe_load(run_cli("render", ".", "-e", "staging", "-n", "shop-staging", cwd=repo).stdout)
     assert "sealedSecrets" not in staging["spec"]  # prod's secrets are prod's
     objects = list(yaml.safe_load_all(run_cli("render", ".", "-e", "prod", "-n", "shop-prod", "--mode",
                                               "manifests", cwd=repo).stdout))
-    (child,) = [o for o in objects if o["kind"] == "SealedSecret"]
+    child = next(o for o in objects if o["kind"] == "SealedSecret" and o["metadata"]["name"] == "shop-session")
     assert child["metadata"]["name"] == "shop-session" and child["metadata"]["namespace"] == "shop-prod"
     assert child["spec"]["encryptedData"] == {"key": ciphertext}
     assert child["spec"]["template"]["metadata"]["annotations"] == {"apprafter.io/applications": "shop"}
