@@ -134,7 +134,7 @@ def _plan_one(from_: str, to: str, environment: str, output: str, namespace: str
     shown = loaded["new"] or loaded["old"]
     assert shown is not None
     if before is not None and after is not None and moved(before, after):
-        return _plan_rename(renamed(shown.source.display, environment, before, after, domain), output, colour)
+        return _write_entries(renamed(shown.source.display, environment, before, after, domain), output, colour)
     if after is None:
         assert before is not None
         result, status = removal(before, domain), "removed"
@@ -173,9 +173,9 @@ def _in_force(app: LoadedApp | None, before: Deployment | None) -> tuple[str, st
     return (image, digest) if isinstance(image, str) and digest else None
 
 
-def _plan_rename(entries: list[Entry], output: str, colour: bool) -> bool:
-    """A rename with --to: the removal of the old app and the first deployment of the new, as `plan PATH` shows
-    them (never a MigrationPlan: the cluster will create none)."""
+def _write_entries(entries: list[Entry], output: str, colour: bool) -> bool:
+    """Plan entries as `plan PATH` prints them (also a rename with --to: the removal of the old app and the first
+    deployment of the new, never a MigrationPlan: the cluster will create none); whether one is gated."""
     from compatibility.monorepo import plan_document
     from compatibility.text import render_entries
 
@@ -200,8 +200,7 @@ def _plan_tree(from_: str, path: Path, environments: tuple[str, ...], output: st
     against the same place at --from; an app gone from PATH is removed, one new in it a first deployment."""
     from apprafter.plan_sides import CR_SUFFIXES, keyed, load_side, load_tree
     from compatibility.application import DEFAULT_DOMAIN
-    from compatibility.monorepo import plan_all, plan_document
-    from compatibility.text import render_entries
+    from compatibility.monorepo import plan_all
     from renderer.errors import Problem, UserError
     from renderer.load import APP_DIR
     from renderer.render import discover, load_many
@@ -235,10 +234,4 @@ def _plan_tree(from_: str, path: Path, environments: tuple[str, ...], output: st
         entries = []
     if problems:
         raise UserError(problems)
-    if output == "markdown":
-        _write(_markdown(entries))
-    elif output == "json":
-        _write(json.dumps(plan_document(entries), indent=2) + "\n")
-    else:
-        _write(render_entries(entries, colour))
-    return any(e.gated for e in entries)
+    return _write_entries(entries, output, colour)
