@@ -38,24 +38,16 @@ spec: {
 
 def _repo(where: Path, secrets: int) -> Path:
     """An app repository with `secrets` sealed secrets for prod (sealed with a throwaway certificate)."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
-    from cryptography.x509.oid import NameOID
+
+    from tests.lifecycle.credentials.test_sealing import _certificate
 
     where.mkdir(parents=True)
     env = "".join(f'\t\t\tS{n}: secret: "s{n}/key"\n' for n in range(secrets))
     (where / "apprafter").mkdir()
     (where / "apprafter" / "Application.cue").write_text(APP % env)
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))
-    (where / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (where / "cert.pem").write_bytes(_certificate(key))
     for n in range(secrets):
         subprocess.run([*APPRAFTER, "secret", "seal", f"s{n}", "key", "-e", "prod", "-n", "shop-prod", "--cert",
                         "cert.pem"], cwd=where, input=b"value", check=True, capture_output=True)

@@ -6,19 +6,13 @@ tests/reconciler/test_sealed_secrets_cluster.py."""
 
 from __future__ import annotations
 
-import base64
-import datetime
-import struct
 from pathlib import Path
 
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.asymmetric import rsa
 
+from tests.lifecycle.credentials.test_sealing import _certificate, _open
 from tests.renderer.helpers import run_cli, write_app
 
 APP = '''apiVersion: "apprafter.io/v1alpha1"
@@ -43,22 +37,13 @@ def key() -> rsa.RSAPrivateKey:
 @pytest.fixture
 def repo(tmp_path: Path, key: rsa.RSAPrivateKey) -> Path:
     write_app(tmp_path, APP)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "sealed-secret")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
-            .sign(key, hashes.SHA256()))
-    (tmp_path / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "cert.pem").write_bytes(_certificate(key))
     return tmp_path
 
 
 def opened(key: rsa.RSAPrivateKey, ciphertext: str, namespace: str, name: str) -> bytes:
-    """What the controller does (crypto.HybridDecrypt): the session key under RSA-OAEP with the strict label."""
-    data = base64.b64decode(ciphertext)
-    (size,) = struct.unpack(">H", data[:2])
-    session = key.decrypt(data[2:2 + size], padding.OAEP(mgf=padding.MGF1(hashes.SHA256()), algorithm=hashes.SHA256(),
-                                                         label=f"{namespace}/{name}".encode()))
-    return AESGCM(session).decrypt(bytes(12), data[2 + size:], None)
+    """What the controller does: the session key under RSA-OAEP with the strict scope's label."""
+    return _open(key, ciphertext, f"{namespace}/{name}".encode())
 
 
 def seal(repo: Path, *args: str, value: str) -> None:

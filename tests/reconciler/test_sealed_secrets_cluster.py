@@ -60,7 +60,9 @@ def test_a_sealed_secret_is_unsealed_for_its_app_and_read_by_its_deployment(
     secret = wait("the controller's Secret", lambda: bed.get("v1", "Secret", "session", ns))
     assert base64.b64decode(secret["data"]["key"]).decode() == VALUE
     assert secret["metadata"]["annotations"]["apprafter.io/applications"] == "demo"
-    container = bed.get("apps/v1", "Deployment", "demo", ns)["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+    deployment = bed.get("apps/v1", "Deployment", "demo", ns)
+    assert deployment is not None
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert {"name": "SESSION_KEY", "valueFrom": {"secretKeyRef": {"name": "session", "key": "key"}}} in container["env"]
     assert VALUE not in operator.log()
 
@@ -76,5 +78,6 @@ def test_a_sealed_secret_never_takes_a_secret_someone_else_wrote(
             "sealed secret never overwrites it; seal yours under another name)") in said
     assert bed.get("bitnami.com/v1alpha1", "SealedSecret", "session", ns) is None
     assert bed.get("apps/v1", "Deployment", "demo", ns) is None
-    assert base64.b64decode(bed.get("v1", "Secret", "session", ns)["data"]["key"]) == b"theirs"  # type: ignore[index]
+    theirs = bed.get("v1", "Secret", "session", ns)
+    assert theirs is not None and base64.b64decode(theirs["data"]["key"]) == b"theirs"
     assert bed.get(API, "Application", "demo", ns) is not None
