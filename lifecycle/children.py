@@ -1,5 +1,5 @@
 """An Application's children: stamped with its namespace and controlling owner reference, and which of the live
-ones a pass prunes (an earlier apply made them, this render no longer has them)."""
+ones a pass prunes (an earlier apply made them, this render no longer has them) and when."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from controller_runtime.objects import controller_uid
 
-__all__ = ["owned", "owner_reference", "prunable"]
+__all__ = ["in_use", "owned", "owner_reference", "prunable"]
 
 
 def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,4 +42,37 @@ def prunable(live: Iterable[Mapping[str, Any]], desired: Sequence[Mapping[str, A
         if meta.get("namespace") != namespace or controller_uid(obj) != uid:
             continue
         out.append(obj)
+    return out
+
+
+def _secrets_read(pod: Mapping[str, Any]) -> set[str]:
+    """The Secrets a pod's containers read: env secretKeyRef, envFrom secretRef, secret volumes."""
+    spec = pod.get("spec") or {}
+    names: set[str] = set()
+    for container in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
+        for env in container.get("env") or ():
+            ref = ((env.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+            if ref:
+                names.add(str(ref))
+        for source in container.get("envFrom") or ():
+            ref = (source.get("secretRef") or {}).get("name")
+            if ref:
+                names.add(str(ref))
+    for volume in spec.get("volumes") or ():
+        ref = (volume.get("secret") or {}).get("secretName")
+        if ref:
+            names.add(str(ref))
+    return names
+
+
+def in_use(claims: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The claims (by name) whose connection Secret a pod still reads, terminating pods included: a need removed
+    from the app keeps its claim (and the backend its credentials) until the last pod started with it is gone, so
+    that the old pods answer with their backend while the rollout and the Gateway's drain replace them."""
+    read = set().union(*(_secrets_read(p) for p in pods))
+    out = set()
+    for claim in claims:
+        secret = (((claim.get("status") or {}).get("connection") or {}).get("secretName"))
+        if secret and secret in read:
+            out.add(str(claim["metadata"]["name"]))
     return out

@@ -20,7 +20,7 @@ from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself
-from controller_runtime.outcomes import Done, Outcome, Terminal
+from controller_runtime.outcomes import Done, NextCheck, Outcome, Terminal, soonest
 from controller_runtime.writes import ensure, prune, write_status
 from lifecycle import listeners
 from lifecycle.application import (
@@ -34,7 +34,7 @@ from lifecycle.application import (
     waiting_note,
 )
 from lifecycle.baseline import identity, record, record_name
-from lifecycle.children import prunable
+from lifecycle.children import in_use, prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME
 from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image
@@ -69,6 +69,8 @@ MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 # The pods of our Deployments (they carry the pod template's labels): their container states are the health.
 POD = GroupVersionKind("v1", "Pod")
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+# A removed need's claim held for a pod that still reads it is looked at again this soon at the latest.
+HELD_AGAIN = NextCheck(5.0)
 DRIFT_CORRECTIONS = Counter("apprafter_drift_corrections", "Children put back after another field manager changed "
                             "them (each a DriftCorrected Event on the Application)", ["kind"])
 
@@ -215,13 +217,14 @@ class ApplicationPass:
         if refusal is not None:
             return await self.refuse(refusal)
         live_plans = await self.ensure_plans(desired)
+        held = False
         try:
             await _all(self.ensure(claim) for claim in desired.claims)
             waiting = waiting_claims(desired.claims, {c["metadata"]["name"]: self.cached(c) or {}
                                                       for c in desired.claims})
             if not waiting:
                 await _all(self.ensure(child) for child in desired.children)
-                await self.prune(desired, live_plans)
+                held = await self.prune(desired, live_plans)
         except KubeError as e:
             with contextlib.suppress(KubeError):
                 await self.write_status(apply_failed(self.app, str(e), e.retryable))
@@ -237,6 +240,8 @@ class ApplicationPass:
                             PlanPhase(settled.consumed, APPLIED, "applied"), self.log)
             if settled.consumed_note is not None:
                 await self.record(settled.consumed_note)
+        if held:  # a removed need's claim waits for its last pod: its deletion brings a pass, this bounds the wait
+            return Done(soonest([HELD_AGAIN, *([images.next_check] if images.next_check else [])]))
         return Done(images.next_check)  # a followed tag is looked at again when due
 
     async def refuse(self, refusal: Refusal) -> Outcome:
@@ -294,11 +299,13 @@ class ApplicationPass:
         return workload(desired.children, live, pods, scoped_out(image, self.namespace, credentials),
                         listeners.full(held))
 
-    async def prune(self, desired: Desired, plans: Mapping[str, Mapping[str, Any]]) -> None:
+    async def prune(self, desired: Desired, plans: Mapping[str, Mapping[str, Any]]) -> bool:
         """Delete the children an earlier apply made that this render no longer has (lifecycle.children). A claim
         whose need the approved plan this pass carries out removes is marked first (lifecycle.retention): its
-        backend drops its data; every other claim's data stays."""
+        backend drops its data; every other claim's data stays. A claim a pod still reads waits (in_use): true
+        when one does."""
         uid = self.app["metadata"]["uid"]
+        held = False
         consumed = desired.decision.consumed
         for kind in KINDS:
             cache = self.controller.cache(kind)
@@ -312,8 +319,15 @@ class ApplicationPass:
                     chosen = [marked if c["metadata"]["name"] == marked["metadata"]["name"] else c for c in chosen]
                     log.info("claim data to drop", extra={**self.log, "child": claim["metadata"]["name"],
                                                           "plan": consumed})
+            if kind == CLAIM and chosen:
+                busy = in_use(chosen, self.controller.cache(POD).indexed(POD_INDEX, pods_key(self.app)))
+                if busy:
+                    held = True
+                    log.info("claim kept while pods read it", extra={**self.log, "children": sorted(busy)})
+                    chosen = [c for c in chosen if c["metadata"]["name"] not in busy]
             async for gone in prune(self.kube, cache, chosen):
                 log.info("pruned", extra={**self.log, "kind": kind.kind, "child": gone.obj["metadata"]["name"]})
+        return held
 
     async def record(self, note: Note) -> None:
         await record_event(self.recorder, self.app, note)

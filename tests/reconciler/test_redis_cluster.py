@@ -22,7 +22,7 @@ import pytest
 import redis
 from redis.exceptions import NoPermissionError
 
-from lifecycle.retention import FINALIZER
+from lifecycle.retention import DROP_ANNOTATION, FINALIZER
 from tests.reconciler.helpers import (
     API,
     add_provider,
@@ -199,6 +199,19 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_user_and_
             c.set(f"{fields['prefix']}b", "2")
     wait_phase(bed, namespace, "Ready", timeout=60)
 
+    # A pod of the running release, started with the need's connection Secret (the bare API server runs no
+    # kubelet: the object is what the operator reads), made before the change. While it lives, the approved
+    # removal keeps the claim and the backend its user: the old pods answer with their backend until the rollout
+    # and the Gateway's drain end them.
+    deployment = bed.get("apps/v1", "Deployment", "demo", namespace) or {}
+    template = deployment["spec"]["template"]
+    assert any(e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") == "demo-redis-conn"
+               for e in template["spec"]["containers"][0].get("env", []))
+    old_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "demo-old", "namespace": namespace,
+                                                               "labels": template["metadata"]["labels"]},
+               "spec": {"containers": template["spec"]["containers"]}}
+    bed.apply(old_pod, field_manager="kube-controller-manager")
+
     apply(bed, cr(namespace, edit(needs("own"), needs=None, env={"LOG_LEVEL": "info"})))
     st = wait_phase(bed, namespace, "AwaitingMigrationApproval", timeout=60)
     [plan] = plans(bed, namespace)
@@ -211,6 +224,14 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_user_and_
     approved = time.monotonic()  # the CLI's own start (a python process) counted in
     result = run_cli("migration", "approve", name, "-n", namespace, "--kubeconfig", str(bed.kubeconfig))
     assert result.returncode == 0, result.stderr
+    wait("plan applied", lambda: plan_phase(bed, namespace, name) == "applied" or None, 60)
+    held = bed.get(API, "ResourceClaim", "demo-redis", namespace)
+    assert held is not None and DROP_ANNOTATION in held["metadata"]["annotations"]  # marked, kept for the pod:
+    assert "deletionTimestamp" not in held["metadata"]  # not being deleted either
+    assert admin(redis_server).acl_getuser(mine["user"]) is not None
+    with client(mine) as c:
+        assert c.get(f"{mine['prefix']}a") == "1"  # the old pod's backend still answers it
+    bed.delete("v1", "Pod", "demo-old", namespace)  # the last old pod gone: the claim goes, its data is dropped
     wait("the claim gone", lambda: bed.get(API, "ResourceClaim", "demo-redis", namespace) is None or None, 60)
     print(f"`migration approve` run -> claim gone, its user and keys dropped: {time.monotonic() - approved:.2f} s")
     with admin(redis_server) as server:
@@ -223,7 +244,6 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_user_and_
         client(mine).ping()
     [dropped] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert name in dropped["note"] and "needs.redis" in dropped["note"]
-    wait("plan applied", lambda: plan_phase(bed, namespace, name) == "applied" or None)
     assert ADMIN not in operator.log() and mine["password"] not in operator.log()
 
 
