@@ -37,7 +37,10 @@ from tests.reconciler.helpers import cr, edit
 from tests.testbed import cnpg
 from tests.testbed.argocd import ARGOCD_API, ARGOCD_VERSIONS, sync_status
 from tests.testbed.argocd_pods import UPSTREAM_IMAGES
+from tests.testbed.distribution import delete_tag, tag_digest
 from tests.testbed.node import NodeTestBed, has_condition, start_node
+from tests.testbed.node_registry import push
+from tests.testbed.request_loop import BOUND, Loop, requests_through
 from tests.testbed.shop_on_node import (
     HOSTNAME,
     NEEDS,
@@ -46,6 +49,7 @@ from tests.testbed.shop_on_node import (
     SHOP_NAMESPACE,
     Run,
     app_cli,
+    commit,
     delete_and_recreate,
     forwarded,
     get_items,
@@ -75,9 +79,10 @@ from tests.testbed.stack_on_node import (
     StackOnNode,
     component_apps,
     from_zero,
+    operator_values,
     running_pods,
 )
-from tests.testbed.testapp import build_shop_app, build_test_app
+from tests.testbed.testapp import build_shop_app, build_test_app, variant_of
 from tests.testbed.traefik import CLASS, GATEWAY, GATEWAY_API, NodeGateway, install_traefik, listener_status
 from tests.testbed.traefik import NAMESPACE as GATEWAY_NAMESPACE
 
@@ -86,6 +91,7 @@ pytestmark = [pytest.mark.images, pytest.mark.node]
 API = "apprafter.io/v1alpha1"
 CRD_API = "apiextensions.k8s.io/v1"
 IMAGES = ("argocd", "redis", "argocd-cue-cmp", "apprafter-operator")
+SHOP_REPOSITORY = "shop/shop"  # in the stack's registry, on the node's network
 
 
 @dataclasses.dataclass
@@ -182,7 +188,8 @@ def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applicatio
                            timeout=300, what="the umbrella Synced at the verified digest")
     assert root["spec"]["source"]["targetRevision"] == stack.digest()
     assert root["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {
-        **{n: {"enabled": False} for n in LEFT_OUT}, "gateway": {"values": {"gatewayClassName": CLASS}}}
+        **{n: {"enabled": False} for n in LEFT_OUT}, "gateway": {"values": {"gatewayClassName": CLASS}},
+        "apprafter-operator": {"values": operator_values(stack)}}
     apps = stack.node.wait_list(ARGOCD_API, "Application", ARGOCD_NAMESPACE,
                                 lambda items: items if {a["metadata"]["name"] for a in items} ==
                                 set(OURS) | set(UNREACHABLE_REQUIRED) else None,
@@ -404,8 +411,10 @@ def test_the_argo_cd_ui_tree_shows_the_stack_and_the_app(booted: Booted) -> None
 
 @dataclasses.dataclass
 class Shop:
-    image: str
+    image: str  # as its Application.cue names it: a tag in the stack's registry, followed
+    deployed: str  # what its Deployment runs: the tag at the digest it named when the shop was pushed
     gateway: NodeGateway
+    workdir: Path
     first: Run | None = None
     posted: dict[str, Any] = dataclasses.field(default_factory=dict)  # what GET answered after the POSTs
 
@@ -418,8 +427,13 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     under the names the operator pod gives the instances it makes (the release's, `ghcr.io/apprafter/...`: imported
     and tagged, as the operator's own image is); Traefik serving the stack's own Gateways (class traefik: the
     bootstrap's `--gateway-class`), as k3s runs it, in place of Cilium's Gateway; the admin's HostnamePolicy that
-    lets the shop's namespace have the guide's hostname."""
-    node, started = booted.stack.node, time.monotonic()
+    lets the shop's namespace have the guide's hostname. The shop's image is pushed to the registry on the node's
+    network as a tag its Application.cue follows (imagePolicy.resolve: digest), pulled by the node's containerd over
+    plain HTTP (its hosts.toml) with the pull secret the tenant's SourceCredential derives (the login Secret stands in
+    for what the SealedSecrets controller unseals); the stack's operator asks that registry over plain HTTP too (the
+    admin's `imageUpdates.insecureRegistries`, stack_on_node)."""
+    stack = booted.stack
+    node, started = stack.node, time.monotonic()
     operator_image, postgres_image, traefik_image = (node.import_image(images[name].ref)
                                                      for name in ("cnpg", "postgresql", "traefik"))
     cnpg.install(node, operator_image, postgres_image)
@@ -428,14 +442,26 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     gateway = install_traefik(node, traefik_image, testbed_dir / "bootstrap-gateway", domain=DOMAIN, chart=False)
     node.ensure_namespace(SHOP_NAMESPACE)  # the admin makes the tenant's namespace (the tenants' project cannot)
     node.apply(hostname_policy(), field_manager="platform-admin")
-    image = node.import_image(build_shop_app())
+    workdir = testbed_dir / "bootstrap-shop"
+    push(stack.registry, build_shop_app(), f"{SHOP_REPOSITORY}:stable", workdir)
+    image = f"{stack.served.host}/{SHOP_REPOSITORY}:stable"
+    deployed = f"{image}@{tag_digest(stack.registry, SHOP_REPOSITORY, 'stable', workdir)}"
+    node.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
+                "metadata": {"name": "shop-pull", "namespace": NAMESPACE},
+                "stringData": {"username": stack.registry.reader, "password": stack.registry.reader_password}},
+               field_manager="sealed-secrets-controller")
+    node.apply({"apiVersion": API, "kind": "SourceCredential",
+                "metadata": {"name": "shop-pull", "namespace": NAMESPACE},
+                "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "shop-pull"}},
+                                      "hosts": [f"{stack.served.host}/shop/"], "namespaces": [SHOP_NAMESPACE]}}},
+               field_manager="platform-admin")
     print(f"the shop's set-up (CloudNativePG, Traefik, images imported and tagged): {time.monotonic() - started:.1f} s")
-    return Shop(image, gateway)
+    return Shop(image, deployed, gateway, workdir)
 
 
 def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then(booted: Booted, shop: Shop) -> None:
     stack, node = booted.stack, booted.stack.node
-    run = push_and_sync(stack, shop.gateway, shop.image)
+    run = push_and_sync(stack, shop.gateway, shop.image, shop.deployed)
     shop.first = run
     print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}; Degraded: {run.degraded}")
     assert not run.early, run.early
@@ -491,7 +517,7 @@ def test_app_status_logs_and_open_show_the_shop_as_its_developer_sees_it(booted:
 def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(booted: Booted, shop: Shop) -> None:
     stack = booted.stack
     assert shop.first is not None and shop.posted, "the previous test did not get the shop running"
-    run = delete_and_recreate(stack, shop.gateway, shop.image, shop.first.revision)
+    run = delete_and_recreate(stack, shop.gateway, shop.deployed, shop.first.revision)
     print(f"the shop again, new Argo CD Application -> each step (s): {run.steps}; Argo CD: {run.transitions}; "
           f"Degraded: {run.degraded}")
     assert not run.early, run.early
@@ -500,3 +526,97 @@ def test_deleting_the_argo_cd_application_and_creating_it_again_keeps_the_data(b
     assert all(run.claim_uids[name] != uid for name, uid in shop.first.claim_uids.items())
     serving(shop.gateway)
     assert get_items(shop.gateway) == shop.posted
+
+
+# --- 6. rollouts drop no request; a followed tag rolls out when it moves (issue 43 items 3 and 5) ------------------
+
+def _deployed(node: NodeTestBed) -> str:
+    deployment = node.get("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE) or {}
+    return str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def _pods_left(node: NodeTestBed, image: str) -> Any:
+    """A predicate on the shop's pods: true once every pod (terminating ones too) runs `image` and is Ready."""
+    def check(items: list[dict[str, Any]]) -> bool | None:
+        return True if items and all(p["spec"]["containers"][0]["image"] == image and has_condition(p, "Ready")
+                                     and not p["metadata"].get("deletionTimestamp") for p in items) else None
+    return check
+
+
+def _served_through(loop: Loop, node: NodeTestBed, image: str, after: int = 20) -> None:
+    """Until the rollout to `image` has ended (the old pods gone, drain and all) and `after` more requests have
+    been answered: the first request after a rollout is the one that used to hang."""
+    node.wait_list("v1", "Pod", SHOP_NAMESPACE, _pods_left(node, image), timeout=300,
+                   what=f"only the shop's pods running {image} left")
+    ended = len(loop.sent)
+    node.wait_list("v1", "Pod", SHOP_NAMESPACE, lambda _: True if len(loop.sent) >= ended + after else None,
+                   timeout=120, what=f"{after} requests after the rollout")
+
+
+def test_a_moved_tag_rolls_out_with_no_request_dropped_and_a_deleted_tag_keeps_its_digest(
+        booted: Booted, shop: Shop) -> None:
+    stack, node = booted.stack, booted.stack.node
+    assert shop.first is not None, "the shop never ran"
+    serving(shop.gateway)
+    assert _deployed(node) == shop.deployed
+    with requests_through(node.netns_path, shop.gateway.address, HOSTNAME, "/items", shop.gateway.ca_path) as loop:
+        # a release moves the tag: the operator asks the registry every 2 s, applies the new digest, the pods roll
+        push(stack.registry, variant_of(build_shop_app(), "v2"), f"{SHOP_REPOSITORY}:stable", shop.workdir)
+        second = f"{shop.image}@{tag_digest(stack.registry, SHOP_REPOSITORY, 'stable', shop.workdir)}"
+        assert second != shop.deployed
+        node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE, lambda d: _deployed(node) == second or None,
+                  timeout=120, what="the moved tag's digest applied")
+        _served_through(loop, node, second)
+    print(f"image rollout through the Gateway: {loop.summary()}")
+    assert loop.sent and not loop.failed(), [s for s in loop.sent if s.status != 200][:5]
+    assert max(s.took for s in loop.sent) < BOUND
+    ours = node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
+    [entry] = ours["status"]["images"]
+    assert entry["digest"] == second.rpartition("@")[2] and entry["image"] == shop.image
+    moved = [e for e in node.http.get(f"/apis/events.k8s.io/v1/namespaces/{SHOP_NAMESPACE}/events").json()["items"]
+             if e.get("reason") == "ImageDigestMoved"]
+    assert any(second.rpartition("@")[2] in str(e.get("note")) for e in moved), moved
+    assert get_items(shop.gateway) == shop.posted  # the same data, served by the new release
+
+    # the tag deleted in the registry: the running digest stays, and the status says why
+    delete_tag(stack.registry, SHOP_REPOSITORY, "stable")
+    gone = node.wait(API, "Application", SHOP, SHOP_NAMESPACE,
+                     lambda o: next((c for c in (o.get("status") or {}).get("conditions") or []
+                                     if c["type"] == "ImageResolved" and c["reason"] == "TagNotFound"), None),
+                     timeout=60, what="the deleted tag reported")
+    assert _deployed(node) == second
+    resolved = next(c for c in gone["status"]["conditions"] if c["type"] == "ImageResolved")
+    assert f"keeping {second.rpartition('@')[2]}, the digest running" in resolved["message"], resolved
+    shop.deployed = second
+
+
+def test_an_approved_plans_rollout_drops_no_request(booted: Booted, shop: Shop) -> None:
+    """The redis need removed in a commit: Argo CD syncs it, the operator holds it for a data-migration plan (the
+    app serving on), `apprafter migration approve`: the pods roll without REDIS_URL while the old ones keep their
+    Redis until they are gone (the claim waits for them), requests through the Gateway answered all along."""
+    stack, node = booted.stack, booted.stack.node
+    assert shop.first is not None, "the shop never ran"
+    serving(shop.gateway)
+    before = _deployed(node)
+    revision = commit(stack, shop.image, ("pg",), "the shop keeps its items in Postgres alone")
+    held = node.wait(API, "Application", SHOP, SHOP_NAMESPACE,
+                     lambda o: o if (o.get("status") or {}).get("phase") == "AwaitingMigrationApproval" else None,
+                     timeout=300, what="the need's removal held for a plan")
+    plan = held["status"]["migrationPlan"]
+    assert get_items(shop.gateway) == shop.posted  # held: nothing changed
+    with requests_through(node.netns_path, shop.gateway.address, HOSTNAME, "/items", shop.gateway.ca_path) as loop:
+        approved = subprocess.run([*APPRAFTER, "migration", "approve", plan, "-n", SHOP_NAMESPACE, "--kubeconfig",
+                                   str(node.kubeconfig)], capture_output=True, text=True, timeout=120, check=False)
+        assert approved.returncode == 0, approved.stderr
+        node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE,
+                  lambda d: None if any(e["name"] == "REDIS_URL" for e in
+                                        d["spec"]["template"]["spec"]["containers"][0].get("env", [])) else d,
+                  timeout=120, what="the shop's pods without REDIS_URL")
+        _served_through(loop, node, before)
+        node.wait_gone(API, "ResourceClaim", f"{SHOP}-redis", SHOP_NAMESPACE, timeout=120)
+    print(f"approved plan's rollout through the Gateway: {loop.summary()}")
+    assert loop.sent and not loop.failed(), [s for s in loop.sent if s.status != 200][:5]
+    assert max(s.took for s in loop.sent) < BOUND
+    assert get_items(shop.gateway) == {"pg": shop.posted["pg"]}
+    argo = node.get(ARGOCD_API, "Application", SHOP_ARGO, ARGOCD_NAMESPACE) or {}
+    assert sync_status(argo)[2] == revision

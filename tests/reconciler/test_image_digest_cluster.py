@@ -6,7 +6,6 @@ lifecycle.image_digest's rules are tests/lifecycle/test_image_digest.py."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from reconciler.image_digests import ask
 from tests.reconciler.helpers import API, apply, condition, cr, edit, events, fresh_namespace, plans, wait_showing
 from tests.reconciler.helpers import status as app_status
 from tests.reconciler.operator_proc import Operator
-from tests.testbed.distribution import AuthRegistry, distribution
+from tests.testbed.distribution import AuthRegistry, delete_tag, distribution
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.procs import free_port
 
@@ -51,15 +50,6 @@ def push(registry: AuthRegistry, repository: str, tag: str, content: str, workdi
         client.close()
     assert found is not None
     return found
-
-
-def delete_tag(registry: AuthRegistry, repository: str, tag: str) -> None:
-    """What a tag deletion does to distribution's storage (its tag link goes, the manifests stay): the bed's
-    distribution 2.8 has no tag-delete API (it came with distribution 3), and deleting the manifest would take
-    the running digest with it."""
-    assert registry.config is not None
-    tags = registry.config.parent / "data/docker/registry/v2/repositories" / repository / "_manifests/tags"
-    shutil.rmtree(tags / tag)
 
 
 def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_when_it_goes(

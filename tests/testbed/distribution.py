@@ -16,6 +16,7 @@ import datetime
 import http.server
 import json
 import secrets
+import shutil
 import threading
 import time
 import urllib.parse
@@ -30,7 +31,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.x509.oid import NameOID
 
-from tests.testbed.procs import ManagedProcess, free_port, tool, wait_for
+from platform_stack.docker_config import parse_docker_config
+from platform_stack.registry.client import connect
+from tests.testbed.procs import BedError, ManagedProcess, free_port, tool, wait_for
 
 SERVICE = "apprafter-testbed-registry"
 ISSUER = "apprafter-testbed-token-issuer"
@@ -225,3 +228,26 @@ def start_distribution(workdir: Path, flavour: str, timeout: float = 20.0) -> Au
     except BaseException:
         registry.stop()
         raise
+
+
+def delete_tag(registry: AuthRegistry, repository: str, tag: str) -> None:
+    """What a tag deletion does to distribution's storage (its tag link goes, the manifests stay): the bed's
+    distribution 2.8 has no tag-delete API (it came with distribution 3), and deleting the manifest would take
+    the running digest with it."""
+    assert registry.config is not None
+    tags = registry.config.parent / "data/docker/registry/v2/repositories" / repository / "_manifests/tags"
+    shutil.rmtree(tags / tag)
+
+
+def tag_digest(registry: AuthRegistry, repository: str, tag: str, workdir: Path) -> str:
+    """The digest `repository:tag` names in the registry now (asked with the pusher's login)."""
+    config = parse_docker_config((registry.docker_config(workdir / "digest-login") / "config.json").read_bytes(),
+                                 "the pusher's config")
+    client = connect(registry.url, True, [config], helpers=False)
+    try:
+        found = client.digest(repository, tag)
+    finally:
+        client.close()
+    if found is None:
+        raise BedError(f"{registry.url}/{repository}:{tag} is not in the registry")
+    return found

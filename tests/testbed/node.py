@@ -236,6 +236,15 @@ class NodeTestBed(KubeTestBed):
         self._images[image_id] = name
         return name
 
+    def pull_over_http(self, host: str) -> None:
+        """containerd pulls from registry `host` (an address inside the node's namespace) over plain HTTP, as a
+        cluster's nodes are told of their own network's registry (a hosts.toml under its config_path, read at each
+        pull)."""
+        directory = self.dir / "containerd" / "certs.d" / host
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "hosts.toml").write_text(f'server = "http://{host}"\n\n[host."http://{host}"]\n'
+                                              '  capabilities = ["pull", "resolve"]\n')
+
     def ctr(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
         """containerd's own client on the node's containerd (namespace k8s.io, where the kubelet's pods are)."""
         return _ctr(self.dir / "containerd" / "containerd.sock", *args, check=check)
@@ -877,6 +886,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   stream_server_address = "127.0.0.1"
   tolerate_missing_hugetlb_controller = true
   disable_hugetlb_controller = true
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{root / 'certs.d'}"
 
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"

@@ -61,6 +61,7 @@ def serve_on_node(registry: AuthRegistry, node: NodeTestBed, workdir: Path, time
     process = ManagedProcess("docker-registry-node", node.nsenter(tool("docker-registry"), "serve",
                                                                   workdir / "config.yml"), workdir / "registry.log")
     served = NodeRegistry(f"127.0.0.1:{port}", process, token_server)
+    node.pull_over_http(served.host)  # said, not left to containerd's loopback default
     try:
         wait_for("the node's registry to challenge on /v2/",
                  lambda: node.request("GET", f"http://{served.host}/v2/").status_code == 401 or None, timeout, process)
@@ -83,6 +84,7 @@ def serve_at_node_ip(registry: AuthRegistry, node: NodeTestBed, workdir: Path, t
     process = ManagedProcess("docker-registry-node-ip", node.nsenter(tool("docker-registry"), "serve",
                                                                      workdir / "config.yml"), workdir / "registry.log")
     served = NodeRegistry(f"{node.node_ip}:{port}", process)
+    node.pull_over_http(served.host)  # the node's own network's registry, plain HTTP (pods pull the shop from it)
     try:
         wait_for("the node's registry to challenge on /v2/",
                  lambda: node.request("GET", f"http://{served.host}/v2/").status_code == 401 or None, timeout, process)

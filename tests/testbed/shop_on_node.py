@@ -43,6 +43,7 @@ ENV: dict[str, dict[str, str]] = {"pg": {"DATABASE_URL": "claim.pg.url"},
                                   "redis": {"REDIS_URL": "claim.redis.url", "REDIS_PREFIX": "claim.redis.prefix"}}
 NEEDS = ("pg", "redis")  # the guide's example: both, each served by its integrated provider's backend
 WAIT = 300.0
+FOLLOW_INTERVAL = "2s"  # how often the operator asks the registry about the shop's tag
 HOSTNAME = "shop.acme.example"  # the guide's prod hostname: outside the platform's domain, so the admin allows it
 
 
@@ -53,9 +54,12 @@ def hostname_policy() -> dict[str, Any]:
 
 
 def shop_cue(image: str, needs: Sequence[str] = NEEDS) -> str:
-    """The guide's example, shaped for the node: the shop's image, public with its own hostname in prod, its
-    readiness on /healthz (200 once every backend answers), one replica in prod."""
+    """The guide's example, shaped for the node: the shop's image (a tag in a registry is followed: the operator
+    applies its digest and rolls out when it moves), public with its own hostname in prod, its readiness on /healthz
+    (200 once every backend answers), one replica in prod."""
     need_lines = "".join(f"\t\tneeds: {need}: {{}}\n" for need in needs)
+    if not image.startswith("localhost/"):
+        need_lines += f'\t\timagePolicy: {{resolve: "digest", interval: "{FOLLOW_INTERVAL}"}}\n'
     env_lines = "".join(f"\t\t\t{key}: {ref}\n" for need in needs for key, ref in ENV[need].items())
     return f'''apiVersion: "apprafter.io/v1alpha1"
 kind:       "Application"
@@ -200,14 +204,27 @@ def to_healthy(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequ
     return run
 
 
-def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequence[str] = NEEDS) -> Run:
+def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, deployed: str,
+                  needs: Sequence[str] = NEEDS) -> Run:
     """The user's commit to their repository on the bed's git, then `apprafter app add` (the tenants' AppProject,
-    the namespace the admin made); each step until Healthy timed from the commit."""
+    the namespace the admin made); each step until Healthy (the Deployment running `deployed`) timed from the
+    commit."""
     assert stack.git is not None
     started = time.monotonic()
     revision = stack.git.create(SHOP, {APP_FILE: shop_cue(image, needs)}, message="the shop")
     app_cli(stack, "add", "-e", "prod", "--repo", stack.git.url(SHOP))
-    return to_healthy(stack, gateway, image, needs, Run(started, revision))
+    return to_healthy(stack, gateway, deployed, needs, Run(started, revision))
+
+
+def commit(stack: StackOnNode, image: str, needs: Sequence[str], message: str) -> str:
+    """The user's next commit to the shop's repository, and the refresh its git webhook would ask of Argo CD."""
+    assert stack.git is not None
+    revision = stack.git.commit(SHOP, {APP_FILE: shop_cue(image, needs)}, message)
+    stack.node.apply({"apiVersion": ARGOCD_API, "kind": "Application",
+                      "metadata": {"name": SHOP_ARGO, "namespace": ARGOCD_NAMESPACE,
+                                   "annotations": {"argocd.argoproj.io/refresh": "normal"}}},
+                     field_manager="git-webhook")
+    return revision
 
 
 def app_cli(stack: StackOnNode, command: str, *args: str, timeout: float = 120) -> str:
@@ -245,7 +262,7 @@ def forwarded(stack: StackOnNode) -> Iterator[str]:
     assert process.returncode == 0, process.stderr.read() if process.stderr else ""
 
 
-def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, image: str, revision: str,
+def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, deployed: str, revision: str,
                         needs: Sequence[str] = NEEDS) -> Run:
     """`apprafter app remove` (Argo CD's cascade: our Application goes, then its Deployment and claims), wait until
     they are gone, `apprafter app add` again; timed from the new Argo CD Application to Healthy."""
@@ -260,7 +277,7 @@ def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, image: str, re
                    what="the shop's pods gone")
     started = time.monotonic()
     app_cli(stack, "add", "-e", "prod", "--repo", stack.git.url(SHOP))
-    return to_healthy(stack, gateway, image, needs, Run(started, revision))
+    return to_healthy(stack, gateway, deployed, needs, Run(started, revision))
 
 
 def ask(gateway: NodeGateway, method: str, path: str, body: bytes | None = None) -> Answer:

@@ -234,10 +234,17 @@ def cluster_bootstrap(stack: StackOnNode, *args: str, version: str = VERSION) ->
 CHECK_INTERVAL = "10s"  # the controller's floor: the upgrade below is found by a check, not by waiting 6 h
 
 
+def operator_values(stack: StackOnNode) -> dict[str, Any]:
+    """The admin's values for the operator: its image updates may ask the registry on the node's network, which
+    serves plain HTTP (as the node's containerd is told: node_registry)."""
+    return {"imageUpdates": {"insecureRegistries": [stack.served.host]}}
+
+
 def leave_out_optional(stack: StackOnNode) -> None:
-    """The admin turns off the default components it cannot (or does not want to) run (PlatformStack overrides) and
-    has the channel checked every CHECK_INTERVAL."""
-    patch = {"spec": {"overrides": {name: {"enabled": False} for name in LEFT_OUT},
+    """The admin turns off the default components it cannot (or does not want to) run (PlatformStack overrides),
+    gives the operator its registry settings, and has the channel checked every CHECK_INTERVAL."""
+    patch = {"spec": {"overrides": {**{name: {"enabled": False} for name in LEFT_OUT},
+                                    "apprafter-operator": {"values": operator_values(stack)}},
                       "source": {"checkInterval": CHECK_INTERVAL}}}
     stack.node.kubectl("-n", NAMESPACE, "patch", "platformstack", "default", "--type", "merge", "-p", json.dumps(patch))
 

@@ -58,3 +58,20 @@ def _build(source: Path, name: str, packages: str = "") -> str:
         _run(["buildah", "bud", "--quiet", "--isolation", "chroot", "--timestamp", EPOCH, "--build-arg",
               f"BASE={base}", "-f", str(source / "Containerfile"), "-t", ref, str(source)])
     return ref
+
+
+def variant_of(ref: str, label: str) -> str:
+    """`ref` with one label more (`apprafter.test/variant=<label>`): the same layers, another config, so another
+    digest once pushed — a release that moves a tag, without a build."""
+    repository, _, tag = ref.rpartition(":")
+    target = f"{repository}:{tag}-{label}"
+    exists = subprocess.run(["podman", "image", "exists", target], check=False,
+                            env={**os.environ, "CONTAINERS_CONF": str(REPO / "tools" / "containers.conf")})
+    if exists.returncode != 0:
+        _run(["buildah", "from", "--pull=never", "--name", f"variant-{CHECKOUT}-{label}", ref])
+        try:
+            _run(["buildah", "config", "--label", f"apprafter.test/variant={label}", f"variant-{CHECKOUT}-{label}"])
+            _run(["buildah", "commit", "--quiet", "--timestamp", EPOCH, f"variant-{CHECKOUT}-{label}", target])
+        finally:
+            subprocess.run(["buildah", "rm", f"variant-{CHECKOUT}-{label}"], capture_output=True, check=False)
+    return target
