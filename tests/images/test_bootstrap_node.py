@@ -17,6 +17,7 @@ off through the PlatformStack's overrides."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import subprocess
@@ -41,9 +42,11 @@ from tests.testbed.distribution import delete_tag, tag_digest
 from tests.testbed.node import NodeTestBed, has_condition, start_node
 from tests.testbed.node_registry import push
 from tests.testbed.request_loop import BOUND, Loop, requests_through
+from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
 from tests.testbed.shop_on_node import (
     HOSTNAME,
     NEEDS,
+    SESSION_SECRET,
     SHOP,
     SHOP_ARGO,
     SHOP_NAMESPACE,
@@ -91,7 +94,8 @@ pytestmark = [pytest.mark.images, pytest.mark.node]
 API = "apprafter.io/v1alpha1"
 CRD_API = "apiextensions.k8s.io/v1"
 IMAGES = ("argocd", "redis", "argocd-cue-cmp", "apprafter-operator")
-SHOP_REPOSITORY = "shop/shop"  # in the stack's registry, on the node's network
+SHOP_REPOSITORY = "shop/shop"
+SESSION_VALUE = "a-session-key-of-the-shops-own"  # in the stack's registry, on the node's network
 
 
 @dataclasses.dataclass
@@ -415,12 +419,13 @@ class Shop:
     deployed: str  # what its Deployment runs: the tag at the digest it named when the shop was pushed
     gateway: NodeGateway
     workdir: Path
+    sealed_secrets: SealedSecrets  # the controller that opens the shop's sealed session key
     first: Run | None = None
     posted: dict[str, Any] = dataclasses.field(default_factory=dict)  # what GET answered after the POSTs
 
 
 @pytest.fixture(scope="module")
-def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
+def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Iterator[Shop]:
     """The shop's image in the node's containerd; CloudNativePG installed from the images built here, as the
     stand-in for the stack's `cloudnative-pg` component (its chart is on a public repository: LEFT_OUT; volumes from
     the node's default StorageClass, as the solo tier's pg-integrated names none); the redis and PostgreSQL images
@@ -431,7 +436,9 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
     network as a tag its Application.cue follows (imagePolicy.resolve: digest), pulled by the node's containerd over
     plain HTTP (its hosts.toml) with the pull secret the tenant's SourceCredential derives (the login Secret stands in
     for what the SealedSecrets controller unseals); the stack's operator asks that registry over plain HTTP too (the
-    admin's `imageUpdates.insecureRegistries`, stack_on_node)."""
+    admin's `imageUpdates.insecureRegistries`, stack_on_node). The SealedSecrets controller (the real one, built by
+    the set-up) runs beside the node against its API server, in place of the stack's `sealed-secrets` component
+    (LEFT_OUT: its chart is on a public repository): the shop's session key is sealed with its certificate."""
     stack = booted.stack
     node, started = stack.node, time.monotonic()
     operator_image, postgres_image, traefik_image = (node.import_image(images[name].ref)
@@ -455,13 +462,17 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Shop:
                 "spec": {"registry": {"backend": {"sealedSecretRef": {"name": "shop-pull"}},
                                       "hosts": [f"{stack.served.host}/shop/"], "namespaces": [SHOP_NAMESPACE]}}},
                field_manager="platform-admin")
+    controller = start_sealed_secrets(node, workdir / "sealed-secrets")
     print(f"the shop's set-up (CloudNativePG, Traefik, images imported and tagged): {time.monotonic() - started:.1f} s")
-    return Shop(image, deployed, gateway, workdir)
+    try:
+        yield Shop(image, deployed, gateway, workdir, controller)
+    finally:
+        controller.stop()
 
 
 def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then(booted: Booted, shop: Shop) -> None:
     stack, node = booted.stack, booted.stack.node
-    run = push_and_sync(stack, shop.gateway, shop.image, shop.deployed)
+    run = push_and_sync(stack, shop.gateway, shop.image, shop.deployed, shop.sealed_secrets.cert_url, SESSION_VALUE)
     shop.first = run
     print(f"the shop, commit -> each step (s): {run.steps}; Argo CD: {run.transitions}; Degraded: {run.degraded}")
     assert not run.early, run.early
@@ -478,6 +489,10 @@ def test_the_guides_example_gets_its_backends_and_argo_cd_says_healthy_only_then
         assert {"url", "host", "port", "user", "password"} <= set(secret.get("data") or {}), need
     ours = node.get(API, "Application", SHOP, SHOP_NAMESPACE) or {}
     assert ours["status"]["phase"] == "Ready"
+    # the session key: sealed in the repository, opened by the cluster's controller into the Secret the pods read
+    opened = node.get("v1", "Secret", SESSION_SECRET, SHOP_NAMESPACE) or {}
+    assert base64.b64decode(opened["data"]["key"]).decode() == SESSION_VALUE
+    assert [o["kind"] for o in opened["metadata"]["ownerReferences"]] == ["SealedSecret"]
     # Its hostname's own HTTPS listener on the stack's Gateway, added by the operator pod, programmed by Traefik.
     live = node.get(GATEWAY_API, "Gateway", GATEWAY, GATEWAY_NAMESPACE) or {}
     assert listener_status(live, HOSTNAME)["Programmed"]["status"] == "True"

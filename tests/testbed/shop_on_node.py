@@ -43,6 +43,7 @@ ENV: dict[str, dict[str, str]] = {"pg": {"DATABASE_URL": "claim.pg.url"},
                                   "redis": {"REDIS_URL": "claim.redis.url", "REDIS_PREFIX": "claim.redis.prefix"}}
 NEEDS = ("pg", "redis")  # the guide's example: both, each served by its integrated provider's backend
 WAIT = 300.0
+SESSION_SECRET = "shop-session"  # the guide's `SESSION_KEY: secret: "shop-session/key"`, sealed in the repository
 FOLLOW_INTERVAL = "2s"  # how often the operator asks the registry about the shop's tag
 HOSTNAME = "shop.acme.example"  # the guide's prod hostname: outside the platform's domain, so the admin allows it
 
@@ -61,6 +62,7 @@ def shop_cue(image: str, needs: Sequence[str] = NEEDS) -> str:
     if not image.startswith("localhost/"):
         need_lines += f'\t\timagePolicy: {{resolve: "digest", interval: "{FOLLOW_INTERVAL}"}}\n'
     env_lines = "".join(f"\t\t\t{key}: {ref}\n" for need in needs for key, ref in ENV[need].items())
+    env_lines += f'\t\t\tSESSION_KEY: secret: "{SESSION_SECRET}/key"\n'
     return f'''apiVersion: "apprafter.io/v1alpha1"
 kind:       "Application"
 metadata: name: "{SHOP}"
@@ -204,14 +206,20 @@ def to_healthy(stack: StackOnNode, gateway: NodeGateway, image: str, needs: Sequ
     return run
 
 
-def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, deployed: str,
-                  needs: Sequence[str] = NEEDS) -> Run:
-    """The user's commit to their repository on the bed's git, then `apprafter app add` (the tenants' AppProject,
-    the namespace the admin made); each step until Healthy (the Deployment running `deployed`) timed from the
-    commit."""
+def push_and_sync(stack: StackOnNode, gateway: NodeGateway, image: str, deployed: str, cert_url: str,
+                  session_key: str, needs: Sequence[str] = NEEDS) -> Run:
+    """The user's commits to their repository on the bed's git (the app, then its session key sealed with the
+    certificate at `cert_url`), then `apprafter app add` (the tenants' AppProject, the namespace the admin made);
+    each step until Healthy (the Deployment running `deployed`) timed from the first commit."""
     assert stack.git is not None
     started = time.monotonic()
-    revision = stack.git.create(SHOP, {APP_FILE: shop_cue(image, needs)}, message="the shop")
+    stack.git.create(SHOP, {APP_FILE: shop_cue(image, needs)}, message="the shop")
+    # the guide's Secrets step: the session key sealed with the cluster's certificate, committed beside the app
+    sealed = subprocess.run([sys.executable, "-m", "apprafter", "secret", "seal", SESSION_SECRET, "key", "-e", "prod",
+                             "--cert", cert_url], cwd=stack.git.base / SHOP, input=session_key, capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert sealed.returncode == 0, sealed.stderr
+    revision = stack.git.commit(SHOP, {}, "the session key, sealed")
     app_cli(stack, "add", "-e", "prod", "--repo", stack.git.url(SHOP))
     return to_healthy(stack, gateway, deployed, needs, Run(started, revision))
 

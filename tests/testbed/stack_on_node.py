@@ -35,6 +35,7 @@ from tests.argocd.objects import APP_FILE, served
 from tests.testbed.argocd import ARGOCD_API, IN_CLUSTER, operation_phase, sync_status
 from tests.testbed.argocd_pods import PodArgoCD, manifest_for_node, pod_templates, server_answers, workload_ready
 from tests.testbed.cert_manager import CERT_MANAGER_API, inject_ca, issue_certificate, mark_ready
+from tests.testbed.crds import sealed_secret_crd
 from tests.testbed.distribution import AuthRegistry, start_distribution
 from tests.testbed.gitops import rolled_out
 from tests.testbed.gitserver import GitServer, start_git_server
@@ -210,7 +211,9 @@ def prerequisites(stack: StackOnNode) -> None:
     node.apply({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
                 "metadata": {"name": REGISTRY_SECRET, "namespace": NAMESPACE},
                 "data": {".dockerconfigjson": base64.b64encode(config).decode()}}, field_manager="platform-admin")
-    node.install_crds([f for f in crd_files() if f.parent.name.split("-v")[0] in STAND_IN_CRDS])
+    # the SealedSecret CRD as the left-out sealed-secrets component would install it (its controller runs beside
+    # the node for the shop: test_bootstrap_node)
+    node.install_crds([*(f for f in crd_files() if f.parent.name.split("-v")[0] in STAND_IN_CRDS), sealed_secret_crd()])
 
 
 def argocd_manifest(stack: StackOnNode) -> Path:
