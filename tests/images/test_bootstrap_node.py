@@ -23,7 +23,7 @@ import json
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from tests.testbed.argocd_pods import UPSTREAM_IMAGES
 from tests.testbed.distribution import delete_tag, tag_digest
 from tests.testbed.node import NodeTestBed, has_condition, start_node
 from tests.testbed.node_registry import push
+from tests.testbed.procs import wait_for
 from tests.testbed.request_loop import BOUND, Loop, requests_through
 from tests.testbed.sealed_secrets import SealedSecrets, start_sealed_secrets
 from tests.testbed.shop_on_node import (
@@ -550,22 +551,26 @@ def _deployed(node: NodeTestBed) -> str:
     return str(deployment["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
-def _pods_left(node: NodeTestBed, image: str) -> Any:
-    """A predicate on the shop's pods: true once every pod (terminating ones too) runs `image` and is Ready."""
-    def check(items: list[dict[str, Any]]) -> bool | None:
-        return True if items and all(p["spec"]["containers"][0]["image"] == image and has_condition(p, "Ready")
-                                     and not p["metadata"].get("deletionTimestamp") for p in items) else None
-    return check
+def _runs(image: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda pod: bool(pod["spec"]["containers"][0]["image"] == image)
 
 
-def _served_through(loop: Loop, node: NodeTestBed, image: str, after: int = 20) -> None:
-    """Until the rollout to `image` has ended (the old pods gone, drain and all) and `after` more requests have
-    been answered: the first request after a rollout is the one that used to hang."""
-    node.wait_list("v1", "Pod", SHOP_NAMESPACE, _pods_left(node, image), timeout=300,
-                   what=f"only the shop's pods running {image} left")
+def _without(name: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda pod: all(e["name"] != name for e in pod["spec"]["containers"][0].get("env", []))
+
+
+def _served_through(loop: Loop, node: NodeTestBed, what: str, new: Callable[[dict[str, Any]], bool],
+                    after: int = 20) -> None:
+    """Until the rollout has ended — every pod left (terminating ones too: the drain) is a `new` one and Ready —
+    and `after` more requests have been answered: the first request after a rollout is the one that used to hang."""
+    node.wait_list("v1", "Pod", SHOP_NAMESPACE,
+                   lambda items: True if items and all(new(p) and has_condition(p, "Ready")
+                                                       and not p["metadata"].get("deletionTimestamp")
+                                                       for p in items) else None,
+                   timeout=300, what=f"only the shop's pods {what} left")
     ended = len(loop.sent)
-    node.wait_list("v1", "Pod", SHOP_NAMESPACE, lambda _: True if len(loop.sent) >= ended + after else None,
-                   timeout=120, what=f"{after} requests after the rollout")
+    wait_for(f"{after} requests after the rollout", lambda: True if len(loop.sent) >= ended + after else None, 120,
+             interval=0.1)
 
 
 def test_a_moved_tag_rolls_out_with_no_request_dropped_and_a_deleted_tag_keeps_its_digest(
@@ -581,7 +586,7 @@ def test_a_moved_tag_rolls_out_with_no_request_dropped_and_a_deleted_tag_keeps_i
         assert second != shop.deployed
         node.wait("apps/v1", "Deployment", SHOP, SHOP_NAMESPACE, lambda d: _deployed(node) == second or None,
                   timeout=120, what="the moved tag's digest applied")
-        _served_through(loop, node, second)
+        _served_through(loop, node, f"running {second}", _runs(second))
     print(f"image rollout through the Gateway: {loop.summary()}")
     assert loop.sent and not loop.failed(), [s for s in loop.sent if s.status != 200][:5]
     assert max(s.took for s in loop.sent) < BOUND
@@ -612,7 +617,6 @@ def test_an_approved_plans_rollout_drops_no_request(booted: Booted, shop: Shop) 
     stack, node = booted.stack, booted.stack.node
     assert shop.first is not None, "the shop never ran"
     serving(shop.gateway)
-    before = _deployed(node)
     revision = commit(stack, shop.image, ("pg",), "the shop keeps its items in Postgres alone")
     held = node.wait(API, "Application", SHOP, SHOP_NAMESPACE,
                      lambda o: o if (o.get("status") or {}).get("phase") == "AwaitingMigrationApproval" else None,
@@ -627,7 +631,7 @@ def test_an_approved_plans_rollout_drops_no_request(booted: Booted, shop: Shop) 
                   lambda d: None if any(e["name"] == "REDIS_URL" for e in
                                         d["spec"]["template"]["spec"]["containers"][0].get("env", [])) else d,
                   timeout=120, what="the shop's pods without REDIS_URL")
-        _served_through(loop, node, before)
+        _served_through(loop, node, "without REDIS_URL", _without("REDIS_URL"))
         node.wait_gone(API, "ResourceClaim", f"{SHOP}-redis", SHOP_NAMESPACE, timeout=120)
     print(f"approved plan's rollout through the Gateway: {loop.summary()}")
     assert loop.sent and not loop.failed(), [s for s in loop.sent if s.status != 200][:5]
