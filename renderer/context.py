@@ -54,6 +54,11 @@ class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses`
     domain: str = "apps.example.com"
     gateway_name: str = GATEWAYS["public"]
     gateway_namespace: str = GATEWAY_NAMESPACE
+    # Seconds from a pod's removal from the EndpointSlices until the Gateway's data plane stops sending to it: an
+    # exposed app's pods pause that long before SIGTERM (renderer.health.drain). 5 = Traefik's
+    # providersThrottleDuration (2 s by default) + the EndpointSlice watch's latency, with margin; Cilium's Envoy
+    # learns faster, so 5 covers it too.
+    gateway_drain_seconds: int = 5
     tier: str = "solo"
     # The cluster's IP families; None lets the API server choose (PreferDualStack without ipFamilies).
     ip_families: tuple[str, ...] | None = None

@@ -1,13 +1,16 @@
-"""A workload's health: the probes its container gets and the rollout that waits for them (one place for both
-the renderer and the classifier)."""
+"""A workload's health: the probes its container gets, the rollout that waits for them and the drain that ends a
+pod (one place for both the renderer and the classifier)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["PROBES", "PROBE_DEFAULTS", "PROGRESS_DEADLINE", "ROLLING_UPDATE", "container_probes", "describe",
-           "health_problems", "probes", "progress_deadline", "ready_allowance"]
+from renderer.context import PlatformContext
+
+__all__ = ["APP_SHUTDOWN_SECONDS", "PROBES", "PROBE_DEFAULTS", "PROGRESS_DEADLINE", "ROLLING_UPDATE", "Drain",
+           "container_probes", "describe", "drain", "health_problems", "probes", "progress_deadline",
+           "ready_allowance"]
 
 PROBES = ("readiness", "liveness", "startup")
 # Kubernetes' own defaults for a probe's timings, written out so the object says what runs.
@@ -19,6 +22,9 @@ PROGRESS_DEADLINE = 600
 # Never fewer ready pods than desired while rolling: a new pod must be Ready before an old one goes. The surge
 # is Kubernetes' default (25%, rounded up: one extra pod for 1-4 replicas, so a single replica is covered too).
 ROLLING_UPDATE: Mapping[str, Any] = {"maxSurge": "25%", "maxUnavailable": 0}
+# The app's own shutdown after SIGTERM: Kubernetes' default terminationGracePeriodSeconds, which a preStop pause
+# would otherwise eat into (the grace period counts from the pause's start).
+APP_SHUTDOWN_SECONDS = 30
 _K8S_FIELD = {"readiness": "readinessProbe", "liveness": "livenessProbe", "startup": "startupProbe"}
 
 
@@ -107,3 +113,25 @@ def health_problems(eff: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]]
                     f"than the {allowance} s the probes give a healthy pod to become ready ({source}), or every "
                     "slow start is reported as a failed rollout"))
     return out
+
+
+class Drain(NamedTuple):
+    """What a pod does when it is stopped: its container's fields and its pod spec's."""
+
+    container: dict[str, Any]
+    pod: dict[str, Any]
+
+
+def drain(eff: Mapping[str, Any], context: PlatformContext) -> Drain:
+    """An exposed app's pod keeps answering for the Gateway's propagation before SIGTERM, so no request reaches a
+    stopped pod: a preStop sleep of context.gateway_drain_seconds (Kubernetes' sleep action, beta and on since 1.30,
+    GA in 1.34: no `sleep` binary in the image) and a grace period of that pause plus APP_SHUTDOWN_SECONDS.
+
+    Kubernetes drops a deleted pod from the EndpointSlices and sends SIGTERM at once; the Gateway hears of the
+    removal later. A worker (no expose) gets neither: nothing routes to it.
+    """
+    if not eff.get("expose"):
+        return Drain({}, {})
+    pause = context.gateway_drain_seconds
+    container = {"lifecycle": {"preStop": {"sleep": {"seconds": pause}}}} if pause else {}
+    return Drain(container, {"terminationGracePeriodSeconds": pause + APP_SHUTDOWN_SECONDS})

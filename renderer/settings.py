@@ -81,6 +81,10 @@ DNS_LABEL = Rule(patterns.RULES["_dnsLabel"], _when(patterns.dns_label))
 DNS_NAME = Rule(patterns.RULES["_dnsName"], _when(patterns.dns_name))
 IP_FAMILIES = Rule("ipv6 and/or ipv4, a list with each at most once", _families)
 TIER = one_of(TIERS)
+MAX_DRAIN_SECONDS = 300
+# An int, not a bool (YAML's true is one to Python) nor a float or a string such as "5s".
+DRAIN_SECONDS = Rule(f"a whole number of seconds from 0 to {MAX_DRAIN_SECONDS}",
+                     _when(lambda v: type(v) is int and 0 <= v <= MAX_DRAIN_SECONDS))
 
 
 class PlatformSetting(NamedTuple):
@@ -97,13 +101,14 @@ PLATFORM_SETTINGS = (
     PlatformSetting("ip_families", ("ipFamilies",), IP_FAMILIES),
     PlatformSetting("gateway_name", ("gateway", "name"), DNS_NAME),
     PlatformSetting("gateway_namespace", ("gateway", "namespace"), DNS_LABEL),
+    PlatformSetting("gateway_drain_seconds", ("gateway", "drainSeconds"), DRAIN_SECONDS),
     PlatformSetting("cluster_issuer", ("clusterIssuer",), DNS_NAME),
     PlatformSetting("confidential_runtime_class", ("confidentialRuntimeClass",), DNS_NAME),
 )
 _BY_ATTR = {s.attr: s for s in PLATFORM_SETTINGS}
 _PROVIDERS_KEY = "providerNamespaces"
 _PROVIDER_PREFIX = "provider_namespace."
-_SECTIONS = {"gateway": ("name", "namespace")}
+_SECTIONS = {"gateway": ("name", "namespace", "drainSeconds")}
 
 
 def read_platform_file(path: Path) -> dict[str, Given]:

@@ -67,12 +67,15 @@ def deployment(target: Target, eff: dict[str, Any], warnings: list[str]) -> dict
     if expose:
         container["ports"] = [{"name": "http", "containerPort": expose["port"], "protocol": "TCP"}]
     container.update(health.container_probes(eff))
+    drain = health.drain(eff, target.context)
+    container.update(drain.container)
     container["resources"] = resources(eff, warnings)
     container["securityContext"] = {"allowPrivilegeEscalation": False}
     pod: dict[str, Any] = {
         "serviceAccountName": target.app,
         "automountServiceAccountToken": False,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+        **drain.pod,
         "containers": [container],
     }
     disk = eff.get("needs", {}).get("disk")
