@@ -129,10 +129,11 @@ def _verify(reference: str, version: str, key: Path, plain_http: bool, tier: str
     from compatibility.versions import InvalidVersion, stack_version
     from lifecycle.bootstrap import Stack
     from platform_stack.check_result import version_tag
-    from platform_stack.oci import Reference, is_loopback, parse_reference
+    from platform_stack.oci import Reference, parse_reference
     from platform_stack.registry import connect
     from platform_stack.signing import verify
     from platform_stack.upstream import Session, Upstream
+    from renderer.imageref import is_loopback
 
     try:
         stack_version(version)

@@ -112,6 +112,12 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
               help="A registry host (`ghcr.io`, `registry.internal:5000`, `*.example.com`) image updates may ask "
                    "about tags (imagePolicy.resolve: digest; repeatable). None given: every registry an image "
                    "names; an app's image elsewhere runs as rendered and says so.")
+@click.option("--insecure-registries", "insecure_registries", multiple=True, metavar="PATTERN",
+              help="A registry host (same patterns) image updates ask over plain HTTP, never HTTPS: one served "
+                   "without TLS inside the platform's own network (an air-gapped or dev cluster; repeatable). Its "
+                   "pull secret's login then travels in clear: name only registries on a network you trust. "
+                   "Loopback registries are asked over plain HTTP anyway. --image-registries still decides whether "
+                   "a host is asked at all.")
 @click.option("--backend-image", "backend_images", multiple=True, metavar="BACKEND=REF",
               help="The image of the shared servers the operator runs for a ServiceProvider backend (repeatable): "
                    "redis-server (Debian's redis-server), cloudnative-pg (PostgreSQL; CloudNativePG reads the major "
@@ -213,7 +219,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
         runtime = Runtime(kube, manager_settings, Recorder(kube, REPORTING_CONTROLLER, identity))
         elector = LeaderElector(lease_kube, lease) if lease is not None else None
         controllers: list[Controller] = [ApplicationController(context, records_namespace,
-                                                               settings.platform.image_registries),
+                                                               settings.platform.image_registries,
+                                                               settings.platform.insecure_registries),
                                          SourceCredentialController(
                                              records_namespace, credentials.argocd_namespace,
                                              f"{field_manager}-credentials", credentials.gate,

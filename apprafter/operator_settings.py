@@ -75,6 +75,7 @@ class PlatformFlags(NamedTuple):
     gateway_listeners: bool = True  # add each TLS-routed public hostname's listener to the public Gateway
     listener_share: int = 16  # --listeners-per-namespace: the most of them one namespace holds
     image_registries: tuple[str, ...] = ()  # --image-registries: where image updates may ask (none: anywhere)
+    insecure_registries: tuple[str, ...] = ()  # --insecure-registries: those asked over plain HTTP
 
 
 class SourceCredentialSettings(NamedTuple):
@@ -124,7 +125,8 @@ class OperatorSettings:
                                    flags["platform_stack"], flags["claim_binder"],
                                    _images(flags.get("backend_images") or ()), flags["gateway_listeners"],
                                    flags.get("listeners_per_namespace") or 16,
-                                   tuple(flags.get("image_registries") or ())),
+                                   tuple(flags.get("image_registries") or ()),
+                                   tuple(flags.get("insecure_registries") or ())),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],
                                                  flags["credential_check_interval"], openbao),
             records_namespace=flags["records_namespace"], log_level=flags["log_level"],

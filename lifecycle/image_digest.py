@@ -13,12 +13,13 @@ from typing import Any, NamedTuple
 from controller_runtime.outcomes import NextCheck, soonest
 from lifecycle.conditions import Condition
 from lifecycle.notes import Note
-from renderer.imageref import is_digest_pinned, normalized
+from renderer.imageref import is_digest_pinned, is_loopback, normalized
 from toolchain.timestamps import parse_time
 
 __all__ = ["DEFAULT_INTERVAL", "IMAGE_RESOLVED", "INTERVAL_ANNOTATION", "MAX_BACKOFF", "MAX_INTERVAL", "MIN_INTERVAL",
-           "RESOLVE_ANNOTATION", "Answer", "Followed", "Images", "Resolved", "TagGone", "Unreachable", "answer",
-           "due", "followed", "in_force", "interval_of", "pinned", "previous", "resolve", "with_digest"]
+           "RESOLVE_ANNOTATION", "Answer", "Followed", "Images", "Resolved", "TagGone", "Unreachable", "allowed",
+           "answer", "due", "followed", "in_force", "interval_of", "not_allowed", "pinned", "plain_http", "previous",
+           "resolve", "with_digest"]
 
 RESOLVE_ANNOTATION = "apprafter.io/image-resolve"  # written by renderer/manifests/workload.py
 INTERVAL_ANNOTATION = "apprafter.io/image-resolve-interval"
@@ -80,12 +81,24 @@ def answer(host: str, status: int | None, digest: str | None, with_login: bool) 
     return Unreachable(f"registry {host} {said}")
 
 
-def allowed(host: str, registries: Sequence[str]) -> bool:
-    """Whether the operator may ask `host` (as the image names it: `ghcr.io`, `127.0.0.1:5000`) about tags: the
-    platform's --image-registries patterns (shell-style, `*.example.com`), none given: every registry."""
+def _matches(host: str, patterns: Sequence[str]) -> bool:
+    """Whether `host` (as the image names it: `ghcr.io`, `127.0.0.1:5000`) matches one of the platform's
+    shell-style patterns (`*.example.com`, `registry.internal:*`): the one matcher of both registry flags."""
     import fnmatch
 
-    return not registries or any(fnmatch.fnmatchcase(host, pattern) for pattern in registries)
+    return any(fnmatch.fnmatchcase(host, pattern) for pattern in patterns)
+
+
+def allowed(host: str, registries: Sequence[str]) -> bool:
+    """Whether the operator may ask `host` about tags: the platform's --image-registries patterns, none given:
+    every registry."""
+    return not registries or _matches(host, registries)
+
+
+def plain_http(host: str, insecure: Sequence[str]) -> bool:
+    """Whether `host` is asked over plain HTTP, never HTTPS: a loopback registry always, else one the platform's
+    --insecure-registries patterns name (a registry served without TLS inside its own network)."""
+    return is_loopback(host) or _matches(host, insecure)
 
 
 def not_allowed(host: str) -> Answer:

@@ -123,14 +123,6 @@ def config_json(archive: ChartArchive) -> bytes:
     return json.dumps(archive.metadata, sort_keys=True, separators=(",", ":")).encode()
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-def is_loopback(host: str) -> bool:
-    """cosign (go-containerregistry) talks plain HTTP to loopback registries without being asked."""
-    return host.rsplit(":", 1)[0] in LOOPBACK_HOSTS if not host.startswith("[") else host.startswith("[::1]")
-
-
 @dataclass(frozen=True)
 class PushResult:
     """Where the chart went: the repository reference, its tag and the registry's manifest digest."""

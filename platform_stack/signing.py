@@ -10,9 +10,10 @@ from typing import Any
 
 from platform_stack.docker_config import docker_config_json
 from platform_stack.errors import StackError, StackToolError
-from platform_stack.oci import Reference, is_loopback, parse_reference
+from platform_stack.oci import Reference, parse_reference
 from platform_stack.proc import run
 from platform_stack.registry import RegistryClient, connect
+from renderer.imageref import is_loopback
 
 __all__ = ["VerificationFailed", "resolve_digest", "sign", "verify", "verify_digest"]
 

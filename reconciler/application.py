@@ -118,10 +118,11 @@ class ApplicationController:
     namespaces: tuple[str, ...] = ()  # the operator's --namespace list
 
     def __init__(self, context: PlatformContext, records_namespace: str = "apprafter-system",
-                 image_registries: Sequence[str] = ()) -> None:
+                 image_registries: Sequence[str] = (), insecure_registries: Sequence[str] = ()) -> None:
         self.context = context
         self.records_namespace = records_namespace  # the operator's own: baselines and hostname records
         self.image_registries = tuple(image_registries)  # the registries image updates may ask (none: every one)
+        self.insecure_registries = tuple(insecure_registries)  # those asked over plain HTTP (loopback is anyway)
         self.runtime: Runtime | None = None
 
     def watches(self) -> Sequence[Watch]:
@@ -206,7 +207,7 @@ class ApplicationPass:
         desired = desired._replace(children=pull_always(desired.children, private_hosts(credentials)))
         # a followed tag is applied as its digest (lifecycle.image_digest): the gate compared the spec, not this
         images = await resolve_images(self.kube, self.app, desired.children, credentials,
-                                      self.controller.image_registries)
+                                      self.controller.image_registries, self.controller.insecure_registries)
         desired = desired._replace(children=pinned(desired.children, images.entries))
         try:
             refusal = await self.tenancy.refusal(desired)

@@ -14,9 +14,9 @@ from pathlib import Path
 from lifecycle.credentials import checks
 from lifecycle.credentials.material import Material
 from platform_stack.credentials import Credential
-from platform_stack.oci import is_loopback
 from platform_stack.registry.replies import RegistryFailure, failure_words
 from platform_stack.registry.transport import Bounds, Transport
+from renderer.imageref import is_loopback
 from toolchain.tools import scrubbed_env
 
 __all__ = ["GIT_TIMEOUT", "REGISTRY_BOUNDS", "probe_git", "probe_registry"]

@@ -15,7 +15,6 @@ from lifecycle import image_digest
 from lifecycle.credentials.outputs import pull_secrets_for
 from lifecycle.credentials.spec import read as read_credential
 from platform_stack.docker_config import DockerConfig
-from platform_stack.oci import is_loopback
 from platform_stack.registry.client import connect
 from platform_stack.registry.replies import RegistryFailure
 from platform_stack.stack_secrets import docker_config_from_secret
@@ -33,9 +32,11 @@ DOCKER_HUB_API = "registry-1.docker.io"  # where docker.io's registry API answer
 
 
 async def resolve(kube: Kube, app: Mapping[str, Any], children: Sequence[Mapping[str, Any]],
-                  credentials: Iterable[Mapping[str, Any]], registries: Sequence[str] = ()) -> image_digest.Images:
+                  credentials: Iterable[Mapping[str, Any]], registries: Sequence[str] = (),
+                  insecure: Sequence[str] = ()) -> image_digest.Images:
     """The followed containers of `children` after asking the registry about those due (lifecycle.image_digest);
-    `registries`: the hosts the platform lets the operator ask (none: every one)."""
+    `registries`: the hosts the platform lets the operator ask (none: every one); `insecure`: those it asks over
+    plain HTTP (besides loopback)."""
     follows = image_digest.followed(children)
     entries = image_digest.previous(app.get("status"))
     now = time.time()
@@ -50,7 +51,7 @@ async def resolve(kube: Kube, app: Mapping[str, Any], children: Sequence[Mapping
                 answers[follow.container] = image_digest.not_allowed(host)
                 continue
             configs = await _pull_configs(kube, follow.image, namespace, readable)
-            answers[follow.container] = await in_thread(functools.partial(ask, follow.image, configs))
+            answers[follow.container] = await in_thread(functools.partial(ask, follow.image, configs, insecure))
             log.info("image looked up", extra={"controller": "application", "namespace": namespace,
                                                "object": app["metadata"]["name"], "image": follow.image,
                                                "answer": type(answers[follow.container]).__name__})
@@ -78,13 +79,15 @@ def _host(image: str) -> str:
     return str(ref.domain) if ref is not None and ref.domain is not None else ""
 
 
-def ask(image: str, configs: Sequence[DockerConfig]) -> image_digest.Answer:
-    """One look at the registry (blocking): the tag's digest, its absence, or why there is no answer (the
+def ask(image: str, configs: Sequence[DockerConfig], insecure: Sequence[str] = ()) -> image_digest.Answer:
+    """One look at the registry (blocking), over plain HTTP where lifecycle.image_digest.plain_http says (loopback,
+    or an `insecure` pattern), else HTTPS: the tag's digest, its absence, or why there is no answer (the
     registry's own words go to the log only: lifecycle.image_digest.answer)."""
     ref = normalized(image)
     assert ref is not None and ref.domain is not None
     host = DOCKER_HUB_API if ref.domain == DOCKER_HUB else ref.domain
-    client = connect(host, is_loopback(host), configs, helpers=False, deadline_s=DEADLINE)
+    plain = image_digest.plain_http(ref.domain, insecure)  # the host as the image names it, as the flags do
+    client = connect(host, plain, configs, helpers=False, deadline_s=DEADLINE)
     try:
         status, found = client.tag_digest(ref.path, ref.tag or "latest")
     except RegistryFailure as e:

@@ -7,7 +7,8 @@ what the kubelet took, normalises it with the same grammar: ParseDockerRef, docs
 any string. So a reference it refuses is an error in every edge (renderer.validate.check_environment); ':latest' and
 untagged are lint's warnings (renderer.lint). The classifier (same repository?) and the stack's chart references
 (`oci://`) read the same grammar. tests/renderer/test_imageref.py holds the decision to the kubelet's own parser
-(tools/kube/imageref).
+(tools/kube/imageref). `is_loopback`: whether the registry host a reference names is this machine's, the one such
+rule (every registry client asks a loopback registry over plain HTTP).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import functools
 import re
 from typing import NamedTuple
 
-__all__ = ["DOCKER_HUB", "ImageRef", "is_digest_pinned", "normalized", "parse_image", "refusal", "split_image"]
+__all__ = ["DOCKER_HUB", "ImageRef", "is_digest_pinned", "is_loopback", "normalized", "parse_image", "refusal",
+           "split_image"]
 
 DOCKER_HUB = "docker.io"
 _HUB_ALIASES = ("registry-1.docker.io",)  # Docker Hub's host: the classifier's "same repository" reads it as docker.io
@@ -24,6 +26,7 @@ _LIBRARY = "library/"
 MAX_REPOSITORY = 255  # distribution's RepositoryNameTotalLengthMax, counted on the path (not the registry)
 # go-digest's algorithms (the kubelet links sha256 and sha512) and their lowercase hex lengths.
 DIGEST_HEX = {"sha256": 64, "sha384": 96, "sha512": 128}
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 # distribution/reference's regexp.go, term by term (Go's \w and [[:xdigit:]] are ASCII: re.ASCII).
 _ALNUM = "[a-z0-9]+"
@@ -187,3 +190,9 @@ def split_image(ref: str) -> tuple[str, str | None, str | None]:
 
 def is_digest_pinned(ref: str) -> bool:
     return split_image(ref)[2] is not None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a registry host (`localhost:5000`, `[::1]:5000`) is this machine's: asked over plain HTTP without
+    being told (as cosign, go-containerregistry, does)."""
+    return host.rsplit(":", 1)[0] in LOOPBACK_HOSTS if not host.startswith("[") else host.startswith("[::1]")

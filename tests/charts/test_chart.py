@@ -421,3 +421,25 @@ def test_the_platforms_domain_and_tier_reach_the_operator_and_the_webhook_alike(
         args = platform_args(told, name)
         assert args == ["--domain=apps.acme.dev", "--tier=team"], (name, args)
         assert {a.split("=", 1)[0] for a in args} <= {opt for param in command.params for opt in param.opts}
+
+
+def test_image_update_registries_become_the_operators_flags(objects: list[dict[str, Any]]) -> None:
+    """A platform whose registry is served over plain HTTP inside its network names it in the values; the operator
+    then asks it over HTTP (lifecycle.image_digest.plain_http)."""
+    from apprafter.operator_cmd import operator
+
+    def registry_args(rendered: list[dict[str, Any]]) -> list[str]:
+        args = container(one(rendered, "Deployment", OPERATOR_SA["name"]))["args"]
+        return [a for a in args if a.startswith(("--image-registries", "--insecure-registries"))]
+
+    assert registry_args(objects) == []  # none given: every registry, over HTTPS unless loopback
+    told = render({"imageUpdates": {"registries": ["ghcr.io", "10.0.0.7:5000"],
+                                    "insecureRegistries": ["10.0.0.7:5000", "*.lan"]}})
+    args = registry_args(told)
+    assert args == ["--image-registries=ghcr.io", "--image-registries=10.0.0.7:5000",
+                    "--insecure-registries=10.0.0.7:5000", "--insecure-registries=*.lan"]
+    assert {a.split("=", 1)[0] for a in args} <= {opt for param in operator.params for opt in param.opts}
+    for bad in ("", "registry lan", " "):
+        for key in ("registries", "insecureRegistries"):
+            refused = template({"imageUpdates": {key: [bad]}})
+            assert refused.returncode != 0 and f"/imageUpdates/{key}/0" in refused.stderr, refused.stderr

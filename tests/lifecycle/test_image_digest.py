@@ -25,6 +25,7 @@ from lifecycle.image_digest import (
     interval_of,
     not_allowed,
     pinned,
+    plain_http,
     previous,
     resolve,
 )
@@ -196,3 +197,19 @@ def test_the_platforms_registries_bound_where_the_operator_asks() -> None:
     assert not_allowed("ghcr.io") == Unreachable(
         "registry ghcr.io is not one the platform lets the operator ask (the operator's --image-registries): the tag "
         "runs as rendered")
+
+
+def test_plain_http_only_to_loopback_and_the_platforms_insecure_registries() -> None:
+    """A registry served without TLS inside the platform's network is asked over plain HTTP when the operator's
+    --insecure-registries names it; every other registry over HTTPS, whatever it is called."""
+    for host in ("127.0.0.1:5000", "localhost:5000", "localhost", "[::1]:5000"):
+        assert plain_http(host, ())  # loopback: always (the test bed's registries)
+    assert not plain_http("registry.lan:5000", ())  # nothing named: HTTPS
+    assert plain_http("registry.lan:5000", ("registry.lan:5000",))
+    assert plain_http("10.0.0.7:5000", ("10.0.0.7:*",))
+    assert not plain_http("registry.lan:5001", ("registry.lan:5000",))
+    assert not plain_http("ghcr.io", ("registry.lan:5000", "*.example.com"))
+    assert plain_http("eu.registry.example.com", ("*.example.com",))
+    assert not plain_http("example.com", ("*.example.com",))
+    assert not plain_http("eu.registry.example.com:5000", ("*.example.com",))  # a port is part of the host
+    assert not plain_http("127.0.0.1.evil.com", ())  # a name that starts like loopback is not loopback
