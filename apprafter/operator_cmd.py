@@ -113,8 +113,9 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
                    "about tags (imagePolicy.resolve: digest; repeatable). None given: every registry an image "
                    "names; an app's image elsewhere runs as rendered and says so.")
 @click.option("--insecure-registries", "insecure_registries", multiple=True, metavar="PATTERN",
-              help="A registry host (same patterns) image updates ask over plain HTTP, never HTTPS: one served "
-                   "without TLS inside the platform's own network (an air-gapped or dev cluster; repeatable). Its "
+              help="A registry host (same patterns) image updates and SourceCredential checks ask over plain "
+                   "HTTP, never HTTPS: one served without TLS inside the platform's own network (an air-gapped or "
+                   "dev cluster; repeatable). Its "
                    "pull secret's login then travels in clear: name only registries on a network you trust. "
                    "Loopback registries are asked over plain HTTP anyway. --image-registries still decides whether "
                    "a host is asked at all.")
@@ -224,7 +225,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
                                          SourceCredentialController(
                                              records_namespace, credentials.argocd_namespace,
                                              f"{field_manager}-credentials", credentials.gate,
-                                             credentials.check_interval, manager_settings.max_backoff, openbao)]
+                                             credentials.check_interval, manager_settings.max_backoff, openbao,
+                                             settings.platform.insecure_registries)]
         if settings.platform.platform_stack:
             controllers.append(PlatformStackController())
         if settings.platform.gateway_listeners:

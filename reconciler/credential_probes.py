@@ -9,14 +9,15 @@ import os
 import stat
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from lifecycle.credentials import checks
 from lifecycle.credentials.material import Material
+from lifecycle.image_digest import plain_http
 from platform_stack.credentials import Credential
 from platform_stack.registry.replies import RegistryFailure, failure_words
 from platform_stack.registry.transport import Bounds, Transport
-from renderer.imageref import is_loopback
 from toolchain.tools import scrubbed_env
 
 __all__ = ["GIT_TIMEOUT", "REGISTRY_BOUNDS", "probe_git", "probe_registry"]
@@ -33,10 +34,12 @@ esac
 """
 
 
-def probe_registry(host: str, login: Material, bounds: Bounds = REGISTRY_BOUNDS) -> checks.Verdict:
-    """`GET /v2/` on `host` with the login (plain HTTP for a loopback registry only, as the stack commands)."""
+def probe_registry(host: str, login: Material, bounds: Bounds = REGISTRY_BOUNDS,
+                   insecure: Sequence[str] = ()) -> checks.Verdict:
+    """`GET /v2/` on `host` with the login: plain HTTP for a loopback registry and the platform's
+    --insecure-registries (lifecycle.image_digest.plain_http, as image updates ask them), HTTPS otherwise."""
     credential = Credential(login.username, login.password, source="the SourceCredential")
-    transport = Transport(host, is_loopback(host), credential, bounds)
+    transport = Transport(host, plain_http(host, insecure), credential, bounds)
     try:
         reply = transport.send("GET", f"{transport.base}/v2/")
     except RegistryFailure as e:

@@ -56,7 +56,8 @@ class SourceCredentialController:
     def __init__(self, records_namespace: str = "apprafter-system", argocd_namespace: str = "argocd",
                  field_manager: str = "apprafter-operator-credentials", gate: str = "present",
                  check_interval: float = CHECK_INTERVAL, max_backoff: float = 300.0,
-                 openbao: OpenBao | None = None) -> None:
+                 openbao: OpenBao | None = None, insecure_registries: Sequence[str] = ()) -> None:
+        self.insecure_registries = tuple(insecure_registries)  # asked over plain HTTP (--insecure-registries)
         self.settings = Settings(records_namespace, argocd_namespace, gate,
                                  looks.Timing(check_interval, max_backoff, openbao is not None))
         self.openbao = openbao  # None: no --openbao-address (an openBaoPath half is Present Unknown)
@@ -137,7 +138,8 @@ class SourceCredentialController:
                                     "path": str(request.path), "outcome": _outcome(found)})
         verdicts = dict(observed.verdicts)
         for check in asked.checks:
-            verdicts[check.half] = said = await in_thread(functools.partial(_probe, check))
+            verdicts[check.half] = said = await in_thread(functools.partial(_probe, check,
+                                                                                   self.insecure_registries))
             for verdict in said:
                 log.info("checked", extra={"controller": self.name, "object": name, "half": check.half,
                                            "state": verdict.state, "detail": verdict.message})
@@ -208,7 +210,7 @@ def _outcome(found: Material | Unreadable | str) -> str:
     return f"missing: {found}"
 
 
-def _probe(check: looks.CheckRequest) -> list[Verdict]:
+def _probe(check: looks.CheckRequest, insecure: Sequence[str]) -> list[Verdict]:
     """One half checked against each of its registries and repository URLs (blocking)."""
-    return [*(probe_registry(host, check.login) for host in check.registries),
+    return [*(probe_registry(host, check.login, insecure=insecure) for host in check.registries),
             *(probe_git(url, check.login) for url in check.repositories)]
