@@ -466,7 +466,8 @@ def shop(booted: Booted, images: dict[str, Image], testbed_dir: Path) -> Iterato
     # as the admin checks it (`apprafter repo creds`): the operator pod has verified the login, so the shop's pods
     # get its pull secret from their first apply
     node.wait(API, "SourceCredential", "shop-pull", NAMESPACE,
-              lambda c: c if has_condition({"status": (c.get("status") or {}).get("registry") or {}}, "Valid") else None,
+              lambda c: c if has_condition({"status": (c.get("status") or {}).get("registry") or {}}, "Valid")
+              else None,
               timeout=120, what="the shop's pull login verified by the operator pod")
     controller = start_sealed_secrets(node, workdir / "sealed-secrets")
     print(f"the shop's set-up (CloudNativePG, Traefik, images imported and tagged): {time.monotonic() - started:.1f} s")
