@@ -7,7 +7,10 @@ settings on, creates the PlatformStack and the root Application by digest; Argo 
 and creates the component Applications; ours sync and the operator and webhook run as pods from our images under the
 chart's RBAC; the integrated ServiceProviders are applied past the webhook pod; a user app from a git repository
 on the node is Healthy with running pods through the plugin and the operator pod; an upgrade through the channel
-waits for its MigrationPlan, is approved and applied; argocd-server's API draws both trees.
+waits for its MigrationPlan, is approved and applied; argocd-server's API draws both trees. Then the user guide's
+example (the shop: needs, its own hostname, its image followed by digest in the stack's registry, its sealed session
+key) from `apprafter app add` to answering over HTTPS, and its rollouts (a moved tag, an approved plan) under a
+request loop through the Gateway that must see no failed or hung request (docs/node-tier.md steps 7 and 8).
 
 What the node cannot run, and what stands in (tests/testbed/stack_on_node.py, docs/node-tier.md "The stack from
 zero on the node"): cert-manager and cainjector are played by the test; the components on public chart repositories
