@@ -34,6 +34,16 @@ FAST = ("--resync", "10", "--max-backoff", "2")
 # platform's allowlist (--image-registries) keeps image updates to the bed's own registries on the loopback.
 BED_REGISTRIES = ("--image-registries", "127.0.0.1:*", "--image-registries", "localhost:*")
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
+# On a node bed a test operator's exposed pods stop at once: no Gateway in front of them drains (the pause is the
+# platform's gateway.drainSeconds). The bootstrapped stack keeps the default and proves it through Traefik
+# (tests/images/test_bootstrap_node.py); here the pause would only lengthen every namespace deletion by 5 s.
+NODE_PLATFORM = "gateway: {drainSeconds: 0}\n"
+
+
+def _on_a_node(bed: KubeTestBed) -> bool:
+    from tests.testbed.node import NodeTestBed
+
+    return isinstance(bed, NodeTestBed)
 
 
 FORK_ENV = "APPRAFTER_TEST_FORK"  # 0: every operator a fresh `python -m` (its imports and all) instead of a fork
@@ -85,6 +95,10 @@ class Operator:
                      "--bind-address", "127.0.0.1", "--health-port", str(self.health_port),
                      "--metrics-port", str(self.metrics_port), "--records-namespace", self.records_namespace,
                      *BED_REGISTRIES, *args]
+        if _on_a_node(bed) and "--platform" not in args:
+            workdir.mkdir(parents=True, exist_ok=True)
+            (workdir / "platform.yaml").write_text(NODE_PLATFORM)
+            self.argv[4:4] = ["--platform", str(workdir / "platform.yaml")]
         if inside is not None:
             self.argv = inside.nsenter(*self.argv)
         workdir.mkdir(parents=True, exist_ok=True)

@@ -165,10 +165,11 @@ def test_an_unreadable_baseline_fails_closed(bed: KubeTestBed, operator: Operato
               field_manager="apprafter-operator")
     # the operator watches baselines: it fails closed on the spoof itself (else a change applied before the spoof's
     # event arrived would be applied against the baseline it knew, and its baseline written over the spoof)
-    refused = condition(wait_phase(bed, ns, "Failed"), "Ready")
+    # (a generous bound: under the full suite's load the baseline's watch event took longer than 30 s once)
+    refused = condition(wait_phase(bed, ns, "Failed", timeout=120), "Ready")
     assert refused and refused["reason"] == "InvalidStatus"
     apply(bed, cr(ns, edit(replicas=5)))
-    st = wait_phase(bed, ns, "Failed")
+    st = wait_phase(bed, ns, "Failed", timeout=120)
     ready = condition(st, "Ready")
     assert ready and ready["reason"] == "InvalidStatus"
     assert "the ApplicationBaseline's effectiveSpec.replicas" in ready["message"]

@@ -29,7 +29,7 @@ from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
 from tests.reconciler.node_pods import finished, ready, secret_env
-from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
@@ -110,7 +110,7 @@ def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> 
     """The operator's platform file: this module's pg services namespace (made, as the stack makes it)."""
     node.ensure_namespace(SERVICES)
     path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
-    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n")
+    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n{NODE_PLATFORM}")
     return str(path)
 
 
