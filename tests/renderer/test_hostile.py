@@ -22,6 +22,7 @@ from toolchain.tools import TOOLS
 
 F = "apprafter/Application.cue"
 SECRET = "Hunter2_do_not_print_me"  # not a DNS name either: our own checks refuse it where it is misused
+DRAIN = "gateway.drainSeconds: must be a whole number of seconds from 0 to 300"  # the Gateway's drain, never echoed
 
 
 def with_base(extra: str) -> str:
@@ -271,6 +272,12 @@ def test_an_unusable_limit_is_one_line_naming_it(tmp_path: Path, name: str, valu
     ("domain: a.b\ntier: solo\x00\n", "platform.yaml:2:11: a NUL byte is not allowed in a text file"),
     ("domain: a.b\ntier: [solo\n", "platform.yaml:3:1: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     ("- domain\n", "platform.yaml:1:1: a platform file is a mapping of settings (domain, tier, gateway, ...)"),
+    # the Gateway's drain (renderer.health.drain): a whole number of seconds, 0-300, never echoed
+    ("gateway: {drainSeconds: -1}\n", f"platform.yaml:1:25: {DRAIN}"),
+    ("gateway: {drainSeconds: \"5s\"}\n", f"platform.yaml:1:25: {DRAIN}"),
+    ("gateway:\n  drainSeconds: true\n", f"platform.yaml:2:17: {DRAIN}"),
+    ("gateway:\n  name: public\n  drainSeconds: 301\n", f"platform.yaml:3:17: {DRAIN}"),
+    ("gateway: {drainSeconds: 2.5}\n", f"platform.yaml:1:25: {DRAIN}"),
 ])
 def test_a_bad_platform_file_is_reported_where_it_is_written(tmp_path: Path, text: str, expected: str) -> None:
     write_app(tmp_path, MINIMAL)
