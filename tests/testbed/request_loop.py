@@ -53,13 +53,13 @@ class Loop:
 class _Pinned(http.client.HTTPSConnection):
     """HTTPS to `host` with the TCP connection made to `address` (curl's --resolve)."""
 
-    def __init__(self, host: str, address: str, context: ssl.SSLContext) -> None:
-        super().__init__(host, 443, timeout=BOUND, context=context)
-        self.address = address
+    def __init__(self, host: str, address: str, context: ssl.SSLContext, port: int = 443) -> None:
+        super().__init__(host, port, timeout=BOUND, context=context)
+        self.address, self.tls = address, context
 
     def connect(self) -> None:
-        sock = socket.create_connection((self.address, 443), timeout=self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        sock = socket.create_connection((self.address, self.port), timeout=self.timeout)
+        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
 
 
 def _one(host: str, address: str, path: str, context: ssl.SSLContext, started: float) -> Sent:
