@@ -14,9 +14,18 @@ from urllib.parse import quote
 
 from controller_runtime.outcomes import Requeue
 from controller_runtime.quantity import whole_bytes
-from lifecycle.backends.common import config_of, memory_at_least, positive_cpu, provider_name, ready, volume_refusals
+from lifecycle.backends.common import (
+    PROVIDER_LABEL,
+    config_of,
+    memory_at_least,
+    positive_cpu,
+    provider_name,
+    ready,
+    volume_refusals,
+)
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Read, Seen, Site, Step, Waiting
 from lifecycle.backends.instance import SECRET
+from lifecycle.backends.pg_backup import backups_of, schedule_writes
 from lifecycle.backends.pg_cluster import (
     BACKEND,
     CLUSTER,
@@ -68,7 +77,7 @@ class CloudNativePG:
         return Shared(provider_name(provider), str(config.get("cluster") or provider_name(provider)),
                       str(config.get("namespace") or site.namespace), int(config["instances"]), str(storage["size"]),
                       storage.get("storageClassName"), str(resources["cpu"]), str(resources["memory"]),
-                      shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image)
+                      shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image, backups_of(config))
 
     def reads(self, claim: Mapping[str, Any], config: Shared) -> Sequence[Read]:
         """The provider's Cluster, the claim's Database and its role's password Secret."""
@@ -78,8 +87,9 @@ class CloudNativePG:
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
-        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept); the Database
-        once CloudNativePG reconciled its owner; ready once CloudNativePG says all three are."""
+        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept) and, with
+        backups, its ScheduledBackup; the Database once CloudNativePG reconciled its owner; ready once CloudNativePG
+        says all three are."""
         tenant = tenant_of(claim)
         cluster_read, database_read, secret_read = self.reads(claim, config)
         cluster, database, secret = seen.get(cluster_read), seen.get(database_read), seen.get(secret_read)
@@ -98,7 +108,10 @@ class CloudNativePG:
                         (Apply(password_secret_object(config, tenant, seen.fresh)),))
         roles = roles_of(cluster)
         roles[tenant.name] = role_entry(tenant)
-        writes: list[Apply] = [Apply(cluster_object(config, roles, cluster))]
+        # the ScheduledBackup (lifecycle.backends.pg_backup) before the Cluster: its deletion must precede the write
+        # that takes the Cluster's backups off
+        schedule = schedule_writes(config.backups, cluster, {**CLUSTER_LABELS, PROVIDER_LABEL: config.provider})
+        writes: list[Apply | Delete] = [*schedule, Apply(cluster_object(config, roles, cluster))]
         waits = readiness(config, tenant, cluster, secret, None)
         if database is not None or (waits is not None and waits.reason == "DatabaseNotReady"):
             # written earlier than its owner is reconciled, CloudNativePG's CREATE DATABASE fails and its Database

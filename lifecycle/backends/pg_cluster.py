@@ -24,6 +24,7 @@ from lifecycle.backends.common import (
     decoded,
 )
 from lifecycle.backends.contract import Waiting
+from lifecycle.backends.pg_backup import Backups, backup_stanza, region_env
 from lifecycle.conditions import find_condition
 from renderer.names import NAME_LABEL
 
@@ -78,6 +79,7 @@ class Shared(NamedTuple):
     memory: str
     shared_buffers: str  # e.g. "64MB"
     image: str
+    backups: Backups | None = None  # spec.config.backup, once it names a destination (lifecycle.backends.pg_backup)
 
     @property
     def host(self) -> str:
@@ -175,12 +177,17 @@ def cluster_object(shared: Shared, roles: Mapping[str, Mapping[str, Any]], live:
     last = (((live or {}).get("metadata") or {}).get("annotations") or {}).get(NUDGE_ANNOTATION)
     if nudged is not None or last is not None:
         meta["annotations"] = {NUDGE_ANNOTATION: str(nudged) if nudged is not None else str(last)}
-    return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": {
+    spec: dict[str, Any] = {
         "instances": shared.instances, "imageName": image, "storage": storage,
         "resources": {"requests": resources, "limits": resources},  # Guaranteed QoS
         "enableSuperuserAccess": False,
         "postgresql": {"parameters": {"shared_buffers": shared.shared_buffers}, "pg_hba": list(HBA)},
-        "managed": {"roles": [dict(roles[name]) for name in sorted(roles)]}}}
+        "managed": {"roles": [dict(roles[name]) for name in sorted(roles)]}}
+    if shared.backups is not None:  # WAL archived and base backups to the provider's object store
+        spec["backup"] = backup_stanza(shared.backups, shared.namespace)
+        if env := region_env(shared.backups):
+            spec["env"] = env
+    return {"apiVersion": CNPG, "kind": "Cluster", "metadata": meta, "spec": spec}
 
 
 def role_entry(tenant: Tenant) -> dict[str, Any]:
