@@ -42,8 +42,9 @@ declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argoc
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
 # Argo CD's image and its Redis share one base, CloudNativePG's operand has its own (GITOPS_PACKAGES and
-# POSTGRES_MAJOR: tools/versions.env, which tools/setup-images.sh builds them from too).
-declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES [postgresql]=postgresql-$POSTGRES_MAJOR)
+# POSTGRES_MAJOR, POSTGRES_EXTRA_PACKAGES: tools/versions.env, which tools/setup-images.sh builds them from too).
+declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES
+                      [postgresql]=postgresql-$POSTGRES_MAJOR,$POSTGRES_EXTRA_PACKAGES)
 ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql traefik versitygw)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;

@@ -28,7 +28,7 @@ fi
 
 "$here/base-image.sh" >/dev/null
 # The bases with more packages (versions.env): built here once rather than by the first `make images` or test.
-for packages in "$GITOPS_PACKAGES" "postgresql-$POSTGRES_MAJOR" "$SHOP_PACKAGES"; do
+for packages in "$GITOPS_PACKAGES" "postgresql-$POSTGRES_MAJOR,$POSTGRES_EXTRA_PACKAGES" "$SHOP_PACKAGES"; do
   start=$SECONDS
   "$here/base-image.sh" --with "$packages" >/dev/null
   log "base image" "with $packages ($((SECONDS - start))s)"
