@@ -21,7 +21,7 @@ from lifecycle.conditions import find_condition
 
 __all__ = ["BACKUP", "COMPRESSION", "ORIGIN", "SCHEDULED_BACKUP", "Backups", "Recoverable", "backup_stanza",
            "backups_of", "object_store", "recoverable", "recovery_cluster", "recovery_name", "region_env",
-           "schedule_writes", "scheduled_backup_object"]
+           "schedule_writes", "scheduled_backup_object", "target_time"]
 
 CNPG = "postgresql.cnpg.io/v1"
 SCHEDULED_BACKUP, BACKUP = GroupVersionKind(CNPG, "ScheduledBackup"), GroupVersionKind(CNPG, "Backup")
@@ -121,13 +121,20 @@ def recovery_cluster(source: Mapping[str, Any], backups: Backups, name: str,
     own name. `target` must be after the first recoverable point and before the last archived WAL, else
     PostgreSQL stops the recovery (CloudNativePG: no backup found; PostgreSQL: recovery ended before the target)."""
     meta, spec = source["metadata"], dict(source["spec"])
-    spec["bootstrap"] = {"recovery": {"source": ORIGIN, "recoveryTarget": {
-        "targetTime": target.astimezone(datetime.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")}}}
+    spec["bootstrap"] = {"recovery": {"source": ORIGIN, "recoveryTarget": {"targetTime": target_time(target)}}}
     spec["externalClusters"] = [{"name": ORIGIN,
                                  "barmanObjectStore": object_store(backups, meta["namespace"], meta["name"])}]
     labels = {**(meta.get("labels") or {}), "app.kubernetes.io/instance": name}
     return {"apiVersion": CNPG, "kind": "Cluster",
             "metadata": {"name": name, "namespace": meta["namespace"], "labels": labels}, "spec": spec}
+
+
+def target_time(target: datetime.datetime) -> str:
+    """`recoveryTarget.targetTime` in PostgreSQL's own format, UTC as a numeric offset (`2026-05-09
+    05:30:00.123456+00`). Not RFC 3339: CloudNativePG 1.26 rewrites an RFC 3339 time at offset 0 to `... Z`, and
+    PostgreSQL refuses `Z` in recovery_target_time (a time zone abbreviation, which it cannot read when the setting is
+    checked): the recovery's PostgreSQL never starts. A PostgreSQL timestamp passes CloudNativePG unchanged."""
+    return target.astimezone(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S.%f+00")
 
 
 class Recoverable(NamedTuple):

@@ -29,9 +29,9 @@ from lifecycle.conditions import find_condition
 from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "MAX_ROLES",
-           "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_object", "database_object",
-           "kept", "listed", "major", "password_in", "password_secret_object", "readiness", "role_entry", "roles_of",
-           "shared_buffers", "tenant_of", "without"]
+           "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_at", "cluster_object",
+           "database_object", "kept", "listed", "major", "password_in", "password_secret_object", "readiness",
+           "role_entry", "roles_of", "shared_buffers", "tenant_of", "without"]
 
 BACKEND, TYPE = "cloudnative-pg", "pg"
 CNPG = "postgresql.cnpg.io/v1"
@@ -85,6 +85,15 @@ class Shared(NamedTuple):
     def host(self) -> str:
         """Its read-write Service (CloudNativePG's `<cluster>-rw`: always the primary)."""
         return f"{self.name}-rw.{self.namespace}.svc"
+
+
+def cluster_at(host: str) -> tuple[str, str] | None:
+    """(name, namespace) of the Cluster whose read-write Service is `host` (Shared.host: what a claim's connection
+    says), None for a host that is no such Service."""
+    service, _, rest = host.partition(".")
+    namespace, _, tail = rest.partition(".")
+    return (service.removesuffix("-rw"), namespace) if service.endswith("-rw") and namespace and tail == "svc" \
+        else None
 
 
 class Tenant(NamedTuple):

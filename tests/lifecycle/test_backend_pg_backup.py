@@ -155,8 +155,9 @@ def test_a_recovery_is_a_new_cluster_from_the_sources_archive_up_to_the_target_t
     assert made["metadata"] == {"name": name, "namespace": NS, "labels": {
         **source["metadata"]["labels"], "app.kubernetes.io/instance": name}}  # no resourceVersion: a new object
     spec = made["spec"]
+    # PostgreSQL's format at offset +00: CloudNativePG would turn RFC 3339 into `... Z`, which PostgreSQL refuses
     assert spec["bootstrap"] == {"recovery": {"source": "origin", "recoveryTarget": {
-        "targetTime": "2026-05-09T05:30:00.123456Z"}}}
+        "targetTime": "2026-05-09 05:30:00.123456+00"}}}
     # the origin is the source's archive: its server name is the source Cluster's
     [origin] = spec["externalClusters"]
     assert origin == {"name": "origin", "barmanObjectStore": {
@@ -196,3 +197,10 @@ def test_what_can_be_restored_is_from_the_first_backup_to_now_while_wal_is_archi
     assert pg_backup.recoverable(status(None), NOW).problem == "WAL archiving has not reported yet"
     assert pg_backup.recoverable({"spec": {}}, NOW) == pg_backup.Recoverable(
         None, None, None, False, "no backups configured for this Cluster")
+
+
+def test_the_cluster_a_claim_is_on_is_read_back_from_its_connections_host() -> None:
+    found = shared()
+    assert core.cluster_at(found.host) == ("platform-postgres", NS)
+    for host in ("", "platform-postgres.apprafter-pg.svc", "x-rw.apprafter-pg", "x-rw.ns.svc.cluster.local"):
+        assert core.cluster_at(host) is None, host
