@@ -14,6 +14,7 @@ from toolchain.errors import USER_EXIT
 # name -> "module:attribute" of a click command; imported on first use to keep start-up fast.
 COMMANDS: dict[str, str] = {
     "app": "apprafter.app_cmd:app",
+    "db": "apprafter.db_cmd:db",
     "doctor": "apprafter.doctor:doctor",
     "render": "apprafter.render_cmd:render",
     "validate": "apprafter.render_cmd:validate",
@@ -38,7 +39,7 @@ COMMANDS: dict[str, str] = {
 # missing from COMMANDS is left out, so a section may list a command that comes later).
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("App commands (an app repository: the base install)",
-     ("render", "validate", "lint", "plan", "envs", "schema", "app", "secret")),
+     ("render", "validate", "lint", "plan", "envs", "schema", "app", "db", "secret")),
     ("Cluster commands (who runs the platform: the [cluster] extra)",
      ("cluster-bootstrap", "platform", "migration", "repo", "crds")),
     ("Platform stack (who publishes it: the [stack] extra)", ("stack",)),

@@ -51,6 +51,7 @@ OUTPUTS: dict[str, tuple[str, ...]] = {
     "repo creds list": ("text", "json", "yaml"),
     "app list": ("text", "json", "yaml"),
     "app status": ("text", "json", "yaml"),
+    "db backups": ("text", "json", "yaml"),
 }
 
 # Old spellings, kept hidden; each use prints one deprecation line on stderr. flag -> the value of -o it stands
