@@ -25,7 +25,7 @@ from lifecycle.backends.contract import Delete, Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import DATA, Instance, Storage
 from lifecycle.backends.shared_server import SharedServer
 
-__all__ = ["ACL_FILE", "BACKEND", "CORE", "FSYNC", "NO_SCRIPTING", "OWN_SCRIPTS", "PERMISSIONS", "PORT", "START",
+__all__ = ["BACKEND", "CORE", "FSYNC", "NO_SCRIPTING", "OWN_SCRIPTS", "PERMISSIONS", "PORT", "START",
            "Account", "Config", "DropUser", "RedisServer", "SetUser", "TryUser", "account_of", "acl_rules",
            "max_memory"]
 
@@ -55,7 +55,6 @@ UNKILLABLE_REPLY = "UNKILLABLE"
 # cache) before the reply, so a killed server or a deleted pod loses nothing; the policy bounds what a crash of the
 # node itself loses: `always` nothing, `everysec` up to a second, `no` what the kernel had not flushed (~30 s).
 FSYNC = ("always", "everysec", "no")
-ACL_FILE = f"{DATA}/users.acl"
 # The container's entry (`sh -c START redis <dir> <redis-server's args>`): the ACL file's `default` user (the admin)
 # written from the admin Secret at every start (its SHA-256, never the password: the Secret stays the one source),
 # every other user as the operator last saved it (ACL SAVE); then redis-server with its data and that file in <dir>.
@@ -66,7 +65,7 @@ START = ('set -eu; umask 077; dir=$1; shift; acl="$dir/users.acl"; '
          'if [ -f "$acl" ]; then grep -v "^user default " "$acl" || true; fi; } > "$acl.new"; '
          'mv "$acl.new" "$acl"; unset ADMIN_PASSWORD; exec redis-server "$@" --dir "$dir" --aclfile "$acl"')
 # Ready once it answers the admin's PING with PONG (not while it loads its append-only file: LOADING).
-READY = 'REDISCLI_AUTH="$ADMIN_PASSWORD" redis-cli -p 6379 PING | grep -qx PONG'
+READY = f'REDISCLI_AUTH="$ADMIN_PASSWORD" redis-cli -p {PORT} PING | grep -qx PONG'
 ISOLATION_MESSAGE = ("an existing provider's isolation does not change: its claims' data is where it is (make "
                      "another provider)")
 
@@ -162,7 +161,7 @@ def own_instance(claim: Mapping[str, Any], config: Config) -> Config:
     the shared one would run, sized by the claim's size (CLAIM_INSTANCES; the default for a size it does not name),
     its volume of the provider's class."""
     memory, clients, volume = CLAIM_INSTANCES.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE),
-                                          CLAIM_INSTANCES[DEFAULT_SIZE])
+                                                  CLAIM_INSTANCES[DEFAULT_SIZE])
     name = f"redis-{hashlib.sha256(claim_ref(claim).encode()).hexdigest()[:HASH_CHARS]}"
     shared = config.instance
     instance = shared._replace(name=name, host=f"{name}.{shared.namespace}.svc", memory=memory, claim=claim_ref(claim))
