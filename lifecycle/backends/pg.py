@@ -2,9 +2,9 @@
 
 Provisioning makes the role's password Secret (once, and anew for each rotation request: lifecycle.rotation), the
 Cluster with the claim's role and the Database, and waits for CloudNativePG's word (lifecycle.backends.pg_cluster: the
-objects and readiness). When lifecycle.retention lets a
-deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the database, then the role, then
-their resources. CloudNativePG makes and drops both; no client of ours connects.
+objects and readiness). When lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on
+CloudNativePG's word: the database, then the role, then their resources. CloudNativePG makes and drops both; no
+client of ours connects.
 """
 
 from __future__ import annotations
