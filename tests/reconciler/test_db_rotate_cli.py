@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,27 @@ pytestmark = pytest.mark.testbed
 PROVIDER = "apprafter-operator"  # who writes a claim's status here (the test, as the claim's provider would)
 
 
+MADE: list[tuple[str, str]] = []  # (namespace, app) deployed by the test running
+
+
+@pytest.fixture(autouse=True)
+def removed(bed: KubeTestBed) -> Iterator[None]:
+    """What a test deployed is deleted after it: no operator runs here, and the next module's, on the same API
+    server, would take up the Applications and their claims."""
+    MADE.clear()
+    yield
+    for namespace, app in MADE:
+        bed.delete(API, "Application", app, namespace)
+        bed.delete(API, "ResourceClaim", f"{app}-pg", namespace)
+
+
 def deployed(bed: KubeTestBed, namespace: str, app: str, env: str = "prod") -> None:
     """What the operator leaves of APP's environment: its Application and its pg need's claim."""
+    MADE.append((namespace, app))
     apply(bed, cr(namespace, name=app, env=env))
+    # selecting no provider: another module's operator on the shared bed never binds (nor provisions) it
     bed.apply({"apiVersion": API, "kind": "ResourceClaim", "metadata": {"name": f"{app}-pg", "namespace": namespace},
-               "spec": {"type": "pg", "selector": {}}}, field_manager="apprafter-operator")
+               "spec": {"type": "pg", "selector": {"rotate-cli": "no-provider"}}}, field_manager="apprafter-operator")
 
 
 def rotate(bed: KubeTestBed, app: str, *args: str) -> subprocess.CompletedProcess[str]:

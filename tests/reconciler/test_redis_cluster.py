@@ -365,6 +365,7 @@ def test_rotating_the_credentials_rolls_the_pods_and_refuses_the_old_password_on
             cli.kill()
             cli.communicate()
 
+    bed.delete("v1", "Pod", "demo-new", namespace)
     # one request, one new password: every pass since (the pods' changes, the status writes) kept it
     assert connection(bed, namespace)["password"] == new["password"]
     assert len(admin(redis_server).acl_getuser(new["user"])["passwords"]) == 1
