@@ -5,7 +5,8 @@ The instance is made lazily for its first claim (lifecycle.backends.instance: Gu
 memory limit, its keys in an append-only file and its users in an ACL file on a volume of its own, so both survive a
 restart of its pod), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user
 confined to its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one
-otherwise). Every name is derived from the claim's namespace and name, so re-creating the same app and need re-binds
+otherwise, and one per rotation request, the old one kept beside it until the app's pods have rolled:
+lifecycle.rotation). Every name is derived from the claim's namespace and name, so re-creating the same app and need re-binds
 to the same user and keys. redis-server has no per-user limit of connections or memory, so on a shared instance one
 claim can hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is sized by the
 claim's size (its memory, maxmemory, maxclients and volume: CLAIM_INSTANCES) and holds no other claim's anything. The
@@ -184,10 +185,12 @@ def account_of(claim: Mapping[str, Any]) -> Account:
     return Account(user, f"{user}:")
 
 
-def acl_rules(account: Account, password: str, scripting: bool = False) -> tuple[str, ...]:
+def acl_rules(account: Account, password: str, scripting: bool = False, keep: bool = False) -> tuple[str, ...]:
     """ACL SETUSER's rules for the account (`>password`: hidden in every repr); its own scripts only where the
-    provider allows scripting."""
-    return ("reset", "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS,
+    provider allows scripting. `reset` makes the user exactly this; `keep` (a rotation under way) resets all but its
+    passwords, so the old one stays valid beside the new until the app's pods have rolled (lifecycle.rotation)."""
+    start = ("resetkeys", "resetchannels") if keep else ("reset",)
+    return (*start, "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS,
             *(OWN_SCRIPTS if scripting else NO_SCRIPTING))
 
 
@@ -253,18 +256,21 @@ class RedisServer(SharedServer):
         if isinstance(found, Step):
             return found
         admin, address, writes = found
-        account = account_of(claim)
-        password = server.kept_secret(seen, account.user)
+        account, rotation = account_of(claim), seen.rotation
+        # a rotation's new password, made once per request; the old one kept on the user until no pod holds it
+        password = Hidden(seen.fresh) if rotation.due else server.kept_secret(seen, account.user)
         at = f"[{instance.host}]" if ":" in instance.host else instance.host
         secret = {"url": f"redis://{account.user}:{password}@{at}:{instance.port}/0", "host": instance.host,
                   "port": str(instance.port), "user": account.user, "password": str(password),
                   "prefix": account.prefix}
         connection = {"host": instance.host, "port": instance.port, "user": account.user, "prefix": account.prefix}
         said = f"ACL user {account.user} on {instance.host}:{instance.port}, keys and channels under {account.prefix}"
-        calls = (SetUser(*address, admin, account.user, acl_rules(account, password, config.scripting),
+        calls = (SetUser(*address, admin, account.user,
+                         acl_rules(account, password, config.scripting, keep=not rotation.settled),
                          instance.integrated),
                  TryUser(*address, account.user, password))
-        return Step(ready(said, connection, secret), writes, calls)
+        answers = rotation.requested if rotation.due else rotation.issued
+        return Step(ready(said, connection, secret, rotated=answers), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         config = self.serving(claim, config)
