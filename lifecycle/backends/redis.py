@@ -6,11 +6,11 @@ memory limit, its keys in an append-only file and its users in an ACL file on a 
 restart of its pod), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user
 confined to its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one
 otherwise, and one per rotation request, the old one kept beside it until the app's pods have rolled:
-lifecycle.rotation). Every name is derived from the claim's namespace and name, so re-creating the same app and
-need re-binds to the same user and keys. redis-server has no per-user limit of connections or memory, so on a shared instance one
-claim can hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is sized by the
-claim's size (its memory, maxmemory, maxclients and volume: CLAIM_INSTANCES) and holds no other claim's anything. The
-client (reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
+lifecycle.rotation). Every name is derived from the claim's namespace and name, so re-creating the same app and need
+re-binds to the same user and keys. redis-server has no per-user limit of connections or memory, so on a shared
+instance one claim can hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is
+sized by the claim's size (its memory, maxmemory, maxclients and volume: CLAIM_INSTANCES) and holds no other claim's
+anything. The client (reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
 """
 
 from __future__ import annotations
