@@ -14,7 +14,6 @@ from toolchain.errors import USER_EXIT
 # name -> "module:attribute" of a click command; imported on first use to keep start-up fast.
 COMMANDS: dict[str, str] = {
     "app": "apprafter.app_cmd:app",
-    "db": "apprafter.db_cmd:db",
     "doctor": "apprafter.doctor:doctor",
     "render": "apprafter.render_cmd:render",
     "validate": "apprafter.render_cmd:validate",
@@ -34,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "completion": "apprafter.version_cmd:completion",
     "schema": "apprafter.schema_cmd:schema",
     "secret": "apprafter.secret_cmd:secret",
+    "db": "apprafter.db_cmd:db",
 }
 # `apprafter --help` by audience, as `kubectl --help` groups its commands; every command is in one section (a name
 # missing from COMMANDS is left out, so a section may list a command that comes later).
