@@ -16,12 +16,15 @@ from lifecycle.service_provider import check, with_defaults
 from renderer.manifests.meta import connection_secret
 from renderer.names import NAME_LABEL
 
-__all__ = ["CLAIM_ANNOTATION", "PROVIDER_LABEL", "b64", "claim_ref", "config_of", "connection_secret_of", "decoded",
-           "memory_at_least", "positive_cpu", "provider_name", "ready", "retried", "tenant_name", "waiting"]
+__all__ = ["CLAIM_ANNOTATION", "PROVIDER_LABEL", "SIZE_CONDITION", "b64", "claim_ref", "config_of",
+           "connection_secret_of", "decoded", "memory_at_least", "positive_cpu", "provider_name", "ready", "retried",
+           "tenant_name", "waiting"]
 
 PROVIDER_LABEL = "apprafter.io/service-provider"  # on everything a backend makes: whose provider it serves
 CLAIM_ANNOTATION = "apprafter.io/claim"  # on a claim's objects outside its namespace: `<namespace>/<claim>`
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
+# A claim's second condition: what its need's size became at its backend (applied, kept, or not applied and why).
+SIZE_CONDITION = "Size"
 
 
 def provider_name(provider: Mapping[str, Any]) -> str:
