@@ -133,19 +133,14 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
     elif of_type:
         said = (f"no ServiceProvider of type {kind} serves namespace {namespace} (each lists other namespaces in "
                 f"spec.namespaces: a cluster administrator lists {namespace} in one, or creates one)")
+    elif kind not in backends():  # the webhook refuses every provider of it: no administrator can make one
+        said = (f'no ServiceProvider serves "{kind}": no backend on this platform serves {kind} yet (types with one: '
+                f"{', '.join(sorted(backends()))}), so none can be made: remove {need}")
+    elif wanted:
+        said += f" (none of type {kind} exists: a cluster administrator creates one)"
     else:
-        said = _unserved(str(kind))
+        said += " (a cluster administrator creates one)"
     return Binding(None, Condition(BOUND, "False", NO_MATCH, said))
-
-
-def _unserved(kind: str) -> str:
-    """What a claim says when no ServiceProvider of its type exists: whether an administrator can make one (its type
-    has a backend on this platform: #Backends) or no one can."""
-    served = backends()
-    if kind in served:
-        return f'no ServiceProvider serves "{kind}" (none of type {kind} exists: a cluster administrator creates one)'
-    return (f'no ServiceProvider serves "{kind}": no backend on this platform serves {kind} yet (types with one: '
-            f"{', '.join(sorted(served))}), so none can be made: remove needs.{kind}")
 
 
 def status_of(binding: Binding, claim: Mapping[str, Any], timestamp: str,

@@ -34,7 +34,7 @@ from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
-from lifecycle.service_provider import SERVICE_PROVIDER
+from lifecycle.service_provider import SERVICE_PROVIDER, check
 from reconciler import kept_data
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
@@ -157,6 +157,10 @@ class ClaimController:
                 carried = found
             provisioned = _provisioned(carried)
             retry = carried.then.retry if not isinstance(carried.then, Ready) else Done()
+        elif provider is not None and binding.condition.status == "True":
+            refused = [f"{field}: {problem}" for field, problem in check(provider)]
+            if refused:  # written before the webhook refused its backend: no core will ever serve it, said so
+                provisioned = _provisioned(_invalid(provider, refused))
         written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
         if written is not claim:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,

@@ -194,6 +194,9 @@ class StorageClassDisk:
             return None
         return f"{volume.size} is above the provider's maxSize {volume.max_size}"
 
+    def unsized(self, claim: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        return None  # every size is a volume's (its Size condition says what became of it)
+
     def kept_in(self, config: Mapping[str, Any]) -> None:
         return None  # the PVC is in the claim's namespace: deleted with it, never another namespace's
 

@@ -205,6 +205,9 @@ class CloudNativePG:
         return (f"needs.pg.size {tenant.size}: its share of the Cluster's volume, {SHARES[tenant.size]}, is more than "
                 f"the whole volume ({config.storage_size})")
 
+    def unsized(self, claim: Mapping[str, Any], config: Shared) -> None:
+        return None  # every size is a connection limit and a share of the volume (`_admitted`)
+
     def kept_in(self, config: Shared) -> str:
         return config.namespace  # beside the Cluster that holds the role and database
 

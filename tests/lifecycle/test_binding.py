@@ -34,11 +34,12 @@ def test_the_one_matching_provider_binds_the_claim() -> None:
     assert bind(claim(selector={}), providers[1:]).provider == "pg-integrated"
 
 
-def test_no_provider_of_the_type_says_none_serves_it_and_who_can_make_one() -> None:
+def test_no_provider_of_the_type_says_the_type_and_the_selector() -> None:
     assert bind(claim(), [provider("redis-integrated", "redis", tier="integrated")]) == Binding(None, Condition(
-        "Bound", "False", "NoMatchingProvider", 'no ServiceProvider serves "pg" (none of type pg exists: a cluster '
-        "administrator creates one)"))
-    assert bind(claim(selector={}), []).condition == bind(claim(), []).condition
+        "Bound", "False", "NoMatchingProvider", "no ServiceProvider of type pg has labels tier=integrated (none of "
+        "type pg exists: a cluster administrator creates one)"))
+    assert bind(claim(selector={}), []).condition.message == (
+        "no ServiceProvider of type pg exists (a cluster administrator creates one)")
 
 
 def test_a_type_no_backend_serves_says_no_provider_can_be_made() -> None:
