@@ -64,7 +64,7 @@ CONNECTIONS = {"nano": 5, "small": 10, "medium": 20, "large": 30, "xlarge": 50}
 # fit in its volume, so the volume an administrator sized is never promised twice; the volume is never grown for a
 # claim (a tenant would size the administrator's disk, and CloudNativePG's resize of a class that cannot expand
 # fails its whole reconcile). Each role's size is read back from its connection limit (one per size).
-SHARES = {"nano": "64Mi", "small": "256Mi", "medium": "1Gi", "large": "4Gi", "xlarge": "16Gi"}
+SHARES = {"nano": "32Mi", "small": "128Mi", "medium": "512Mi", "large": "2Gi", "xlarge": "8Gi"}
 DEFAULT_SIZE = "small"
 CLAIM_COMMENT = "apprafter claim "  # a role's comment: `apprafter claim <namespace>/<claim>` (the claims' roles)
 # The most roles one Cluster's spec.managed.roles holds, retained ones of deleted claims included: each is ≈ 250

@@ -21,7 +21,7 @@ def provider(name: str, kind: str, backend: str, **config: Any) -> dict[str, Any
             "spec": {"type": kind, "backend": backend, **({"config": config} if config else {})}}
 
 
-PROVIDERS = (provider("pg-integrated", "pg", "cloudnative-pg", storage={"size": "10Gi"}),
+PROVIDERS = (provider("pg-integrated", "pg", "cloudnative-pg", storage={"size": "4Gi"}),
              provider("redis-integrated", "redis", "redis-server"), provider("disk", "disk", "storage-class"),
              provider("s3-integrated", "s3", "versitygw"))
 SETTINGS = dataclasses.replace(Settings(OPERATOR, PlatformContext()), service_providers=PROVIDERS)
@@ -45,8 +45,8 @@ def with_needs(**needs: Any) -> dict[str, Any]:
 def test_a_pg_share_larger_than_the_clusters_volume_is_refused_at_its_size() -> None:
     outcome = validate(with_needs(pg={"size": "xlarge"}))
     assert not outcome.allowed
-    assert ("spec.base.needs.pg.size: needs.pg.size xlarge: its share of the Cluster's volume, 16Gi, is more than "
-            "the whole volume (10Gi) (ServiceProvider pg-integrated)") in outcome.message
+    assert ("spec.base.needs.pg.size: needs.pg.size xlarge: its share of the Cluster's volume, 8Gi, is more than "
+            "the whole volume (4Gi) (ServiceProvider pg-integrated)") in outcome.message
     assert validate(with_needs(pg={"size": "large"})).allowed
 
 

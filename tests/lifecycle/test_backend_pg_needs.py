@@ -77,27 +77,27 @@ def test_each_size_has_its_share_and_a_claim_shows_it_with_its_connections() -> 
     assert shares == sorted(shares) and len(set(shares)) == len(shares)  # every size more than the one below
     said = size_condition(provisioned(need("medium"), live_cluster(role("other.a-pg", "large")),
                                       storage={"size": "10Gi"}))
-    assert said == Condition("Size", "True", "AsRequested", "needs.pg.size medium: 20 connections and 1Gi of "
-                             f"{WHERE}'s 10Gi volume (4Gi held by its other claims' shares, retained ones included)")
+    assert said == Condition("Size", "True", "AsRequested", "needs.pg.size medium: 20 connections and 512Mi of "
+                             f"{WHERE}'s 10Gi volume (2Gi held by its other claims' shares, retained ones included)")
 
 
 def test_a_new_role_whose_share_does_not_fit_waits_and_nothing_is_made() -> None:
-    """The volume holds 1Gi; four small claims (256Mi each) fill it: a fifth is not promised room that is gone."""
-    full = live_cluster(*(role(f"other.app{i}-pg") for i in range(4)))
+    """The volume holds 1Gi; eight small claims (128Mi each) fill it: a ninth is not promised room that is gone."""
+    full = live_cluster(*(role(f"other.app{i}-pg") for i in range(8)))
     refused = provisioned(need(), full)
     assert refused == Step(Waiting(
-        "ShareDoesNotFit", f"needs.pg.size small: its share does not fit: 256Mi of {WHERE}'s 1Gi volume (1Gi held by "
+        "ShareDoesNotFit", f"needs.pg.size small: its share does not fit: 128Mi of {WHERE}'s 1Gi volume (1Gi held by "
         "its other claims' shares, retained ones included); an administrator grows spec.config.storage.size of "
         "ServiceProvider pg-integrated, or drops retained data, or ask for a smaller size", Done()))
     assert CORE.provision(need(), shared(), seen(full)).writes == ()  # not even its password Secret
     # a role being dropped, and roles that are not claims' (an administrator's), hold no share
-    freed = live_cluster(*(role(f"other.app{i}-pg") for i in range(3)), role("other.gone-pg", ensure="absent"),
+    freed = live_cluster(*(role(f"other.app{i}-pg") for i in range(7)), role("other.gone-pg", ensure="absent"),
                          role("admin", None), role(core.KEEPER_ROLE, None, "absent"))
     assert size_condition(provisioned(need(), freed)).reason == "AsRequested"
     # the administrator grows the volume: it fits
     assert size_condition(provisioned(need(), full, storage={"size": "2Gi"})).reason == "AsRequested"
-    # a smaller size fits where small did not: 3 small and 3 nano hold 960Mi, a nano claim's 64Mi still fits
-    crowded = live_cluster(*(role(f"other.app{i}-pg") for i in range(3)), *(role(f"other.n{i}-pg", "nano")
+    # a smaller size fits where small did not: 7 small and 3 nano hold 992Mi, a nano claim's 32Mi still fits
+    crowded = live_cluster(*(role(f"other.app{i}-pg") for i in range(7)), *(role(f"other.n{i}-pg", "nano")
                                                                            for i in range(3)))
     assert size_condition(provisioned(need("nano"), crowded)).reason == "AsRequested"
     assert provisioned(need(), crowded).then.reason == "ShareDoesNotFit"  # type: ignore[union-attr]
@@ -105,18 +105,18 @@ def test_a_new_role_whose_share_does_not_fit_waits_and_nothing_is_made() -> None
 
 def test_a_live_role_whose_need_grew_past_the_room_keeps_its_size_and_says_so() -> None:
     mine = core.role_entry(core.tenant_of(need("small")))
-    crowded = live_cluster(mine, *(role(f"other.app{i}-pg") for i in range(3)))
+    crowded = live_cluster(mine, *(role(f"other.app{i}-pg") for i in range(7)))
     grown = provisioned(need("large"), crowded)
     said = size_condition(grown)
     assert said == Condition("Size", "False", "ShareDoesNotFit", (
-        f"needs.pg.size large: its share does not fit: 4Gi of {WHERE}'s 1Gi volume (768Mi held by its other claims' "
-        "shares, retained ones included); the role keeps its small share (256Mi, 10 connections) until an "
+        f"needs.pg.size large: its share does not fit: 2Gi of {WHERE}'s 1Gi volume (896Mi held by its other claims' "
+        "shares, retained ones included); the role keeps its small share (128Mi, 10 connections) until an "
         "administrator grows spec.config.storage.size of ServiceProvider pg-integrated, or drops retained data"))
     [written] = [w.obj for w in grown.writes if isinstance(w, Apply) and w.obj["kind"] == "Cluster"]
     [kept] = [r for r in written["spec"]["managed"]["roles"] if r["name"] == "shop.cart-pg"]
     assert kept["connectionLimit"] == 10  # the live role as it was: its database stays usable
     # with room, the growth applies
-    roomy = provisioned(need("large"), crowded, storage={"size": "8Gi"})
+    roomy = provisioned(need("large"), crowded, storage={"size": "4Gi"})
     [written] = [w.obj for w in roomy.writes if isinstance(w, Apply) and w.obj["kind"] == "Cluster"]
     assert [r["connectionLimit"] for r in written["spec"]["managed"]["roles"] if r["name"] == "shop.cart-pg"] == [30]
     assert size_condition(roomy).reason == "AsRequested"
@@ -126,12 +126,12 @@ def test_a_ready_claim_carries_its_size_condition() -> None:
     database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
     found = CORE.provision(need("nano"), shared(), seen(cnpg_cluster(), database, password_secret(), of=need("nano")))
     assert isinstance(found.then, Ready)
-    assert size_condition(found).message.startswith("needs.pg.size nano: 5 connections and 64Mi of ")
+    assert size_condition(found).message.startswith("needs.pg.size nano: 5 connections and 32Mi of ")
 
 
 def test_the_webhook_refuses_a_share_larger_than_the_whole_volume() -> None:
-    assert CORE.beyond(need("xlarge"), shared(storage={"size": "10Gi"})) == (
-        "needs.pg.size xlarge: its share of the Cluster's volume, 16Gi, is more than the whole volume (10Gi)")
-    assert CORE.beyond(need("large"), shared(storage={"size": "10Gi"})) is None
+    assert CORE.beyond(need("xlarge"), shared(storage={"size": "4Gi"})) == (
+        "needs.pg.size xlarge: its share of the Cluster's volume, 8Gi, is more than the whole volume (4Gi)")
+    assert CORE.beyond(need("large"), shared(storage={"size": "4Gi"})) is None
     assert CORE.beyond(need(), shared()) is None  # small on the default 1Gi
     assert isinstance(CORE.provision(need(), shared(), seen()).then, Again)  # its password Secret, then on
