@@ -222,18 +222,25 @@ def _migration_plan_status(req: Request, settings: Settings) -> Verdict:
     return Verdict(tuple(problems), FORBIDDEN)
 
 
-def _drop_mark(obj: Mapping[str, Any]) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(authority.DROP_ANNOTATION)
+def _annotation(obj: Mapping[str, Any], key: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(key)
     return str(value) if value is not None else None
 
 
 def _resource_claim(req: Request, settings: Settings) -> Verdict:
     selector = (req.obj.get("spec") or {}).get("selector") or {}
     problems = [(f"spec.selector.{key}", why) for key, why in selector_problems(selector)]
-    reason = authority.drop_data_writer(_drop_mark(req.old), _drop_mark(req.obj), req.user, req.groups,
+    drop = authority.DROP_ANNOTATION
+    reason = authority.drop_data_writer(_annotation(req.old, drop), _annotation(req.obj, drop), req.user, req.groups,
                                         settings.operator_user)
     if reason:
-        problems.append((f"metadata.annotations.{authority.DROP_ANNOTATION}", reason))
+        problems.append((f"metadata.annotations.{drop}", reason))
+    rotate = authority.ROTATE_ANNOTATION
+    reason = authority.rotate_writer(_annotation(req.old, rotate), _annotation(req.obj, rotate),
+                                     str((req.obj.get("spec") or {}).get("type") or ""), req.user,
+                                     settings.operator_user)
+    if reason:
+        problems.append((f"metadata.annotations.{rotate}", reason))
     return Verdict(tuple(problems), FORBIDDEN)
 
 

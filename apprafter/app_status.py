@@ -77,7 +77,8 @@ def _text(r: EnvReport) -> str:
              f"  argo cd:   {r.sync}, {r.health}" + (f" at {r.revision}" if r.revision else ""),
              f"  phase:     {r.phase}, replicas {r.replicas}" + (f", {r.url}" if r.url else "")]
     for c in r.claims:
-        lines.append(f"  claim:     {c.name} ({c.type}) " + ("ready" if c.ready else f"waiting: {c.why}"))
+        lines.append(f"  claim:     {c.name} ({c.type}) " + ("ready" if c.ready else f"waiting: {c.why}")
+                     + (f"; rotating: {c.rotation}" if c.rotation else ""))
     for h in r.hostnames:
         lines.append(f"  hostname:  {h.hostname}" + (f" certificate {h.certificate}" if h.certificate else ""))
     for p in r.plans:

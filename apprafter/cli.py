@@ -33,12 +33,13 @@ COMMANDS: dict[str, str] = {
     "completion": "apprafter.version_cmd:completion",
     "schema": "apprafter.schema_cmd:schema",
     "secret": "apprafter.secret_cmd:secret",
+    "db": "apprafter.db_cmd:db",
 }
 # `apprafter --help` by audience, as `kubectl --help` groups its commands; every command is in one section (a name
 # missing from COMMANDS is left out, so a section may list a command that comes later).
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("App commands (an app repository: the base install)",
-     ("render", "validate", "lint", "plan", "envs", "schema", "app", "secret")),
+     ("render", "validate", "lint", "plan", "envs", "schema", "app", "db", "secret")),
     ("Cluster commands (who runs the platform: the [cluster] extra)",
      ("cluster-bootstrap", "platform", "migration", "repo", "crds")),
     ("Platform stack (who publishes it: the [stack] extra)", ("stack",)),

@@ -26,6 +26,7 @@ EXTRAS: dict[str, str] = {
     # `app scaffold | rollback` and `app add --dry-run` need nothing more; the rest read the cluster
     **{f"app {sub}": "cluster" for sub in ("add", "list", "status", "logs", "remove", "open")},
     "secret seal": "cluster",
+    "db": "cluster",
 }
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

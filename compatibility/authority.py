@@ -7,6 +7,7 @@ server holds the transitions by itself when the webhook is down.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,6 +117,33 @@ def drop_data_writer(old: str | None, new: str | None, user: str, groups: tuple[
     return (f"{DROP_ANNOTATION} drops the claim's backend data when it is deleted: only the operator "
             f"({operator_user}) writes {PLAN_DROP_PREFIX}<plan> (under an approved data-migration plan), and only a "
             f"cluster administrator ({ADMIN_GROUP}) writes {ADMIN_DROP!r} or removes it; {user!r} may not")
+
+
+# A ResourceClaim's request for new credentials (lifecycle.rotation): a new value, written by a person of the app's
+# team (`apprafter db rotate`), has the operator make a new password, roll the app's pods onto it and refuse the old.
+ROTATE_ANNOTATION = "apprafter.io/rotate"
+ROTATE_REQUEST = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,62}")
+ROTATED_TYPES = ("pg", "redis")  # the need types whose backend rotates a claim's password (lifecycle.rotation: how)
+
+
+def rotate_writer(old: str | None, new: str | None, kind: str, user: str, operator_user: str) -> str | None:
+    """Why `user` may not change the ROTATE_ANNOTATION of a claim of type `kind` from `old` to `new` (None when they
+    may, or it is unchanged or withdrawn): whoever RBAC lets write the claim in its namespace, the app's team (a
+    rotation touches that claim's credentials alone: no data, nothing of another namespace's), with a value of the
+    request's form, on a claim whose password rotates; never the operator (a rotation is a person's act, on record
+    as their write)."""
+    if old == new or new is None:
+        return None
+    if user == operator_user:
+        return (f"{ROTATE_ANNOTATION} asks for new credentials: a person of the app's team writes it (`apprafter db "
+                f"rotate`), never the operator ({operator_user})")
+    if not ROTATE_REQUEST.fullmatch(new):
+        return (f"{new[:70]!r} is not a rotation request: 1 to 63 letters, digits, '.', '_', ':' or '-', the first a "
+                "letter or digit (`apprafter db rotate` writes one)")
+    if kind not in ROTATED_TYPES:
+        return (f"a claim of type {kind or '(none)'} has no password the operator rotates (it rotates those of "
+                f"{', '.join(ROTATED_TYPES)})")
+    return None
 
 
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:

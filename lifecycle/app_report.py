@@ -24,6 +24,7 @@ class ClaimLine(NamedTuple):
     type: str
     ready: bool
     why: str  # the condition that holds it back, empty when ready
+    rotation: str = ""  # where a rotation of its password not completed yet stands (lifecycle.rotation), else empty
 
 
 class HostLine(NamedTuple):
@@ -79,7 +80,10 @@ def _claim(claim: Mapping[str, Any]) -> ClaimLine:
     if not ready:
         held = [c for c in by_type(status.get("conditions")).values() if c.get("status") != "True"]
         why = _one_line(f"{held[0].get('reason')}: {held[0].get('message')}") if held else "not provisioned yet"
-    return ClaimLine(str(claim["metadata"]["name"]), str((claim.get("spec") or {}).get("type", "")), ready, why)
+    rotation = status.get("rotation")
+    rotating = isinstance(rotation, Mapping) and rotation.get("requested") not in (None, rotation.get("completed"))
+    return ClaimLine(str(claim["metadata"]["name"]), str((claim.get("spec") or {}).get("type", "")), ready, why,
+                     _one_line(rotation.get("message")) if rotating and isinstance(rotation, Mapping) else "")
 
 
 def _hosts(routes: Iterable[Mapping[str, Any]], certificates: Iterable[Mapping[str, Any]]) -> tuple[HostLine, ...]:

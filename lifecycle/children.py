@@ -8,7 +8,7 @@ from typing import Any
 
 from controller_runtime.objects import controller_uid
 
-__all__ = ["in_use", "owned", "owner_reference", "prunable"]
+__all__ = ["in_use", "owned", "owner_reference", "prunable", "secrets_read"]
 
 
 def owner_reference(owner: Mapping[str, Any]) -> dict[str, Any]:
@@ -45,8 +45,9 @@ def prunable(live: Iterable[Mapping[str, Any]], desired: Sequence[Mapping[str, A
     return out
 
 
-def _secrets_read(pod: Mapping[str, Any]) -> set[str]:
-    """The Secrets a pod's containers read: env secretKeyRef, envFrom secretRef, secret volumes."""
+def secrets_read(pod: Mapping[str, Any]) -> set[str]:
+    """The Secrets a pod's (or a pod template's) containers read: env secretKeyRef, envFrom secretRef, secret
+    volumes."""
     spec = pod.get("spec") or {}
     names: set[str] = set()
     for container in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]:
@@ -69,7 +70,7 @@ def in_use(claims: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
     """The claims (by name) whose connection Secret a pod still reads, terminating pods included: a need removed
     from the app keeps its claim (and the backend its credentials) until the last pod started with it is gone, so
     that the old pods answer with their backend while the rollout and the Gateway's drain replace them."""
-    read = set().union(*(_secrets_read(p) for p in pods))
+    read = set().union(*(secrets_read(p) for p in pods))
     out = set()
     for claim in claims:
         secret = (((claim.get("status") or {}).get("connection") or {}).get("secretName"))

@@ -50,6 +50,7 @@ from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from lifecycle.private_images import private_hosts, pull_always
 from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
+from lifecycle.rotation import stamped
 from reconciler.image_digests import resolve as resolve_images
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
@@ -221,9 +222,12 @@ class ApplicationPass:
         held = False
         try:
             await _all(self.ensure(claim) for claim in desired.claims)
-            waiting = waiting_claims(desired.claims, {c["metadata"]["name"]: self.cached(c) or {}
-                                                      for c in desired.claims})
+            claims = {c["metadata"]["name"]: self.cached(c) or {} for c in desired.claims}
+            waiting = waiting_claims(desired.claims, claims)
             if not waiting:
+                # a rotated claim's request on the pod templates that read its Secret: a new one rolls the pods
+                # (lifecycle.rotation), applied after the gate like a digest
+                desired = desired._replace(children=stamped(desired.children, claims.values()))
                 await _all(self.ensure(child) for child in desired.children)
                 held = await self.prune(desired, live_plans)
         except KubeError as e:

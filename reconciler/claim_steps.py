@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from controller_runtime.client import Kube
@@ -19,8 +19,10 @@ from controller_runtime.errors import KubeError
 from controller_runtime.outcomes import Done, Requeue
 from controller_runtime.writes import create_once, ensure
 from lifecycle.backends.common import PROVIDER_LABEL, b64, connection_secret_of, decoded
-from lifecycle.backends.contract import Again, Apply, Backend, CreateOnce, Delete, Ready, Seen, Step, Waiting
+from lifecycle.backends.contract import Again, Apply, Backend, CreateOnce, Delete, Ready, Rotation, Seen, Step, Waiting
 from lifecycle.backends.instance import SECRET
+from lifecycle.rotation import ISSUED_ANNOTATION
+from lifecycle.rotation import seen as rotation_seen
 from reconciler import kept_data
 from reconciler.backend_failure import BackendFailure
 from reconciler.backends.registry import Client
@@ -34,10 +36,12 @@ ROUNDS = 6  # Again at most this often in one reconcile (a new instance: admin S
 
 
 class Carried(NamedTuple):
-    """Where the claim stands after its steps: Ready (its Secret written) or Waiting; `secret`: the Secret's name."""
+    """Where the claim stands after its steps: Ready (its Secret written) or Waiting; `secret`: the Secret's name;
+    `rotation`: what the last step saw of the claim's rotation (lifecycle.rotation)."""
 
     then: Ready | Waiting
     secret: str | None = None
+    rotation: Rotation = Rotation()
 
 
 def _owned_by(obj: Mapping[str, Any], claim: Mapping[str, Any]) -> str | None:
@@ -50,7 +54,7 @@ def _owned_by(obj: Mapping[str, Any], claim: Mapping[str, Any]) -> str | None:
 
 
 async def _seen(kube: Kube, core: Backend, claim: Mapping[str, Any], config: Any,
-                connection: Mapping[str, Any] | None) -> Seen:
+                connection: Mapping[str, Any] | None, pods: Sequence[Mapping[str, Any]]) -> Seen:
     objects: dict[Any, Any] = {}
     for read in core.reads(claim, config):
         if read.name is None:
@@ -58,7 +62,8 @@ async def _seen(kube: Kube, core: Backend, claim: Mapping[str, Any], config: Any
         else:
             objects[read] = await kube.get(read.kind, read.name, read.namespace)
     own = connection is not None and _owned_by(connection, claim) == claim["metadata"]["uid"]
-    return Seen(objects, decoded(connection) if own else None, secrets.token_urlsafe(PASSWORD_BYTES), time.time())
+    return Seen(objects, decoded(connection) if own else None, secrets.token_urlsafe(PASSWORD_BYTES), time.time(),
+                rotation_seen(claim, connection if own else None, pods))
 
 
 async def _write(kube: Kube, step: Step, where: Mapping[str, str]) -> None:
@@ -78,15 +83,17 @@ async def _write(kube: Kube, step: Step, where: Mapping[str, str]) -> None:
             log.info("deleted", extra={**where, "written": f"{write.kind.kind} {write.name}"})
 
 
-def _secret_object(claim: Mapping[str, Any], provider: str, data: Mapping[str, str]) -> dict[str, Any]:
+def _secret_object(claim: Mapping[str, Any], provider: str, data: Mapping[str, str],
+                   rotated: str | None = None) -> dict[str, Any]:
     """The claim's connection Secret in its namespace, owned by the claim (it goes with the claim; the data it
-    points at stays at the backend)."""
+    points at stays at the backend), marked with the rotation request its password answers."""
     meta = claim["metadata"]
     owner = {"apiVersion": claim["apiVersion"], "kind": claim["kind"], "name": meta["name"], "uid": meta["uid"],
              "controller": True, "blockOwnerDeletion": True}
+    marked = {"annotations": {ISSUED_ANNOTATION: rotated}} if rotated else {}
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": connection_secret_of(claim), "namespace": meta["namespace"],
-                         "labels": {PROVIDER_LABEL: provider}, "ownerReferences": [owner]},
+                         "labels": {PROVIDER_LABEL: provider}, **marked, "ownerReferences": [owner]},
             "data": {k: b64(v) for k, v in sorted(data.items())}}
 
 
@@ -104,9 +111,10 @@ def _conflict(live: Mapping[str, Any] | None, claim: Mapping[str, Any]) -> Waiti
 
 
 async def carry_out(kube: Kube, core: Backend, client: Client | None, claim: Mapping[str, Any], config: Any,
-                    provider: str, *, dropping: bool = False) -> Carried | None:
+                    provider: str, *, dropping: bool = False, pods: Sequence[Mapping[str, Any]] = ()) -> Carried | None:
     """Ask the core for steps until it says Ready or Waiting (provisioning) or Gone (dropping: None), carrying out
-    each; a backend's failure and a refused write are the claim's Waiting, a retryable API error is raised."""
+    each; a backend's failure and a refused write are the claim's Waiting, a retryable API error is raised. `pods`:
+    those of the claim's namespace (which of them hold an older password: lifecycle.rotation)."""
     meta = claim["metadata"]
     where = {"controller": "claims", "namespace": meta["namespace"], "object": meta["name"]}
     secret_name = connection_secret_of(claim)
@@ -116,7 +124,7 @@ async def carry_out(kube: Kube, core: Backend, client: Client | None, claim: Map
             return Carried(refused)
         for _ in range(ROUNDS):
             live_secret = await kube.get(SECRET, secret_name, meta["namespace"])
-            seen = await _seen(kube, core, claim, config, live_secret)
+            seen = await _seen(kube, core, claim, config, live_secret, pods)
             step = core.drop(claim, config, seen) if dropping else core.provision(claim, config, seen)
             await _write(kube, step, where)
             for call in step.calls:
@@ -129,14 +137,14 @@ async def carry_out(kube: Kube, core: Backend, client: Client | None, claim: Map
                 continue
             if isinstance(then, Ready) and not dropping:
                 if then.secret is None:
-                    return Carried(then)
+                    return Carried(then, rotation=seen.rotation)
                 conflict = _conflict(live_secret, claim)
                 if conflict is not None:
-                    return Carried(conflict)
-                await ensure(kube, None, _secret_object(claim, provider, then.secret), live=live_secret)
-                return Carried(then, secret_name)
+                    return Carried(conflict, rotation=seen.rotation)
+                await ensure(kube, None, _secret_object(claim, provider, then.secret, then.rotated), live=live_secret)
+                return Carried(then, secret_name, seen.rotation)
             if isinstance(then, Waiting):
-                return Carried(then)
+                return Carried(then, rotation=seen.rotation)
             return None  # Gone
         return Carried(Waiting("InProgress", f"still in progress after {ROUNDS} steps", Requeue("in progress")))
     except BackendFailure as e:

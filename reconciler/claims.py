@@ -21,7 +21,7 @@ from controller_runtime.client import ALL_NAMESPACES
 from controller_runtime.errors import KubeError
 from controller_runtime.finalizers import add_finalizer, has_finalizer, remove_finalizer
 from controller_runtime.informer import Informer
-from controller_runtime.kinds import KindLike
+from controller_runtime.kinds import GroupVersionKind, KindLike
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, itself, key_of
 from controller_runtime.outcomes import Done, Outcome, Requeue
@@ -34,11 +34,16 @@ from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
+from lifecycle.rotation import concerned
+from lifecycle.rotation import notes as rotation_notes
+from lifecycle.rotation import status as rotation_status
 from lifecycle.service_provider import SERVICE_PROVIDER, check
 from reconciler import kept_data
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
+from reconciler.status import record
 from renderer.crds import RESOURCE_CLAIM
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from toolchain.timestamps import time_now
 
 __all__ = ["ClaimController"]
@@ -46,18 +51,25 @@ __all__ = ["ClaimController"]
 log = logging.getLogger("apprafter.claims")
 
 CLUSTER = (ALL_NAMESPACES,)
+POD = GroupVersionKind("v1", "Pod")
+MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}  # the apps' pods (the Application controller watches the same)
 
 
-def _provisioned(carried: Carried) -> tuple[list[Condition], dict[str, Any]]:
-    """The backend's conditions and status fields for where the claim stands."""
+def _provisioned(claim: Mapping[str, Any], carried: Carried,
+                 timestamp: str) -> tuple[list[Condition], dict[str, Any]]:
+    """The backend's conditions and status fields for where the claim stands, its rotation's with them."""
     then = carried.then
+    ready = isinstance(then, Ready)
+    rotation = rotation_status(claim, carried.rotation, then.rotated if isinstance(then, Ready) else None, ready,
+                               timestamp)
+    rotated = {"rotation": rotation} if rotation is not None else {}
     if isinstance(then, Ready):
         said = then.message + (f"; connection in Secret {carried.secret}" if carried.secret else "")
         connection = {**then.connection, **({"secretName": carried.secret} if carried.secret else {})}
         return ([Condition(PROVISIONED, "True", "Provisioned", said), *then.conditions],
-                {"ready": True, "connection": connection})
+                {"ready": True, "connection": connection, **rotated})
     return ([Condition(PROVISIONED, "False", then.reason, then.message), *then.conditions],
-            {"ready": False, **then.fields})
+            {"ready": False, **then.fields, **rotated})
 
 
 class ClaimController:
@@ -80,7 +92,8 @@ class ClaimController:
 
     def watches(self) -> Sequence[Watch]:
         watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER),
-                   Watch(SECRET, KEPT_LABELS, self.claims_of_object, CLUSTER)]  # a record deleted: claimed anew
+                   Watch(SECRET, KEPT_LABELS, self.claims_of_object, CLUSTER),  # a record deleted: claimed anew
+                   Watch(POD, MANAGED, self.claims_of_pod)]  # an old pod gone: its rotation may complete
         for served in self.served():
             site = self.sites[served.core.backend]
             watches.extend(Watch(w.kind, w.labels, self.claims_of_object, (site.namespace,) if w.site else ())
@@ -94,6 +107,15 @@ class ClaimController:
     def claims(self) -> Informer:
         assert self.runtime is not None
         return self.runtime.informer(RESOURCE_CLAIM)
+
+    def pods(self) -> Informer:
+        assert self.runtime is not None
+        return self.runtime.informer(POD, MANAGED)
+
+    def claims_of_pod(self, pod: Mapping[str, Any]) -> Iterable[Key]:
+        """The claims whose rotation a pod's change may complete (lifecycle.rotation.concerned)."""
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        return concerned(self.claims().items(namespace), pod)
 
     def providers(self) -> Informer:
         assert self.runtime is not None
@@ -152,16 +174,19 @@ class ClaimController:
                 # before any data exists: its deletion waits for the backend
                 claim = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
                 found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
-                                        provider["metadata"]["name"])
+                                        provider["metadata"]["name"], pods=self.pods().items(namespace))
                 assert found is not None  # None only when dropping
                 carried = found
-            provisioned = _provisioned(carried)
+            provisioned = _provisioned(claim, carried, time_now())
             retry = carried.then.retry if not isinstance(carried.then, Ready) else Done()
         elif provider is not None and binding.condition.status == "True":
             refused = [f"{field}: {problem}" for field, problem in check(provider)]
             if refused:  # written before the webhook refused its backend: no core will ever serve it, said so
-                provisioned = _provisioned(_invalid(provider, refused))
+                provisioned = _provisioned(claim, _invalid(provider, refused), time_now())
         written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
+        for note in rotation_notes(written, (claim.get("status") or {}).get("rotation"),
+                                   (written.get("status") or {}).get("rotation")):
+            await record(self.runtime.recorder, written, note)
         if written is not claim:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,
                                        "provider": binding.provider or "", "reason": binding.condition.reason,

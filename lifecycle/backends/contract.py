@@ -19,8 +19,8 @@ from controller_runtime.kinds import GroupVersionKind
 from controller_runtime.outcomes import Done, Requeue
 from lifecycle.conditions import Condition
 
-__all__ = ["Again", "Apply", "Backend", "CreateOnce", "Delete", "Gone", "Hidden", "Read", "Ready", "Seen", "Site",
-           "Step", "Waiting", "Write"]
+__all__ = ["Again", "Apply", "Backend", "CreateOnce", "Delete", "Gone", "Hidden", "Read", "Ready", "Rotation", "Seen",
+           "Site", "Step", "Waiting", "Write"]
 
 
 class Hidden(str):
@@ -49,15 +49,36 @@ class Read(NamedTuple):
     labels: tuple[tuple[str, str], ...] = ()
 
 
+class Rotation(NamedTuple):
+    """What the edge saw of a claim's rotation (lifecycle.rotation) before a step: the request (the claim's
+    `apprafter.io/rotate`), the request the connection Secret's password answers, and the pods that read that Secret
+    from an older pod template (they may hold the old password)."""
+
+    requested: str | None = None
+    issued: str | None = None
+    holding: tuple[str, ...] = ()
+
+    @property
+    def due(self) -> bool:
+        """A new password is to be made: the request is not the one the current password answers."""
+        return self.requested is not None and self.requested != self.issued
+
+    @property
+    def settled(self) -> bool:
+        """Old passwords may be refused: nothing is due, and no pod reads the Secret from an older template."""
+        return not self.due and not self.holding
+
+
 class Seen(NamedTuple):
     """What the edge read for one step: each Read's answer (an object or None; a list for a list), the decoded data
     of the claim's own connection Secret (None: it has none yet), a new random password the core may take (it is
-    never used unless the core decides a new one is due), and the time (epoch seconds)."""
+    never used unless the core decides a new one is due), the time (epoch seconds) and the claim's rotation."""
 
     objects: Mapping[Read, Any]
     connection: Mapping[str, str] | None
     fresh: str
     now: float
+    rotation: Rotation = Rotation()
 
     def get(self, read: Read) -> dict[str, Any] | None:
         found = self.objects.get(read)
@@ -94,12 +115,14 @@ Write = Apply | CreateOnce | Delete
 
 class Ready(NamedTuple):
     """The claim is provisioned: its Ready message, status.connection (never a secret), the connection Secret's data
-    (None: the need has no connection fields, as disk), and the backend's other conditions."""
+    (None: the need has no connection fields, as disk), the backend's other conditions, and the rotation request
+    the Secret's password answers (None: none; written on the Secret, lifecycle.rotation)."""
 
     message: str
     connection: Mapping[str, Any]
     secret: Mapping[str, str] | None = None
     conditions: tuple[Condition, ...] = ()
+    rotated: str | None = None
 
 
 class Waiting(NamedTuple):

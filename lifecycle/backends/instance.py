@@ -1,6 +1,6 @@
 """A provider's shared server that the operator runs itself (an "integrated" instance: redis-server, versitygw) or
-that an administrator runs (`spec.config.address`): where it answers, its admin Secret, its Deployment and Service,
-whether it can take users yet, and where the operator dials it."""
+that an administrator runs (`spec.config.address`): where it answers, its admin Secret, its volume, Deployment and
+Service, whether it can take users yet, and where the operator dials it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from controller_runtime.kinds import GroupVersionKind
+from controller_runtime.quantity import whole_bytes
 from lifecycle.backends.common import (
     CLAIM_ANNOTATION,
     PROVIDER_LABEL,
@@ -23,19 +24,28 @@ from lifecycle.backends.common import (
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Hidden, Read, Seen, Step
 from renderer.names import NAME_LABEL
 
-__all__ = ["DEPLOYMENT", "ENDPOINT_SLICE", "INSTANCE_LABELS", "SECRET", "SERVICE", "Instance", "admin_of",
-           "admin_secret_object", "deployment", "dial", "instance_of", "kept_secret", "prepared", "reachable", "reads",
-           "waits"]
+__all__ = ["DATA", "DEPLOYMENT", "ENDPOINT_SLICE", "INSTANCE_LABELS", "PVC", "SECRET", "SERVICE", "Instance", "Storage",
+           "admin_of", "admin_secret_object", "deployment", "dial", "instance_of", "kept_secret", "on_volume",
+           "prepared", "reachable", "reads", "waits"]
 
 SECRET = GroupVersionKind("v1", "Secret")
 SERVICE = GroupVersionKind("v1", "Service")
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
 ENDPOINT_SLICE = GroupVersionKind("discovery.k8s.io/v1", "EndpointSlice")
+PVC = GroupVersionKind("v1", "PersistentVolumeClaim")
+DATA = "/data"  # where an integrated server's volume is mounted: everything it keeps is under it
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # on each EndpointSlice: the Service it belongs to
 INSTANCE_LABELS: Mapping[str, str] = {"app.kubernetes.io/managed-by": "apprafter"}
 MIN_MEMORY = 64 * 2**20
 T = TypeVar("T")  # below this a server of ours does not start its users' work
 _ADDRESS = re.compile(r"^([A-Za-z0-9.-]+|\[[0-9a-fA-F:.]+\]):([0-9]{1,5})$")  # [::ffff:10.0.0.7] too
+
+
+class Storage(NamedTuple):
+    """An integrated server's volume as its provider (or its claim's size) asks for it."""
+
+    size: str
+    storage_class: str | None  # None: the cluster's default StorageClass
 
 
 class Instance(NamedTuple):
@@ -99,13 +109,15 @@ def instance_of(provider: Mapping[str, Any], config: Mapping[str, Any], componen
 
 
 def reads(instance: Instance) -> tuple[Read, ...]:
-    """Its admin Secret, and for an integrated one its Deployment, Service and the Service's EndpointSlices."""
+    """Its admin Secret, and for an integrated one its Deployment, Service, the Service's EndpointSlices and its
+    volume (`<name>-data`)."""
     admin = Read(SECRET, instance.namespace, instance.admin_secret)
     if not instance.integrated:
         return (admin,)
     return (admin, Read(DEPLOYMENT, instance.namespace, instance.name),
             Read(SERVICE, instance.namespace, instance.name),
-            Read(ENDPOINT_SLICE, instance.namespace, None, ((SERVICE_NAME_LABEL, instance.name),)))
+            Read(ENDPOINT_SLICE, instance.namespace, None, ((SERVICE_NAME_LABEL, instance.name),)),
+            Read(PVC, instance.namespace, f"{instance.name}-data"))
 
 
 def admin_of(instance: Instance, seen: Seen, made: Mapping[str, str], *, make: bool,
@@ -129,7 +141,7 @@ def reachable(instance: Instance, seen: Seen) -> tuple[str, int] | Step:
     """Where the operator dials the instance (`dial`), or the wait until it can (retried: it passes by itself)."""
     if not instance.integrated:
         return instance.host, instance.port
-    _, deployment, service, slices = reads(instance)
+    _, deployment, service, slices, _ = reads(instance)
     found = waits(instance, seen.get(deployment)) or dial(instance, seen.get(service), seen.list(slices))
     return retried("InstanceNotReady", found) if isinstance(found, str) else found
 
@@ -181,6 +193,24 @@ def deployment(instance: Instance, container: Mapping[str, Any],
                 "template": {"metadata": {"labels": instance.labels}, "spec": pod}}},
             {"apiVersion": "v1", "kind": "Service", "metadata": meta,
              "spec": {"selector": instance.selector, "ports": ports}}]
+
+
+def on_volume(instance: Instance, container: Mapping[str, Any], storage: Storage,
+              live: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The volume of an integrated server that keeps data (its PersistentVolumeClaim `<name>-data`, ReadWriteOnce,
+    made before the pod that mounts it), then its Deployment and Service with the volume at DATA. The request is
+    never below the `live` volume's (a volume never shrinks: the API server refuses that): a smaller `storage`
+    leaves it as it is."""
+    volume = reads(instance)[-1]
+    have = str(((live or {}).get("spec") or {}).get("resources", {}).get("requests", {}).get("storage") or "")
+    size = have if (whole_bytes(have) or 0) > (whole_bytes(storage.size) or 0) else storage.size
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}},
+            **({"storageClassName": storage.storage_class} if storage.storage_class else {})}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {**instance.meta, "name": volume.name},
+           "spec": spec}
+    mounted = {**container, "volumeMounts": [{"name": "data", "mountPath": DATA}]}
+    claimed = {"name": "data", "persistentVolumeClaim": {"claimName": volume.name}}
+    return [pvc, *deployment(instance, mounted, [claimed])]
 
 
 def waits(instance: Instance, live: Mapping[str, Any] | None) -> str | None:

@@ -1,9 +1,10 @@
 """The cloudnative-pg backend's core: one shared CloudNativePG Cluster per provider, a role and database per claim.
 
-Provisioning makes the role's password Secret (once), the Cluster with the claim's role and the Database, and waits
-for CloudNativePG's word (lifecycle.backends.pg_cluster: the objects and readiness). When lifecycle.retention lets a
-deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the database, then the role, then
-their resources. CloudNativePG makes and drops both; no client of ours connects.
+Provisioning makes the role's password Secret (once, and anew for each rotation request: lifecycle.rotation), the
+Cluster with the claim's role and the Database, and waits for CloudNativePG's word (lifecycle.backends.pg_cluster: the
+objects and readiness). When lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on
+CloudNativePG's word: the database, then the role, then their resources. CloudNativePG makes and drops both; no
+client of ours connects.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from lifecycle.backends.pg_cluster import (
     without,
 )
 from lifecycle.conditions import Condition
+from lifecycle.rotation import issued
 
 __all__ = ["CLUSTER", "CLUSTER_LABELS", "CORE", "DATABASE", "CloudNativePG"]  # the kinds: for the watches
 
@@ -94,9 +96,11 @@ class CloudNativePG:
                 Read(SECRET, config.namespace, tenant.object_name))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
-        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
-        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept); the Database
-        once CloudNativePG reconciled its owner; ready once CloudNativePG says all three are."""
+        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once and
+        anew for a rotation request (marked with the request: the same one twice rotates once); then the Cluster with
+        the claim's role (lazily made on the first claim; other claims' roles kept); the Database once CloudNativePG
+        reconciled its owner; ready once CloudNativePG says all three are, the password of the Secret's version
+        applied (while a rotation's is not yet, ready with the connection Secret's as it is)."""
         tenant = tenant_of(claim)
         cluster_read, database_read, secret_read = self.reads(claim, config)
         cluster, database, secret = seen.get(cluster_read), seen.get(database_read), seen.get(secret_read)
@@ -110,13 +114,16 @@ class CloudNativePG:
         if isinstance(admitted, Waiting):  # nothing made for a claim its provider refuses
             return Step(admitted)
         tenant, size = admitted
-        password = password_in(secret, tenant)
+        password, rotation, made_for = password_in(secret, tenant), seen.rotation, issued(secret)
+        answers = rotation.requested or made_for  # the request the role's password is to answer
         if secret is None:
             return Step(Again("role password Secret created"),
-                        (CreateOnce(password_secret_object(config, tenant, seen.fresh)),))
-        if password is None:  # a Secret of that name without a usable password for this role: ours to put right
-            return Step(Again("role password Secret written anew"),
-                        (Apply(password_secret_object(config, tenant, seen.fresh)),))
+                        (CreateOnce(password_secret_object(config, tenant, seen.fresh, answers)),))
+        if password is None or answers != made_for:
+            # a Secret of that name without a usable password for this role: ours to put right; or a rotation's new
+            # password, once per request (CloudNativePG applies it with ALTER ROLE: the old one is refused from then)
+            return Step(Again("role password Secret written anew" + (" for a rotation" if password else "")),
+                        (Apply(password_secret_object(config, tenant, seen.fresh, answers)),))
         roles = roles_of(cluster)
         roles[tenant.name] = role_entry(tenant)
         writes: list[Apply] = [Apply(cluster_object(config, roles, cluster))]
@@ -126,15 +133,23 @@ class CloudNativePG:
             # controller tries again only 30 s later (measured: every further claim then took ≈ 31 s)
             writes.append(Apply(database_object(config, tenant)))
         waits = readiness(config, tenant, cluster, secret, database)
+        connection = {"host": config.host, "port": PORT, "user": tenant.name, "db": tenant.name}
+        given = seen.connection or {}
+        if (waits is not None and waits.reason == "RoleNotReady" and made_for != rotation.issued
+                and listed(cluster or {}, tenant.name) == "reconciled" and given.get("user") == tenant.name):
+            # a rotation's password not applied yet: the claim stays ready with the one its Secret holds (still
+            # valid until CloudNativePG's ALTER ROLE), its pods keep running
+            return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}; CloudNativePG applies the "
+                              f"new password of request {made_for}", connection, dict(given), rotated=rotation.issued,
+                              conditions=(size,)), tuple(writes))
         if waits is not None:
             return Step(waits._replace(conditions=(size,)), tuple(writes))
         name = quote(tenant.name, safe="")
         url = f"postgresql://{name}:{quote(password, safe='')}@{config.host}:{PORT}/{name}"
         fields = {"url": url, "host": config.host, "port": str(PORT), "user": tenant.name, "password": password,
                   "db": tenant.name}
-        connection = {"host": config.host, "port": PORT, "user": tenant.name, "db": tenant.name}
         return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}", connection, fields,
-                          conditions=(size,)), tuple(writes))
+                          rotated=made_for, conditions=(size,)), tuple(writes))
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The next step of dropping the claim's database and role on the provider's Cluster, from what exists and

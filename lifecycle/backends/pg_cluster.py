@@ -25,6 +25,7 @@ from lifecycle.backends.common import (
 )
 from lifecycle.backends.contract import Waiting
 from lifecycle.conditions import find_condition
+from lifecycle.rotation import ISSUED_ANNOTATION
 from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "CONNECTIONS", "DATABASE", "HBA", "KEEPER_ROLE",
@@ -235,14 +236,17 @@ def role_entry(tenant: Tenant) -> dict[str, Any]:
             "connectionLimit": tenant.connection_limit, "comment": f"{CLAIM_COMMENT}{tenant.claim}"}
 
 
-def password_secret_object(shared: Shared, tenant: Tenant, password: str) -> dict[str, Any]:
+def password_secret_object(shared: Shared, tenant: Tenant, password: str,
+                           rotation: str | None = None) -> dict[str, Any]:
     """The role's password Secret in the Cluster's namespace (basic-auth: `username` the role, `password`), as
     CloudNativePG's passwordSecret reads it; made once, kept when the claim goes (so a re-created claim gets the same
-    password), and labelled for CloudNativePG to reload it when it changes."""
+    password), and labelled for CloudNativePG to reload it when it changes (`rotation`: the request a new password
+    answers, lifecycle.rotation.ISSUED_ANNOTATION)."""
+    annotations = {CLAIM_ANNOTATION: tenant.claim, **({ISSUED_ANNOTATION: rotation} if rotation else {})}
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/basic-auth",
             "metadata": {"name": tenant.object_name, "namespace": shared.namespace,
                          "labels": {PROVIDER_LABEL: shared.provider, "cnpg.io/reload": "true"},
-                         "annotations": {CLAIM_ANNOTATION: tenant.claim}},
+                         "annotations": annotations},
             "data": {"username": b64(tenant.name), "password": b64(password)}}
 
 

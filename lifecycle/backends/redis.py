@@ -2,13 +2,15 @@
 or, where the provider says `isolation: instance`, an instance of each claim's own.
 
 The instance is made lazily for its first claim (lifecycle.backends.instance: Guaranteed, `--maxmemory` below its
-memory limit), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user confined to
-its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one otherwise).
-Every name is derived from the claim's namespace and name, so re-creating the same app and need re-binds to the same
-user and keys. redis-server has no per-user limit of connections or memory, so on a shared instance one claim can
-hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is sized by the claim's
-size (its memory, maxmemory and maxclients: CLAIM_INSTANCES) and holds no other claim's anything. The client
-(reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
+memory limit, its keys in an append-only file and its users in an ACL file on a volume of its own, so both survive a
+restart of its pod), or it is a Redis the administrator runs (`spec.config.address`). Each claim is one ACL user
+confined to its key and channel prefix; its password is kept while the claim's connection Secret holds it (a new one
+otherwise, and one per rotation request, the old one kept beside it until the app's pods have rolled:
+lifecycle.rotation). Every name is derived from the claim's namespace and name, so re-creating the same app and need
+re-binds to the same user and keys. redis-server has no per-user limit of connections or memory, so on a shared
+instance one claim can hold every connection slot or fill maxmemory; a claim's own instance (`isolation: instance`) is
+sized by the claim's size (its memory, maxmemory, maxclients and volume: CLAIM_INSTANCES) and holds no other claim's
+anything. The client (reconciler/backends/redis.py) carries out SetUser, TryUser and DropUser.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any, NamedTuple
 
 from controller_runtime.quantity import whole_bytes
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import HASH_CHARS, claim_ref, ready, size_not_applied
+from lifecycle.backends.common import HASH_CHARS, claim_ref, ready, size_not_applied, volume_refusals
 from lifecycle.backends.contract import Delete, Gone, Hidden, Seen, Site, Step
-from lifecycle.backends.instance import Instance
+from lifecycle.backends.instance import DATA, Instance, Storage
 from lifecycle.backends.shared_server import SharedServer
 
-__all__ = ["BACKEND", "CORE", "NO_SCRIPTING", "OWN_SCRIPTS", "PERMISSIONS", "PORT", "Account", "Config", "DropUser",
-           "RedisServer", "SetUser", "TryUser", "account_of", "acl_rules", "max_memory"]
+__all__ = ["BACKEND", "CORE", "FSYNC", "NO_SCRIPTING", "OWN_SCRIPTS", "PERMISSIONS", "PORT", "START",
+           "Account", "Config", "DropUser", "RedisServer", "SetUser", "TryUser", "account_of", "acl_rules",
+           "max_memory"]
 
 BACKEND, TYPE = "redis-server", "redis"
 PORT = 6379
@@ -34,11 +37,14 @@ MARGIN_FLOOR = 32 * 2**20
 # reached, then writes fail with OOM: one tenant's cache never silently evicts another's data without a TTL.
 EVICTION = "volatile-lru"
 SHARED_MAX_CLIENTS = 10000  # redis-server's own default: the shared instance's slots are every claim's
-# A claim's own instance by the claim's size: the container's memory (maxmemory its provider's share of it) and
-# maxclients, as managed Redis plans size theirs. The smallest is the smallest instance that starts its users' work.
-CLAIM_INSTANCES: Mapping[str, tuple[str, int]] = {"nano": ("64Mi", 32), "small": ("128Mi", 64),
-                                                  "medium": ("256Mi", 256), "large": ("1Gi", 1000),
-                                                  "xlarge": ("4Gi", 4000)}
+# A claim's own instance by the claim's size: the container's memory (maxmemory its provider's share of it),
+# maxclients, as managed Redis plans size theirs, and its volume: 4x the memory, room for the append-only file at its
+# largest (while it is rewritten: the old base and increments beside the new base, ~3x the data, the data at most
+# 75 % of the memory). The smallest is the smallest instance that starts its users' work.
+CLAIM_INSTANCES: Mapping[str, tuple[str, int, str]] = {"nano": ("64Mi", 32, "256Mi"), "small": ("128Mi", 64, "512Mi"),
+                                                       "medium": ("256Mi", 256, "1Gi"),
+                                                       "large": ("1Gi", 1000, "4Gi"),
+                                                       "xlarge": ("4Gi", 4000, "16Gi")}
 DEFAULT_SIZE = "small"
 # A server busy with a script answers every other command BUSY (after redis' busy-reply-threshold, 5 s). The
 # operator ends such a script with SCRIPT KILL (one that has not written: nothing of anyone's data is lost); one that
@@ -46,6 +52,21 @@ DEFAULT_SIZE = "small"
 # is its administrator's call, never the operator's (issue 41: restore service, never at other tenants' data).
 BUSY_REPLY = "BUSY"
 UNKILLABLE_REPLY = "UNKILLABLE"
+# appendfsync: when an acknowledged write reaches the disk. Every policy writes it to the file (the kernel's page
+# cache) before the reply, so a killed server or a deleted pod loses nothing; the policy bounds what a crash of the
+# node itself loses: `always` nothing, `everysec` up to a second, `no` what the kernel had not flushed (~30 s).
+FSYNC = ("always", "everysec", "no")
+# The container's entry (`sh -c START redis <dir> <redis-server's args>`): the ACL file's `default` user (the admin)
+# written from the admin Secret at every start (its SHA-256, never the password: the Secret stays the one source),
+# every other user as the operator last saved it (ACL SAVE); then redis-server with its data and that file in <dir>.
+# redis-server itself cannot do this: an ACL file without a `default` user gives the admin no password at all.
+START = ('set -eu; umask 077; dir=$1; shift; acl="$dir/users.acl"; '
+         'hash=$(printf %s "$ADMIN_PASSWORD" | sha256sum | cut -d" " -f1); '
+         '{ echo "user default on #$hash ~* &* +@all"; '
+         'if [ -f "$acl" ]; then grep -v "^user default " "$acl" || true; fi; } > "$acl.new"; '
+         'mv "$acl.new" "$acl"; unset ADMIN_PASSWORD; exec redis-server "$@" --dir "$dir" --aclfile "$acl"')
+# Ready once it answers the admin's PING with PONG (not while it loads its append-only file: LOADING).
+READY = f'REDISCLI_AUTH="$ADMIN_PASSWORD" redis-cli -p {PORT} PING | grep -qx PONG'
 ISOLATION_MESSAGE = ("an existing provider's isolation does not change: its claims' data is where it is (make "
                      "another provider)")
 
@@ -76,13 +97,15 @@ class Account(NamedTuple):
 
 
 class SetUser(NamedTuple):
-    """As the instance's admin: ACL SETUSER `user` with `rules` (one command: the user is replaced whole)."""
+    """As the instance's admin: ACL SETUSER `user` with `rules` (one command: the user is replaced whole), then ACL
+    SAVE where the instance keeps its users in an ACL file (`save`: an integrated one)."""
 
     host: str
     port: int
     admin_password: Hidden
     user: str
     rules: tuple[str, ...]
+    save: bool = False
 
 
 class TryUser(NamedTuple):
@@ -95,18 +118,19 @@ class TryUser(NamedTuple):
 
 
 class DropUser(NamedTuple):
-    """As the admin: ACL DELUSER `user` and UNLINK every key under `prefix`."""
+    """As the admin: ACL DELUSER `user` (and ACL SAVE: `save`) and UNLINK every key under `prefix`."""
 
     host: str
     port: int
     admin_password: Hidden
     user: str
     prefix: str
+    save: bool = False
 
 
 class Config(NamedTuple):
-    """A provider's instance, its `--maxmemory` (bytes), the image the operator runs it from, and whether its
-    claims may run scripts."""
+    """A provider's instance, its `--maxmemory` (bytes), the image the operator runs it from, whether its claims may
+    run scripts, its volume and when its writes reach the disk."""
 
     instance: Instance
     max_memory: int
@@ -115,6 +139,8 @@ class Config(NamedTuple):
     per_claim: bool = False  # isolation: instance
     percent: int = 75  # maxmemoryPercent
     max_clients: int = SHARED_MAX_CLIENTS
+    storage: Storage = Storage("1Gi", None)
+    appendfsync: str = "everysec"
 
 
 def busy(reply: str) -> bool:
@@ -133,14 +159,15 @@ def still_wedged(where: str, reply: str) -> str | None:
 
 def own_instance(claim: Mapping[str, Any], config: Config) -> Config:
     """The claim's own instance (a provider's `isolation: instance`): `redis-<hash of namespace/claim>` beside where
-    the shared one would run, sized by the claim's size (CLAIM_INSTANCES; the default for a size it does not name)."""
-    memory, clients = CLAIM_INSTANCES.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE),
-                                          CLAIM_INSTANCES[DEFAULT_SIZE])
+    the shared one would run, sized by the claim's size (CLAIM_INSTANCES; the default for a size it does not name),
+    its volume of the provider's class."""
+    memory, clients, volume = CLAIM_INSTANCES.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE),
+                                                  CLAIM_INSTANCES[DEFAULT_SIZE])
     name = f"redis-{hashlib.sha256(claim_ref(claim).encode()).hexdigest()[:HASH_CHARS]}"
     shared = config.instance
     instance = shared._replace(name=name, host=f"{name}.{shared.namespace}.svc", memory=memory, claim=claim_ref(claim))
     return config._replace(instance=instance, max_memory=max_memory(whole_bytes(memory) or 0, config.percent),
-                           max_clients=clients)
+                           max_clients=clients, storage=config.storage._replace(size=volume))
 
 
 def max_memory(limit: int, percent: int) -> int:
@@ -158,30 +185,33 @@ def account_of(claim: Mapping[str, Any]) -> Account:
     return Account(user, f"{user}:")
 
 
-def acl_rules(account: Account, password: str, scripting: bool = False) -> tuple[str, ...]:
+def acl_rules(account: Account, password: str, scripting: bool = False, keep: bool = False) -> tuple[str, ...]:
     """ACL SETUSER's rules for the account (`>password`: hidden in every repr); its own scripts only where the
-    provider allows scripting."""
-    return ("reset", "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS,
+    provider allows scripting. `reset` makes the user exactly this; `keep` (a rotation under way) resets all but its
+    passwords, so the old one stays valid beside the new until the app's pods have rolled (lifecycle.rotation)."""
+    start = ("resetkeys", "resetchannels") if keep else ("reset",)
+    return (*start, "on", Hidden(f">{password}"), f"~{account.prefix}*", f"&{account.prefix}*", *PERMISSIONS,
             *(OWN_SCRIPTS if scripting else NO_SCRIPTING))
 
 
-def instance_objects(config: Config) -> list[dict[str, Any]]:
-    """The Deployment and Service of an integrated instance. No persistence (a cache): nothing is written, the root
-    file system stays read-only. The admin is the default user, its password from the Secret (the kubelet expands
-    $(ADMIN_PASSWORD): argv never carries it in the spec)."""
-    args = ["--port", str(PORT), "--bind", "*", "-::*", "--protected-mode", "no", "--save", "", "--appendonly", "no",
+def instance_objects(config: Config, volume: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The volume, Deployment and Service of an integrated instance (lifecycle.backends.instance.on_volume; `volume`:
+    the live one, never asked smaller). Its keys in an append-only file (no RDB snapshots), fsynced by
+    `appendfsync`, and its users in the ACL file (START), both on the volume; the root file system stays read-only.
+    The admin is the default user, its password from the Secret, as the environment (never argv)."""
+    args = ["--port", str(PORT), "--bind", "*", "-::*", "--protected-mode", "no", "--save", "",
+            "--appendonly", "yes", "--appendfsync", config.appendfsync,
             "--maxmemory", str(config.max_memory), "--maxmemory-policy", EVICTION,
-            "--maxclients", str(config.max_clients),
-            "--requirepass", "$(ADMIN_PASSWORD)"]
+            "--maxclients", str(config.max_clients)]
     container = {
-        "name": "redis", "image": config.image, "args": args,
+        "name": "redis", "image": config.image, "command": ["/bin/sh", "-c", START, "redis", DATA], "args": args,
         "env": [{"name": "ADMIN_PASSWORD", "valueFrom": {"secretKeyRef": {"name": config.instance.admin_secret,
                                                                           "key": "password"}}}],
         "ports": [{"name": "redis", "containerPort": PORT, "protocol": "TCP"}],
-        "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 5},
+        "readinessProbe": {"exec": {"command": ["/bin/sh", "-c", READY]}, "periodSeconds": 5, "timeoutSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 6},
     }
-    return server.deployment(config.instance, container)
+    return server.on_volume(config.instance, container, config.storage, volume)
 
 
 class RedisServer(SharedServer):
@@ -193,12 +223,14 @@ class RedisServer(SharedServer):
 
     def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config | list[str]:
         limit, percent = whole_bytes(instance.memory) or 0, int(config["maxmemoryPercent"])
+        storage = Storage(str(config["storage"]["size"]), config["storage"].get("storageClassName"))
         per_claim = config["isolation"] == "instance"
         if per_claim and not instance.integrated:
             return ["spec.config.isolation: an instance per claim is one the operator runs: not with "
                     "spec.config.address"]
         return Config(instance, max_memory(limit, percent) if instance.integrated else 0, site.image,
-                      bool(config["scripting"]), per_claim, percent)
+                      bool(config["scripting"]), per_claim, percent, storage=storage,
+                      appendfsync=str(config["appendfsync"]))
 
     def unsized(self, claim: Mapping[str, Any], config: Config) -> str | None:
         return None if config.per_claim else super().unsized(claim, config)  # its own instance is of its size
@@ -208,9 +240,20 @@ class RedisServer(SharedServer):
         return own_instance(claim, config) if config.per_claim else config
 
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
-        def isolation(provider: Mapping[str, Any] | None) -> str:
-            return str(((provider or {}).get("spec") or {}).get("config", {}).get("isolation") or "shared")
-        return [("spec.config.isolation", ISOLATION_MESSAGE)] if old and isolation(old) != isolation(new) else []
+        """A provider's isolation is fixed; so is what its volumes cannot become (another class; the shared
+        instance's, a smaller size: a claim's own is sized by the claim). None of it for a Redis the administrator
+        runs."""
+        def config(provider: Mapping[str, Any] | None) -> Mapping[str, Any]:
+            return ((provider or {}).get("spec") or {}).get("config") or {}
+        if old is None:
+            return []
+        if str(config(old).get("isolation") or "shared") != str(config(new).get("isolation") or "shared"):
+            return [("spec.config.isolation", ISOLATION_MESSAGE)]
+        if config(old).get("address"):
+            return []
+        refused = volume_refusals(TYPE, BACKEND, old, new, "the instance")
+        per_claim = config(new).get("isolation") == "instance"
+        return [(field, why) for field, why in refused if not (per_claim and field == "spec.config.storage.size")]
 
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         config = self.serving(claim, config)
@@ -218,36 +261,42 @@ class RedisServer(SharedServer):
         if isinstance(found, Step):
             return found
         admin, address, writes = found
-        account = account_of(claim)
-        password = server.kept_secret(seen, account.user)
+        account, rotation = account_of(claim), seen.rotation
+        # a rotation's new password, made once per request; the old one kept on the user until no pod holds it
+        password = Hidden(seen.fresh) if rotation.due else server.kept_secret(seen, account.user)
         at = f"[{instance.host}]" if ":" in instance.host else instance.host
         secret = {"url": f"redis://{account.user}:{password}@{at}:{instance.port}/0", "host": instance.host,
                   "port": str(instance.port), "user": account.user, "password": str(password),
                   "prefix": account.prefix}
         connection = {"host": instance.host, "port": instance.port, "user": account.user, "prefix": account.prefix}
         said = f"ACL user {account.user} on {instance.host}:{instance.port}, keys and channels under {account.prefix}"
-        calls = (SetUser(*address, admin, account.user, acl_rules(account, password, config.scripting)),
+        calls = (SetUser(*address, admin, account.user,
+                         acl_rules(account, password, config.scripting, keep=not rotation.settled),
+                         instance.integrated),
                  TryUser(*address, account.user, password))
-        return Step(ready(said, connection, secret, conditions=size_not_applied(claim, self.unsized(claim, config))),
-                    writes, calls)
+        answers = rotation.requested if rotation.due else rotation.issued
+        return Step(ready(said, connection, secret, rotated=answers,
+                          conditions=size_not_applied(claim, self.unsized(claim, config))), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         config = self.serving(claim, config)
-        if config.per_claim:  # its own instance goes whole: its admin Secret, Deployment and Service
-            made = [(read, seen.get(read)) for read in server.reads(config.instance)[:3]]
+        if config.per_claim:  # its own instance goes whole: its admin Secret, Deployment, Service and volume
+            admin_secret, deployment, service, _, volume = server.reads(config.instance)
+            made = [(read, seen.get(read)) for read in (deployment, service, volume, admin_secret)]
             return Step(Gone(), tuple(Delete(read.kind, read.namespace, str(read.name), str(obj["metadata"]["uid"]))
                                       for read, obj in made if obj is not None))
-        if self.never_ran(config, seen):  # no persistence: a cache whose server never ran holds nothing of it
+        if self.never_ran(config, seen):  # no admin Secret, Deployment or volume: nothing of the claim anywhere
             return Step(Gone())
         found = self.prepared(config, seen, provisioning=False)
         if isinstance(found, Step):
             return found
         admin, address, _ = found
         account = account_of(claim)
-        return Step(Gone(), calls=(DropUser(*address, admin, account.user, account.prefix),))
+        return Step(Gone(), calls=(DropUser(*address, admin, account.user, account.prefix,
+                                            config.instance.integrated),))
 
-    def objects(self, config: Config) -> list[dict[str, Any]]:
-        return instance_objects(config)
+    def objects(self, config: Config, seen: Seen) -> list[dict[str, Any]]:
+        return instance_objects(config, seen.get(server.reads(config.instance)[-1]))
 
     def admin(self, config: Config, seen: Seen, *, make: bool) -> Hidden | Step:
         """The instance's admin password (its default user's), made once for an integrated instance."""

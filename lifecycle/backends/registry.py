@@ -50,12 +50,16 @@ _NAMESPACES = Rule("", "namespaces", ("get",))  # whose kept data is: its namesp
 _SHARED_SERVER = (Rule("apps", "deployments", _WRITE), Rule("", "services", _WRITE),
                   Rule("discovery.k8s.io", "endpointslices", ("list",)), _SECRETS, _NAMESPACES)
 
+# A claim's own instance (redis' isolation: instance) goes whole with its data: Deployment, Service and volume.
+_OWN_INSTANCE = (Rule("apps", "deployments", ("delete",)), Rule("", "services", ("delete",)),
+                 Rule("", "persistentvolumeclaims", (*_WRITE, "delete")))
+
 REGISTERED: tuple[Registration, ...] = (
     Registration(pg.CORE, (Watched(pg_cluster.CLUSTER, pg_cluster.CLUSTER_LABELS, True),
                            Watched(pg_cluster.DATABASE, pg_cluster.CLUSTER_LABELS, True)),
                  (Rule("postgresql.cnpg.io", "clusters", _WRITE),
                   Rule("postgresql.cnpg.io", "databases", (*_WRITE, "delete")), _SECRETS, _NAMESPACES)),
-    Registration(redis.CORE, (_INSTANCE,), _SHARED_SERVER),
+    Registration(redis.CORE, (_INSTANCE,), (*_SHARED_SERVER, *_OWN_INSTANCE)),
     Registration(disk.CORE, (Watched(disk.PVC, disk.MANAGED_LABELS, False),),
                  (Rule("", "persistentvolumeclaims", (*_WRITE, "delete")),
                   Rule("storage.k8s.io", "storageclasses", ("get", "list")))),

@@ -27,7 +27,7 @@ __all__ = ["BACKEND", "CORE", "PORT", "Config", "DropTenant", "EnsureBucket", "E
 BACKEND, TYPE = "versitygw", "s3"
 PORT = 7070  # versitygw's default port
 ADMIN_USER = "root"  # the integrated gateway's root account (ROOT_ACCESS_KEY_ID), its secret generated once
-DATA = "/data"  # the gateway's volume: buckets under buckets/, its internal IAM (users.json) under iam/
+DATA = server.DATA  # the gateway's volume: buckets under buckets/, its internal IAM (users.json) under iam/
 HASH_CHARS = 20  # hex characters of SHA-256 in a bucket's name: 80 bits
 RESERVED = ("xn--", "sthree-", "amzn-s3-demo-")  # prefixes S3 keeps for itself (AWS's bucket naming rules)
 
@@ -94,11 +94,11 @@ def bucket_of(claim: Mapping[str, Any]) -> str:
     return f"b{bucket}" if bucket.startswith(RESERVED) else bucket
 
 
-def instance_objects(config: Config) -> list[dict[str, Any]]:
-    """The gateway's volume, Deployment and Service: versitygw's posix backend on the volume, its root account from
-    the admin Secret (environment, never argv), uid 999 on a read-only root."""
+def instance_objects(config: Config, volume: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The gateway's volume (`volume`: the live one, never asked smaller), Deployment and Service
+    (lifecycle.backends.instance.on_volume): versitygw's posix backend on the volume, its root account from the
+    admin Secret (environment, never argv), uid 999 on a read-only root."""
     instance = config.instance
-    volume = f"{instance.name}-data"
 
     def root(key: str) -> dict[str, Any]:
         return {"valueFrom": {"secretKeyRef": {"name": instance.admin_secret, "key": key}}}
@@ -110,16 +110,10 @@ def instance_objects(config: Config) -> list[dict[str, Any]]:
         "env": [{"name": "ROOT_ACCESS_KEY_ID", **root("accessKey")},
                 {"name": "ROOT_SECRET_ACCESS_KEY", **root("secretKey")}],
         "ports": [{"name": "s3", "containerPort": PORT, "protocol": "TCP"}],
-        "volumeMounts": [{"name": "data", "mountPath": DATA}],
         "readinessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 5},
         "livenessProbe": {"tcpSocket": {"port": PORT}, "periodSeconds": 10, "failureThreshold": 6},
     }
-    storage = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": config.storage_size}},
-               **({"storageClassName": config.storage_class} if config.storage_class else {})}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": volume, "namespace": instance.namespace, "labels": instance.labels}, "spec": storage}
-    return [pvc, *server.deployment(instance, container,
-                                    [{"name": "data", "persistentVolumeClaim": {"claimName": volume}}])]
+    return server.on_volume(instance, container, server.Storage(config.storage_size, config.storage_class), volume)
 
 
 def _url(host: str, port: int) -> str:
@@ -175,8 +169,8 @@ class Versitygw(SharedServer):
         bucket = bucket_of(claim)
         return Step(Gone(), calls=(DropTenant(_url(*address), access, secret, bucket, bucket),))
 
-    def objects(self, config: Config) -> list[dict[str, Any]]:
-        return instance_objects(config)
+    def objects(self, config: Config, seen: Seen) -> list[dict[str, Any]]:
+        return instance_objects(config, seen.get(server.reads(config.instance)[-1]))
 
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         """What the gateway's volume cannot take. Not refused, in doubt: moving the gateway (`server`, `namespace`,

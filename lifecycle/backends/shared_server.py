@@ -74,23 +74,23 @@ class SharedServer:
         """The server's admin credentials (made once for an integrated server when `make`), or the step that waits."""
         raise NotImplementedError
 
-    def objects(self, config: Any) -> list[dict[str, Any]]:
-        """An integrated server's objects (volume, Deployment, Service)."""
+    def objects(self, config: Any, seen: Seen) -> list[dict[str, Any]]:
+        """An integrated server's objects (volume, Deployment, Service; `seen` holds the live volume)."""
         raise NotImplementedError
 
     def never_ran(self, config: Any, seen: Seen) -> bool:
-        """Whether an integrated server was never made (no admin Secret, no Deployment): none of a claim's data can
-        be on it (a server that keeps data on a volume asks its volume too)."""
+        """Whether an integrated server was never made (no admin Secret, no Deployment, no volume): none of a claim's
+        data can be on it. Its volume outlives its pod and Deployment: while it is there, so may the data be."""
         instance = config.instance
         if not instance.integrated:
             return False
-        admin, deployment = server.reads(instance)[:2]
-        return seen.get(admin) is None and seen.get(deployment) is None
+        admin, deployment, *_, volume = server.reads(instance)
+        return all(seen.get(read) is None for read in (admin, deployment, volume))
 
     def prepared(self, config: Any, seen: Seen, *, provisioning: bool
                  ) -> tuple[Any, tuple[str, int], tuple[Apply, ...]] | Step:
         """What a step needs before it calls the server: its admin, where to dial it, its objects' writes (when
         provisioning an integrated one); or the step that waits instead."""
         admin = self.admin(config, seen, make=provisioning)
-        return server.prepared(config.instance, seen, admin, self.objects(config) if provisioning else ())
+        return server.prepared(config.instance, seen, admin, self.objects(config, seen) if provisioning else ())
 

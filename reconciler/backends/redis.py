@@ -1,6 +1,7 @@
 """The redis-server backend's client: a claim's ACL user on a Redis, through redis-py's asyncio client.
 
-Every call is bounded in time: set the user as the admin, prove its credentials as the user, drop it and its keys. A
+Every call is bounded in time: set the user as the admin (and save it to the instance's ACL file), prove its
+credentials as the user, drop it and its keys. A
 failure is a BackendFailure whose message never carries a password. It carries out lifecycle.backends.redis's calls.
 """
 
@@ -108,10 +109,16 @@ async def _once(host: str, port: int, username: str | None, password: str, comma
     return True
 
 
-async def set_user(host: str, port: int, admin_password: str, user: str, rules: Sequence[str]) -> None:
-    """ACL SETUSER `user` with `rules` as the admin (the default user, authenticated by `admin_password`)."""
-    await _exchange(host, port, None, admin_password, ["ACL", "SETUSER", user, *rules],
-                    f"the admin's ACL SETUSER {user}",
+async def set_user(host: str, port: int, admin_password: str, user: str, rules: Sequence[str],
+                   save: bool = False) -> None:
+    """ACL SETUSER `user` with `rules` as the admin (the default user, authenticated by `admin_password`); with
+    `save`, then ACL SAVE: the instance's ACL file holds the user, so a restarted server knows it at once."""
+    async def setuser(client: Redis) -> None:
+        await client.execute_command("ACL", "SETUSER", user, *rules)  # type: ignore[no-untyped-call]
+        if save:
+            await client.execute_command("ACL", "SAVE")  # type: ignore[no-untyped-call]
+    await _exchange(host, port, None, admin_password, setuser,
+                    f"the admin's ACL SETUSER {user}" + (" and ACL SAVE" if save else ""),
                     [admin_password, *(rule[1:] for rule in rules if rule.startswith(">"))])
 
 
@@ -121,15 +128,18 @@ async def try_user(host: str, port: int, user: str, password: str) -> None:
 
 
 async def drop_user(host: str, port: int, admin_password: str, user: str, prefix: str,
-                    timeout: float = 60.0) -> int:
-    """As the admin: ACL DELUSER `user` (Redis closes its connections) and UNLINK every key under `prefix` (SCAN in
-    batches: never KEYS, which blocks the instance); how many keys went. `prefix` holds no glob character (a claim's
+                    timeout: float = 60.0, save: bool = False) -> int:
+    """As the admin: ACL DELUSER `user` (Redis closes its connections; with `save`, ACL SAVE: gone from the ACL file
+    too) and UNLINK every key under `prefix` (SCAN in batches: never KEYS, which blocks the instance); how many keys
+    went. `prefix` holds no glob character (a claim's
     is `<namespace>.<claim>:`, DNS labels and a dot), so `<prefix>*` matches exactly its keys."""
     gone = 0
 
     async def drop(client: Redis) -> None:
         nonlocal gone
         await client.execute_command("ACL", "DELUSER", user)  # type: ignore[no-untyped-call]
+        if save:
+            await client.execute_command("ACL", "SAVE")  # type: ignore[no-untyped-call]
         cursor = 0
         while True:
             cursor, keys = await client.scan(cursor, match=f"{prefix}*", count=SCAN_BATCH)
@@ -148,10 +158,10 @@ class RedisClient:
 
     async def call(self, call: object) -> None:
         if isinstance(call, SetUser):
-            await set_user(call.host, call.port, call.admin_password, call.user, call.rules)
+            await set_user(call.host, call.port, call.admin_password, call.user, call.rules, call.save)
         elif isinstance(call, TryUser):
             await try_user(call.host, call.port, call.user, call.password)
         elif isinstance(call, DropUser):
-            await drop_user(call.host, call.port, call.admin_password, call.user, call.prefix)
+            await drop_user(call.host, call.port, call.admin_password, call.user, call.prefix, save=call.save)
         else:
             raise TypeError(f"not a redis-server call: {type(call).__name__}")

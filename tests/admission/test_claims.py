@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from compatibility.authority import ROTATE_ANNOTATION
 from lifecycle.retention import DROP_ANNOTATION
 from tests.admission.cluster import Webhook, apply, fresh_namespace, merge_status, message, ok
 from tests.admission.reviews import API, EDITOR, OPERATOR
@@ -74,3 +75,29 @@ def test_only_the_operator_and_an_administrator_ask_for_a_claims_data_to_be_drop
         assert "may not" in message(apply(operator, admission_bed, annotated("MigrationPlan/other-0123456789")))
     # the bed's administrator (system:masters): may set `admin`
     ok(apply(admission_bed.http, admission_bed, annotated("admin"), manager="admin"))
+
+
+def test_the_apps_team_asks_for_new_credentials_in_the_requests_form_on_a_claim_with_a_password(
+        admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    """apprafter.io/rotate (lifecycle.rotation, `apprafter db rotate`): whoever may write the claim in its namespace
+    asks, in the request's form; never the operator (a rotation is a person's act), never on a claim whose backend
+    has no password to rotate."""
+    ns = fresh_namespace(admission_bed)
+    key = f"metadata.annotations.{ROTATE_ANNOTATION}"
+
+    def annotated(value: str, kind: str = "pg") -> dict[str, Any]:
+        made = claim(ns)
+        return {**made, "metadata": {**made["metadata"], "name": f"shop-{kind}", "annotations": {
+            ROTATE_ANNOTATION: value}}, "spec": {**made["spec"], "type": kind}}
+
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        ok(apply(operator, admission_bed, claim(ns)))
+        stored = ok(apply(tenant, admission_bed, annotated("20261208T100000Z-0a1b2c3d")))
+        assert stored["metadata"]["annotations"][ROTATE_ANNOTATION] == "20261208T100000Z-0a1b2c3d"
+        text = message(apply(tenant, admission_bed, annotated("now; and again")))
+        assert CLAIMS in text and key in text and "is not a rotation request" in text
+        assert "never the operator" in message(apply(operator, admission_bed, annotated("20261208T110000Z-1")))
+        ok(apply(operator, admission_bed, {**claim(ns), "metadata": {**claim(ns)["metadata"], "name": "shop-disk"},
+                                           "spec": {**claim(ns)["spec"], "type": "disk"}}))
+        text = message(apply(tenant, admission_bed, annotated("20261208T100000Z-0a1b2c3d", "disk")))
+        assert CLAIMS in text and "a claim of type disk has no password the operator rotates" in text

@@ -87,3 +87,17 @@ def test_a_missing_namespace_and_a_missing_argo_cd_application_are_said() -> Non
         "no Argo CD Application: `apprafter app add` registers it")
     long = report("shop", "prod", "shop-prod", ARGO, _app("Failed", "CrashLoop", "x" * 500), [], [], [], [])
     assert len(long.problem) == 240 and long.problem.endswith("…")
+
+
+def test_a_rotation_under_way_is_said_on_its_claim_and_a_completed_one_is_not() -> None:
+    rotating = _claim("shop-redis", True)
+    rotating["status"]["rotation"] = {"requested": "r2", "issued": "r2", "completed": "r1",
+                                      "message": "request r2: the new password is in Secret shop-redis-conn; waiting "
+                                                 "for 1 pod(s) started with the old one to be replaced: shop-abc"}
+    done = _claim("shop-pg", True)
+    done["status"]["rotation"] = {"requested": "r1", "issued": "r1", "completed": "r1",
+                                  "message": "request r1: rotated"}
+    r = report("shop", "prod", "shop-prod", ARGO, _app("Ready", "Ready", "ok", "True"), [rotating, done], [], [], [])
+    assert [(c.name, c.rotation) for c in r.claims] == [
+        ("shop-pg", ""), ("shop-redis", rotating["status"]["rotation"]["message"])]
+    assert r.as_json()["claims"][1]["rotation"].endswith("to be replaced: shop-abc")

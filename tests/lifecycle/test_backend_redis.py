@@ -73,14 +73,15 @@ def test_maxmemory_is_the_share_asked_and_at_least_32Mi_below_the_limit(memory: 
 def test_the_instance_is_guaranteed_and_runs_redis_server_with_maxmemory_below_its_limit() -> None:
     cfg = config(resources={"memory": "512Mi", "cpu": "500m"})
     step = CORE.provision(claim(), cfg, seen(cfg, admin_secret()))
-    deployment, service = (w.obj for w in step.writes if isinstance(w, Apply))
+    volume, deployment, service = (w.obj for w in step.writes if isinstance(w, Apply))
     [container] = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == IMAGE
+    assert container["image"] == IMAGE and volume["kind"] == "PersistentVolumeClaim"
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "500m",
                                                                                       "memory": "512Mi"}
     args = container["args"]
     assert args[args.index("--maxmemory") + 1] == str(384 * 2**20)
-    assert args[args.index("--requirepass") + 1] == "$(ADMIN_PASSWORD)"  # from the admin Secret, never literal
+    # the admin password from the Secret, as the environment: never literal, never in argv
+    assert "--requirepass" not in args and "PASSWORD" not in " ".join(args)
     assert container["env"][0]["valueFrom"]["secretKeyRef"] == {"name": "redis-integrated-admin", "key": "password"}
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert (deployment["metadata"]["namespace"], service["metadata"]["name"]) == (NS, "redis-integrated")
@@ -133,7 +134,8 @@ def test_an_integrated_instance_takes_users_once_available_and_is_dialled_at_its
         step = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), *objects))
         assert isinstance(step.then, Waiting) and (step.then.reason, step.then.message) == ("InstanceNotReady", said)
         assert isinstance(step.then.retry, Requeue) and not step.calls
-        assert [w.obj["kind"] for w in step.writes if isinstance(w, Apply)] == ["Deployment", "Service"]
+        assert [w.obj["kind"] for w in step.writes if isinstance(w, Apply)] == ["PersistentVolumeClaim", "Deployment",
+                                                                                  "Service"]
     ready = CORE.provision(claim(), cfg, seen(cfg, admin_secret(), AVAILABLE, SERVICE, SLICES))
     set_user, try_user = ready.calls
     assert isinstance(set_user, SetUser) and (set_user.host, set_user.port) == ("10.0.0.17", 6379)
@@ -209,10 +211,10 @@ def test_the_shipped_providers_config_names_the_server_its_namespace_and_sizes()
 
 def test_what_the_edge_reads_an_integrated_instance_and_one_the_administrator_runs() -> None:
     cfg = config()
-    admin, deployment, service, slices = CORE.reads(claim(), cfg)
-    assert [(r.kind.kind, r.namespace, r.name) for r in (admin, deployment, service)] == [
+    admin, deployment, service, slices, volume = CORE.reads(claim(), cfg)
+    assert [(r.kind.kind, r.namespace, r.name) for r in (admin, deployment, service, volume)] == [
         ("Secret", NS, "redis-integrated-admin"), ("Deployment", NS, "redis-integrated"),
-        ("Service", NS, "redis-integrated")]
+        ("Service", NS, "redis-integrated"), ("PersistentVolumeClaim", NS, "redis-integrated-data")]
     assert (slices.kind.kind, slices.namespace, slices.name) == ("EndpointSlice", NS, None)
     assert slices.labels == (("kubernetes.io/service-name", "redis-integrated"),)  # the Service's slices alone
     own = config(address="10.0.0.7:6380")
@@ -232,7 +234,7 @@ def test_the_admin_secret_is_not_made_again_once_it_exists_and_a_drop_never_make
     dropped = CORE.drop(claim(), cfg, seen(cfg, None, AVAILABLE))  # its server runs, its admin Secret is gone
     assert isinstance(dropped.then, Waiting) and dropped.then.reason == "AdminSecretMissing"
     assert not dropped.writes and not dropped.calls
-    # an instance that never ran (no admin Secret, no Deployment) holds nothing: the drop is done, nothing made
+    # an instance that never ran (no admin Secret, no Deployment, no volume) holds nothing: the drop is done
     assert CORE.drop(claim(), cfg, seen(cfg, None)) == Step(Gone())
 
 

@@ -56,17 +56,17 @@ def test_each_claim_gets_its_own_instance_named_for_it_and_sized_by_its_size() -
     assert (theirs.instance.memory, theirs.max_clients) == ("1Gi", CLAIM_INSTANCES["large"][1])
     assert mine.max_memory == 32 * 2**20 and theirs.max_memory == 768 * 2**20  # the provider's share, 32Mi below
     assert CORE.serving(claim("shop"), cfg).instance.memory == CLAIM_INSTANCES["small"][0]  # no size: small
-    objects = CORE.objects(mine)
+    objects = CORE.objects(mine, Seen({}, None, FRESH, 0))
     assert args(objects)["--maxclients"] == str(CLAIM_INSTANCES["nano"][1])
     assert args(objects)["--maxmemory"] == str(32 * 2**20)
     for obj in objects:  # the claim it is woken for, and none of the shared instance's name
         assert obj["metadata"]["annotations"] == {CLAIM_ANNOTATION: "shop/cart-redis"}
-        assert obj["metadata"]["name"] == mine.instance.name
+        assert obj["metadata"]["name"] in (mine.instance.name, f"{mine.instance.name}-data")  # and its volume
     # the shared instance keeps redis-server's own slots, and is no claim's
     shared = CORE.configure(provider(), Site(NS, IMAGE))
     assert isinstance(shared, Config) and CORE.serving(claim(), shared) is shared
-    assert args(CORE.objects(shared))["--maxclients"] == str(SHARED_MAX_CLIENTS)
-    assert all("annotations" not in o["metadata"] for o in CORE.objects(shared))
+    assert args(CORE.objects(shared, Seen({}, None, FRESH, 0)))["--maxclients"] == str(SHARED_MAX_CLIENTS)
+    assert all("annotations" not in o["metadata"] for o in CORE.objects(shared, Seen({}, None, FRESH, 0)))
 
 
 def test_a_claims_own_instance_is_made_then_its_user_set_on_it_alone() -> None:
@@ -79,9 +79,10 @@ def test_a_claims_own_instance_is_made_then_its_user_set_on_it_alone() -> None:
     assert first.writes[0].obj["metadata"]["name"] == f"{own.instance.name}-admin"
     waiting = CORE.provision(mine, cfg, Seen({reads[0]: admin_secret()}, None, FRESH, 0))
     assert isinstance(waiting.then, Waiting) and waiting.then.reason == "InstanceNotReady"
-    assert {w.obj["metadata"]["name"] for w in waiting.writes if isinstance(w, Apply)} == {own.instance.name}
+    assert {w.obj["metadata"]["name"] for w in waiting.writes if isinstance(w, Apply)} == {
+        own.instance.name, f"{own.instance.name}-data"}  # its Deployment, Service and volume
     done = CORE.provision(mine, cfg, Seen(dict(zip(reads, (admin_secret(), AVAILABLE, SERVICE, SLICES),
-                                                   strict=True)), None, FRESH, 0))
+                                                   strict=False)), None, FRESH, 0))
     assert isinstance(done.then, Ready) and done.then.connection["host"] == own.instance.host
     [set_user] = [c for c in done.calls if isinstance(c, SetUser)]
     assert set_user.host == "10.0.0.17" and str(set_user.admin_password) == ADMIN
@@ -89,12 +90,14 @@ def test_a_claims_own_instance_is_made_then_its_user_set_on_it_alone() -> None:
 
 def test_the_drop_deletes_the_claims_own_instance_whole() -> None:
     cfg, mine = config(), claim("shop", "nano")
-    reads = CORE.reads(mine, cfg)
-    live = [{"metadata": {"uid": f"uid-{i}"}} for i in range(3)]
-    step = CORE.drop(mine, cfg, Seen(dict(zip(reads, live, strict=False)), None, FRESH, 0))
+    admin, deployment, service, slices, volume = CORE.reads(mine, cfg)
+    live = {read: {"metadata": {"uid": f"uid-{read.kind.kind}"}} for read in (admin, deployment, service, volume)}
+    step = CORE.drop(mine, cfg, Seen({**live, slices: []}, None, FRESH, 0))
     assert isinstance(step.then, Gone) and not step.calls
-    assert step.writes == tuple(Delete(r.kind, r.namespace, str(r.name), f"uid-{i}") for i, r in
-                                enumerate(reads[:3]))
+    # the server first, then its volume (the keys and users on it: the approved drop's), then its admin Secret
+    assert step.writes == tuple(Delete(r.kind, r.namespace, str(r.name), f"uid-{r.kind.kind}")
+                                for r in (deployment, service, volume, admin))
+    assert volume.name == f"{CORE.serving(mine, cfg).instance.name}-data"
     assert CORE.drop(mine, cfg, Seen({}, None, FRESH, 0)).writes == ()  # never made: nothing to delete
 
 

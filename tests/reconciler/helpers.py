@@ -231,6 +231,16 @@ def events(bed: KubeTestBed, namespace: str, reason: str | None = None) -> list[
     return [e for e in items if reason is None or e.get("reason") == reason]
 
 
+def template_pod(bed: KubeTestBed, namespace: str, name: str, app: str = "demo") -> dict[str, Any]:
+    """A pod made from the app's Deployment's pod template as it is now (labels, annotations, containers), as its
+    ReplicaSet would make it (the bare API server runs no controller: the object is what the operator reads)."""
+    template = (bed.get("apps/v1", "Deployment", app, namespace) or {})["spec"]["template"]
+    meta = {"name": name, "namespace": namespace, "labels": template["metadata"]["labels"],
+            "annotations": template["metadata"].get("annotations") or {}}
+    made = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": template["spec"]["containers"]}}
+    return bed.apply(made, field_manager="kube-controller-manager")
+
+
 def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owner_uid: str) -> None:
     """What the garbage collector does on a cluster (the bare API server runs none): delete the object if its owner
     is the given, gone one. Call it once the owner is gone for good (its successor exists), so that nothing of the

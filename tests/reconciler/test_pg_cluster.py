@@ -36,6 +36,7 @@ from tests.reconciler.helpers import (
     plan_phase,
     plans,
     status,
+    template_pod,
     wait,
     wait_phase,
     wait_showing,
@@ -364,3 +365,64 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_database_
     [dropped] = events(bed, mine, "DataDropped")
     assert name in dropped["note"] and "needs.pg" in dropped["note"]
     wait("plan applied", lambda: plan_phase(bed, mine, name) == "applied" or None)
+
+
+def test_rotating_the_credentials_rewrites_the_role_password_and_hands_it_out_once_cloudnative_pg_applied_it(
+        bed: KubeTestBed, operator: Operator, provider: None) -> None:
+    """`apprafter db rotate` on a pg need (lifecycle.rotation): the role's password Secret gets a new password once,
+    marked with the request; the claim stays ready on its old connection until CloudNativePG reports the new one
+    applied (its ALTER ROLE refuses the old one from then: PostgreSQL holds one password per role); then the
+    connection Secret holds the new one, the pods roll onto it, and the rotation completes once no old pod is left.
+    The old password refused and the new one working in PostgreSQL itself: tests/reconciler/test_pg_node.py."""
+    namespace = fresh_namespace(bed, "pg")
+    role = f"{namespace}.demo-pg"
+    apply(bed, cr(namespace, NEEDS))
+    wait(f"role password Secret {role}", lambda: bed.get("v1", "Secret", role, SERVICES), 60)
+    play_cnpg(bed, [role])
+    says(bed, namespace, "Provisioned")
+    wait_phase(bed, namespace, "Ready", timeout=60)
+    old = connection(bed, namespace)
+    template_pod(bed, namespace, "demo-old")
+
+    result = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", namespace, "--kubeconfig",
+                     str(bed.kubeconfig), "--timeout", "0")  # requested, not waited for
+    assert result.returncode == 0, result.stderr
+    claim = bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}
+    request = claim["metadata"]["annotations"]["apprafter.io/rotate"]
+    assert result.stdout == f"resourceclaim/demo-pg: rotation {request} requested (namespace {namespace})\n"
+
+    def password_secret() -> dict[str, Any] | None:
+        found = bed.get("v1", "Secret", role, SERVICES) or {}
+        marked = (found.get("metadata", {}).get("annotations") or {}).get("apprafter.io/rotation") == request
+        return found if marked else None
+    rewritten = wait("the role's password Secret rewritten for the request", password_secret, 60)
+    new = base64.b64decode(rewritten["data"]["password"]).decode()
+    assert new != old["password"] and len(new) >= 43
+    # CloudNativePG has not applied it: the claim stays ready, the app's Secret and pods as they were
+    says_message(bed, namespace, "Provisioned", f"role and database {role} on {CLUSTER}-rw.{SERVICES}.svc:5432; "
+                 f"CloudNativePG applies the new password of request {request}; connection in Secret demo-pg-conn")
+    assert connection(bed, namespace) == old and status(bed, namespace)["phase"] == "Ready"
+    template = (bed.get("apps/v1", "Deployment", "demo", namespace) or {})["spec"]["template"]
+    assert "rotation.apprafter.io/pg" not in (template["metadata"].get("annotations") or {})
+
+    play_cnpg(bed, [role])  # CloudNativePG ran ALTER ROLE: the Secret's version applied
+    fields = wait("the new password in the connection Secret", lambda: f if (f := connection(
+        bed, namespace))["password"] == new else None, 60)
+    assert fields["url"] == f"postgresql://{role}:{new}@{CLUSTER}-rw.{SERVICES}.svc:5432/{role}"
+    assert password_secret() is not None  # written once for the request: the passes since left it
+    assert base64.b64decode((bed.get("v1", "Secret", role, SERVICES) or {})["data"]["password"]).decode() == new
+    wait("the pod template stamped", lambda: ((bed.get("apps/v1", "Deployment", "demo", namespace) or {})["spec"][
+        "template"]["metadata"].get("annotations") or {}).get("rotation.apprafter.io/pg") == request or None, 30)
+    [rotating] = wait("the CredentialsRotating event", lambda: events(bed, namespace, "CredentialsRotating") or None,
+                      30)
+    assert "PostgreSQL holds one password per role" in rotating["note"]
+    assert "completed" not in (claim_status(bed, namespace).get("rotation") or {})
+    assert plans(bed, namespace) == []
+
+    bed.delete("v1", "Pod", "demo-old", namespace)
+    done = wait("the rotation completed", lambda: r if (r := claim_status(bed, namespace).get("rotation") or {}).get(
+        "completed") == request else None, 60)
+    assert done["issued"] == request and done["completedAt"]
+    wait("the CredentialsRotated event", lambda: events(bed, namespace, "CredentialsRotated") or None, 30)
+    said = json.dumps(claim_status(bed, namespace)) + operator.log()
+    assert new not in said and old["password"] not in said

@@ -172,6 +172,15 @@ def hog_connections(node: NodeTestBed, primary: str, hog: dict[str, str], victim
                         HOG).stdout.splitlines()
 
 
+def log_in(node: NodeTestBed, primary: str, fields: dict[str, str]) -> str:
+    """A TCP login as a claim's role with its password (in the primary's postgres container, over 127.0.0.1: the
+    pg_hba's password rules apply; the password on stdin, never in an argv): `in`, or why PostgreSQL refused it."""
+    script = ('read -r PGPASSWORD; export PGPASSWORD; psql -X -w "host=127.0.0.1 user=$0 dbname=$0" -Atc '
+              "\"select 'in'\" 2>&1 | grep -o -e '^in$' -e 'password authentication failed' | head -1")
+    return node.kubectl("exec", "-i", "-n", SERVICES, primary, "-c", "postgres", "--", "sh", "-c", script,
+                        fields["user"], input=fields["password"] + "\n").stdout.strip()
+
+
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
         node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator, provider: None) -> None:
     started = time.monotonic()
@@ -241,6 +250,26 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         again = time.monotonic() - again
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader") == f"read: from-{second}"
 
+        # rotation (issue 42 item 2): `apprafter db rotate` waits until CloudNativePG applied the new password, the
+        # app's pods rolled onto it and the rotation completed; the new password reads the row, the old one is refused
+        rotating = time.monotonic()
+        rotated = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", second, "--kubeconfig",
+                          str(node.kubeconfig), "--timeout", "300")
+        assert rotated.returncode == 0, rotated.stderr
+        rotating = time.monotonic() - rotating
+        assert "the old password is refused" in rotated.stdout
+        secret = node.get("v1", "Secret", SECRET, second) or {}
+        new = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+        assert new["password"] != fields[1]["password"] and new["user"] == fields[1]["user"]
+        assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-rotated") == f"read: from-{second}"
+        primary_name = primary["metadata"]["name"]
+        assert log_in(node, primary_name, new) == "in"
+        assert log_in(node, primary_name, fields[1]) == "password authentication failed"
+        deployment = node.get("apps/v1", "Deployment", "demo", second) or {}
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["rotation.apprafter.io/pg"]
+        node.wait(API, "Application", "demo", second, ready, timeout=120, what=f"Application {second}/demo Ready")
+        assert new["password"] not in operator.log() and new["password"] not in rotated.stdout + rotated.stderr
+
         # the first app's need removed: held for a data-migration plan, the app running on meanwhile
         apply(node, cr(first, app(test_app, pg=False)))
         node.wait(API, "Application", "demo", first,
@@ -267,7 +296,8 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert [r["name"] for r in managed] == [fields[1]["user"]], managed
         # the other app's data intact
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-2") == f"read: from-{second}"
-        print(f"pg: re-created app Ready {again:.1f} s (its row read back); `migration approve` run -> database and "
+        print(f"pg: re-created app Ready {again:.1f} s (its row read back); `db rotate` run -> new password "
+              f"applied, pods rolled, rotation completed {rotating:.1f} s; `migration approve` run -> database and "
               f"role dropped, claim gone {dropped:.1f} s")
     finally:
         node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off

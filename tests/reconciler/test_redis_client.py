@@ -21,7 +21,7 @@ from redis.exceptions import NoPermissionError, ResponseError
 
 from lifecycle.backends import redis as core
 from lifecycle.backends.contract import Ready, Seen, Site
-from lifecycle.backends.instance import reads
+from lifecycle.backends.instance import DATA, reads
 from reconciler.backend_failure import BackendFailure
 from reconciler.backends.redis import TOTAL_TIMEOUT, RedisClient, set_user, try_user
 from tests.testbed.procs import ManagedProcess, free_port, system_tool, wait_for
@@ -182,10 +182,12 @@ def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_adm
     port, proc = instance_process(config, tmp_path)
     try:
         admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
-        settings = {k: v for key in ("maxmemory", "maxmemory-policy", "save", "appendonly")
-                    for k, v in admin.config_get(key).items()}
+        settings = {k: v for key in ("maxmemory", "maxmemory-policy", "save", "appendonly", "appendfsync", "dir",
+                                     "aclfile") for k, v in admin.config_get(key).items()}
+        data = tmp_path / "data"
         assert settings == {"maxmemory": str(96 * 2**20), "maxmemory-policy": "volatile-lru", "save": "",
-                            "appendonly": "no"}
+                            "appendonly": "yes", "appendfsync": "everysec", "dir": str(data),
+                            "aclfile": str(data / "users.acl")}
         with pytest.raises(redis.AuthenticationError):  # the default user is the admin: nobody else gets in
             redis.Redis(port=port, password="guess").ping()
         account, password = core.account_of(claim("team-e")), secrets.token_urlsafe(32)
@@ -195,20 +197,24 @@ def test_the_instances_command_line_runs_redis_server_with_its_maxmemory_and_adm
         proc.stop()
 
 
-def instance_process(config: core.Config, workdir: Path) -> tuple[int, ManagedProcess]:
-    """An instance's redis-server as its pod runs it (its container's args; $(ADMIN_PASSWORD) expanded from the admin
-    Secret as the kubelet does; another port, on loopback), answering its admin: (its port, the process)."""
-    [container] = core.instance_objects(config)[0]["spec"]["template"]["spec"]["containers"]
-    port, args = free_port(), [a.replace("$(ADMIN_PASSWORD)", ADMIN) for a in container["args"]]
+def instance_process(config: core.Config, workdir: Path, admin: str = ADMIN,
+                     port: int | None = None) -> tuple[int, ManagedProcess]:
+    """An instance's redis-server as its pod runs it (its container's command and args, the admin Secret's password
+    as its environment, as the kubelet gives it; its volume `workdir/data`, kept between starts; another port, on
+    loopback), answering its admin: (its port, the process)."""
+    deployment = next(o for o in core.instance_objects(config) if o["kind"] == "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    port, args = port or free_port(), list(container["args"])
     args[args.index("--port") + 1] = str(port)
     args[args.index("--bind") + 1: args.index("--bind") + 3] = ["127.0.0.1", "-::1"]
-    binary = system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
-    workdir.mkdir(parents=True, exist_ok=True)
-    proc = ManagedProcess("redis-instance", [binary, *args], workdir / "redis.log", env={"PATH": "/usr/bin:/bin"},
-                          cwd=workdir)
+    command = [part if part != DATA else str(workdir / "data") for part in container["command"]]
+    system_tool("redis-server", "run `make setup` (tools/setup-gitops.sh installs it)")
+    (workdir / "data").mkdir(parents=True, exist_ok=True)
+    proc = ManagedProcess("redis-instance", [*command, *args], workdir / "redis.log",
+                          env={"PATH": "/usr/bin:/bin", "ADMIN_PASSWORD": admin}, cwd=workdir)
     try:
-        admin = redis.Redis(port=port, password=ADMIN, decode_responses=True)
-        wait_for("the instance to answer", lambda: _answers(admin), 20, proc)
+        client = redis.Redis(port=port, password=admin, decode_responses=True)
+        wait_for("the instance to answer", lambda: _answers(client), 20, proc)
     except BaseException:
         proc.stop()
         raise
@@ -218,7 +224,7 @@ def instance_process(config: core.Config, workdir: Path) -> tuple[int, ManagedPr
 def _answers(client: redis.Redis) -> bool | None:
     try:
         return bool(client.ping()) or None
-    except redis.ConnectionError:
+    except redis.ConnectionError:  # BusyLoadingError too: not while it loads its append-only file
         return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import pytest
 import redis
 from redis.exceptions import NoPermissionError
 
+from compatibility.authority import ROTATE_ANNOTATION
 from lifecycle.retention import DROP_ANNOTATION, FINALIZER
 from tests.reconciler.helpers import (
     API,
@@ -36,12 +38,13 @@ from tests.reconciler.helpers import (
     plan_phase,
     plans,
     status,
+    template_pod,
     wait,
     wait_phase,
     wait_showing,
 )
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
-from tests.renderer.helpers import run_cli
+from tests.renderer.helpers import APPRAFTER, run_cli
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.redis import RedisServer, start_redis
 
@@ -281,3 +284,93 @@ def test_an_integrated_provider_gets_one_guaranteed_instance_on_its_first_claim(
     admin = bed.get("v1", "Secret", f"{SHARED}-admin", SERVICES) or {}
     password = base64.b64decode(admin["data"]["password"]).decode()
     assert len(password) >= 32 and password not in operator.log()
+
+
+def rotation_status(bed: KubeTestBed, namespace: str) -> dict[str, Any]:
+    return claim_status(bed, namespace).get("rotation") or {}
+
+
+def test_rotating_the_credentials_rolls_the_pods_and_refuses_the_old_password_once_they_have_rolled(
+        bed: KubeTestBed, operator: Operator, providers: None, redis_server: RedisServer) -> None:
+    """`apprafter db rotate` (lifecycle.rotation): a new password in the connection Secret, the old one still taken
+    by redis while a pod of the old template runs (redis holds both on the user), the Deployment's template changed
+    (its pods roll), then the old password refused once no old pod is left; the status and Events say so; the same
+    request again changes nothing; nothing is planned and no password is said."""
+    namespace = fresh_namespace(bed, "redis")
+    apply(bed, cr(namespace, needs("own")))
+    ready_claim(bed, namespace)
+    wait_phase(bed, namespace, "Ready", timeout=60)
+    old = connection(bed, namespace)
+    client(old).set(f"{old['prefix']}order", "42")
+    template_pod(bed, namespace, "demo-old")  # a pod of the running release, started with the old password
+    before = (bed.get("apps/v1", "Deployment", "demo", namespace) or {})["spec"]["template"]
+
+    started = time.monotonic()
+    cli = subprocess.Popen([*APPRAFTER, "db", "rotate", "demo", "-e", "prod", "--need", "redis", "-n", namespace,
+                            "--kubeconfig", str(bed.kubeconfig), "--timeout", "120"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        claim = wait("the request on the claim", lambda: (bed.get(API, "ResourceClaim", "demo-redis", namespace)
+                                                          or {}).get("metadata", {}).get("annotations", {}).get(
+            ROTATE_ANNOTATION), 60)
+        new = wait_showing("a new password in the connection Secret", lambda: (
+            fields if (fields := connection(bed, namespace))["password"] != old["password"] else None), 60,
+            lambda: rotation_status(bed, namespace))
+        issued = time.monotonic() - started
+        secret = bed.get("v1", "Secret", "demo-redis-conn", namespace) or {}
+        assert secret["metadata"]["annotations"]["apprafter.io/rotation"] == claim
+        assert (new["user"], new["prefix"]) == (old["user"], old["prefix"])
+        assert client(new).get(f"{new['prefix']}order") == "42"  # the new password reaches the same keys
+        assert client(old).ping()  # the old one still taken: a pod of the old template holds it
+        assert len(admin(redis_server).acl_getuser(new["user"])["passwords"]) == 2
+        st = wait("status.rotation.issued", lambda: rotation_status(bed, namespace) if rotation_status(
+            bed, namespace).get("issued") == claim else None, 30)
+        assert "completed" not in st and "demo-old" in wait(
+            "the status to name the pod it waits for", lambda: rotation_status(bed, namespace).get("message")
+            if "demo-old" in str(rotation_status(bed, namespace).get("message")) else None, 30)
+        # the pods roll: the Deployment's template carries the request (the operator's, not a change to plan)
+        deployment = wait("the pod template stamped", lambda: d if ((d := bed.get(
+            "apps/v1", "Deployment", "demo", namespace) or {})["spec"]["template"]["metadata"].get(
+            "annotations") or {}).get("rotation.apprafter.io/redis") == claim else None, 30)
+        after = deployment["spec"]["template"]
+        annotations = {k: v for k, v in after["metadata"]["annotations"].items()
+                       if k != "rotation.apprafter.io/redis"}
+        assert {**after, "metadata": {**after["metadata"], "annotations": annotations}} == {
+            **before, "metadata": {**before["metadata"], "annotations": before["metadata"].get("annotations") or {}}}
+        assert plans(bed, namespace) == [] and status(bed, namespace)["phase"] == "Ready"
+        [rotating] = wait("the CredentialsRotating event", lambda: events(bed, namespace, "CredentialsRotating")
+                          or None, 30)
+        assert claim in rotating["note"] and "demo-redis-conn" in rotating["note"]
+
+        template_pod(bed, namespace, "demo-new")  # the rollout's new pod, made from the stamped template
+        assert client(old).ping()  # the old pod is still there: the old password is still taken
+        rolled = time.monotonic()
+        bed.delete("v1", "Pod", "demo-old", namespace)  # the rollout's last old pod gone
+        done = wait_showing("the rotation completed", lambda: st if (st := rotation_status(bed, namespace)).get(
+            "completed") == claim else None, 60, lambda: rotation_status(bed, namespace))
+        completed = time.monotonic() - rolled
+        assert done["completedAt"] and "the old password is refused" in done["message"]
+        with pytest.raises(redis.AuthenticationError):
+            client(old).ping()
+        assert client(new).get(f"{new['prefix']}order") == "42"
+        [rotated] = wait("the CredentialsRotated event", lambda: events(bed, namespace, "CredentialsRotated")
+                         or None, 30)
+        assert claim in rotated["note"]
+        out, err = cli.communicate(timeout=60)
+        assert cli.returncode == 0, err
+        assert out.splitlines() == [f"resourceclaim/demo-redis: rotation {claim} requested (namespace {namespace})",
+                                    f"resourceclaim/demo-redis: {done['message']}"]
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+
+    bed.delete("v1", "Pod", "demo-new", namespace)
+    # one request, one new password: every pass since (the pods' changes, the status writes) kept it
+    assert connection(bed, namespace)["password"] == new["password"]
+    assert len(admin(redis_server).acl_getuser(new["user"])["passwords"]) == 1
+    said = json.dumps(claim_status(bed, namespace)) + operator.log() + out + err
+    for password in (old["password"], new["password"], ADMIN):
+        assert password not in said
+    print(f"db rotate -> new password issued {issued:.2f} s; last old pod gone -> old password refused "
+          f"{completed:.2f} s")

@@ -1,7 +1,9 @@
 """`needs: redis` on the node tier (issue 31 item 3): the integrated instance the operator makes runs as a pod
 (Debian's redis-server, deploy/images/redis.Dockerfile), two Applications in two namespaces become Ready with a
 connection Secret each, and a pod of each, its Secret as its env, writes and reads its key under its prefix through
-the Service's DNS name, while its credentials are refused on the other's prefix.
+the Service's DNS name, while its credentials are refused on the other's prefix. A durable cache (issue 42 item 3):
+the keys a claim's user wrote, on the shared instance and on a claim's own, are read with the same Secret after the
+instance's pod was deleted and came back, the operator stopped meanwhile (no one sets a user again).
 
 The operator runs in the node's network namespace (operator_proc's `inside`), where a pod would: it dials the
 instance at its Service's cluster IP (lifecycle.redis_backend.dial), through kube-proxy; the apps use the name."""
@@ -41,6 +43,16 @@ echo "other get: $(r GET "${OTHER}greeting" | grep -o NOPERM)"
 echo "other set: $(r SET "${OTHER}greeting" x | grep -o NOPERM)"
 echo "keys: $(r KEYS '*' | grep -o NOPERM)"
 """
+WRITER = """set -u
+r() { redis-cli --no-auth-warning -u "$REDIS_URL" "$@" 2>&1; }
+echo "set: $(r SET "${PREFIX}durable" "$MESSAGE")"
+echo "push: $(r RPUSH "${PREFIX}jobs" one two three)"
+"""
+READER = """set -u
+r() { redis-cli --no-auth-warning -u "$REDIS_URL" "$@" 2>&1; }
+echo "get: $(r GET "${PREFIX}durable")"
+echo "jobs: $(r LRANGE "${PREFIX}jobs" 0 -1 | tr '\\n' ' ')"
+"""
 
 
 @pytest.fixture(scope="module")
@@ -70,18 +82,31 @@ operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "
                             Fixture("redis_image_flag"), bed="node", crds=True, inside=True, name="redis-node")
 
 
-def app(image: str) -> dict[str, Any]:
-    """The test app with a redis need on this module's provider, its URL in the env."""
+def app(image: str, bed: str = RUN, **need: str) -> dict[str, Any]:
+    """The test app with a redis need on this module's provider (`bed`: another's), its URL in the env."""
     return {"image": image, "replicas": 1, "expose": {"port": 8080},
-            "needs": {"redis": {"selector": {"bed": RUN}}},
+            "needs": {"redis": {"selector": {"bed": bed}, **need}},
             "env": {"MODE": "serve", "REDIS_URL": {"claim": "redis/url"}}}
 
 
-def client_pod(namespace: str, image: str, other_prefix: str) -> dict[str, Any]:
-    """A pod running redis-cli with the app's connection Secret as its env."""
+def client_pod(namespace: str, image: str, other_prefix: str, name: str = "redis-client",
+               script: str = CLIENT) -> dict[str, Any]:
+    """A pod running redis-cli (`script`) with the app's connection Secret as its env."""
     env = secret_env(SECRET, [("REDIS_URL", "url"), ("PREFIX", "prefix")])
     env += [{"name": "OTHER", "value": other_prefix}, {"name": "MESSAGE", "value": f"from {namespace}"}]
-    return node_pods.client_pod("redis-client", namespace, image, CLIENT, env, 999)
+    return node_pods.client_pod(name, namespace, image, script, env, 999)
+
+
+def ran(node: NodeTestBed, namespaces: list[str], image: str, name: str, script: str) -> dict[str, list[str]]:
+    """`script` run once in a client pod of each namespace, with its Secret; each one's output lines."""
+    for namespace in namespaces:
+        node.apply(client_pod(namespace, image, "", name, script), field_manager="test")
+    said = {}
+    for namespace in namespaces:
+        pod = node.wait("v1", "Pod", name, namespace, finished, timeout=120, what=f"pod {namespace}/{name} to finish")
+        said[namespace] = node.logs(name, namespace).splitlines()
+        assert pod["status"]["phase"] == "Succeeded", said[namespace]
+    return said
 
 
 def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_other_apps(
@@ -129,3 +154,71 @@ def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_ot
               f"both pods done: {time.monotonic() - started:.1f} s")
     finally:
         node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off
+
+
+def _ready_pod(pods: list[dict[str, Any]], not_uid: str) -> dict[str, Any] | None:
+    """The instance's pod that replaced the one of `not_uid`, once Ready."""
+    return next((p for p in pods if p["metadata"]["uid"] != not_uid and not p["metadata"].get("deletionTimestamp")
+                 and any(c["type"] == "Ready" and c["status"] == "True"
+                         for c in (p.get("status") or {}).get("conditions") or [])), None)
+
+
+def test_a_claims_keys_outlive_its_instances_pod_and_its_same_secret_reads_them_with_no_one_acting(
+        node: NodeTestBed, test_app: str, redis_image: str, operator: Operator, provider: None) -> None:
+    """Two apps, one on the module's shared instance, one on an instance of its own (`isolation: instance`, nano:
+    its own volume); each writes its keys; the operator is stopped; each instance's pod is deleted; once the
+    Deployment's new pod is Ready, each app's same Secret reads its keys back. Without the append-only file the keys
+    are gone, without the ACL file the user is (WRONGPASS: the operator, stopped, sets no user again)."""
+    own_provider = f"redis-own-{RUN}"
+    add_provider(node, own_provider, "redis", "redis-server", {"namespace": SERVICES, "isolation": "instance"},
+                 labels={"bed": f"{RUN}-own"})
+    shared_ns, own_ns = namespaces = [f"redis-durable-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    started = time.monotonic()
+    try:
+        for namespace, spec in ((shared_ns, app(test_app)), (own_ns, app(test_app, f"{RUN}-own", size="nano"))):
+            node.ensure_namespace(namespace)
+            apply(node, cr(namespace, spec))
+        for namespace in namespaces:
+            node.wait(API, "Application", "demo", namespace, ready, timeout=180,
+                      what=f"Application {namespace}/demo Ready")
+        secrets_before = {n: (node.get("v1", "Secret", SECRET, n) or {}).get("data") for n in namespaces}
+        instances = {n: str((node.get(API, "ResourceClaim", "demo-redis", n) or {})["status"]["connection"]["host"])
+                     .split(".")[0] for n in namespaces}
+        assert instances[shared_ns] == PROVIDER and instances[own_ns].startswith("redis-")
+        volumes = {n: node.get("v1", "PersistentVolumeClaim", f"{instances[n]}-data", SERVICES) for n in namespaces}
+        assert all(v is not None for v in volumes.values()), "each instance has its volume"
+        wrote = ran(node, namespaces, redis_image, "redis-writer", WRITER)
+        assert wrote == {n: ["set: OK", "push: 3"] for n in namespaces}, wrote
+
+        operator.terminate()  # no one acts from here: nothing sets any user again
+        restarted = time.monotonic()
+        for namespace in namespaces:
+            selector = f"app.kubernetes.io/instance={instances[namespace]}"
+            [pod] = node.http.get(f"/api/v1/namespaces/{SERVICES}/pods",
+                                  params={"labelSelector": selector}).json()["items"]
+            node.delete("v1", "Pod", pod["metadata"]["name"], SERVICES)
+            node.wait_list("v1", "Pod", SERVICES, lambda pods, uid=pod["metadata"]["uid"]: _ready_pod(pods, uid),
+                           labels=selector, timeout=180, what=f"a new Ready pod of {instances[namespace]}")
+        back = time.monotonic() - restarted
+        read = ran(node, namespaces, redis_image, "redis-reader", READER)
+        assert read == {n: [f"get: from {n}", "jobs: one two three "] for n in namespaces}, read
+        assert {n: (node.get("v1", "Secret", SECRET, n) or {}).get("data") for n in namespaces} == secrets_before
+        print(f"two apps Ready: {restarted - started:.1f} s; both instances' pods deleted and Ready again: "
+              f"{back:.1f} s; keys read back with the same Secrets")
+
+        # the provider deleted: its claim stays bound to it (ProviderMissing), its instance runs on, its keys read
+        operator.start()
+        node.delete(API, "ServiceProvider", own_provider)
+        node.wait(API, "ResourceClaim", "demo-redis", own_ns,
+                  lambda c: any(x["type"] == "Bound" and x["reason"] == "ProviderMissing"
+                                for x in (c.get("status") or {}).get("conditions") or []),
+                  timeout=120, what="the claim to say its provider is missing")
+        node.delete("v1", "Pod", "redis-reader", own_ns)
+        node.wait_gone("v1", "Pod", "redis-reader", own_ns)
+        assert ran(node, [own_ns], redis_image, "redis-reader", READER) == {
+            own_ns: [f"get: from {own_ns}", "jobs: one two three "]}
+    finally:
+        if not operator.alive():
+            operator.start()
+        node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off
+        node.delete(API, "ServiceProvider", own_provider)
