@@ -102,17 +102,27 @@ def _application(req: Request, settings: Settings) -> Verdict:
     problems += [(p.field, p.message) for p in checked.problems]
     if problems:
         return Verdict(tuple(problems), INVALID, tuple(checked.warnings))
-    beyond = _beyond_providers(req, settings, checked.objects)
+    beyond, said = _beyond_providers(req, settings, checked.objects)
+    warnings = (*checked.warnings, *said)
     if beyond:
-        return Verdict(tuple(beyond), INVALID, tuple(checked.warnings))
-    return Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, tuple(checked.warnings))
+        return Verdict(tuple(beyond), INVALID, warnings)
+    return Verdict(tuple(_hostname_problems(req, settings, checked.objects)), FORBIDDEN, warnings)
 
 
-def _beyond_providers(req: Request, settings: Settings, objects: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """A need that its provider can never provision (a size past its ceiling: the backend's own `beyond`), at the
-    need's field: refused now rather than a claim that waits forever (issue 41)."""
+# The webhook runs no backend's server: the cores refuse a site without an image (the operator could not run one
+# there), and what the door asks of them (`beyond`, `unsized`) reads the provider's config alone.
+_DOOR = Site("", "none: the webhook runs no server")
+
+
+def _beyond_providers(req: Request, settings: Settings,
+                      objects: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """(problems, warnings) of the needs at their provider, as the providers were last read. A problem: a need that
+    its provider can never provision as asked (a size past its ceiling, a field it does not serve: the backend's own
+    `beyond`), refused now rather than a claim that waits forever (issue 41). A warning: a need that binds to no
+    provider (in the claim's own words: it may be made before its provider), or whose size its provider does not
+    apply (issue 42)."""
     spec = req.obj.get("spec") or {}
-    problems = []
+    problems, warnings = [], []
     for obj in objects:
         if obj.get("kind") != "ResourceClaim":
             continue
@@ -120,25 +130,36 @@ def _beyond_providers(req: Request, settings: Settings, objects: list[dict[str, 
         binding = bind(claim, settings.service_providers)
         provider = next((p for p in settings.service_providers if p["metadata"]["name"] == binding.provider), None)
         kind = str((claim.get("spec") or {}).get("type") or "")
+        if binding.condition.status != "True":
+            warnings.append(f"{_need_field(spec, str(spec.get('environment')), kind, 'selector')}: "
+                            f"{binding.condition.reason}: {binding.condition.message}")
         core = backend_registry.core_for(kind, str(((provider or {}).get("spec") or {}).get("backend") or ""))
         if provider is None or core is None:
             continue
-        config = core.configure(provider, Site(""))
-        why = None if isinstance(config, list) else core.beyond(claim, config)
+        config = core.configure(provider, _DOOR)
+        if isinstance(config, list):
+            continue
+        why = core.beyond(claim, config)
         if why:
-            problems.append((_need_field(spec, str(spec.get("environment")), kind),
+            problems.append((_need_field(spec, str(spec.get("environment")), kind, why),
                              f"{why} (ServiceProvider {binding.provider})"))
-    return problems
+        unsized = core.unsized(claim, config)
+        if unsized:
+            warnings.append(f"{_need_field(spec, str(spec.get('environment')), kind, 'size')}: {unsized} "
+                            f"(ServiceProvider {binding.provider})")
+    return problems, warnings
 
 
-def _need_field(spec: Mapping[str, Any], environment: str, kind: str) -> str:
-    """Where a need's size is written: the environment's override, else the base."""
+def _need_field(spec: Mapping[str, Any], environment: str, kind: str, why: str) -> str:
+    """Where the need's field a refusal is about is written (the one `why` names: `needs.<type>.<field>`, else
+    its size): the environment's override, else the base."""
+    field = next((f for f in ("buckets", "version", "streams", "mountPath") if f"needs.{kind}.{f}" in why), "size")
     for where in (("environments", environment), ("base",)):
         node: Any = spec
         for key in (*where, "needs", kind):
             node = node.get(key) if isinstance(node, Mapping) else None
-        if isinstance(node, Mapping) and "size" in node:
-            return ".".join(("spec", *where, "needs", kind, "size"))
+        if isinstance(node, Mapping) and field in node:
+            return ".".join(("spec", *where, "needs", kind, field))
     return f"spec.base.needs.{kind}"
 
 

@@ -14,7 +14,7 @@ from compatibility.shape import Unreadable
 from compatibility.sides import side
 from compatibility.text import approve_command
 from lifecycle.baseline import remembered
-from lifecycle.binding import waiting_reason
+from lifecycle.binding import CLAIM_REFUSED, UNBOUND, refusal, waiting_reason
 from lifecycle.children import owned
 from lifecycle.conditions import Condition, StatusUpdate, carried, kept
 from lifecycle.credentials.coverage import deployment_image
@@ -145,11 +145,13 @@ def assess(app: Mapping[str, Any], plans: Sequence[Mapping[str, Any]], context: 
 
 
 class Waiting(NamedTuple):
-    """A claim whose live object is not ready: its name, the need it is for, and why (lifecycle.binding)."""
+    """A claim whose live object is not ready: its name, the need it is for, why, and whether it waits for a person
+    (lifecycle.binding.refusal: UNBOUND, CLAIM_REFUSED) rather than for time (None)."""
 
     name: str
     need: str
     why: str
+    refused: str | None = None
 
 
 def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mapping[str, Any]]) -> list[Waiting]:
@@ -159,7 +161,7 @@ def waiting_claims(claims: Sequence[Mapping[str, Any]], live: Mapping[str, Mappi
         name = claim["metadata"]["name"]
         found = live.get(name) or {}
         if (found.get("status") or {}).get("ready") is not True:
-            out.append(Waiting(name, f"needs.{claim['spec']['type']}", waiting_reason(found)))
+            out.append(Waiting(name, f"needs.{claim['spec']['type']}", waiting_reason(found), refusal(found)))
     return out
 
 
@@ -192,7 +194,8 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
            waiting: Sequence[Waiting], workload: Workload | None = None,
            credentials: Iterable[Mapping[str, Any]] = (), images: Images | None = None) -> Settled:
     """The status once the claims (and, when none waits, every child) are applied: AwaitingMigrationApproval while
-    held, Pending while a claim is not ready, else what the workload earned (`earned`) with the applied spec as
+    held, Failed while a claim waits for a person (reason Unbound or ClaimRefused: lifecycle.binding.refusal), Pending
+    while a claim is not ready otherwise, else what the workload earned (`earned`) with the applied spec as
     the gate's new baseline. `credentials` are the SourceCredentials (with their status): one that covers the
     rendered image alone but was refused by the registry is named in a condition; credentials that cover the
     image but not this namespace are said to (unnamed: they are not the tenant's). `images`: the followed tags
@@ -200,9 +203,12 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
     status, decision, generation = _status(app), desired.decision, _generation(app)
     namespace = app["metadata"]["namespace"]
     claims = desired.claims
+    refused = [w for w in waiting if w.refused]
+    # a claim that waits for a person is the Application's failure (Argo CD: Degraded), the first reason ranked
+    stuck = next((r for r in (UNBOUND, CLAIM_REFUSED) if any(w.refused == r for w in refused)), None)
     claims_condition = None
     if claims:
-        claims_condition = (Condition(CLAIMS_READY, "False", "WaitingForClaims",
+        claims_condition = (Condition(CLAIMS_READY, "False", stuck or "WaitingForClaims",
                                       "; ".join(f"{w.need} waits: {w.why}" for w in waiting)) if waiting
                             else Condition(CLAIMS_READY, "True", "ClaimsReady", f"{len(claims)} ResourceClaims ready"))
     fields: dict[str, Any] = {**kept(status, *KEPT, *WORKLOAD_FIELDS), **workload_fields(workload)}
@@ -216,6 +222,10 @@ def settle(app: Mapping[str, Any], desired: Desired, plans: Mapping[str, Mapping
         ready = Condition(READY, "False", "AwaitingMigrationApproval", waiting_note(decision, namespace))
         fields["migrationPlan"] = decision.waiting_for
         _held_at(fields, decision)
+    elif stuck:
+        phase = "Failed"
+        ready = Condition(READY, "False", stuck, "; ".join(f"{w.need} cannot be provisioned: {w.why}" for w in refused)
+                          + " (no workload until every ResourceClaim is ready)")
     elif waiting:
         phase = "Pending"
         ready = Condition(READY, "False", "WaitingForClaims", f"no workload until every ResourceClaim is ready "

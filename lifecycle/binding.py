@@ -13,14 +13,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from lifecycle.conditions import Condition, find_condition, render
+from lifecycle.service_provider import backends
 
-__all__ = ["AMBIGUOUS", "BOUND", "MISSING", "NOT_ADMITTED", "NO_MATCH", "PROVISIONED", "Binding", "admits", "bind",
-           "labels_text", "status_of", "waiting_reason"]
+__all__ = ["AMBIGUOUS", "BOUND", "CLAIM_REFUSED", "MISSING", "NOT_ADMITTED", "NO_MATCH", "PROVISIONED", "UNBOUND",
+           "Binding", "admits", "bind", "labels_text", "refusal", "status_of", "waiting_reason"]
 
 BOUND = "Bound"  # the condition's type, and its reason when True
 PROVISIONED = "Ready"  # a backend's condition on the claims it provisions (True: status.ready, the Secret written)
 NO_MATCH, AMBIGUOUS, MISSING = "NoMatchingProvider", "AmbiguousProvider", "ProviderMissing"
 NOT_ADMITTED = "NamespaceNotAdmitted"  # bound, and the provider's spec.namespaces no longer lists the claim's
+# What an Application says of a claim that waits for a person, not for time (`refusal`): not bound to a provider
+# that serves it, or bound and its backend will not provision it as it is asked.
+UNBOUND, CLAIM_REFUSED = "Unbound", "ClaimRefused"
+# A backend's Ready reasons that nothing but a person's change ends (the need, the provider, an object in the way):
+# a new image, a restart or a retry never does. Each is a backend's (lifecycle/backends/), written on the claim.
+WAITS_FOR_A_PERSON = frozenset({
+    "InvalidConfig", "VersionNotServed", "BucketsNotServed", "ShareDoesNotFit", "SizeAboveLimit", "RolesLimitReached",
+    "BackendRefused", "VolumeConflict", "VolumeLost", "KeptForAnotherNamespace"})
 LISTED = 5  # providers named in one message at most (then "and N more")
 LABELS_SHOWN = 80  # characters of one provider's labels in a message at most
 
@@ -124,6 +133,9 @@ def bind(claim: Mapping[str, Any], providers: Iterable[Mapping[str, Any]]) -> Bi
     elif of_type:
         said = (f"no ServiceProvider of type {kind} serves namespace {namespace} (each lists other namespaces in "
                 f"spec.namespaces: a cluster administrator lists {namespace} in one, or creates one)")
+    elif kind not in backends():  # the webhook refuses every provider of it: no administrator can make one
+        said = (f'no ServiceProvider serves "{kind}": no backend on this platform serves {kind} yet (types with one: '
+                f"{', '.join(sorted(backends()))}), so none can be made: remove {need}")
     elif wanted:
         said += f" (none of type {kind} exists: a cluster administrator creates one)"
     else:
@@ -162,3 +174,21 @@ def waiting_reason(claim: Mapping[str, Any]) -> str:
     if isinstance(provider, str) and provider:
         return f"bound to ServiceProvider {provider}, not ready yet (its backend provisions it)"
     return "not bound to a ServiceProvider yet"
+
+
+def refusal(claim: Mapping[str, Any]) -> str | None:
+    """Whether a claim that is not ready waits for a person rather than for time, as its live status says: UNBOUND
+    when its Bound condition is False (no provider serves it, several do, its provider is gone or no longer admits
+    its namespace), CLAIM_REFUSED when its backend's Ready reason is one of WAITS_FOR_A_PERSON; else None (it is
+    being provisioned, or has not been looked at yet)."""
+    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    if status.get("ready") is True:
+        return None
+    bound = find_condition(status.get("conditions"), BOUND)
+    if bound and bound.get("status") == "False":
+        return UNBOUND
+    provisioning = find_condition(status.get("conditions"), PROVISIONED)
+    if provisioning.get("status") == "False" and provisioning.get("reason") in WAITS_FOR_A_PERSON:
+        return CLAIM_REFUSED
+    return None

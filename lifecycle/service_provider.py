@@ -3,8 +3,8 @@ and the config each backend reads.
 
 A provider is a cluster administrator's statement (cluster-scoped, like a HostnamePolicy); claims select providers by
 type and by the provider's labels (spec §3.2, §3.3). The backends are the platform's provider contract: an
-Application names a need, never a backend, so a backend that serves a type can replace another (Dragonfly for
-redis-server) without an Application changing. The table of backends and their configs is the CUE schema's
+Application names a need, never a backend, so a backend that serves a type can replace another without an
+Application changing. The table of backends and their configs is the CUE schema's
 (`#Backends` in schema/serviceprovider.cue), read here once per process.
 """
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from platform_stack.errors import StackError
 from toolchain.errors import USER_EXIT, AppRafterError
 
-__all__ = ["ValuesError", "check_values", "deep_merge", "effective_components", "enabled", "with_overrides"]
+__all__ = ["ValuesError", "check_values", "deep_merge", "effective_components", "enabled", "retired_components",
+           "with_overrides"]
 
 ON_BY_DEFAULT = ("required", "default")
 AVAILABILITY = ("required", "default", "opt-in", "unavailable")
@@ -94,14 +96,21 @@ def enabled(name: str, component: dict[str, Any], tier: str, override: dict[str,
     return on
 
 
-def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """name -> {source (pin applied), namespace, syncWave, selfManaged, syncPolicy, values}, enabled only."""
+def effective_components(values: dict[str, Any], retired: Collection[str] = ()) -> dict[str, dict[str, Any]]:
+    """name -> {source (pin applied), namespace, syncWave, selfManaged, syncPolicy, values}, enabled only.
+    `retired`: components the chart's release history names and it no longer has (`retired_components`), which an
+    override may only turn off, a no-op (the chart's schema and template say the same)."""
     check_values(values)
     tier = values["tier"]
     overrides: dict[str, Any] = values.get("overrides") or {}
-    for name in overrides:
-        if name not in values["components"]:
+    for name, override in overrides.items():
+        if name in values["components"]:
+            continue
+        if name not in retired:
             raise StackError(f"overrides.{name}: no such component in this chart")
+        if override != {"enabled": False}:
+            raise StackError(f"overrides.{name}: {name} is no longer in this stack: an override may only keep it "
+                             "turned off (enabled: false); remove the rest")
     out: dict[str, dict[str, Any]] = {}
     for name in sorted(values["components"]):
         component = values["components"][name]
@@ -119,6 +128,13 @@ def effective_components(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
                      "selfManaged": component["selfManaged"], "syncPolicy": dict(component["syncPolicy"]),
                      "values": merged}
     return out
+
+
+def retired_components(values: dict[str, Any], history: Mapping[str, Any]) -> frozenset[str]:
+    """The components a chart's release history (compatibility.json) names that its values no longer have."""
+    named = {str(name) for entry in history.values() if isinstance(entry, Mapping)
+             for name in (entry.get("components") or {})}
+    return frozenset(named - set(values.get("components") or {}))
 
 
 def with_overrides(values: dict[str, Any], tier: str | None,

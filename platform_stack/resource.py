@@ -23,7 +23,7 @@ MIN_CHECK_INTERVAL = 10.0  # a shorter interval is read as this: the registry is
 # spec.overrides.<component>.values is open (any Helm values): bounded here, in the webhook and the controller (a
 # structural schema cannot bound what it does not type). The object carries them twice (spec, status.lastApplied).
 MAX_VALUES_BYTES = 64 * 1024
-MAX_OVERRIDES = 64  # components named in spec.overrides (the stack has 14)
+MAX_OVERRIDES = 64  # components named in spec.overrides (the stack has 13)
 SINGLETON = (f"a cluster has one PlatformStack, named {NAME!r} in namespace {NAMESPACE!r} "
              "(edit that one: apprafter platform ...)")
 

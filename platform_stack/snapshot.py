@@ -13,7 +13,7 @@ from typing import Any
 from compatibility.classes import UnknownClass, rank
 from compatibility.versions import InvalidVersion, kubernetes_version, stack_version
 from platform_stack.classify import StackSnapshot
-from platform_stack.effective import ValuesError, effective_components, with_overrides
+from platform_stack.effective import ValuesError, effective_components, retired_components, with_overrides
 from platform_stack.errors import StackError
 from platform_stack.tarball import read_chart_files
 from renderer import userfile
@@ -88,7 +88,8 @@ def load_snapshot(path: Path, tier: str | None = None, overrides: dict[str, Any]
     if not isinstance(values_doc.data, dict):
         raise values_doc.error((), "expected a mapping (tier, components, overrides, ...)")
     try:
-        components = effective_components(with_overrides(values_doc.data, tier, overrides))
+        components = effective_components(with_overrides(values_doc.data, tier, overrides),
+                                          retired_components(values_doc.data, compatibility))
     except ValuesError as e:
         raise values_doc.error(e.path, e.message) from None
     except StackError as e:

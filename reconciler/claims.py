@@ -37,7 +37,7 @@ from lifecycle.conditions import Condition
 from lifecycle.rotation import concerned
 from lifecycle.rotation import notes as rotation_notes
 from lifecycle.rotation import status as rotation_status
-from lifecycle.service_provider import SERVICE_PROVIDER
+from lifecycle.service_provider import SERVICE_PROVIDER, check
 from reconciler import kept_data
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
@@ -179,6 +179,10 @@ class ClaimController:
                 carried = found
             provisioned = _provisioned(claim, carried, time_now())
             retry = carried.then.retry if not isinstance(carried.then, Ready) else Done()
+        elif provider is not None and binding.condition.status == "True":
+            refused = [f"{field}: {problem}" for field, problem in check(provider)]
+            if refused:  # written before the webhook refused its backend: no core will ever serve it, said so
+                provisioned = _provisioned(claim, _invalid(provider, refused), time_now())
         written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
         for note in rotation_notes(written, (claim.get("status") or {}).get("rotation"),
                                    (written.get("status") or {}).get("rotation")):

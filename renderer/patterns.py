@@ -42,6 +42,7 @@ RULES = {
     "_envKey": "an env key (^[A-Z_][A-Z0-9_]*$)",
     "_labelKey": "a qualified name ([DNS-name prefix/]name: letters, digits, '-', '_', '.', at most 63 characters)",
     "_labelValue": "a label value (empty, or letters, digits, '-', '_', '.', at most 63 characters)",
+    "_pgMajor": "a PostgreSQL major version (\"16\": its provider applies the minors)",
 }
 
 

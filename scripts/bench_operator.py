@@ -2,12 +2,12 @@
 
 For each size (--apps 1000,2000,5000) on a fresh test bed: N Applications created at once, a mix — most public
 without needs (Progressing: every child applied, and no Deployment controller runs here), one in ten with a claim
-(Pending: no provider here), one in twenty then given a gated change (AwaitingMigrationApproval) — timed until every
-one is settled; apps/s, reconcile p50/p99 from the operator's own histogram, the operator's RSS (now and peak) and
-CPU beside the API server's and etcd's, and the API requests of one no-op resync by method (writes must be 0; each
-reconcile reads its Application fresh, on purpose). --soak MINUTES then churns (create, update, delete at --churn
-per second) and samples RSS each 30 s: flat means no leak. --floor also times the same children and status applied
-directly by this script (the API server's own floor).
+(Failed, Unbound: no provider here), one in twenty then given a gated change (AwaitingMigrationApproval) — timed
+until every one is settled; apps/s, reconcile p50/p99 from the operator's own histogram, the operator's RSS (now and
+peak) and CPU beside the API server's and etcd's, and the API requests of one no-op resync by method (writes must be
+0; each reconcile reads its Application fresh, on purpose). --soak MINUTES then churns (create, update, delete at
+--churn per second) and samples RSS each 30 s: flat means no leak. --floor also times the same children and status
+applied directly by this script (the API server's own floor).
 Usage: .venv/bin/python scripts/bench_operator.py [--apps 200] [--workers 8] [--resync 60] [--soak 0] [--floor]
 BENCH_OPERATOR_LAUNCHER=wrapper.py runs the operator as `python wrapper.py ARGS...` (e.g. under cProfile).
 """
@@ -199,7 +199,8 @@ def one_size(n: int, args: argparse.Namespace, work: Path) -> None:
         bed.ensure_namespace("bench")
         names = {f"app{i:04d}": kind_of(i) for i in range(n)}
         # every child applied; no Deployment controller runs on this bed, so a workload stays Progressing
-        want = {name: "Pending" if kind == "claim" else "Progressing" for name, kind in names.items()}
+        # a claim no provider serves fails its Application at once (Unbound: no provider runs on this bed)
+        want = {name: "Failed" if kind == "claim" else "Progressing" for name, kind in names.items()}
         before = operator_metrics(metrics)
         procs = [*bed.processes, op]
         cpu = {p.name: cpu_seconds(p.popen.pid) for p in procs}

@@ -12,16 +12,20 @@ from typing import Any
 from controller_runtime.outcomes import Done, Requeue
 from controller_runtime.quantity import quantity, whole_bytes
 from lifecycle.backends.contract import Ready, Step, Waiting
+from lifecycle.conditions import Condition
 from lifecycle.service_provider import check, with_defaults
 from renderer.manifests.meta import connection_secret
 from renderer.names import NAME_LABEL
 
-__all__ = ["CLAIM_ANNOTATION", "PROVIDER_LABEL", "b64", "claim_ref", "config_of", "connection_secret_of", "decoded",
-           "memory_at_least", "positive_cpu", "provider_name", "ready", "retried", "tenant_name", "waiting"]
+__all__ = ["CLAIM_ANNOTATION", "PROVIDER_LABEL", "SIZE_CONDITION", "b64", "claim_ref", "config_of",
+           "connection_secret_of", "decoded", "memory_at_least", "positive_cpu", "provider_name", "ready", "retried",
+           "size_not_applied", "tenant_name", "waiting"]
 
 PROVIDER_LABEL = "apprafter.io/service-provider"  # on everything a backend makes: whose provider it serves
 CLAIM_ANNOTATION = "apprafter.io/claim"  # on a claim's objects outside its namespace: `<namespace>/<claim>`
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
+# A claim's second condition: what its need's size became at its backend (applied, kept, or not applied and why).
+SIZE_CONDITION = "Size"
 
 
 def provider_name(provider: Mapping[str, Any]) -> str:
@@ -130,3 +134,12 @@ def volume_refusals(type_: str, backend: str, old: Mapping[str, Any] | None, new
                          f"with ({before.get('storageClassName') or 'the default'}); move the data to a new provider "
                          "to use another"))
     return problems
+
+
+def size_not_applied(claim: Mapping[str, Any], why: str | None) -> tuple[Condition, ...]:
+    """The claim's Size condition where its backend does not apply its size (`why`, None: it is applied or named
+    none): False, NotApplied, saying why; the claim is provisioned all the same (a size sizes, the app works)."""
+    size = (claim.get("spec") or {}).get("size")
+    if not size or why is None:
+        return ()
+    return (Condition(SIZE_CONDITION, "False", "NotApplied", why),)

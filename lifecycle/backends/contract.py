@@ -201,6 +201,11 @@ class Backend(Protocol):
         webhook refuses such an Application at admission, and provisioning says the same on the claim."""
         ...
 
+    def unsized(self, claim: Mapping[str, Any], config: Any) -> str | None:
+        """Why the claim's size is not applied on this provider (None: it is, or the need names none): the claim is
+        provisioned all the same and says so on its Size condition; the webhook warns at admission."""
+        ...
+
     def kept_in(self, config: Any) -> str | None:
         """The namespace where a claim's data is recorded as its namespace's (lifecycle.backends.kept), when the data
         is kept outside the claim's namespace; None: it lives in the claim's namespace and goes with it."""

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from controller_runtime.kinds import GroupVersionKind
 from controller_runtime.quantity import quantity
-from lifecycle.backends.common import PROVIDER_LABEL, config_of, provider_name
+from lifecycle.backends.common import PROVIDER_LABEL, SIZE_CONDITION, config_of, provider_name
 from lifecycle.backends.contract import Apply, Delete, Gone, Read, Ready, Seen, Site, Step, Waiting
 from lifecycle.conditions import Condition
 from renderer.names import NAME_LABEL
@@ -28,7 +28,6 @@ CLAIM_LABEL = "apprafter.io/claim"  # on the PVC: the claim it belongs to (no ow
 MANAGED_LABELS: Mapping[str, str] = {"app.kubernetes.io/managed-by": "apprafter",
                                      "app.kubernetes.io/component": "disk"}
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
-SIZE_CONDITION = "Size"  # a second condition on disk claims: whether the volume has the size the need asks for
 WAIT_FOR_CONSUMER = "WaitForFirstConsumer"
 # A need's named size as a volume size: one table for every tier (a named size says how much data the app keeps,
 # which does not change with the tier; the tier's share is the provider's defaultSize, for a need that names none).
@@ -194,6 +193,9 @@ class StorageClassDisk:
                 (quantity(volume.size) or 0) <= (quantity(volume.max_size) or 0)):
             return None
         return f"{volume.size} is above the provider's maxSize {volume.max_size}"
+
+    def unsized(self, claim: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+        return None  # every size is a volume's (its Size condition says what became of it)
 
     def kept_in(self, config: Mapping[str, Any]) -> None:
         return None  # the PVC is in the claim's namespace: deleted with it, never another namespace's

@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from controller_runtime.outcomes import Requeue
+from controller_runtime.outcomes import Done, Requeue
 from controller_runtime.quantity import whole_bytes
 from lifecycle.backends.common import (
     PROVIDER_LABEL,
+    SIZE_CONDITION,
     config_of,
     memory_at_least,
     positive_cpu,
@@ -31,28 +32,37 @@ from lifecycle.backends.pg_cluster import (
     BACKEND,
     CLUSTER,
     CLUSTER_LABELS,
+    CONNECTIONS,
     DATABASE,
+    DEFAULT_SIZE,
     MAX_ROLES,
     MIN_MEMORY,
     MIN_STORAGE,
     NUDGE_ANNOTATION,
     NUDGE_SECONDS,
     PORT,
+    SHARES,
     TYPE,
     Shared,
     Tenant,
     cluster_object,
     database_object,
+    kept,
     listed,
+    major,
     password_in,
     password_secret_object,
     readiness,
+    reservation,
     role_entry,
     roles_of,
     shared_buffers,
+    size_of,
     tenant_of,
+    version_wanted,
     without,
 )
+from lifecycle.conditions import Condition
 from lifecycle.rotation import issued
 
 __all__ = ["CLUSTER", "CLUSTER_LABELS", "CORE", "DATABASE", "CloudNativePG"]  # the kinds: for the watches
@@ -103,6 +113,10 @@ class CloudNativePG:
                                 "roles (retained ones of deleted claims included), its limit: no role is added (the "
                                 "Cluster would grow past what etcd stores); an administrator drops retained data "
                                 "or adds a provider"))
+        admitted = _admitted(claim, config, tenant, cluster)
+        if isinstance(admitted, Waiting):  # nothing made for a claim its provider refuses
+            return Step(admitted)
+        tenant, size = admitted
         password, rotation, made_for = password_in(secret, tenant), seen.rotation, issued(secret)
         answers = rotation.requested or made_for  # the request the role's password is to answer
         if secret is None:
@@ -132,17 +146,16 @@ class CloudNativePG:
             # a rotation's password not applied yet: the claim stays ready with the one its Secret holds (still
             # valid until CloudNativePG's ALTER ROLE), its pods keep running
             return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}; CloudNativePG applies the "
-                              f"new password of request {made_for}", connection, dict(given), rotated=rotation.issued),
-                        tuple(writes))
+                              f"new password of request {made_for}", connection, dict(given), rotated=rotation.issued,
+                              conditions=(size,)), tuple(writes))
         if waits is not None:
-            return Step(waits, tuple(writes))
+            return Step(waits._replace(conditions=(size,)), tuple(writes))
         name = quote(tenant.name, safe="")
         url = f"postgresql://{name}:{quote(password, safe='')}@{config.host}:{PORT}/{name}"
         fields = {"url": url, "host": config.host, "port": str(PORT), "user": tenant.name, "password": password,
                   "db": tenant.name}
         return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}", connection, fields,
-                          rotated=made_for),
-                    tuple(writes))
+                          rotated=made_for, conditions=(size,)), tuple(writes))
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The next step of dropping the claim's database and role on the provider's Cluster, from what exists and
@@ -203,8 +216,18 @@ class CloudNativePG:
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
-    def beyond(self, claim: Mapping[str, Any], config: Shared) -> None:
-        return None  # every size has its connection limit; none is past the provider
+    def beyond(self, claim: Mapping[str, Any], config: Shared) -> str | None:
+        """A size whose share of the Cluster's volume is larger than the volume itself (the provider's: the webhook
+        sees no live Cluster, whose volume is never smaller)."""
+        tenant = tenant_of(claim)
+        share = reservation(tenant, {}, config.storage_size)
+        if share.fits:
+            return None
+        return (f"needs.pg.size {tenant.size}: its share of the Cluster's volume, {SHARES[tenant.size]}, is more than "
+                f"the whole volume ({config.storage_size})")
+
+    def unsized(self, claim: Mapping[str, Any], config: Shared) -> None:
+        return None  # every size is a connection limit and a share of the volume (`_admitted`)
 
     def kept_in(self, config: Shared) -> str:
         return config.namespace  # beside the Cluster that holds the role and database
@@ -212,6 +235,43 @@ class CloudNativePG:
     def admit(self, old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[tuple[str, str]]:
         """What the instances' volumes cannot take (the Cluster would keep its live size and class regardless)."""
         return volume_refusals(TYPE, BACKEND, old, new, "the Cluster")
+
+
+def _admitted(claim: Mapping[str, Any], config: Shared, tenant: Tenant,
+              cluster: Mapping[str, Any] | None) -> Waiting | tuple[Tenant, Condition]:
+    """Whether the provider serves the claim as its need asks: its PostgreSQL major (`needs.pg.version`, against the
+    major the Cluster runs or will run), and its share of the Cluster's volume (`reservation`). A new role that does
+    not fit waits; a live role whose need grew past the room keeps its size (Size False), as a disk's volume does.
+    Both wait for a change (a person's), never for time: no retry."""
+    where = f"Cluster {config.namespace}/{config.name}"
+    image, volume = kept(config, cluster)
+    wanted, running = version_wanted(claim), major(image)
+    if wanted is not None and wanted != running:
+        return Waiting("VersionNotServed", f'needs.pg.version "{wanted}": ServiceProvider {config.provider} runs '
+                       f"PostgreSQL {running} ({where}): ask for {running}, or select a provider that runs {wanted}",
+                       Done())
+    held = roles_of(cluster)
+    share = reservation(tenant, held, volume)
+    said = (f"{SHARES[tenant.size]} of {where}'s {volume} volume ({_bytes(share.others)} held by its other "
+            "claims' shares, retained ones included)")
+    if share.fits:
+        return tenant, Condition(SIZE_CONDITION, "True", "AsRequested", f"needs.pg.size {tenant.size}: "
+                                 f"{tenant.connection_limit} connections and {said}")
+    room = (f"an administrator grows spec.config.storage.size of ServiceProvider {config.provider}, or drops "
+            "retained data")
+    if tenant.name not in held:
+        return Waiting("ShareDoesNotFit", f"needs.pg.size {tenant.size}: its share does not fit: {said}; {room}, "
+                       "or ask for a smaller size", Done())
+    live = size_of(held[tenant.name]) or DEFAULT_SIZE
+    kept_tenant = tenant._replace(size=live, connection_limit=CONNECTIONS[live])
+    return kept_tenant, Condition(SIZE_CONDITION, "False", "ShareDoesNotFit", f"needs.pg.size {tenant.size}: its "
+                                  f"share does not fit: {said}; the role keeps its {live} share ({SHARES[live]}, "
+                                  f"{CONNECTIONS[live]} connections) until {room}")
+
+
+def _bytes(count: int) -> str:
+    """A byte count as a quantity: whole Gi, else whole Mi (rounded up)."""
+    return f"{count // 2**30}Gi" if count % 2**30 == 0 and count else f"{-(-count // 2**20)}Mi"
 
 
 def _waits(message: str, *writes: Apply | Delete) -> Step:

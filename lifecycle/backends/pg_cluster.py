@@ -29,10 +29,11 @@ from lifecycle.conditions import find_condition
 from lifecycle.rotation import ISSUED_ANNOTATION
 from renderer.names import NAME_LABEL
 
-__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "DATABASE", "HBA", "KEEPER_ROLE", "MAX_ROLES",
-           "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "TYPE", "Shared", "Tenant", "cluster_at", "cluster_object",
-           "database_object", "kept", "listed", "major", "password_in", "password_secret_object", "readiness",
-           "role_entry", "roles_of", "shared_buffers", "tenant_of", "without"]
+__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "CONNECTIONS", "DATABASE", "HBA", "KEEPER_ROLE",
+           "MAX_ROLES", "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "SHARES", "TYPE", "Reservation", "Shared",
+           "Tenant", "cluster_at", "cluster_object", "database_object", "kept", "listed", "major", "password_in",
+           "password_secret_object", "readiness", "reservation", "role_entry", "roles_of", "shared_buffers",
+           "size_of", "tenant_of", "version_wanted", "without"]
 
 BACKEND, TYPE = "cloudnative-pg", "pg"
 CNPG = "postgresql.cnpg.io/v1"
@@ -60,7 +61,14 @@ HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
 # CONNECTION LIMIT): no claim can hold more than half of a Cluster's default max_connections (100; 3 of them kept
 # for superusers), so one role can no longer take the shared Cluster's connections from every other.
 CONNECTIONS = {"nano": 5, "small": 10, "medium": 20, "large": 30, "xlarge": 50}
+# A claim's share of the Cluster's volume by its need's size: a reservation, not a quota (PostgreSQL cannot stop one
+# database at a size). A role is added only while the shares of every role on the Cluster (retained ones included)
+# fit in its volume, so the volume an administrator sized is never promised twice; the volume is never grown for a
+# claim (a tenant would size the administrator's disk, and CloudNativePG's resize of a class that cannot expand
+# fails its whole reconcile). Each role's size is read back from its connection limit (one per size).
+SHARES = {"nano": "32Mi", "small": "128Mi", "medium": "512Mi", "large": "2Gi", "xlarge": "8Gi"}
 DEFAULT_SIZE = "small"
+CLAIM_COMMENT = "apprafter claim "  # a role's comment: `apprafter claim <namespace>/<claim>` (the claims' roles)
 # The most roles one Cluster's spec.managed.roles holds, retained ones of deleted claims included: each is ≈ 250
 # bytes of spec and as much of managedFields, and etcd refuses an object past 1.5 MiB (issue 41: retained roles
 # piled up until a new tenant's claim failed with nothing on its status). Past it a new claim waits, saying why.
@@ -104,6 +112,19 @@ class Tenant(NamedTuple):
     object_name: str  # its password Secret and its Database resource
     claim: str  # `<namespace>/<claim>`
     connection_limit: int = CONNECTIONS[DEFAULT_SIZE]
+    size: str = DEFAULT_SIZE  # its need's size (a size the tables do not know: the default)
+
+
+class Reservation(NamedTuple):
+    """A claim's share of its Cluster's volume (bytes) beside what the other roles on it hold."""
+
+    share: int
+    others: int  # the shares of every other claim's role on the Cluster, retained ones included
+    volume: int  # the Cluster's volume as written (never smaller than the live one)
+
+    @property
+    def fits(self) -> bool:
+        return self.others + self.share <= self.volume
 
 
 def shared_buffers(limit: int, percent: int) -> str:
@@ -120,13 +141,36 @@ def tenant_of(claim: Mapping[str, Any]) -> Tenant:
     Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one."""
     meta = claim.get("metadata") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    limit = CONNECTIONS.get(str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE), CONNECTIONS[DEFAULT_SIZE])
+    size = str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE)
+    size = size if size in CONNECTIONS else DEFAULT_SIZE
     plain = f"{namespace}.{name}"
     if len(plain.encode()) < IDENTIFIER_MAX:
-        return Tenant(plain, plain, f"{namespace}/{name}", limit)
+        return Tenant(plain, plain, f"{namespace}/{name}", CONNECTIONS[size], size)
     digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
     return Tenant(f"{plain[:IDENTIFIER_MAX - HASH_CHARS - 1]}-{digest}", f"claim-{digest}", f"{namespace}/{name}",
-                  limit)
+                  CONNECTIONS[size], size)
+
+
+def size_of(role: Mapping[str, Any]) -> str | None:
+    """The need's size a claim's role was made for, read back from its connection limit (None: a role that is not a
+    claim's, or one being dropped)."""
+    if not str(role.get("comment") or "").startswith(CLAIM_COMMENT) or role.get("ensure") == "absent":
+        return None
+    limit = role.get("connectionLimit")
+    return next((size for size, connections in CONNECTIONS.items() if connections == limit), DEFAULT_SIZE)
+
+
+def reservation(tenant: Tenant, roles: Mapping[str, Mapping[str, Any]], volume: str) -> Reservation:
+    """The tenant's share of a Cluster holding `roles` (its live spec.managed.roles) on a volume of `volume`."""
+    sizes = (size_of(role) for name, role in roles.items() if name != tenant.name)
+    others = sum(whole_bytes(SHARES[size]) or 0 for size in sizes if size is not None)
+    return Reservation(whole_bytes(SHARES[tenant.size]) or 0, others, whole_bytes(volume) or 0)
+
+
+def version_wanted(claim: Mapping[str, Any]) -> str | None:
+    """The PostgreSQL major the claim's need names (`needs.pg.version`), None: any."""
+    wanted = ((claim.get("spec") or {}).get("parameters") or {}).get("version")
+    return str(wanted) if wanted not in (None, "") else None
 
 
 def major(image: str) -> str:
@@ -205,7 +249,7 @@ def role_entry(tenant: Tenant) -> dict[str, Any]:
     connection limit, no other attribute (no superuser, createdb, createrole, replication, bypassrls: CloudNativePG's
     defaults)."""
     return {"name": tenant.name, "ensure": "present", "login": True, "passwordSecret": {"name": tenant.object_name},
-            "connectionLimit": tenant.connection_limit, "comment": f"apprafter claim {tenant.claim}"}
+            "connectionLimit": tenant.connection_limit, "comment": f"{CLAIM_COMMENT}{tenant.claim}"}
 
 
 def password_secret_object(shared: Shared, tenant: Tenant, password: str,

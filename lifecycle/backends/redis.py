@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from controller_runtime.quantity import whole_bytes
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import HASH_CHARS, claim_ref, ready, volume_refusals
+from lifecycle.backends.common import HASH_CHARS, claim_ref, ready, size_not_applied, volume_refusals
 from lifecycle.backends.contract import Delete, Gone, Hidden, Seen, Site, Step
 from lifecycle.backends.instance import DATA, Instance, Storage
 from lifecycle.backends.shared_server import SharedServer
@@ -215,9 +215,11 @@ def instance_objects(config: Config, volume: Mapping[str, Any] | None = None) ->
 
 
 class RedisServer(SharedServer):
-    """The redis-server backend's core (lifecycle.backends.contract.Backend); Dragonfly takes the same."""
+    """The redis-server backend's core (lifecycle.backends.contract.Backend)."""
 
     backend, type, component, port = BACKEND, TYPE, "redis", PORT
+    size_ignored = ("redis-server bounds no user's memory or connections on a shared instance (a provider with "
+                    "isolation: instance gives each claim a server of its size)")
 
     def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config | list[str]:
         limit, percent = whole_bytes(instance.memory) or 0, int(config["maxmemoryPercent"])
@@ -229,6 +231,9 @@ class RedisServer(SharedServer):
         return Config(instance, max_memory(limit, percent) if instance.integrated else 0, site.image,
                       bool(config["scripting"]), per_claim, percent, storage=storage,
                       appendfsync=str(config["appendfsync"]))
+
+    def unsized(self, claim: Mapping[str, Any], config: Config) -> str | None:
+        return None if config.per_claim else super().unsized(claim, config)  # its own instance is of its size
 
     def serving(self, claim: Mapping[str, Any], config: Config) -> Config:
         """The provider's shared instance, or the claim's own (`isolation: instance`)."""
@@ -270,7 +275,8 @@ class RedisServer(SharedServer):
                          instance.integrated),
                  TryUser(*address, account.user, password))
         answers = rotation.requested if rotation.due else rotation.issued
-        return Step(ready(said, connection, secret, rotated=answers), writes, calls)
+        return Step(ready(said, connection, secret, rotated=answers,
+                          conditions=size_not_applied(claim, self.unsized(claim, config))), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         config = self.serving(claim, config)

@@ -14,9 +14,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from controller_runtime.outcomes import Done
 from lifecycle.backends import instance as server
-from lifecycle.backends.common import ready, volume_refusals
-from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step
+from lifecycle.backends.common import ready, size_not_applied, volume_refusals
+from lifecycle.backends.contract import Gone, Hidden, Seen, Site, Step, Waiting
 from lifecycle.backends.instance import Instance
 from lifecycle.backends.shared_server import SharedServer
 
@@ -123,12 +124,27 @@ class Versitygw(SharedServer):
     """The versitygw backend's core (lifecycle.backends.contract.Backend)."""
 
     backend, type, component, port = BACKEND, TYPE, "s3", PORT
+    size_ignored = ("versitygw has no quota of a bucket's size or objects: every claim's bucket shares the gateway's "
+                    "volume (spec.config.storage.size)")
 
     def configured(self, instance: Instance, config: Mapping[str, Any], site: Site) -> Config:
         storage = config["storage"]
         return Config(instance, str(storage["size"]), storage.get("storageClassName"), site.image)
 
+    def beyond(self, claim: Mapping[str, Any], config: Config) -> str | None:
+        """Named buckets: a claim gets one bucket, its own (`bucket_of`), so an app that counts on others is refused
+        rather than handed a bucket it does not look in."""
+        named = ((claim.get("spec") or {}).get("parameters") or {}).get("buckets")
+        if not named:
+            return None
+        return (f"needs.s3.buckets {', '.join(map(str, named))}: versitygw gives a claim one bucket of its own, named "
+                "by the platform (claim.s3.bucket), and makes no other: remove needs.s3.buckets and keep the objects "
+                "under prefixes of claim.s3.bucket")
+
     def provision(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
+        refused = self.beyond(claim, config)
+        if refused is not None:  # nothing made: its user and bucket would be half of what it asks
+            return Step(Waiting("BucketsNotServed", refused, Done()))
         instance, found = config.instance, self.prepared(config, seen, provisioning=True)
         if isinstance(found, Step):
             return found
@@ -142,8 +158,8 @@ class Versitygw(SharedServer):
         connection = {"url": url, "host": instance.host, "port": instance.port, "user": bucket, "bucket": bucket}
         calls = (EnsureUser(endpoint, admin[0], admin[1], bucket, secret),
                  EnsureBucket(endpoint, admin[0], admin[1], bucket, bucket), TryUser(endpoint, bucket, secret, bucket))
-        return Step(ready(f"bucket {bucket} and its user on {url}, reaching that bucket alone", connection, fields),
-                    writes, calls)
+        return Step(ready(f"bucket {bucket} and its user on {url}, reaching that bucket alone", connection, fields,
+                          conditions=size_not_applied(claim, self.unsized(claim, config))), writes, calls)
 
     def drop(self, claim: Mapping[str, Any], config: Config, seen: Seen) -> Step:
         found = self.prepared(config, seen, provisioning=False)

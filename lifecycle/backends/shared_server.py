@@ -54,8 +54,15 @@ class SharedServer:
     def reads(self, claim: Mapping[str, Any], config: Configured) -> Sequence[Read]:
         return server.reads(self.serving(claim, config).instance)
 
-    def beyond(self, claim: Mapping[str, Any], config: Configured) -> None:
+    # why a claim's size is not applied on the shared server (a core that sizes some claims says when)
+    size_ignored = "a claim is an account on the one shared server, which gives no account a share of its own"
+
+    def beyond(self, claim: Mapping[str, Any], config: Any) -> str | None:
         return None  # a claim is an account on the shared server: no size of its own
+
+    def unsized(self, claim: Mapping[str, Any], config: Any) -> str | None:
+        size = (claim.get("spec") or {}).get("size")
+        return f"needs.{self.type}.size {size}: not applied: {self.size_ignored}" if size else None
 
     def kept_in(self, config: Configured) -> str:
         return config.instance.namespace  # beside the instance's admin Secret

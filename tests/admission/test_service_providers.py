@@ -82,7 +82,9 @@ def test_a_redis_the_administrator_runs_is_named_by_its_address(admission_bed: K
 
 
 @pytest.mark.parametrize(("kind", "backend", "said"), [
-    ("redis", "cloudnative-pg", "spec.backend: 'cloudnative-pg' does not serve redis: use redis-server or dragonfly"),
+    ("redis", "cloudnative-pg", "spec.backend: 'cloudnative-pg' does not serve redis: use redis-server"),
+    # a backend no core of the operator serves (issue 42: #Backends listed it, and its providers' claims waited)
+    ("redis", "dragonfly", "spec.backend: 'dragonfly' does not serve redis: use redis-server"),
     ("jetstream", "nats", "spec.type: no backend serves jetstream on this platform yet (types with one: disk, pg, "
                           "redis, s3)"),
 ])
@@ -210,3 +212,42 @@ def test_a_disk_past_its_providers_max_size_is_refused_at_the_door_as_the_provid
         ok(apply(bed.http, bed, provider(name, "disk", "storage-class", maxSize="1Ti") | {
             "metadata": small["metadata"]}))  # the administrator raises the ceiling
         eventually("the raised ceiling read", lambda: apply(tenant, bed, cr, dry_run=True).status_code < 300 or None)
+
+
+def test_needs_no_provider_can_serve_as_asked_are_refused_at_the_door_and_the_rest_warned_of(
+        admission_bed: KubeTestBed, webhook: Webhook, made: list[str]) -> None:
+    """Issue 42: a pg need whose share of the Cluster's volume is larger than the volume, and named s3 buckets, are
+    refused at their field; a need of a type no backend serves and a size its provider does not apply are admitted
+    with the API server's warnings, in the claim's own words (the webhook reads providers as they change)."""
+    bed, run = admission_bed, uuid.uuid4().hex[:6]
+    pg, s3 = f"pg-small-{run}", f"s3-{run}"
+    made.extend([pg, s3])
+    for name, kind, backend, config in ((pg, "pg", "cloudnative-pg", {"storage": {"size": "1Gi"}}),
+                                        (s3, "s3", "versitygw", {})):
+        found = provider(name, kind, backend, **config)
+        found["metadata"]["labels"] = {"door-test": run}
+        ok(apply(bed.http, bed, found))
+    namespace = fresh_namespace(bed)
+    cr = parser_cr(namespace)
+    base = cr["spec"]["base"]
+    base["env"], base["needs"] = {}, {"pg": {"size": "xlarge", "selector": {"door-test": run}}}
+    base.pop("autoscale", None)
+    for environment in cr["spec"]["environments"].values():
+        environment.pop("needs", None)
+    with bed.as_user(EDITOR) as tenant:
+        said = eventually("the webhook to read the provider", lambda: (
+            lambda text: text if "share" in text else None)(message(apply(tenant, bed, cr, dry_run=True))))
+        assert APPS in said and ("spec.base.needs.pg.size: needs.pg.size xlarge: its share of the Cluster's volume, "
+                                 f"8Gi, is more than the whole volume (1Gi) (ServiceProvider {pg})") in said, said
+        base["needs"] = {"s3": {"buckets": ["ingest-archive"], "selector": {"door-test": run}}}
+        said = eventually("the webhook to read the s3 provider", lambda: (
+            lambda text: text if "buckets" in text else None)(message(apply(tenant, bed, cr, dry_run=True))))
+        assert "spec.base.needs.s3.buckets: needs.s3.buckets ingest-archive: versitygw gives a claim one bucket" in said
+        base["needs"] = {"pg": {"size": "small", "selector": {"door-test": run}}, "jetstream": {"streams": ["s"]},
+                         "s3": {"size": "large", "selector": {"door-test": run}}}
+        admitted = apply(tenant, bed, cr, dry_run=True)
+        ok(admitted)
+        warnings = admitted.headers.get_list("warning")
+        assert any('spec.base.needs.jetstream: NoMatchingProvider: no ServiceProvider serves \\"jetstream\\"' in w
+                   or 'no ServiceProvider serves "jetstream"' in w for w in warnings), warnings
+        assert any("needs.s3.size large: not applied" in w for w in warnings), warnings

@@ -1,6 +1,6 @@
 """Argo CD's health of our kinds (deploy/argocd/argocd-cm-patch.yaml) on the AppRafter operator's real output:
 the running operator (`apprafter operator`, as its ServiceAccount) takes Applications and their MigrationPlans
-through the states the GitOps loop does not reach — not reconciled yet, waiting for claims, an invalid spec, a
+through the states the GitOps loop does not reach — not reconciled yet, a need no provider serves, an invalid spec, a
 child the API server refuses, plans superseded by a newer change and by a revert — and Argo CD's own Lua runner
 (`argocd admin settings resource-overrides health`) reads each live object. The loop (test_gitops_loop.py)
 does the same for Ready, a stale generation, a held change and approved and applied plans.
@@ -94,7 +94,10 @@ def squat(kube: KubeTestBed, namespace: str, name: str) -> None:
 INTERNAL = {"image": BASE["image"], "replicas": 2, "expose": {"port": 8080, "network": "internal"}}  # no claims
 # (app name, spec.base, a squatting Deployment first?, phase, Ready reason, in its message, Argo CD health)
 STATES = [
-    ("claims", BASE, False, "Pending", "WaitingForClaims", "claims-pg", "Progressing"),
+    # a need no provider serves (none in this bed): Degraded at once, saying so (issue 42: was Progressing forever)
+    ("claims", BASE, False, "Failed", "Unbound", "needs.pg cannot be provisioned: NoMatchingProvider: ", "Degraded"),
+    ("jetstream", {**INTERNAL, "needs": {"jetstream": {"streams": ["s"]}}}, False, "Failed", "Unbound",
+     'needs.jetstream cannot be provisioned: NoMatchingProvider: no ServiceProvider serves "jetstream"', "Degraded"),
     ("invalid", {**BASE, "env": {"bad-key": "x"}}, False, "Failed", "InvalidSpec", "bad-key", "Degraded"),
     # a Deployment of that name that is someone else's: left alone (before issue 24 it was taken over, then refused)
     ("refused", INTERNAL, True, "Failed", "ChildConflict", "not controlled by this Application", "Degraded"),
@@ -102,7 +105,7 @@ STATES = [
 
 
 @pytest.mark.parametrize(("name", "base", "squatted", "phase", "reason", "fragment", "health"), STATES,
-                         ids=[s[4] for s in STATES])
+                         ids=[s[0] for s in STATES])
 def test_argo_cd_shows_the_operators_phase_and_message(kube: KubeTestBed, operator: Operator, namespace: str,
                                                        name: str, base: dict[str, Any], squatted: bool, phase: str,
                                                        reason: str, fragment: str, health: str) -> None:

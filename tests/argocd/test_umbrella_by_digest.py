@@ -41,7 +41,7 @@ NS, KEYS, CREDENTIALS = "apprafter-system", "platform-stack-keys", "registry-cre
 RELEASES = [("1.1.0", None, {}), ("1.1.1", ("keda", '"2.17.2"', '"2.18.0"'), {})]
 # The components a solo stack may leave out, left out: fewer Applications for Argo CD to fail on (keda stays: its
 # chart version is what the moved tag would change).
-LEFT_OUT = ("sealed-secrets", "capsule", "cloudnative-pg", "dragonfly", "backstage", "gateway",
+LEFT_OUT = ("sealed-secrets", "capsule", "cloudnative-pg", "backstage", "gateway",
             "network-policies", "service-providers")
 
 

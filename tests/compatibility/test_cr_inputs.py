@@ -128,7 +128,7 @@ def test_duplicate_keys_in_a_cr_are_refused_where_they_are_written() -> None:
 dns = st.from_regex(r"[a-z]([a-z0-9]{0,6})", fullmatch=True)
 sizes = st.sampled_from(["nano", "small", "medium", "large"])
 needs = st.fixed_dictionaries({}, optional={
-    "pg": st.fixed_dictionaries({}, optional={"size": sizes, "version": st.sampled_from(["15", "16.2"])}),
+    "pg": st.fixed_dictionaries({}, optional={"size": sizes, "version": st.sampled_from(["15", "16"])}),
     "redis": st.fixed_dictionaries({}, optional={"size": sizes}),
     "jetstream": st.fixed_dictionaries({"streams": st.lists(dns, min_size=1, max_size=2)}),
     "s3": st.fixed_dictionaries({}, optional={"buckets": st.lists(dns, max_size=2)}),

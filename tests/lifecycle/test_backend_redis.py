@@ -300,7 +300,7 @@ def test_the_registry_gives_redis_claims_on_redis_server_providers_this_core_alo
     assert (CORE.type, CORE.backend) == ("redis", "redis-server")
     assert core_for("redis", "redis-server") is CORE
     assert core_for("redis", None) is CORE  # the provider is gone: the one core of the type
-    assert core_for("redis", "dragonfly") is None  # the schema keeps its place; no core serves it here
+    assert core_for("redis", "dragonfly") is None  # no core serves it (and the schema refuses it)
     assert core_for("pg", "redis-server") is None and core_for("disk", "redis-server") is None
     assert CORE.drop_needs_provider is True  # its user lives at the provider's instance
 

@@ -60,9 +60,16 @@ def test_admit_asks_the_providers_core_once_the_schema_passes() -> None:
     refused = admit(old, new)
     assert refused and refused == pg.CORE.admit(old, new)
     assert admit(new, old) == []
-    # a type and backend the schema lists but no core serves here: nothing more to ask
-    assert core_for("redis", "dragonfly") is None and "dragonfly" in backends()["redis"]
-    assert admit(None, provider("redis", "dragonfly", {})) == []
+
+
+
+def test_every_backend_the_schema_admits_is_one_a_core_serves_and_no_other() -> None:
+    """A provider of a backend no core serves would bind claims that wait forever with nothing said (issue 42: the
+    schema listed `dragonfly` for redis, which nothing ran): #Backends and REGISTERED are the same pairs."""
+    schema = {(kind, backend) for kind, served in backends().items() for backend in served}
+    assert schema == {(r.core.type, r.core.backend) for r in REGISTERED}
+    assert admit(None, provider("redis", "dragonfly", {})) == [
+        ("spec.backend", "'dragonfly' does not serve redis: use redis-server")]
 
 
 @pytest.mark.parametrize("registered", REGISTERED, ids=IDS)
@@ -80,13 +87,13 @@ def test_core_for_finds_the_core_of_its_type_and_backend_and_with_no_backend_the
 def test_core_for_with_no_backend_finds_none_when_two_cores_serve_the_type(monkeypatch: pytest.MonkeyPatch) -> None:
     [redis] = [r for r in REGISTERED if r.core.type == "redis"]
 
-    class Dragonfly:
-        backend, type, drop_needs_provider = "dragonfly", "redis", True
+    class Another:
+        backend, type, drop_needs_provider = "another-redis", "redis", True
 
-    second = Registration(Dragonfly(), (), ())  # type: ignore[arg-type]
+    second = Registration(Another(), (), ())  # type: ignore[arg-type]
     monkeypatch.setattr(registry, "REGISTERED", (*REGISTERED, second))
     assert core_for("redis", None) is None  # which one held the claim's data is not the registry's to guess
-    assert core_for("redis", "redis-server") is redis.core and core_for("redis", "dragonfly") is second.core
+    assert core_for("redis", "redis-server") is redis.core and core_for("redis", "another-redis") is second.core
     assert core_for("no-such-type", None) is None
 
 

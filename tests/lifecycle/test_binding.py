@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from lifecycle.application import Waiting, waiting_claims
-from lifecycle.binding import Binding, bind, status_of, waiting_reason
+from lifecycle.binding import Binding, bind, refusal, status_of, waiting_reason
 from lifecycle.conditions import Condition
 
 INTEGRATED = {"tier": "integrated"}
@@ -40,6 +40,16 @@ def test_no_provider_of_the_type_says_the_type_and_the_selector() -> None:
         "type pg exists: a cluster administrator creates one)"))
     assert bind(claim(selector={}), []).condition.message == (
         "no ServiceProvider of type pg exists (a cluster administrator creates one)")
+
+
+def test_a_type_no_backend_serves_says_no_provider_can_be_made() -> None:
+    """jetstream and clickhouse have no backend in #Backends: the webhook refuses every ServiceProvider of them, so
+    a cluster administrator cannot make one either (issue 42)."""
+    for kind in ("jetstream", "clickhouse"):
+        said = bind(claim(kind), [provider("pg-integrated", tier="integrated")]).condition
+        assert said == Condition("Bound", "False", "NoMatchingProvider", (
+            f'no ServiceProvider serves "{kind}": no backend on this platform serves {kind} yet (types with one: '
+            f"disk, pg, redis, s3), so none can be made: remove needs.{kind}"))
 
 
 def test_no_match_names_the_providers_of_the_type_with_their_labels_bounded() -> None:
@@ -120,8 +130,31 @@ def test_the_applications_claims_ready_names_each_need_that_waits() -> None:
             "shop-redis": claim("redis", ready=True)}
     assert waiting_claims(rendered, live) == [
         Waiting("shop-pg", "needs.pg", "NoMatchingProvider: no ServiceProvider of type pg has labels "
-                                       "tier=integrated"),
+                                       "tier=integrated", "Unbound"),
         Waiting("shop-disk", "needs.disk", "not bound to a ServiceProvider yet")]
+
+
+def ready_condition(reason: str) -> dict[str, str]:
+    return {"type": "Ready", "status": "False", "reason": reason, "message": "m"}
+
+
+BOUND = {"type": "Bound", "status": "True", "reason": "Bound", "message": "bound to ServiceProvider p"}
+
+
+def test_a_claim_that_waits_for_a_person_is_refused_one_that_waits_for_time_is_not() -> None:
+    """What turns the Application Failed (Argo CD: Degraded) at once rather than Pending forever (issue 42)."""
+    for reason in ("NoMatchingProvider", "AmbiguousProvider", "ProviderMissing", "NamespaceNotAdmitted"):
+        unbound = claim(conditions=[{"type": "Bound", "status": "False", "reason": reason, "message": "m"}])
+        assert refusal(unbound) == "Unbound", reason
+    for reason in ("VersionNotServed", "BucketsNotServed", "ShareDoesNotFit", "InvalidConfig", "SizeAboveLimit",
+                   "KeptForAnotherNamespace", "VolumeConflict"):
+        assert refusal(claim(provider="p", conditions=[BOUND, ready_condition(reason)])) == "ClaimRefused", reason
+    for reason in ("InstanceNotReady", "RoleNotReady", "DatabaseNotReady", "BackendUnreachable", "VolumeNotBound",
+                   "SecretConflict", "WriteRefused", "InProgress"):
+        assert refusal(claim(provider="p", conditions=[BOUND, ready_condition(reason)])) is None, reason
+    assert refusal(claim()) is None and refusal({}) is None  # not looked at yet
+    ready_again = claim(provider="p", ready=True, conditions=[BOUND, ready_condition("VersionNotServed")])
+    assert refusal(ready_again) is None
 
 
 def scoped(name: str, *namespaces: str, **labels: str) -> dict[str, Any]:

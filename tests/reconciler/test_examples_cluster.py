@@ -44,9 +44,10 @@ def test_children_equal_render_and_are_owned(bed: KubeTestBed, operator: Operato
     apply(bed, application)
     claims = [n for kind, n in want if kind == "ResourceClaim"]
     if claims:
-        st = wait_phase(bed, ns, "Pending", name)
+        # this bed has no ServiceProvider: every claim binds to none, which fails the Application at once (issue 42)
+        st = wait_phase(bed, ns, "Failed", name)
         assert condition(st, "ClaimsReady")["status"] == "False"  # type: ignore[index]
-        assert condition(st, "Ready")["reason"] == "WaitingForClaims"  # type: ignore[index]
+        assert condition(st, "Ready")["reason"] == "Unbound"  # type: ignore[index]
         waiting = children(bed, ns, f"{name}-{env}")
         assert {kind for kind, _ in waiting} == {"ResourceClaim"}, "no workload objects before the claims are ready"
         claims_when_created(bed, ns, claims)

@@ -86,6 +86,19 @@ def test_bad_secret_reference(tmp_path: Path) -> None:
         "(a DNS-1123 name and a key)"]
 
 
+def test_a_pg_version_is_a_major(tmp_path: Path) -> None:
+    """A provider runs one PostgreSQL major and applies its minors: `16.2` or `latest` is refused at validate, the
+    major itself is a provider's to serve or refuse (issue 42)."""
+    for version in ("16.2", "latest", "016"):
+        text = MINIMAL.replace("expose: port: 8080", f'expose: port: 8080\n\t\tneeds: pg: version: "{version}"')
+        assert errors_of(tmp_path, text, "validate", ".") == [
+            f"{F}:8:23: spec.base.needs.pg.version: '{version}' is not a PostgreSQL major version (\"16\": its "
+            "provider applies the minors)"]
+    good = MINIMAL.replace("expose: port: 8080", 'expose: port: 8080\n\t\tneeds: pg: version: "16"')
+    write_app(tmp_path, good)
+    assert run_cli("validate", ".", cwd=tmp_path).returncode == 0
+
+
 def test_names_must_be_dns_labels(tmp_path: Path) -> None:
     text = MINIMAL.replace('"demo"', '"Demo_App"').replace("dev: {}", "Dev: {}")
     assert errors_of(tmp_path, text, "validate", ".") == [

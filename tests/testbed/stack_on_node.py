@@ -61,7 +61,7 @@ RELEASES: list[Release] = [(VERSION, None, {}),
 REGISTRY_SECRET = "registry-credentials"
 # The solo tier's default components whose charts are on public repositories this machine cannot reach: turned off
 # through the PlatformStack's overrides, as an admin leaves out what they do not use. The required ones stay.
-LEFT_OUT = ("backstage", "capsule", "cloudnative-pg", "dragonfly", "keda", "sealed-secrets")
+LEFT_OUT = ("backstage", "capsule", "cloudnative-pg", "keda", "sealed-secrets")
 UNREACHABLE_REQUIRED = ("argocd", "cert-manager", "cilium")
 OURS = ("apprafter-admission", "apprafter-operator", "gateway", "gateway-api", "network-policies", "service-providers")
 # CRDs the node gets from components that cannot run here, from the pins (tools/fetch-crds.sh).
