@@ -163,7 +163,7 @@ def bent(name: str, stack: Path, into: Path, change: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("name", "change", "said"), [
     ("pg-integrated", lambda c: c.update(nodes=3),
-     "spec.config.nodes: cloudnative-pg does not read it (it reads: cluster, instances, namespace, resources, "
+     "spec.config.nodes: cloudnative-pg does not read it (it reads: backup, cluster, instances, namespace, resources, "
      "sharedBuffersPercent, storage)"),
     ("pg-integrated", lambda c: c.update(sharedBuffersPercent=100), "spec.config.sharedBuffersPercent: 100 is "
                                                                     "greater than the maximum of 40"),

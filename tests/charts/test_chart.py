@@ -206,6 +206,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         # data was dropped (under an approved data-migration plan or an administrator's act)
         ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
         ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        ("postgresql.cnpg.io", "scheduledbackups", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],
