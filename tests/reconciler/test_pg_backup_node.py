@@ -36,8 +36,8 @@ from renderer.argocd_app import Source, argocd_application
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, service_provider
 from tests.reconciler.node_pods import finished, ready, secret_env
-from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, Fixture, Operator, operator_fixture
-from tests.reconciler.test_pg_node import cloudnative_pg, pg_image, pg_image_flag  # noqa: F401 (fixtures)
+from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.reconciler.test_pg_node import cloudnative_pg, pg_image, pg_image_flag, platform_file  # noqa: F401 (fixtures)
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
@@ -73,11 +73,8 @@ echo "rows: $(PGPASSWORD="$PASSWORD" psql -X -w "host=$AT port=5432 user=$USER d
 
 @pytest.fixture(scope="module")
 def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The operator's platform file: this module's pg services namespace (made, as the stack makes it)."""
-    node.ensure_namespace(SERVICES)
-    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
-    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n{NODE_PLATFORM}")
-    return str(path)
+    """The operator's platform file: this module's pg services namespace."""
+    return platform_file(node, tmp_path_factory, SERVICES)
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),

@@ -105,13 +105,18 @@ def pg_image_flag(pg_image: str) -> str:
     return f"cloudnative-pg={pg_image}"
 
 
+def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str) -> str:
+    """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it)."""
+    node.ensure_namespace(services)
+    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
+    path.write_text(f"providerNamespaces: {{pg: {services}}}\n{NODE_PLATFORM}")
+    return str(path)
+
+
 @pytest.fixture(scope="module")
 def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The operator's platform file: this module's pg services namespace (made, as the stack makes it)."""
-    node.ensure_namespace(SERVICES)
-    path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
-    path.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n{NODE_PLATFORM}")
-    return str(path)
+    """The operator's platform file: this module's pg services namespace."""
+    return platform_file(node, tmp_path_factory, SERVICES)
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),
