@@ -75,7 +75,8 @@ class _Worker:
         WORKER_STARTS.inc()
         try:
             await worker.send(json.dumps(config).encode())
-            ready = await asyncio.wait_for(worker.receive(), timeout)
+            async with asyncio.timeout(timeout):
+                ready = await worker.receive()
         except BaseException:
             worker.kill()
             raise

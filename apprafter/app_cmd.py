@@ -189,10 +189,12 @@ def _row(a: Mapping[str, Any]) -> list[str]:
               help="Remove this environment only (repeatable; default: every environment of the app).")
 @click.option("--yes", is_flag=True, help="Remove without asking (required when not at a terminal).")
 @click.option("--wait", is_flag=True, help="Return once Argo CD has removed what it deployed.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=WAIT_SECONDS, show_default=True, metavar="SECONDS",
+              help="With --wait: give up after this long, saying what Argo CD still waits for (exit 1).")
 @argocd_namespace_option
 @kube_options
 @reported
-def remove(name: str, environments: tuple[str, ...], yes: bool, wait: bool, argocd_namespace: str,
+def remove(name: str, environments: tuple[str, ...], yes: bool, wait: bool, timeout: float, argocd_namespace: str,
            kubeconfig: Path | None, kube_context: str | None) -> None:
     """Stop deploying the app NAME: its Argo CD Applications go, and with them what they deployed; the data of its
     needs is kept (retention) and binds again when the app comes back to the same namespace."""
@@ -221,7 +223,7 @@ def remove(name: str, environments: tuple[str, ...], yes: bool, wait: bool, argo
             raise failure(f"app/{name}", "nothing removed: pass --yes to remove (not at a terminal to ask)")
         if not click.confirm("Remove?", default=False, err=True):
             raise failure(f"app/{name}", "nothing removed")
-    with_cluster(kubeconfig, kube_context, lambda kube, _: _delete(kube, apps, wait))
+    with_cluster(kubeconfig, kube_context, lambda kube, _: _delete(kube, apps, timeout if wait else None))
     click.echo(f"removed: {', '.join(a['metadata']['name'] for a in apps)}", err=True)
 
 
@@ -233,14 +235,16 @@ async def _claims(kube: Kube, namespace: str, instance: str) -> list[dict[str, A
     return sorted(found, key=lambda c: c["metadata"]["name"])
 
 
-async def _delete(kube: Kube, apps: list[dict[str, Any]], wait: bool) -> None:
-    """Delete each Argo CD Application with Argo CD's cascade (its finalizer added where it lacks it), then, with
-    `wait`, until Argo CD has finished (the Application gone)."""
+async def _delete(kube: Kube, apps: list[dict[str, Any]], wait: float | None) -> None:
+    """Delete each Argo CD Application with Argo CD's cascade (its finalizer added where it lacks it), then, for
+    `wait` seconds when it is not None, until Argo CD has finished (the Application gone)."""
     from apprafter.cluster import wait_for
     from controller_runtime.errors import KubeError
 
     for a in apps:
         meta = a["metadata"]
+        if meta.get("deletionTimestamp"):  # removed already (no finalizer may be added now): waited for below
+            continue
         try:
             if CASCADE_FINALIZER not in (meta.get("finalizers") or []):
                 await kube.merge(kind(*ARGOCD_APP), meta["name"], meta["namespace"],
@@ -248,14 +252,36 @@ async def _delete(kube: Kube, apps: list[dict[str, Any]], wait: bool) -> None:
                                  resource_version=meta["resourceVersion"])
             await kube.delete(kind(*ARGOCD_APP), meta["name"], meta["namespace"])
         except KubeError as e:
+            if e.code == 404:  # gone meanwhile: what was asked is done
+                continue
             raise refused(e, f"application.argoproj.io/{meta['name']}", "changed while removing it: run again") \
                 from None
-    for a in apps if wait else ():
+    for a in apps if wait is not None else ():
+        assert wait is not None
         meta = a["metadata"]
         if await wait_for(kube, kind(*ARGOCD_APP), meta["name"], meta["namespace"], lambda obj: obj is None,
-                          WAIT_SECONDS) is None:
-            raise failure(f"application.argoproj.io/{meta['name']}", f"still there after {WAIT_SECONDS:.0f} s: "
-                        f"`apprafter app status {meta['labels'][APP_LABEL]}` says what Argo CD waits for")
+                          wait) is None:
+            left = await _left(kube, await kube.get(kind(*ARGOCD_APP), meta["name"], meta["namespace"]) or {})
+            raise failure(f"application.argoproj.io/{meta['name']}", f"still there after {wait:.0f} s, "
+                          f"waiting for {'; '.join(left) if left else 'nothing it names'}: "
+                          f"`apprafter app status {meta['labels'][APP_LABEL]}` says more")
+
+
+async def _left(kube: Kube, argocd: Mapping[str, Any]) -> list[str]:
+    """Why a deleted Argo CD Application is still there: the finalizers it still carries (Argo CD's own until its
+    cascade has deleted every resource), then each of its resources Argo CD has not deleted yet."""
+    from controller_runtime.errors import KubeError
+
+    left = [f"finalizer {f}" for f in (argocd.get("metadata") or {}).get("finalizers") or []]
+    for r in (argocd.get("status") or {}).get("resources") or []:
+        api = f"{r['group']}/{r['version']}" if r.get("group") else str(r.get("version", "v1"))
+        try:
+            obj = await kube.get(kind(api, r["kind"]), r["name"], r.get("namespace") or None)
+        except KubeError:  # a kind the cluster no longer serves: nothing of it is left
+            continue
+        if obj is not None and not obj["metadata"].get("deletionTimestamp"):
+            left.append(f"{r['kind'].lower()}/{r['name']} not deleted yet")
+    return left
 
 
 app.add_command(status)

@@ -74,12 +74,13 @@ async def wait_for(kube: Kube, kind: KindLike, name: str, namespace: str,
                           if obj.get("metadata", {}).get("name") == name else None)
     running = asyncio.create_task(cache.run())
     try:
-        await asyncio.wait_for(cache.synced.wait(), timeout)
-        if cache.not_served is not None:
-            raise KubeError(cache.not_served, 404)
-        if cache.get(namespace, name) is None:
-            seen(None)
-        return await asyncio.wait_for(asyncio.shield(answer), max(0.0, deadline - loop.time()))
+        async with asyncio.timeout_at(deadline):  # never asyncio.wait_for: see controller_runtime.client.watch
+            await cache.synced.wait()
+            if cache.not_served is not None:
+                raise KubeError(cache.not_served, 404)
+            if cache.get(namespace, name) is None:
+                seen(None)
+            return await answer
     except TimeoutError:
         if cache.failure is not None:
             raise cache.failure from None

@@ -233,7 +233,10 @@ class Kube:
         deadline = loop.time() + watch_deadline(timeout)
         try:
             request = self.watcher.build_request("GET", f"{path}/{info.plural}", params=params)
-            response = await asyncio.wait_for(self.watcher.send(request, stream=True), deadline - loop.time())
+            # asyncio.timeout, never asyncio.wait_for: on 3.11 the latter swallows a cancellation that comes as
+            # its awaitable completes, and a busy watch then never stops (docs/development.md, conventions)
+            async with asyncio.timeout_at(deadline):
+                response = await self.watcher.send(request, stream=True)
             try:
                 if response.status_code >= 300:
                     await response.aread()
@@ -241,7 +244,8 @@ class Kube:
                 lines = response.aiter_lines()
                 while True:  # each read bounded by what is left of the deadline (no timeout spans a yield)
                     try:
-                        line = await asyncio.wait_for(anext(lines), max(0.0, deadline - loop.time()))
+                        async with asyncio.timeout_at(deadline):
+                            line = await anext(lines)
                     except StopAsyncIteration:
                         return
                     if line.strip():

@@ -117,7 +117,9 @@ class LeaderElector:
                 # a renewal that hangs (etcd gone, a silent connection) must not outlive the renew deadline: past
                 # it the others may take the lease, and two replicas would lead
                 left = max(0.1, self.settings.renew_deadline - (time.monotonic() - last))
-                if await asyncio.wait_for(self._try(), left):
+                async with asyncio.timeout(left):
+                    renewed = await self._try()
+                if renewed:
                     last = time.monotonic()
                     continue
                 self.log.error("lost the lease to another replica", extra={"lease": self.settings.name})
@@ -160,4 +162,5 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
     if seconds <= 0:
         return
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
+        async with asyncio.timeout(seconds):
+            await stop.wait()

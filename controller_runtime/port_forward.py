@@ -68,7 +68,8 @@ async def _pump(kube: Kube, namespace: str, pod: str, port: int, reader: asyncio
     finally:
         writer.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(writer.wait_closed(), CLOSE_SECONDS)
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await writer.wait_closed()
 
 
 class Forward:

@@ -353,10 +353,13 @@ def own_write_steps(path: Path) -> list[str]:
     return found
 
 
+SHIPPED = ("apprafter", "toolchain", "controller_runtime", "renderer", "compatibility", "lifecycle", "platform_stack",
+           "cmp", "admission", "reconciler")
+
+
 def test_no_write_step_is_written_by_hand() -> None:
     found = {}
-    for package in ("apprafter", "toolchain", "controller_runtime", "renderer", "compatibility", "lifecycle",
-                    "platform_stack", "cmp", "admission", "reconciler"):
+    for package in SHIPPED:
         for path in sorted((ROOT / package).rglob("*.py")):
             where = str(path.relative_to(ROOT))
             if where not in OWN_WRITE_STEPS and (hand := own_write_steps(path)):
@@ -371,3 +374,19 @@ def test_the_write_step_check_finds_both_patterns(tmp_path: Path) -> None:
                     "def same(a, b):\n    return up_to_date(a, b, 'm')\n")
     assert [line.split(" ", 1)[1] for line in own_write_steps(path)] == [
         "up_to_date", "make: a create whose 409 is handled by hand"]
+
+
+def wait_fors(path: Path) -> list[str]:
+    """Every call of asyncio.wait_for in `path`: on Python 3.11 it swallows a cancellation that arrives as its
+    awaitable completes (the task then runs on: a busy watch never stopped, `apprafter app remove --wait` hung in
+    CI); asyncio.timeout does not (tests/controller_runtime/test_cancellation.py shows both)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return [f"{path.name}:{node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "wait_for"
+            and getattr(node.func.value, "id", None) == "asyncio"]
+
+
+def test_no_shipped_code_awaits_with_asyncio_wait_for() -> None:
+    found = {str(path.relative_to(ROOT)): calls for package in SHIPPED
+             for path in sorted((ROOT / package).rglob("*.py")) if (calls := wait_fors(path))}
+    assert found == {}, "use `async with asyncio.timeout(...)` (docs/development.md, conventions)"

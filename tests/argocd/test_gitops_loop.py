@@ -21,7 +21,7 @@ from controller_runtime.compare import covers
 from tests.argocd import overrides
 from tests.argocd.objects import APP_FILE, HELLO, NEXT_REPOSITORY, PROD, SCALED, STAGING, TO_ZERO
 from tests.reconciler.helpers import children, versions
-from tests.renderer.helpers import run_cli, write_app
+from tests.renderer.helpers import APPRAFTER, run_cli, write_app
 from tests.testbed.argocd import ARGOCD_API, conditions, sync_status
 from tests.testbed.gitops import APPROVER, VIEWER, GitOpsLoop
 from tests.testbed.kube import PERSON
@@ -47,6 +47,9 @@ def checkout(loop: GitOpsLoop, tmp_path_factory: pytest.TempPathFactory) -> Path
     where = tmp_path_factory.mktemp("checkout") / REPO_NAME
     subprocess.run(["git", "clone", "--quiet", loop.git.url(REPO_NAME), str(where)], check=True, timeout=60)
     return where
+
+
+HOLD = "example.com/hold"  # a finalizer no controller here removes
 
 
 def app_cli(loop: GitOpsLoop, checkout: Path, command: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -381,7 +384,26 @@ def test_app_add_refuses_a_name_another_application_holds_and_app_remove_removes
         "Service, routes, policies)"]
     assert "nothing removed: pass --yes" in asked.stderr
     loop.argocd.get(PROD)  # still there
-    removed = app_cli(loop, checkout, "remove", "hello", "--yes", "--wait")
+    # Something else holds the Argo CD Application (a finalizer no controller here removes): `--wait` gives up at
+    # its timeout saying so; a second run waits until the hold is lifted, then returns 0.
+    held = {"apiVersion": ARGOCD_API, "kind": "Application",
+            "metadata": {"name": PROD, "namespace": loop.argocd.namespace, "finalizers": [HOLD]}}
+    loop.kube.apply(held, field_manager="hold")
+    stuck = app_cli(loop, checkout, "remove", "hello", "--yes", "--wait", "--timeout", "1")
+    assert stuck.returncode == 1 and stuck.stderr.count("\n") == 1, stuck.stderr
+    assert stuck.stderr.startswith(f"application.argoproj.io/{PROD}: still there after 1 s, waiting for "), \
+        stuck.stderr
+    assert f"finalizer {HOLD}" in stuck.stderr, stuck.stderr
+    waiting = subprocess.Popen([*APPRAFTER, "app", "remove", "hello", "--yes", "--wait", "--argocd-namespace",
+                                loop.argocd.namespace, "--kubeconfig", str(loop.kube.kubeconfig)], cwd=checkout,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert waiting.stdout is not None and waiting.stdout.readline() == "apprafter app remove hello will remove:\n"
+        loop.kube.apply({**held, "metadata": {**held["metadata"], "finalizers": []}}, field_manager="hold")
+        out, err = waiting.communicate(timeout=120)
+    finally:
+        waiting.kill()
+    removed = subprocess.CompletedProcess(waiting.args, waiting.returncode, out, err)
     assert removed.returncode == 0, removed.stderr
     assert loop.kube.get(ARGOCD_API, "Application", PROD, loop.argocd.namespace) is None
     assert loop.apprafter_application("hello", PROD) is None  # Argo CD deleted what it deployed (its cascade)

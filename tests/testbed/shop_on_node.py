@@ -278,7 +278,8 @@ def delete_and_recreate(stack: StackOnNode, gateway: NodeGateway, deployed: str,
     they are gone, `apprafter app add` again; timed from the new Argo CD Application to Healthy."""
     node = stack.node
     assert stack.git is not None
-    app_cli(stack, "remove", SHOP, "--yes", "--wait", timeout=WAIT)
+    # the CLI's own bound first: on a timeout it says what Argo CD still waits for
+    app_cli(stack, "remove", SHOP, "--yes", "--wait", "--timeout", f"{WAIT:.0f}", timeout=WAIT + 60)
     assert node.get(ARGOCD_API, "Application", SHOP_ARGO, ARGOCD_NAMESPACE) is None
     node.wait_gone(API, "Application", SHOP, SHOP_NAMESPACE, timeout=WAIT)
     for name in sorted(claim_names(needs)):
