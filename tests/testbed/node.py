@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.parallel import favour_the_long_pole
 from tests.testbed import hostpath, hoststate, node_dns
 from tests.testbed.crds import bed_crd_files
 from tests.testbed.kube import ADMIN_USER, KubeTestBed, _rejected, ssl_context
@@ -602,6 +603,7 @@ def start_node(workdir: Path, *, install_crds: bool = True, users: Mapping[str, 
         pytest.fail(f"test bed needs the CRDs: {exc}", pytrace=False)
     sandbox = pause_image()
     _podman_image_id(sandbox)  # fails with the remedy's cue when the set-up did not build it
+    favour_the_long_pole()
     started = time.monotonic()
     workdir.mkdir(parents=True, exist_ok=True)
     suffix = secrets.token_hex(4)
