@@ -1,0 +1,84 @@
+"""A pg claim's point-in-time restore carried out (the decisions: lifecycle.restore): read what a step needs, fresh,
+make its writes, move its plan to applied once it is done, again while the core asks."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import secrets
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from compatibility.crd import MIGRATION_PLAN
+from compatibility.gate import PlanPhase
+from controller_runtime.client import Kube
+from controller_runtime.outcomes import Done, Requeue
+from lifecycle.backends.instance import SECRET
+from lifecycle.backends.pg_backup import JOB
+from lifecycle.backends.pg_cluster import CLUSTER, DATABASE, Shared, tenant_of
+from lifecycle.plans import phase_patch
+from lifecycle.restore import Request, Seen, job_name, plan_name, recovered_name, requested, restoring, step
+from reconciler.claim_steps import PASSWORD_BYTES, write_all
+from toolchain.timestamps import time_now
+
+__all__ = ["Restored", "carry"]
+
+log = logging.getLogger("apprafter.claims")
+
+ROUNDS = 6  # steps in one pass at most (Secret, role, then the Cluster's and Database's writes)
+
+
+class Restored(NamedTuple):
+    """status.restore after the pass, the claim as the backend is to provision it (at the generation it is at now),
+    and when to look again."""
+
+    status: dict[str, Any]
+    claim: dict[str, Any]
+    retry: Requeue | Done
+
+
+async def _seen(kube: Kube, claim: Mapping[str, Any], config: Shared, request: Request) -> Seen:
+    new = tenant_of(claim, restoring(claim, request))
+    where = config.namespace
+    return Seen(await kube.get(CLUSTER, config.name, where),
+                await kube.get(MIGRATION_PLAN, plan_name(claim, request), claim["metadata"]["namespace"]),
+                await kube.get(CLUSTER, recovered_name(config, claim, request), where),
+                await kube.get(JOB, job_name(claim, request), where),
+                await kube.get(SECRET, new.object_name, where), await kube.get(DATABASE, new.object_name, where),
+                secrets.token_urlsafe(PASSWORD_BYTES), datetime.datetime.now(datetime.UTC))
+
+
+def _with(claim: Mapping[str, Any], restore: Mapping[str, Any]) -> dict[str, Any]:
+    return {**claim, "status": {**(claim.get("status") or {}), "restore": dict(restore)}}
+
+
+async def carry(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restored | None:
+    """The claim's restore request carried as far as it goes now (None: the claim has none)."""
+    request = requested(claim)
+    if request is None:
+        return None
+    meta = claim["metadata"]
+    where = {"controller": "claims", "namespace": meta["namespace"], "object": meta["name"]}
+    now = dict(claim)
+    for _ in range(ROUNDS):
+        seen = await _seen(kube, now, config, request)
+        decided = step(now, config, request, seen)
+        await write_all(kube, decided.writes, where)
+        if decided.plan_phase and seen.plan is not None:
+            await _plan_phase(kube, seen.plan, PlanPhase(seen.plan["metadata"]["name"], decided.plan_phase,
+                                                         "applied: " + str(decided.status.get("message"))))
+        now = _with(now, decided.status)
+        if not decided.again:
+            if decided.status.get("phase") != (((claim.get("status") or {}).get("restore") or {}).get("phase")):
+                log.info("restore", extra={**where, "reason": decided.status.get("phase")})
+            return Restored(decided.status, now, decided.retry)
+    return Restored(dict((now.get("status") or {}).get("restore") or {}), now, Requeue("restore in progress"))
+
+
+async def _plan_phase(kube: Kube, plan: Mapping[str, Any], phase: PlanPhase) -> None:
+    patch = phase_patch(plan, phase, time_now())
+    if patch is None:
+        return
+    meta = plan["metadata"]
+    await kube.merge(MIGRATION_PLAN, meta["name"], meta["namespace"], {"status": patch},
+                     resource_version=meta.get("resourceVersion"), status=True)
