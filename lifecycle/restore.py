@@ -239,7 +239,7 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
         said = (f"MigrationPlan {plan_of} awaits approval (`apprafter migration approve {plan_of} -n "
                 f"{claim['metadata']['namespace']}`): nothing happens before it")
         opened = () if seen.plan is not None else (Apply(plan_object(claim, config, request, live)),)
-        return Step(opened, _phase(status, "AwaitingApproval", said))
+        return Step(opened, _phase(status, "AwaitingApproval", said), plan_phase=PENDING if phase == "" else None)
     assert config.backups is not None  # checked before approval; the provider's config never loses it unseen
     cluster = seen.cluster
     recovered = recovered_name(config, claim, request)

@@ -9,6 +9,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from compatibility.authority import PENDING
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import PlanPhase
 from controller_runtime.client import Kube
@@ -64,9 +65,11 @@ async def carry(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restore
         seen = await _seen(kube, now, config, request)
         decided = step(now, config, request, seen)
         await write_all(kube, decided.writes, where)
-        if decided.plan_phase and seen.plan is not None:
-            await _plan_phase(kube, seen.plan, PlanPhase(seen.plan["metadata"]["name"], decided.plan_phase,
-                                                         "applied: " + str(decided.status.get("message"))))
+        if decided.plan_phase:  # the plan as it is after the writes (one just opened: to pending-approval)
+            plan = await kube.get(MIGRATION_PLAN, plan_name(now, request), meta["namespace"])
+            if plan is not None:
+                said = "awaiting approval" if decided.plan_phase == PENDING else f"applied: {decided.status['message']}"
+                await _plan_phase(kube, plan, PlanPhase(plan["metadata"]["name"], decided.plan_phase, said))
         now = _with(now, decided.status)
         if not decided.again:
             if decided.status.get("phase") != (((claim.get("status") or {}).get("restore") or {}).get("phase")):

@@ -116,6 +116,7 @@ def test_a_request_opens_a_data_migration_plan_and_nothing_else_happens_before_a
     assert (change["from"], change["to"]) == ("generation 1: database shop.cart-pg", "generation 2: database "
                                               "shop.cart-pg~2, as database shop.cart-pg was at 2026-12-08T11:30:00.25Z")
     assert plan["spec"]["trigger"]["approvedSpecHash"].startswith("sha256:")
+    assert first.plan_phase == "pending-approval"  # opened: the operator puts it before a person
     assert first.status == {"requested": request.id, "target": "2026-12-08T11:30:00.25Z", "plan": name,
                             "generation": 1, "restoring": 2, "phase": "AwaitingApproval",
                             "message": f"MigrationPlan {name} awaits approval (`apprafter migration approve {name} "
