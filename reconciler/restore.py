@@ -18,7 +18,17 @@ from lifecycle.backends.instance import SECRET
 from lifecycle.backends.pg_backup import JOB
 from lifecycle.backends.pg_cluster import CLUSTER, DATABASE, Shared, tenant_of
 from lifecycle.plans import phase_patch
-from lifecycle.restore import Request, Seen, job_name, plan_name, recovered_name, requested, restoring, step
+from lifecycle.restore import (
+    Request,
+    Seen,
+    in_flight,
+    job_name,
+    plan_name,
+    recovered_name,
+    requested,
+    restoring,
+    step,
+)
 from reconciler.claim_steps import PASSWORD_BYTES, write_all
 from toolchain.timestamps import time_now
 
@@ -58,6 +68,8 @@ async def carry(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restore
     request = requested(claim)
     if request is None:
         return None
+    if not in_flight(claim):  # completed or failed: nothing to read for it again
+        return Restored(dict((claim.get("status") or {}).get("restore") or {}), dict(claim), Done())
     meta = claim["metadata"]
     where = {"controller": "claims", "namespace": meta["namespace"], "object": meta["name"]}
     now = dict(claim)

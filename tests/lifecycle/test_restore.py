@@ -187,6 +187,7 @@ def test_approval_makes_the_new_generation_then_the_recovered_cluster_then_the_c
     switched = claim(status={"restore": made.status})
     assert pg_cluster.tenant_of(switched) == new  # the backend provisions the claim at generation 2 from now
     assert restore.step(switched, config, request, seen(both, "applied")).writes == ()  # once per request
+    assert restore.in_flight(now) and not restore.in_flight(switched)  # the edge reads nothing more for it
     # a new request restores into generation 3, generation 2 and 1 kept
     again = restore.Request("r2", request.target)
     assert restore.restoring(claim("r2@2026-12-08T11:30:00Z", {"restore": made.status}), again) == 3
