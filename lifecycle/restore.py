@@ -18,7 +18,7 @@ import datetime
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from compatibility.authority import APPLIED, APPROVED, PENDING, RESTORE_ANNOTATION, RESTORE_REQUEST
@@ -47,7 +47,7 @@ from renderer.names import API_VERSION, ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_B
 
 __all__ = ["PLAN_LABELS", "RESTORE_ANNOTATION", "TEMPLATE_PREFIX", "Request", "Seen", "Step", "in_flight", "job_name",
            "notes", "outside", "parse_time", "plan_name", "plan_object", "recovered_name", "requested", "restoring",
-           "stamp", "step", "target_of"]
+           "stamp", "step", "superseded", "target_of"]
 
 PLAN_LABELS: Mapping[str, str] = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "restore"}
 RULE = "AR-DM004"  # the restore's change in its MigrationPlan (docs/platform-services.md)
@@ -302,6 +302,17 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
 def recovery_annotations(claim: Mapping[str, Any]) -> dict[str, str]:
     """The claim an object of its restore is for (its changes wake that claim)."""
     return {CLAIM_ANNOTATION: f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"}
+
+
+def superseded(plans: Iterable[Mapping[str, Any]], claim: Mapping[str, Any], current: str) -> list[str]:
+    """The claim's restore plans an earlier request opened that are still in play (pending, or approved and not
+    carried out): a new request supersedes them, so approving one of them never restores anything."""
+    meta = claim.get("metadata") or {}
+    return sorted(str(p["metadata"]["name"]) for p in plans
+                  if (p.get("metadata") or {}).get("namespace") == meta.get("namespace")
+                  and ((p.get("metadata") or {}).get("labels") or {}).get(CLAIM_ANNOTATION) == meta.get("name")
+                  and p["metadata"]["name"] != current
+                  and str((p.get("status") or {}).get("phase") or "") in ("", PENDING, APPROVED))
 
 
 def in_flight(claim: Mapping[str, Any]) -> bool:

@@ -9,16 +9,18 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from compatibility.authority import PENDING
+from compatibility.authority import PENDING, SUPERSEDED
 from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import PlanPhase
 from controller_runtime.client import Kube
 from controller_runtime.outcomes import Done, Requeue
+from lifecycle.backends.common import CLAIM_ANNOTATION
 from lifecycle.backends.instance import SECRET
 from lifecycle.backends.pg_backup import JOB
 from lifecycle.backends.pg_cluster import CLUSTER, DATABASE, Shared, tenant_of
 from lifecycle.plans import phase_patch
 from lifecycle.restore import (
+    PLAN_LABELS,
     Request,
     Seen,
     in_flight,
@@ -28,6 +30,7 @@ from lifecycle.restore import (
     requested,
     restoring,
     step,
+    superseded,
 )
 from reconciler.claim_steps import PASSWORD_BYTES, write_all
 from toolchain.timestamps import time_now
@@ -82,12 +85,25 @@ async def carry(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restore
             if plan is not None:
                 said = "awaiting approval" if decided.plan_phase == PENDING else f"applied: {decided.status['message']}"
                 await _plan_phase(kube, plan, PlanPhase(plan["metadata"]["name"], decided.plan_phase, said))
+            if plan is not None and decided.plan_phase == PENDING:
+                await _supersede(kube, now, plan["metadata"]["name"])
         now = _with(now, decided.status)
         if not decided.again:
             if decided.status.get("phase") != (((claim.get("status") or {}).get("restore") or {}).get("phase")):
                 log.info("restore", extra={**where, "reason": decided.status.get("phase")})
             return Restored(decided.status, now, decided.retry)
     return Restored(dict((now.get("status") or {}).get("restore") or {}), now, Requeue("restore in progress"))
+
+
+async def _supersede(kube: Kube, claim: Mapping[str, Any], current: str) -> None:
+    """The plans of the claim's earlier requests still in play, superseded by the one just opened."""
+    meta = claim["metadata"]
+    labels = {**PLAN_LABELS, CLAIM_ANNOTATION: str(meta["name"])}
+    found, _ = await kube.list(MIGRATION_PLAN, meta["namespace"], labels=labels)
+    for name in superseded(found, claim, current):
+        plan = next(p for p in found if p["metadata"]["name"] == name)
+        await _plan_phase(kube, plan, PlanPhase(name, SUPERSEDED, f"superseded by {current}: a later restore "
+                                                "request", superseded_by=current))
 
 
 async def _plan_phase(kube: Kube, plan: Mapping[str, Any], phase: PlanPhase) -> None:

@@ -209,6 +209,16 @@ def test_a_failed_copy_says_why_deletes_the_recovered_cluster_and_the_app_stays_
     assert restore.step(claim(status={"restore": made.status}), config, request, seen(both, "approved")).writes == ()
 
 
+def test_a_new_request_supersedes_the_plans_of_earlier_ones_still_in_play() -> None:
+    def plan(name: str, phase: str | None, claim_name: str = "cart-pg", namespace: str = "shop") -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": namespace, "labels": {"apprafter.io/claim": claim_name}},
+                **({"status": {"phase": phase}} if phase is not None else {})}
+    plans = [plan("now", "pending-approval"), plan("pending", "pending-approval"), plan("approved", "approved"),
+             plan("unwritten", None), plan("applied", "applied"), plan("superseded", "superseded"),
+             plan("other-claim", "pending-approval", "other-pg"), plan("other-ns", "pending-approval", namespace="x")]
+    assert restore.superseded(plans, claim(), "now") == ["approved", "pending", "unwritten"]
+
+
 def test_each_phase_is_one_event_once_per_request() -> None:
     asked = {"requested": "r1", "target": "T", "message": "m"}
     assert [n.reason for n in restore.notes(claim(), None, {**asked, "phase": "AwaitingApproval"})] == [

@@ -180,12 +180,20 @@ def test_a_restore_waits_for_its_plans_approval_then_copies_into_a_new_generatio
         assert refused.returncode == 1 and said in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
     assert "apprafter.io/restore" not in (claim(bed, namespace)["metadata"].get("annotations") or {})
 
-    # the request: a plan, and nothing else before its approval
+    # the request: a plan, and nothing else before its approval; a later request supersedes the earlier one's plan
+    first = restore_cli(bed, namespace, "--to", "now-40m")
+    assert first.returncode == 0, first.stderr
+    [earlier] = [p["metadata"]["name"] for p in plans(bed, namespace)
+                 if p["metadata"]["labels"].get("apprafter.io/scope") == "restore"]
+    assert plan_phase(bed, namespace, earlier) == "pending-approval"
     started = time.monotonic()
     asked = restore_cli(bed, namespace, "--to", "now-30m")
     assert asked.returncode == 0, asked.stderr
-    [plan] = [p for p in plans(bed, namespace) if p["metadata"]["labels"].get("apprafter.io/scope") == "restore"]
+    [plan] = [p for p in plans(bed, namespace) if p["metadata"]["labels"].get("apprafter.io/scope") == "restore"
+              and p["metadata"]["name"] != earlier]
     name = plan["metadata"]["name"]
+    gone = bed.get(API, "MigrationPlan", earlier, namespace) or {}
+    assert (gone["status"]["phase"], gone["status"]["supersededBy"]) == ("superseded", name)
     request, _, target = claim(bed, namespace)["metadata"]["annotations"]["apprafter.io/restore"].partition("@")
     assert asked.stdout.splitlines() == [
         f"resourceclaim/demo-pg: restore {request} to {target} requested (namespace {namespace})",
