@@ -30,12 +30,15 @@ from lifecycle.backends.pg_backup import copy_job, recoverable, recovery_cluster
 from lifecycle.backends.pg_cluster import (
     CLUSTER,
     CLUSTER_LABELS,
+    SHARES,
     Shared,
     cluster_object,
     database_object,
     generation_of,
+    kept,
     password_secret_object,
     readiness,
+    reservation,
     role_entry,
     roles_of,
     tenant_of,
@@ -248,6 +251,12 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
                     _phase(status, "Restoring", f"making role {new.name}"), again=True)
     roles = roles_of(cluster)
     if new.name not in roles:
+        share = reservation(new, roles, kept(config, cluster)[1])
+        if not share.fits:  # the old generation's share stays held: both must fit the Cluster's volume
+            said = (f"the new generation's share ({SHARES[new.size]}) does not fit {where}'s volume beside its other "
+                    "roles' shares (the claim's current one included): an administrator grows spec.config.storage."
+                    f"size of ServiceProvider {config.provider}, or drops retained data")
+            return Step((), _phase(status, "Restoring", said))
         roles[new.name] = role_entry(new)
         return Step((Apply(cluster_object(config, roles, cluster)),),
                     _phase(status, "Restoring", f"role {new.name} added to {where}"), again=True)
@@ -290,13 +299,13 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
         return Step((), _phase(status, "Copying", f"Job {config.namespace}/{job_name(claim, request)} copies "
                                f"database {old.name} as it was at {request.at} into {new.name}"),
                     retry=Requeue("copying", WAIT_SECONDS))
-    kept = sorted({*before.get("kept", []), old.name})
+    left = sorted({*before.get("kept", []), old.name})
     done = {**status, "generation": number, "completed": request.id, "completedAt": stamp(seen.now.replace(
-        microsecond=0)), "kept": kept}
+        microsecond=0)), "kept": left}
     return Step((Delete(CLUSTER, config.namespace, recovered),), _phase(
         done, "Restored", f"database {new.name} holds database {old.name} as it was at {request.at}; Secret "
         f"{claim['metadata']['namespace']}/{connection_secret_of(claim)} points at it and the app's pods roll onto "
-        f"it; kept: {', '.join(kept)} (dropped with the claim's data)"), plan_phase=APPLIED)
+        f"it; kept: {', '.join(left)} (dropped with the claim's data)"), plan_phase=APPLIED)
 
 
 def recovery_annotations(claim: Mapping[str, Any]) -> dict[str, str]:

@@ -193,6 +193,20 @@ def test_approval_makes_the_new_generation_then_the_recovered_cluster_then_the_c
     assert restore.restoring(claim("r2@2026-12-08T11:30:00Z", {"restore": made.status}), again) == 3
 
 
+def test_a_new_generation_whose_share_does_not_fit_the_clusters_volume_waits_and_adds_no_role() -> None:
+    config, request = shared(), restore.requested(claim())
+    assert request is not None
+    crowded = live_cluster(["shop.cart-pg"])  # the default volume 1Gi: eight small shares fill it
+    for i in range(8):
+        crowded["spec"]["managed"]["roles"].append(pg_cluster.role_entry(pg_cluster.tenant_of(
+            {**claim(), "metadata": {**claim()["metadata"], "name": f"other{i}-pg"}})))
+    made = restore.step(claim(), config, request, seen(crowded, "approved", secret={"metadata": {}}))
+    assert made.writes == () and made.status["phase"] == "Restoring" and "does not fit" in made.status["message"]
+    crowded["spec"]["managed"]["roles"].pop()  # room for one more
+    [role] = restore.step(claim(), config, request, seen(crowded, "approved", secret={"metadata": {}})).writes
+    assert isinstance(role, Apply)
+
+
 def test_a_failed_copy_says_why_deletes_the_recovered_cluster_and_the_app_stays_where_it_was() -> None:
     config, request = shared(), restore.requested(claim())
     assert request is not None
