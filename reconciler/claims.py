@@ -6,7 +6,9 @@ steps (reconciler.claim_steps) and writes the claim's status once as the operato
 status.provider and Bound, plus Ready, status.ready and status.connection. Another backend's claims get provider and
 Bound alone. It owns what every backend shares: the finalizer lifecycle.retention.FINALIZER (set before anything is
 provisioned; controller_runtime.finalizers), the connection Secret, the retries (the core's typed Waiting.retry), and
-on deletion the retention verdict, the core's drop and the DataDropped / DataRetained / DataDropWaiting events.
+on deletion the retention verdict, the core's drop and the DataDropped / DataRetained / DataDropWaiting events; a
+claim's restore request (reconciler.restore, lifecycle.restore) before its backend's steps, status.restore kept
+through every pass.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from lifecycle.backends.common import CLAIM_ANNOTATION, PROVIDER_LABEL
 from lifecycle.backends.contract import Backend, Ready, Site, Waiting
 from lifecycle.backends.instance import SECRET
 from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
-from lifecycle.backends.pg_cluster import Shared
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
@@ -181,7 +182,7 @@ class ClaimController:
                 claim = before = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
                 # a restore request first (lifecycle.restore): once it switches, the backend provisions the claim
                 # at its new generation in this same pass
-                done = await restore.carry(kube, claim, config) if isinstance(config, Shared) else None
+                done = await restore.carry(kube, claim, config)
                 if done is not None:
                     claim, restored = done.claim, done.status
                 found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,

@@ -66,10 +66,11 @@ def _with(claim: Mapping[str, Any], restore: Mapping[str, Any]) -> dict[str, Any
     return {**claim, "status": {**(claim.get("status") or {}), "restore": dict(restore)}}
 
 
-async def carry(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restored | None:
-    """The claim's restore request carried as far as it goes now (None: the claim has none)."""
+async def carry(kube: Kube, claim: Mapping[str, Any], config: Any) -> Restored | None:
+    """The claim's restore request carried as far as it goes now (None: the claim has none, or its backend restores
+    nothing: only a CloudNativePG provider's config is a `Shared`)."""
     request = requested(claim)
-    if request is None:
+    if request is None or not isinstance(config, Shared):
         return None
     if not in_flight(claim):  # completed or failed: nothing to read for it again
         return Restored(dict((claim.get("status") or {}).get("restore") or {}), dict(claim), Done())
