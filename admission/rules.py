@@ -241,6 +241,12 @@ def _resource_claim(req: Request, settings: Settings) -> Verdict:
                                      settings.operator_user)
     if reason:
         problems.append((f"metadata.annotations.{rotate}", reason))
+    restore = authority.RESTORE_ANNOTATION
+    reason = authority.restore_writer(_annotation(req.old, restore), _annotation(req.obj, restore),
+                                      str((req.obj.get("spec") or {}).get("type") or ""), req.user,
+                                      settings.operator_user)
+    if reason:
+        problems.append((f"metadata.annotations.{restore}", reason))
     return Verdict(tuple(problems), FORBIDDEN)
 
 

@@ -1,11 +1,12 @@
 """`apprafter db`: an app's data services in the cluster (its needs' claims): `rotate` (apprafter/db_rotate.py),
-`backups` (apprafter/db_backups.py)."""
+`backups` (apprafter/db_backups.py), `restore` (apprafter/db_restore.py)."""
 
 from __future__ import annotations
 
 import click
 
 from apprafter.db_backups import backups
+from apprafter.db_restore import restore
 from apprafter.db_rotate import rotate
 
 __all__ = ["db"]
@@ -13,9 +14,10 @@ __all__ = ["db"]
 
 @click.group()
 def db() -> None:
-    """Your app's data services (its needs): rotate their credentials, see what can be restored
+    """Your app's data services (its needs): rotate their credentials, see what can be restored and restore it
     (docs/platform-services.md)."""
 
 
 db.add_command(rotate)
 db.add_command(backups)
+db.add_command(restore)

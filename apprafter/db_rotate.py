@@ -25,7 +25,7 @@ from compatibility.authority import ROTATE_ANNOTATION, ROTATED_TYPES
 if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
     from controller_runtime.client import Kube
 
-__all__ = ["rotate"]
+__all__ = ["app_namespace", "request_id", "rotate"]
 
 WAIT_SECONDS = 300.0
 
@@ -35,7 +35,7 @@ def request_id() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
 
 
-async def _namespace(kube: Kube, app: str, env: str, namespace: str | None) -> str:
+async def app_namespace(kube: Kube, app: str, env: str, namespace: str | None) -> str:
     """The namespace of the Application APP deployed as environment ENV (in NAMESPACE when given)."""
     from controller_runtime.client import ALL_NAMESPACES
     from controller_runtime.errors import KubeError
@@ -91,7 +91,7 @@ def rotate(kubeconfig: Path | None, kube_context: str | None, app: str, environm
         from renderer.crds import RESOURCE_CLAIM
         from renderer.manifests.meta import claim_name
 
-        where_ns = await _namespace(kube, app, environment, namespace)
+        where_ns = await app_namespace(kube, app, environment, namespace)
         name = claim_name(app, need)
         where = f"resourceclaim/{name}"
         try:

@@ -146,6 +146,35 @@ def rotate_writer(old: str | None, new: str | None, kind: str, user: str, operat
     return None
 
 
+# A ResourceClaim's request for a point-in-time restore (lifecycle.restore): `<request>@<UTC time, RFC 3339>`,
+# written by a person of the app's team (`apprafter db restore`); the operator opens a data-migration MigrationPlan for
+# it and restores into a new database only once a person approves that plan.
+RESTORE_ANNOTATION = "apprafter.io/restore"
+RESTORE_REQUEST = re.compile(r"(?P<id>[A-Za-z0-9][A-Za-z0-9._:-]{0,62})@(?P<to>[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:"
+                             r"[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z)")
+RESTORED_TYPES = ("pg",)  # the need types whose backend restores to a point in time (lifecycle.restore: how)
+
+
+def restore_writer(old: str | None, new: str | None, kind: str, user: str, operator_user: str) -> str | None:
+    """Why `user` may not change the RESTORE_ANNOTATION of a claim of type `kind` from `old` to `new` (None when they
+    may, or it is unchanged or withdrawn): whoever RBAC lets write the claim in its namespace (the app's team: the
+    request only opens a plan, the restore waits for a person's approval of it, and it reaches that claim's data
+    alone), with a value of the request's form, on a claim whose backend restores; never the operator."""
+    if old == new or new is None:
+        return None
+    if user == operator_user:
+        return (f"{RESTORE_ANNOTATION} asks for a restore: a person of the app's team writes it (`apprafter db "
+                f"restore`), never the operator ({operator_user})")
+    if not RESTORE_REQUEST.fullmatch(new):
+        return (f"{new[:90]!r} is not a restore request: <request>@<time> (the request 1 to 63 letters, digits, '.', "
+                "'_', ':' or '-'; the time UTC, 2026-05-09T07:30:00Z or 2026-05-09T07:30:00.25Z; `apprafter db "
+                "restore` writes one)")
+    if kind not in RESTORED_TYPES:
+        return (f"a claim of type {kind or '(none)'} has no point-in-time restore (restored: "
+                f"{', '.join(RESTORED_TYPES)})")
+    return None
+
+
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
     are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""

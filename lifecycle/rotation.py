@@ -23,8 +23,9 @@ from lifecycle.backends.contract import Rotation
 from lifecycle.children import secrets_read
 from lifecycle.notes import Note
 
-__all__ = ["ISSUED_ANNOTATION", "ROTATES", "ROTATE_ANNOTATION", "TEMPLATE_PREFIX", "Rotation", "concerned",
-           "holding", "in_flight", "issued", "notes", "requested", "seen", "stamped", "status", "template_key"]
+__all__ = ["ISSUED_ANNOTATION", "RESTORE_PREFIX", "ROTATES", "ROTATE_ANNOTATION", "TEMPLATE_PREFIX", "Rotation",
+           "concerned", "holding", "in_flight", "issued", "notes", "requested", "seen", "stamped", "status",
+           "template_key"]
 
 # What becomes of the old password meanwhile, for each need type whose backend rotates a claim's password
 # (compatibility.authority.ROTATED_TYPES: the webhook refuses a request on any other).
@@ -35,6 +36,8 @@ ROTATES: Mapping[str, str] = {
 }
 ISSUED_ANNOTATION = "apprafter.io/rotation"  # on a Secret holding a password: the request it was made for
 TEMPLATE_PREFIX = "rotation.apprafter.io/"  # + the need type, on a pod template: the request its pods' password answers
+# + the need type, on a pod template: the generation of the claim's data its pods connect to (lifecycle.restore)
+RESTORE_PREFIX = "restore.apprafter.io/"
 SHOWN_PODS = 5  # at most this many pod names in a message
 ENDED = frozenset({"Succeeded", "Failed"})  # a pod in these phases holds no connection
 
@@ -162,19 +165,27 @@ def concerned(claims: Iterable[Mapping[str, Any]], pod: Mapping[str, Any]) -> li
 
 def stamped(children: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The children with every Deployment's pod template that reads a rotated claim's connection Secret annotated
-    with the request its password answers (status.rotation.issued): a new one changes the template, which rolls the
+    with the request its password answers (status.rotation.issued), and a restored claim's with the generation it
+    points at (status.restore.generation, lifecycle.restore): a new one changes the template, which rolls the
     pods. Applied after the gate (like an image's digest): the spec is unchanged, nothing is planned. Only the
     Deployments that read such a Secret are copied."""
-    stamps: dict[str, tuple[str, str]] = {}
+    stamps: dict[str, dict[str, str]] = {}
     for claim in claims:
-        answers = ((claim.get("status") or {}).get("rotation") or {}).get("issued")
+        status, found = claim.get("status") or {}, {}
+        answers = (status.get("rotation") or {}).get("issued")
         if isinstance(answers, str) and answers and _type(claim) in ROTATES:
-            stamps[_secret(claim)] = (template_key(_type(claim)), answers)
+            found[template_key(_type(claim))] = answers
+        generation = (status.get("restore") or {}).get("generation")
+        if isinstance(generation, int) and not isinstance(generation, bool) and generation > 1:
+            found[f"{RESTORE_PREFIX}{_type(claim)}"] = str(generation)  # a restore switched it: roll onto it
+        if found:
+            stamps[_secret(claim)] = found
     out: list[dict[str, Any]] = []
     for child in children:
         template = ((child.get("spec") or {}).get("template") or {}) if child.get("kind") == "Deployment" else {}
         reads = secrets_read(template) if template else set()
-        wanted = dict(stamp for secret, stamp in sorted(stamps.items()) if secret in reads)
+        wanted = {key: value for secret, found in sorted(stamps.items()) if secret in reads
+                  for key, value in found.items()}
         if not wanted:
             out.append(dict(child))
             continue

@@ -19,7 +19,7 @@ from controller_runtime.errors import KubeError
 from controller_runtime.outcomes import Done, Requeue
 from controller_runtime.writes import create_once, ensure
 from lifecycle.backends.common import PROVIDER_LABEL, b64, connection_secret_of, decoded
-from lifecycle.backends.contract import Again, Apply, Backend, CreateOnce, Delete, Ready, Rotation, Seen, Step, Waiting
+from lifecycle.backends.contract import Again, Apply, Backend, CreateOnce, Delete, Ready, Rotation, Seen, Waiting
 from lifecycle.backends.instance import SECRET
 from lifecycle.rotation import ISSUED_ANNOTATION
 from lifecycle.rotation import seen as rotation_seen
@@ -27,7 +27,7 @@ from reconciler import kept_data
 from reconciler.backend_failure import BackendFailure
 from reconciler.backends.registry import Client
 
-__all__ = ["ROUNDS", "Carried", "carry_out"]
+__all__ = ["ROUNDS", "Carried", "carry_out", "write_all"]
 
 log = logging.getLogger("apprafter.claims")
 
@@ -66,8 +66,9 @@ async def _seen(kube: Kube, core: Backend, claim: Mapping[str, Any], config: Any
                 rotation_seen(claim, connection if own else None, pods))
 
 
-async def _write(kube: Kube, step: Step, where: Mapping[str, str]) -> None:
-    for write in step.writes:
+async def write_all(kube: Kube, writes: Sequence[Apply | CreateOnce | Delete], where: Mapping[str, str]) -> None:
+    """A core's writes, in order: applied where the live object differs, created once, deleted (by uid)."""
+    for write in writes:
         if isinstance(write, Apply):
             done = await ensure(kube, None, write.obj)
             if done.written:
@@ -126,7 +127,7 @@ async def carry_out(kube: Kube, core: Backend, client: Client | None, claim: Map
             live_secret = await kube.get(SECRET, secret_name, meta["namespace"])
             seen = await _seen(kube, core, claim, config, live_secret, pods)
             step = core.drop(claim, config, seen) if dropping else core.provision(claim, config, seen)
-            await _write(kube, step, where)
+            await write_all(kube, step.writes, where)
             for call in step.calls:
                 if client is None:
                     raise TypeError(f"{core.backend} has no client for its call {type(call).__name__}")

@@ -6,7 +6,9 @@ steps (reconciler.claim_steps) and writes the claim's status once as the operato
 status.provider and Bound, plus Ready, status.ready and status.connection. Another backend's claims get provider and
 Bound alone. It owns what every backend shares: the finalizer lifecycle.retention.FINALIZER (set before anything is
 provisioned; controller_runtime.finalizers), the connection Secret, the retries (the core's typed Waiting.retry), and
-on deletion the retention verdict, the core's drop and the DataDropped / DataRetained / DataDropWaiting events.
+on deletion the retention verdict, the core's drop and the DataDropped / DataRetained / DataDropWaiting events; a
+claim's restore request (reconciler.restore, lifecycle.restore) before its backend's steps, status.restore kept
+through every pass.
 """
 
 from __future__ import annotations
@@ -34,11 +36,13 @@ from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
+from lifecycle.restore import PLAN_LABELS as RESTORE_PLAN_LABELS
+from lifecycle.restore import notes as restore_notes
 from lifecycle.rotation import concerned
 from lifecycle.rotation import notes as rotation_notes
 from lifecycle.rotation import status as rotation_status
 from lifecycle.service_provider import SERVICE_PROVIDER, check
-from reconciler import kept_data
+from reconciler import kept_data, restore
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
 from reconciler.status import record
@@ -93,7 +97,8 @@ class ClaimController:
     def watches(self) -> Sequence[Watch]:
         watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER),
                    Watch(SECRET, KEPT_LABELS, self.claims_of_object, CLUSTER),  # a record deleted: claimed anew
-                   Watch(POD, MANAGED, self.claims_of_pod)]  # an old pod gone: its rotation may complete
+                   Watch(POD, MANAGED, self.claims_of_pod),  # an old pod gone: its rotation may complete
+                   Watch(MIGRATION_PLAN, RESTORE_PLAN_LABELS, self.claims_of_object)]  # a restore's plan approved
         for served in self.served():
             site = self.sites[served.core.backend]
             watches.extend(Watch(w.kind, w.labels, self.claims_of_object, (site.namespace,) if w.site else ())
@@ -164,6 +169,8 @@ class ClaimController:
         served = self._served(claim, provider) if binding.condition.status == "True" else None
         provisioned: tuple[list[Condition], dict[str, Any]] | None = None
         retry: Requeue | Done = Done()
+        before = claim
+        restored = (claim.get("status") or {}).get("restore")  # kept through every pass: the generation it is at
         if served is not None:
             assert provider is not None
             core = served.core
@@ -172,22 +179,34 @@ class ClaimController:
                 carried = _invalid(provider, config)
             else:
                 # before any data exists: its deletion waits for the backend
-                claim = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
+                claim = before = await add_finalizer(kube, self.claims(), claim, retention.FINALIZER)
+                # a restore request first (lifecycle.restore): once it switches, the backend provisions the claim
+                # at its new generation in this same pass
+                done = await restore.carry(kube, claim, config)
+                if done is not None:
+                    claim, restored = done.claim, done.status
                 found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
                                         provider["metadata"]["name"], pods=self.pods().items(namespace))
                 assert found is not None  # None only when dropping
                 carried = found
+                if done is not None:
+                    retry = done.retry
             provisioned = _provisioned(claim, carried, time_now())
-            retry = carried.then.retry if not isinstance(carried.then, Ready) else Done()
+            retry = carried.then.retry if not isinstance(carried.then, Ready) else retry
         elif provider is not None and binding.condition.status == "True":
             refused = [f"{field}: {problem}" for field, problem in check(provider)]
             if refused:  # written before the webhook refused its backend: no core will ever serve it, said so
                 provisioned = _provisioned(claim, _invalid(provider, refused), time_now())
-        written = await write_status(kube, self.claims(), claim, status_of(binding, claim, time_now(), provisioned))
-        for note in rotation_notes(written, (claim.get("status") or {}).get("rotation"),
-                                   (written.get("status") or {}).get("rotation")):
+        wanted = status_of(binding, claim, time_now(), provisioned)
+        if isinstance(restored, Mapping):
+            wanted["restore"] = dict(restored)
+        written = await write_status(kube, self.claims(), before, wanted)
+        for note in [*rotation_notes(written, (before.get("status") or {}).get("rotation"),
+                                     (written.get("status") or {}).get("rotation")),
+                     *restore_notes(written, (before.get("status") or {}).get("restore"),
+                                    (written.get("status") or {}).get("restore"))]:
             await record(self.runtime.recorder, written, note)
-        if written is not claim:
+        if written is not before:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,
                                        "provider": binding.provider or "", "reason": binding.condition.reason,
                                        **({"ready": provisioned[0][0].reason} if provisioned else {})})

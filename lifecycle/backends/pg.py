@@ -47,6 +47,7 @@ from lifecycle.backends.pg_cluster import (
     Tenant,
     cluster_object,
     database_object,
+    generations,
     kept,
     listed,
     major,
@@ -92,10 +93,11 @@ class CloudNativePG:
                       shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image, backups_of(config))
 
     def reads(self, claim: Mapping[str, Any], config: Shared) -> Sequence[Read]:
-        """The provider's Cluster, the claim's Database and its role's password Secret."""
-        tenant = tenant_of(claim)
-        return (Read(CLUSTER, config.namespace, config.name), Read(DATABASE, config.namespace, tenant.object_name),
-                Read(SECRET, config.namespace, tenant.object_name))
+        """The provider's Cluster, the claim's Database and its role's password Secret, of every generation (the one
+        it is at first: lifecycle.restore)."""
+        tenants = [tenant_of(claim, number) for number in generations(claim)]
+        return (Read(CLUSTER, config.namespace, config.name), *(read for tenant in tenants
+                                                                for read in _tenant_reads(config, tenant)))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once and
@@ -105,8 +107,8 @@ class CloudNativePG:
         are, the password of the Secret's version applied (while a rotation's is not yet, ready with the connection
         Secret's as it is)."""
         tenant = tenant_of(claim)
-        cluster_read, database_read, secret_read = self.reads(claim, config)
-        cluster, database, secret = seen.get(cluster_read), seen.get(database_read), seen.get(secret_read)
+        database_read, secret_read = _tenant_reads(config, tenant)
+        cluster, database, secret = seen.get(_cluster_read(config)), seen.get(database_read), seen.get(secret_read)
         held = roles_of(cluster)
         if tenant.name not in held and len(held) >= MAX_ROLES:  # nothing made for a role that cannot be added
             return Step(Waiting("RolesLimitReached", f"Cluster {config.namespace}/{config.name} holds {len(held)} "
@@ -158,8 +160,20 @@ class CloudNativePG:
                           rotated=made_for, conditions=(size,)), tuple(writes))
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
-        """The next step of dropping the claim's database and role on the provider's Cluster, from what exists and
-        what CloudNativePG reports; every step waits for CloudNativePG's word, so a pass may stop anywhere.
+        """The next step of dropping the claim's databases and roles, every generation of them (a restore's kept ones
+        too: lifecycle.restore), one after the other (`drop_one`)."""
+        numbers = generations(claim)
+        for number in numbers:
+            step = self.drop_one(config, seen, tenant_of(claim, number))
+            if not isinstance(step.then, Gone):
+                return step
+            if step.writes and number != numbers[-1]:
+                return Step(Again(f"generation {number} of the claim's data dropped"), step.writes)
+        return step
+
+    def drop_one(self, config: Shared, seen: Seen, tenant: Tenant) -> Step:
+        """The next step of dropping one generation's database and role on the provider's Cluster, from what exists
+        and what CloudNativePG reports; every step waits for CloudNativePG's word, so a pass may stop anywhere.
 
         1. The Database `ensure: absent`: CloudNativePG runs DROP DATABASE and says applied at that generation.
         2. The role, after its database (it owns it): CloudNativePG's byStatus says only which list a role is in,
@@ -169,9 +183,8 @@ class CloudNativePG:
            cannotReconcile). Then its entry goes, and the role is done once CloudNativePG lists it nowhere. While it
            lists the role pending-reconciliation, the Cluster is nudged (NUDGE_ANNOTATION) every NUDGE_SECONDS.
         3. The Database resource deleted (retained: CloudNativePG only releases it), then the password Secret."""
-        tenant = tenant_of(claim)
-        cluster_read, database_read, secret_read = self.reads(claim, config)
-        cluster, database = seen.get(cluster_read), seen.get(database_read)
+        database_read, secret_read = _tenant_reads(config, tenant)
+        cluster, database = seen.get(_cluster_read(config)), seen.get(database_read)
         what = f"Database {config.namespace}/{tenant.object_name}"
         where = f"Cluster {config.namespace}/{config.name}"
         deleting = database is not None and bool((database.get("metadata") or {}).get("deletionTimestamp"))
@@ -267,6 +280,15 @@ def _admitted(claim: Mapping[str, Any], config: Shared, tenant: Tenant,
     return kept_tenant, Condition(SIZE_CONDITION, "False", "ShareDoesNotFit", f"needs.pg.size {tenant.size}: its "
                                   f"share does not fit: {said}; the role keeps its {live} share ({SHARES[live]}, "
                                   f"{CONNECTIONS[live]} connections) until {room}")
+
+
+def _cluster_read(config: Shared) -> Read:
+    return Read(CLUSTER, config.namespace, config.name)
+
+
+def _tenant_reads(config: Shared, tenant: Tenant) -> tuple[Read, Read]:
+    """One generation's Database and role password Secret."""
+    return Read(DATABASE, config.namespace, tenant.object_name), Read(SECRET, config.namespace, tenant.object_name)
 
 
 def _bytes(count: int) -> str:

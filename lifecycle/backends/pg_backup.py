@@ -19,12 +19,13 @@ from controller_runtime.kinds import GroupVersionKind
 from lifecycle.backends.contract import Apply, Delete
 from lifecycle.conditions import find_condition
 
-__all__ = ["BACKUP", "COMPRESSION", "ORIGIN", "SCHEDULED_BACKUP", "Backups", "Recoverable", "backup_stanza",
-           "backups_of", "object_store", "recoverable", "recovery_cluster", "recovery_name", "region_env",
-           "schedule_writes", "scheduled_backup_object", "target_time"]
+__all__ = ["BACKUP", "COMPRESSION", "COPY", "JOB", "ORIGIN", "SCHEDULED_BACKUP", "Backups", "Recoverable",
+           "backup_stanza", "backups_of", "copy_job", "object_store", "recoverable", "recovery_cluster",
+           "recovery_name", "region_env", "schedule_writes", "scheduled_backup_object", "target_time"]
 
 CNPG = "postgresql.cnpg.io/v1"
 SCHEDULED_BACKUP, BACKUP = GroupVersionKind(CNPG, "ScheduledBackup"), GroupVersionKind(CNPG, "Backup")
+JOB = GroupVersionKind("batch/v1", "Job")
 # gzip for base backups and WAL: Python's own (no python3-snappy in the image); an idle Cluster's 16 MiB segments,
 # switched by archive_timeout, are mostly zeros
 COMPRESSION = "gzip"
@@ -180,3 +181,49 @@ def schedule_writes(backups: Backups | None, live: Mapping[str, Any] | None,
         return (Delete(SCHEDULED_BACKUP, meta.get("namespace"), str(meta.get("name"))),) if archives else ()
     ready = (find_condition((live.get("status") or {}).get("conditions"), "Ready") or {}).get("status") == "True"
     return (Apply(scheduled_backup_object(live, backups, labels)),) if archives and ready and meta.get("uid") else ()
+
+
+# The copy of one database from a recovery Cluster into a new one on the shared Cluster, as the two roles themselves
+# (pg_hba `sameuser` lets each reach its own database alone; no superuser): the recovered Cluster applies its roles'
+# passwords a little after it is Ready, so the first connection is tried for a while. pg_restore in one transaction:
+# a failed attempt leaves the new database empty, so the Job's retry starts clean. No owner, no grants: every object
+# is the new role's.
+COPY = """set -eu -o pipefail
+for attempt in $(seq 60); do
+  PGPASSWORD="$FROM_PASSWORD" psql -X -w -d "$FROM" -Atc 'select 1' >/dev/null 2>&1 && break
+  [ "$attempt" = 60 ] && { echo "cannot connect to the recovered database"; exit 1; }
+  sleep 2
+done
+PGPASSWORD="$FROM_PASSWORD" pg_dump -w -Fc -d "$FROM" \\
+  | PGPASSWORD="$TO_PASSWORD" pg_restore -w --no-owner --no-privileges --single-transaction --exit-on-error -d "$TO"
+echo "copied"
+"""
+JOB_SECONDS = 3600  # the copy's deadline; past it the Job fails and the restore says so
+JOB_KEPT_SECONDS = 86400  # a finished Job (its pod's log) stays this long for a person to read
+
+
+def copy_job(name: str, namespace: str, image: str, labels: Mapping[str, str], source: tuple[str, str, str],
+             target: tuple[str, str, str]) -> dict[str, Any]:
+    """The Job that copies one database: `source` and `target` are (host, role and database, password Secret); a
+    role's database has its name (pg_hba `sameuser`), each password is read from its Secret in `namespace`."""
+    def side(prefix: str, where: tuple[str, str, str]) -> list[dict[str, Any]]:
+        host, role, secret = where
+        return [{"name": prefix, "value": f"host={host} port=5432 user={role} dbname={role} connect_timeout=10"},
+                {"name": f"{prefix}_PASSWORD", "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}}}]
+
+    locked = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "runAsNonRoot": True,
+              "runAsUser": 26, "runAsGroup": 26, "capabilities": {"drop": ["ALL"]},
+              "seccompProfile": {"type": "RuntimeDefault"}}
+    resources = {"cpu": "250m", "memory": "256Mi"}
+    pod = {"metadata": {"labels": dict(labels)},
+           "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+                    "containers": [{"name": "copy", "image": image, "command": ["bash", "-c", COPY],
+                                    "env": [*side("FROM", source), *side("TO", target),
+                                            {"name": "HOME", "value": "/tmp"}],
+                                    "resources": {"requests": resources, "limits": resources},
+                                    "securityContext": locked, "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}]}}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+            "spec": {"backoffLimit": 2, "activeDeadlineSeconds": JOB_SECONDS,
+                     "ttlSecondsAfterFinished": JOB_KEPT_SECONDS, "template": pod}}

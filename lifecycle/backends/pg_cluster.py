@@ -31,9 +31,9 @@ from renderer.names import NAME_LABEL
 
 __all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "CONNECTIONS", "DATABASE", "HBA", "KEEPER_ROLE",
            "MAX_ROLES", "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "SHARES", "TYPE", "Reservation", "Shared",
-           "Tenant", "cluster_at", "cluster_object", "database_object", "kept", "listed", "major", "password_in",
-           "password_secret_object", "readiness", "reservation", "role_entry", "roles_of", "shared_buffers",
-           "size_of", "tenant_of", "version_wanted", "without"]
+           "Tenant", "cluster_at", "cluster_object", "database_object", "generation_of", "generations", "kept",
+           "listed", "major", "password_in", "password_secret_object", "readiness", "reservation", "role_entry",
+           "roles_of", "shared_buffers", "size_of", "tenant_of", "version_wanted", "without"]
 
 BACKEND, TYPE = "cloudnative-pg", "pg"
 CNPG = "postgresql.cnpg.io/v1"
@@ -132,21 +132,43 @@ def shared_buffers(limit: int, percent: int) -> str:
     return f"{max(limit * percent // 100 // 2**20, 1)}MB"
 
 
-def tenant_of(claim: Mapping[str, Any]) -> Tenant:
-    """The claim's role and database: `<namespace>.<claim>` (`shop.cart-pg`) when that is at most 62 bytes; else its
-    first 42 bytes, `-` and 20 hex characters of the SHA-256 of `<namespace>/<claim>`: exactly 63 bytes. A namespace
-    has no dot, so no two plain names are the same; a hashed name is longer than any plain one, so never one of
-    them; two hashed names are the same only if 80 bits of SHA-256 are. No name can be one PostgreSQL or
-    CloudNativePG reserves (postgres, app, pg_*, cnpg_*, streaming_replica: none has a dot). Its objects in the
-    Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one."""
+def generation_of(claim: Mapping[str, Any]) -> int:
+    """The generation of the claim's role and database its connection points at: 1, or the one its last completed
+    restore made (status.restore.generation, lifecycle.restore)."""
+    found = ((claim.get("status") or {}).get("restore") or {}).get("generation")
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 1 else 1
+
+
+def generations(claim: Mapping[str, Any]) -> tuple[int, ...]:
+    """Every generation of the claim's role and database that may exist, the one it is at first: a restore's new one
+    (status.restore.restoring) and the ones kept from before it, down to 1."""
+    restore = (claim.get("status") or {}).get("restore") or {}
+    restoring = restore.get("restoring")
+    live = generation_of(claim)
+    top = max(live, restoring if isinstance(restoring, int) and not isinstance(restoring, bool) else 1)
+    return (live, *(g for g in range(top, 0, -1) if g != live))
+
+
+def tenant_of(claim: Mapping[str, Any], generation: int | None = None) -> Tenant:
+    """The claim's role and database at `generation` (None: the one it is at, `generation_of`): `<namespace>.<claim>`
+    (`shop.cart-pg`), a restore's generation N `<namespace>.<claim>~N`, when that is at most 62 bytes; else its
+    first 42 bytes, `-` and 20 hex characters of the SHA-256 of `<namespace>/<claim>` (`~N` appended for N > 1):
+    exactly 63 bytes. A namespace has no dot, so no two plain names are the same; a hashed name is longer than any
+    plain one, so never one of them; two hashed names are the same only if 80 bits of SHA-256 are. No name can be one
+    PostgreSQL or CloudNativePG reserves (postgres, app, pg_*, cnpg_*, streaming_replica: none has a dot). Its
+    objects in the Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one and
+    for every generation past the first (`~` is no character of a Kubernetes name)."""
     meta = claim.get("metadata") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
     size = str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE)
     size = size if size in CONNECTIONS else DEFAULT_SIZE
-    plain = f"{namespace}.{name}"
+    number = generation_of(claim) if generation is None else generation
+    suffix = f"~{number}" if number > 1 else ""
+    plain = f"{namespace}.{name}{suffix}"
+    digest = hashlib.sha256(f"{namespace}/{name}{suffix}".encode()).hexdigest()[:HASH_CHARS]
     if len(plain.encode()) < IDENTIFIER_MAX:
-        return Tenant(plain, plain, f"{namespace}/{name}", CONNECTIONS[size], size)
-    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:HASH_CHARS]
+        return Tenant(plain, plain if not suffix else f"claim-{digest}", f"{namespace}/{name}", CONNECTIONS[size],
+                      size)
     return Tenant(f"{plain[:IDENTIFIER_MAX - HASH_CHARS - 1]}-{digest}", f"claim-{digest}", f"{namespace}/{name}",
                   CONNECTIONS[size], size)
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from controller_runtime.kinds import GroupVersionKind
-from lifecycle.backends import disk, pg, pg_cluster, redis, s3
+from lifecycle.backends import disk, pg, pg_backup, pg_cluster, redis, s3
 from lifecycle.backends.contract import Backend
 from lifecycle.backends.instance import DEPLOYMENT, INSTANCE_LABELS
 from lifecycle.service_provider import check
@@ -55,11 +55,14 @@ _OWN_INSTANCE = (Rule("apps", "deployments", ("delete",)), Rule("", "services", 
                  Rule("", "persistentvolumeclaims", (*_WRITE, "delete")))
 
 REGISTERED: tuple[Registration, ...] = (
+    # a restore (lifecycle.restore): a recovered Cluster, deleted once copied, and the Job that copies from it
     Registration(pg.CORE, (Watched(pg_cluster.CLUSTER, pg_cluster.CLUSTER_LABELS, True),
-                           Watched(pg_cluster.DATABASE, pg_cluster.CLUSTER_LABELS, True)),
-                 (Rule("postgresql.cnpg.io", "clusters", _WRITE),
+                           Watched(pg_cluster.DATABASE, pg_cluster.CLUSTER_LABELS, True),
+                           Watched(pg_backup.JOB, pg_cluster.CLUSTER_LABELS, True)),
+                 (Rule("postgresql.cnpg.io", "clusters", (*_WRITE, "delete")),
                   Rule("postgresql.cnpg.io", "databases", (*_WRITE, "delete")),
-                  Rule("postgresql.cnpg.io", "scheduledbackups", (*_WRITE, "delete")), _SECRETS, _NAMESPACES)),
+                  Rule("postgresql.cnpg.io", "scheduledbackups", (*_WRITE, "delete")),
+                  Rule("batch", "jobs", _WRITE), _SECRETS, _NAMESPACES)),
     Registration(redis.CORE, (_INSTANCE,), (*_SHARED_SERVER, *_OWN_INSTANCE)),
     Registration(disk.CORE, (Watched(disk.PVC, disk.MANAGED_LABELS, False),),
                  (Rule("", "persistentvolumeclaims", (*_WRITE, "delete")),

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from compatibility.authority import ROTATE_ANNOTATION
+from compatibility.authority import RESTORE_ANNOTATION, ROTATE_ANNOTATION
 from lifecycle.retention import DROP_ANNOTATION
 from tests.admission.cluster import Webhook, apply, fresh_namespace, merge_status, message, ok
 from tests.admission.reviews import API, EDITOR, OPERATOR
@@ -101,3 +101,31 @@ def test_the_apps_team_asks_for_new_credentials_in_the_requests_form_on_a_claim_
                                            "spec": {**claim(ns)["spec"], "type": "disk"}}))
         text = message(apply(tenant, admission_bed, annotated("20261208T100000Z-0a1b2c3d", "disk")))
         assert CLAIMS in text and "a claim of type disk has no password the operator rotates" in text
+
+
+def test_the_apps_team_asks_for_a_restore_in_the_requests_form_on_a_pg_claim_and_the_operator_never(
+        admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    """apprafter.io/restore (lifecycle.restore, `apprafter db restore`): whoever may write the claim in its namespace
+    asks (the restore itself waits for a person's approval of its plan), `<request>@<UTC time>`; never the operator,
+    never on a claim whose backend does not restore."""
+    ns = fresh_namespace(admission_bed)
+    key = f"metadata.annotations.{RESTORE_ANNOTATION}"
+
+    def annotated(value: str, kind: str = "pg") -> dict[str, Any]:
+        made = claim(ns)
+        return {**made, "metadata": {**made["metadata"], "name": f"shop-{kind}", "annotations": {
+            RESTORE_ANNOTATION: value}}, "spec": {**made["spec"], "type": kind}}
+
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        ok(apply(operator, admission_bed, claim(ns)))
+        asked = "20261208T100000Z-0a1b2c3d@2026-12-08T09:30:00.5Z"
+        assert ok(apply(tenant, admission_bed, annotated(asked)))["metadata"]["annotations"][RESTORE_ANNOTATION] \
+            == asked
+        for bad in ("2026-12-08T09:30:00Z", "r1@2026-12-08T10:30:00+01:00", "r1@yesterday"):
+            text = message(apply(tenant, admission_bed, annotated(bad)))
+            assert CLAIMS in text and key in text and "is not a restore request" in text, bad
+        assert "never the operator" in message(apply(operator, admission_bed, annotated("r2@2026-12-08T09:30:00Z")))
+        ok(apply(operator, admission_bed, {**claim(ns), "metadata": {**claim(ns)["metadata"], "name": "shop-redis"},
+                                           "spec": {**claim(ns)["spec"], "type": "redis"}}))
+        text = message(apply(tenant, admission_bed, annotated(asked, "redis")))
+        assert CLAIMS in text and "a claim of type redis has no point-in-time restore" in text

@@ -204,7 +204,9 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
         # the cloudnative-pg backend: the shared Cluster, never deleted, and a Database per claim, deleted once its
         # data was dropped (under an approved data-migration plan or an administrator's act)
-        ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
+        ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        # a restore: the recovered Cluster deleted once copied, by the Job that copies the claim's database
+        ("batch", "jobs", ()): ["get", "list", "watch", "create", "patch"],
         ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("postgresql.cnpg.io", "scheduledbackups", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
@@ -271,8 +273,9 @@ def test_the_claim_binder_runs_where_the_operator_is_a_claim_provider(objects: l
               ("discovery.k8s.io", "endpointslices", ()): ["list"],
               ("", "persistentvolumeclaims", ()): ["get", "list", "watch", "create", "patch", "delete"],
               ("storage.k8s.io", "storageclasses", ()): ["get", "list"],
-              ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch"],
-              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"]}
+              ("postgresql.cnpg.io", "clusters", ()): ["get", "list", "watch", "create", "patch", "delete"],
+              ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"],
+              ("batch", "jobs", ()): ["get", "list", "watch", "create", "patch"]}
 
     def grants(objs: list[dict[str, Any]]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:
         return {k: v for k, v in rules(one(objs, "ClusterRole", "apprafter:operator")).items() if k in binder}

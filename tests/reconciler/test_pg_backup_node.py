@@ -5,12 +5,14 @@ on the node's address, tests/testbed/s3.py start_s3_for_node) with a bucket and 
 with its barmanObjectStore and, once it is Ready and archives, the ScheduledBackup; CloudNativePG's instance manager
 runs Debian's barman-cloud in our PostgreSQL image: WAL is archived continuously (the Cluster's ContinuousArchiving
 True) and the immediate base backup completes (a Backup `completed`, its files in the bucket). Then an app's pod
-writes rows, a time is noted in PostgreSQL, the rows are deleted and the WAL switched (as the superuser); a NEW
-Cluster recovered from the object store up to that time (lifecycle.backends.pg_backup.recovery_cluster, applied as
-the restore will apply it) holds the deleted rows, read by the app's own role and password over its `-rw` Service,
-while the original holds only what was left, and archives under its own name. Figures printed: the backup's time,
-the restore's, the bucket's bytes against the database's size (docs/measurements.md). `apprafter db backups` then
-says what can be restored: the Cluster's first recoverable point to now, the noted time between them."""
+writes rows, a time is noted in PostgreSQL, the rows are deleted and the WAL switched (as the superuser); then
+`apprafter db restore --to` that time (lifecycle.restore): a data-migration MigrationPlan and nothing else until
+`apprafter migration approve`; then a NEW Cluster recovered from the object store up to that time, a Job that copies
+the claim's database alone out of it into its generation 2, the claim switched: the app's SAME Secret name reads the
+deleted rows as the new role, the old generation keeps only what was left, and the recovered Cluster is gone. Figures
+printed: the backup's time, the restore's, the bucket's bytes against the database's size (docs/measurements.md).
+`apprafter db backups` then says what can be restored: the Cluster's first recoverable point to now, the noted time
+between them."""
 
 from __future__ import annotations
 
@@ -27,10 +29,6 @@ from typing import Any
 
 import pytest
 
-from lifecycle.backends import pg_backup
-from lifecycle.backends.contract import Site
-from lifecycle.backends.pg import CORE
-from lifecycle.backends.pg_cluster import Shared, cluster_object, roles_of
 from reconciler.backends import s3 as s3_client
 from renderer.argocd_app import Source, argocd_application
 from tests.reconciler import node_pods
@@ -64,10 +62,10 @@ echo "noted: $(psql -X -w "$URL" -Atc 'select extract(epoch from clock_timestamp
 psql -X -w "$URL" -qc 'delete from notes where id > {KEPT}'
 echo "left: $(psql -X -w "$URL" -Atc 'select count(*) from notes')"
 """
-# The same role and password, on another Cluster's -rw Service.
-READER = """set -eu
-echo "rows: $(PGPASSWORD="$PASSWORD" psql -X -w "host=$AT port=5432 user=$USER dbname=$DB connect_timeout=10" \
-  -Atc 'select count(*) from notes')"
+# The app's connection Secret as it is: the rows it reads, the role it is.
+COUNT = """set -eu
+echo "rows: $(psql -X -w "$URL" -Atc 'select count(*) from notes')"
+echo "user: $(psql -X -w "$URL" -Atc 'select current_user')"
 """
 
 
@@ -160,11 +158,19 @@ def run_pod(node: NodeTestBed, namespace: str, name: str, image: str, script: st
     return log.splitlines()
 
 
-def superuser(node: NodeTestBed, cluster: str, sql: str) -> str:
+def superuser(node: NodeTestBed, cluster: str, sql: str, database: str = "postgres") -> str:
     """One statement as the instance's superuser over its local socket, on the Cluster's primary."""
     primary = (node.get(cnpg.API, "Cluster", cluster, SERVICES) or {})["status"]["currentPrimary"]
-    return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "psql", "-X", "-d", "postgres",
+    return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "psql", "-X", "-d", database,
                         "-Atc", sql).stdout.strip()
+
+
+def listed(node: NodeTestBed, api_version: str, kind: str) -> list[dict[str, Any]]:
+    """The objects of a kind in the pg services namespace."""
+    resp = node.http.get(node.resource_for(api_version, kind).path(None, SERVICES))
+    resp.raise_for_status()
+    items: list[dict[str, Any]] = resp.json()["items"]
+    return items
 
 
 def seconds(start: str, stop: str) -> float:
@@ -176,7 +182,6 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
         store: Store, provider: dict[str, Any]) -> None:
     image = cloudnative_pg.postgres_image
     namespace = f"pg-bak-app-{RUN}"
-    recovered = ""
     try:
         node.ensure_namespace(namespace)
         apply(node, cr(namespace, {"image": test_app, "replicas": 1, "expose": {"port": 8080},
@@ -211,28 +216,40 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
                  lambda: True if any(f.startswith(f"{server}/wals/") and Path(f).name.startswith(segment)
                                      for f in store.files()) else None, 300, interval=0.5)
 
-        # a NEW Cluster from the object store, up to the noted time, as the restore writes it
-        shared = CORE.configure(provider, Site(SERVICES, image))
-        assert isinstance(shared, Shared) and shared.backups is not None
-        source = cluster_object(shared, roles_of(node.get(cnpg.API, "Cluster", CLUSTER, SERVICES)), None)
-        recovered = pg_backup.recovery_name(CLUSTER, noted)
+        # `apprafter db restore --to` the noted time, as a person asks (the Application of environment prod says the
+        # namespace), then the plan approved: a NEW Cluster from the object store up to that time, the claim's
+        # database alone copied out of it into generation 2, the app's Secret switched
         started = time.monotonic()
-        node.apply(pg_backup.recovery_cluster(source, shared.backups, recovered, noted), field_manager="admin")
-        node.wait(cnpg.API, "Cluster", recovered, SERVICES, cnpg.cluster_ready, timeout=900,
-                  what=f"Cluster {recovered} recovered and Ready")
-        restore = time.monotonic() - started
+        to = noted.isoformat()
+        asked = run_cli("db", "restore", "demo", "-e", "prod", "--to", to, "--timeout", "120",
+                        "--kubeconfig", str(node.kubeconfig))
+        assert asked.returncode == 0, asked.stderr
+        plan = (node.get(API, "ResourceClaim", "demo-pg", namespace) or {})["status"]["restore"]["plan"]
+        assert f"apprafter migration approve {plan} -n {namespace}" in asked.stdout, asked.stdout
+        assert [c["metadata"]["name"] for c in listed(node, cnpg.API, "Cluster")] == [CLUSTER]  # nothing yet
+        approved = run_cli("migration", "approve", plan, "-n", namespace, "--kubeconfig", str(node.kubeconfig))
+        assert approved.returncode == 0, approved.stderr
 
-        # the app's own role and password read the deleted rows back on the recovered Cluster; the original kept
-        # only what was left
-        at = [{"name": "AT", "value": f"{recovered}-rw.{SERVICES}.svc"}]
-        assert run_pod(node, namespace, "pg-reader-recovered", image, READER, at) == [f"rows: {ROWS}"]
-        at = [{"name": "AT", "value": f"{CLUSTER}-rw.{SERVICES}.svc"}]
-        assert run_pod(node, namespace, "pg-reader-original", image, READER, at) == [f"rows: {KEPT}"]
-        # and it archives under its own name, beside the original's archive
-        node.wait(cnpg.API, "Cluster", recovered, SERVICES, archiving, timeout=600,
-                  what=f"Cluster {recovered} archiving")
+        def switched(claim: dict[str, Any]) -> Any:
+            said = (claim.get("status") or {}).get("restore") or {}
+            if said.get("phase") == "Failed":  # the copy Job's log says why
+                logs = [node.kubectl("logs", "-n", SERVICES, f"job/{job['metadata']['name']}", check=False).stdout
+                        for job in listed(node, "batch/v1", "Job")]
+                raise AssertionError(f"{said['message']}; {logs}")
+            user = ((claim.get("status") or {}).get("connection") or {}).get("user")
+            return claim if said.get("phase") == "Restored" and user == f"{namespace}.demo-pg~2" else None
+        node.wait(API, "ResourceClaim", "demo-pg", namespace, switched, timeout=900,
+                  what="the restore switched the claim to generation 2")
+        restore = time.monotonic() - started
+        old = f"{namespace}.demo-pg"
+
+        # the app's SAME Secret now reads the deleted rows; the old generation keeps what was left; the recovered
+        # Cluster (every tenant's data at that time) is gone
+        assert run_pod(node, namespace, "pg-reader-restored", image, COUNT) == [f"rows: {ROWS}", f"user: {old}~2"]
+        assert superuser(node, CLUSTER, "select count(*) from notes", old) == str(KEPT)
+        node.wait_list(cnpg.API, "Cluster", SERVICES, lambda found: [c["metadata"]["name"] for c in found] == [
+            CLUSTER] or None, timeout=300, what="the recovered Cluster deleted")
         at_end = store.files()
-        assert any(f.startswith(f"{PREFIX}/{SERVICES}/{recovered}/wals/") for f in at_end), sorted(at_end)
 
         # what `apprafter db backups` says of it, as a person asks (the app registered as `app add` registers it)
         node.ensure_namespace(ARGOCD)
@@ -250,16 +267,18 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
                                                           status["lastSuccessfulBackup"]), (said, status)
         assert said["earliest"] <= noted.isoformat(timespec="seconds").replace("+00:00", "Z") <= said["latest"]
 
-        # nothing secret said: the operator's log, the Clusters' status
+        # nothing secret said: the operator's log, the Cluster's status, the claim's
         said = operator.log() + str(node.get(cnpg.API, "Cluster", CLUSTER, SERVICES)) + str(
-            node.get(cnpg.API, "Cluster", recovered, SERVICES))
+            node.get(API, "ResourceClaim", "demo-pg", namespace))
         assert store.secret not in said and base64.b64encode(store.secret.encode()).decode() not in said
         print(f"\npg backup: base backup {took:.1f} s ({sum(after_backup[f] for f in base)} B in "
               f"{len(base)} objects) of databases of {db_bytes} B; bucket after it {sum(after_backup.values())} B in "
-              f"{len(after_backup)} objects; restore to a new Cluster Ready {restore:.1f} s; bucket at the end "
+              f"{len(after_backup)} objects; restore (request, approval, recovered Cluster, copy, switch) "
+              f"{restore:.1f} s; bucket at the end "
               f"{sum(at_end.values())} B in {len(at_end)} objects")
     finally:
-        if recovered:
-            node.delete(cnpg.API, "Cluster", recovered, SERVICES)
+        for cluster in listed(node, cnpg.API, "Cluster"):  # a restore that failed half-way: its recovered Cluster
+            if cluster["metadata"]["name"] != CLUSTER:
+                node.delete(cnpg.API, "Cluster", cluster["metadata"]["name"], SERVICES)
         # while its operator runs: the claims' finalizers are its to take off
         node.delete_namespaces([namespace, ARGOCD])
