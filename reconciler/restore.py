@@ -14,10 +14,12 @@ from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import PlanPhase
 from controller_runtime.client import Kube
 from controller_runtime.outcomes import Done, Requeue
+from controller_runtime.writes import ensure
 from lifecycle.backends.common import CLAIM_ANNOTATION
 from lifecycle.backends.instance import SECRET
+from lifecycle.backends.kept import judge, record_name, recorded_generation, with_generation
 from lifecycle.backends.pg_backup import JOB
-from lifecycle.backends.pg_cluster import CLUSTER, DATABASE, Shared, tenant_of
+from lifecycle.backends.pg_cluster import CLUSTER, DATABASE, Shared, generation_of, tenant_of
 from lifecycle.plans import phase_patch
 from lifecycle.restore import (
     PLAN_LABELS,
@@ -33,6 +35,7 @@ from lifecycle.restore import (
     superseded,
 )
 from reconciler.claim_steps import PASSWORD_BYTES, write_all
+from reconciler.kept_data import NAMESPACE
 from toolchain.timestamps import time_now
 
 __all__ = ["Restored", "carry"]
@@ -69,9 +72,11 @@ def _with(claim: Mapping[str, Any], restore: Mapping[str, Any]) -> dict[str, Any
 async def carry(kube: Kube, claim: Mapping[str, Any], config: Any) -> Restored | None:
     """The claim's restore request carried as far as it goes now (None: the claim has none, or its backend restores
     nothing: only a CloudNativePG provider's config is a `Shared`)."""
-    request = requested(claim)
-    if request is None or not isinstance(config, Shared):
+    if not isinstance(config, Shared):
         return None
+    request = requested(claim)
+    if request is None:
+        return await _recorded(kube, claim, config)
     if not in_flight(claim):  # completed or failed: nothing to read for it again
         return Restored(dict((claim.get("status") or {}).get("restore") or {}), dict(claim), Done())
     meta = claim["metadata"]
@@ -89,11 +94,36 @@ async def carry(kube: Kube, claim: Mapping[str, Any], config: Any) -> Restored |
             if plan is not None and decided.plan_phase == PENDING:
                 await _supersede(kube, now, plan["metadata"]["name"])
         now = _with(now, decided.status)
+        if generation_of(now) > generation_of(claim):  # switched: said beside the data, which outlives the claim
+            await _record(kube, now, config, generation_of(now))
         if not decided.again:
             if decided.status.get("phase") != (((claim.get("status") or {}).get("restore") or {}).get("phase")):
                 log.info("restore", extra={**where, "reason": decided.status.get("phase")})
             return Restored(decided.status, now, decided.retry)
     return Restored(dict((now.get("status") or {}).get("restore") or {}), now, Requeue("restore in progress"))
+
+
+async def _recorded(kube: Kube, claim: Mapping[str, Any], config: Shared) -> Restored | None:
+    """A claim made again (its app removed and added) whose data a restore had moved past generation 1: the
+    generation its kept-data record names (lifecycle.backends.kept), so it binds to the restored data; None when
+    its status knows already, or nothing was restored."""
+    if generation_of(claim) > 1:
+        return None
+    record = await kube.get(SECRET, record_name(claim), config.namespace)
+    number = recorded_generation(record)
+    if number == 1 or not judge(claim, await kube.get(NAMESPACE, claim["metadata"]["namespace"]), record,
+                                config.namespace).ours:
+        return None  # another namespace's data: the kept-data refusal says so, nothing of it is taken
+    status = {"generation": number, "message": f"at generation {number} of its data, the one its last restore "
+              "made (recorded beside the data: the claim was made again)"}
+    return Restored(status, _with(claim, status), Done())
+
+
+async def _record(kube: Kube, claim: Mapping[str, Any], config: Shared, generation: int) -> None:
+    """The claim's kept-data record says its data is at `generation` now."""
+    live = await kube.get(SECRET, record_name(claim), config.namespace)
+    if live is not None and recorded_generation(live) != generation:
+        await ensure(kube, None, with_generation(live, generation), live=live)
 
 
 async def _supersede(kube: Kube, claim: Mapping[str, Any], current: str) -> None:

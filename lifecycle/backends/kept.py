@@ -20,12 +20,15 @@ from controller_runtime.outcomes import Done, Requeue
 from lifecycle.backends.common import CLAIM_ANNOTATION, claim_ref, tenant_name
 from lifecycle.backends.contract import Waiting
 
-__all__ = ["KEPT_FOR_ANOTHER", "KEPT_LABELS", "NAMESPACE_UID", "RECORD_TYPE", "Judged", "judge", "record_name",
-           "record_object"]
+__all__ = ["GENERATION", "KEPT_FOR_ANOTHER", "KEPT_LABELS", "NAMESPACE_UID", "RECORD_TYPE", "Judged", "judge",
+           "record_name", "record_object", "recorded_generation", "with_generation"]
 
 RECORD_TYPE = "apprafter.io/kept-data"  # the record Secret's type: it holds no data, only whose the data is
 NAMESPACE_UID = "apprafter.io/namespace-uid"  # the record's annotation: the UID of the namespace the data is kept for
 KEPT_LABELS: Mapping[str, str] = {"app.kubernetes.io/managed-by": "apprafter", "apprafter.io/kept-data": "true"}
+# the record's annotation: the generation of the data the claim is at, once a restore moved it past 1
+# (lifecycle.restore): a claim made again (its app removed and added) gets the restored data back, not generation 1
+GENERATION = "apprafter.io/generation"
 KEPT_FOR_ANOTHER = "KeptForAnotherNamespace"  # the claim's reason when the data is another namespace's
 PREFIX = "kept."
 NAME_MAX = 253  # a Secret's name: a DNS subdomain
@@ -50,6 +53,21 @@ def record_object(claim: Mapping[str, Any], where: str, namespace_uid: str) -> d
     return {"apiVersion": "v1", "kind": "Secret", "type": RECORD_TYPE,
             "metadata": {"name": record_name(claim), "namespace": where, "labels": dict(KEPT_LABELS),
                          "annotations": {CLAIM_ANNOTATION: claim_ref(claim), NAMESPACE_UID: namespace_uid}}}
+
+
+def recorded_generation(record: Mapping[str, Any] | None) -> int:
+    """The generation a record says the claim's data is at (1: no record, or none recorded)."""
+    found = str(((record or {}).get("metadata") or {}).get("annotations", {}).get(GENERATION) or "")
+    return int(found) if found.isdigit() and int(found) > 1 else 1
+
+
+def with_generation(record: Mapping[str, Any], generation: int) -> dict[str, Any]:
+    """The record (as record_object makes it, or as it is live) saying the claim's data is at `generation`."""
+    meta = record.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k in (CLAIM_ANNOTATION, NAMESPACE_UID)}
+    return {"apiVersion": "v1", "kind": "Secret", "type": RECORD_TYPE,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "labels": dict(KEPT_LABELS),
+                         "annotations": {**annotations, GENERATION: str(generation)}}}
 
 
 def kept_for(record: Mapping[str, Any] | None) -> str | None:

@@ -9,7 +9,17 @@ import pytest
 
 from lifecycle.backends.common import CLAIM_ANNOTATION
 from lifecycle.backends.contract import Site
-from lifecycle.backends.kept import KEPT_FOR_ANOTHER, NAMESPACE_UID, RECORD_TYPE, judge, record_name, record_object
+from lifecycle.backends.kept import (
+    GENERATION,
+    KEPT_FOR_ANOTHER,
+    NAMESPACE_UID,
+    RECORD_TYPE,
+    judge,
+    record_name,
+    record_object,
+    recorded_generation,
+    with_generation,
+)
 from lifecycle.backends.registry import REGISTERED
 from tests.lifecycle.test_backends_registry import provider
 
@@ -68,3 +78,19 @@ def test_each_backend_says_where_it_keeps_data_and_may_read_namespaces_when_it_k
     assert reads_namespaces == (where is not None)
     assert [r.core.backend for r in REGISTERED if r.core.kept_in(r.core.configure(
         provider(r.core.type, r.core.backend, {}), Site("n", "i:1"))) is None] == ["storage-class"]
+
+
+def test_a_record_carries_the_generation_a_restore_moved_the_data_to_and_keeps_whose_it_is() -> None:
+    record = record_object(claim(), "apprafter-pg", "uid-1")
+    assert recorded_generation(None) == recorded_generation(record) == 1
+    moved = with_generation({**record, "metadata": {**record["metadata"], "resourceVersion": "7",
+                                                    "annotations": {**record["metadata"]["annotations"],
+                                                                    "other": "x"}}}, 3)
+    assert recorded_generation(moved) == 3
+    assert moved["metadata"]["annotations"] == {CLAIM_ANNOTATION: "shop/cart-pg", NAMESPACE_UID: "uid-1",
+                                                GENERATION: "3"}
+    assert judge(claim(), namespace("uid-1"), moved, "apprafter-pg").ours  # still this namespace's
+    assert not judge(claim(), namespace("uid-2"), moved, "apprafter-pg").ours
+    for said in ("1", "0", "-2", "two", ""):
+        odd = {"metadata": {"annotations": {GENERATION: said}}}
+        assert recorded_generation(odd) == 1

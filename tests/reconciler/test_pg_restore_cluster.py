@@ -28,6 +28,7 @@ from tests.reconciler.helpers import (
     API,
     add_provider,
     apply,
+    collect_garbage,
     cr,
     edit,
     events,
@@ -268,4 +269,17 @@ def test_a_restore_waits_for_its_plans_approval_then_copies_into_a_new_generatio
     # nothing secret said
     text = json.dumps(claim(bed, namespace)["status"]) + json.dumps(plans(bed, namespace)) + operator.log()
     assert password not in text and before["password"] not in text
+
+    # the claim deleted and made again (as when its app is removed and added): it comes back to the restored
+    # generation, which its kept-data record names, not to generation 1
+    gone_claim = claim(bed, namespace)
+    bed.delete(API, "ResourceClaim", "demo-pg", namespace)
+    wait("the claim made anew", lambda: claim(bed, namespace).get("metadata", {}).get("uid") not in (
+        None, gone_claim["metadata"]["uid"]) or None, 60)
+    collect_garbage(bed, "Secret", "demo-pg-conn", namespace, gone_claim["metadata"]["uid"])
+    again = wait("the claim made again on generation 2", lambda: c if (c := claim(bed, namespace)).get(
+        "status", {}).get("connection", {}).get("user") == new else None, 60)
+    assert again["status"]["restore"]["generation"] == 2, again["status"]
+    wait("its connection Secret on generation 2", lambda: connection(bed, namespace).get("user") == new or None, 60)
+    assert connection(bed, namespace)["password"] == password
     print(f"restore (CloudNativePG's and the Job's status played): request -> switched {took:.2f} s")
