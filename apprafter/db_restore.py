@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from apprafter.cluster import refused, wait_for, with_cluster
-from apprafter.db_rotate import app_namespace, request_id
+from apprafter.db_rotate import need_claim, request_id
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import env_option, namespace_option
@@ -84,18 +84,9 @@ def restore(kubeconfig: Path | None, kube_context: str | None, app: str, environ
         from lifecycle.backends.pg_cluster import CLUSTER, cluster_at
         from lifecycle.restore import outside, stamp
         from renderer.crds import RESOURCE_CLAIM
-        from renderer.manifests.meta import claim_name
 
-        where_ns = await app_namespace(kube, app, environment, namespace)
-        name = claim_name(app, need)
+        claim, where_ns, name = await need_claim(kube, app, environment, namespace, need)
         where = f"resourceclaim/{name}"
-        try:
-            claim = await kube.get(RESOURCE_CLAIM, name, where_ns)
-        except KubeError as e:
-            raise refused(e, where, "retry") from None
-        if claim is None or (claim.get("spec") or {}).get("type") != need:
-            raise fail(f"app/{app}", f"{app} has no need {need} in environment {environment} (no ResourceClaim "
-                       f"{where_ns}/{name})")
         host = cluster_at(str(((claim.get("status") or {}).get("connection") or {}).get("host") or ""))
         if host is None:
             raise fail(where, "not provisioned on a CloudNativePG Cluster yet (`apprafter app status` says why)")

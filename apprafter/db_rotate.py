@@ -25,7 +25,7 @@ from compatibility.authority import ROTATE_ANNOTATION, ROTATED_TYPES
 if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never pays for it
     from controller_runtime.client import Kube
 
-__all__ = ["app_namespace", "request_id", "rotate"]
+__all__ = ["app_namespace", "need_claim", "request_id", "rotate"]
 
 WAIT_SECONDS = 300.0
 
@@ -55,6 +55,26 @@ async def app_namespace(kube: Kube, app: str, env: str, namespace: str | None) -
         raise fail(f"app/{app}", f"Applications {app} of environment {env} run in several namespaces ({spaces}): "
                    "pass -n NAMESPACE")
     return str(found[0]["metadata"]["namespace"])
+
+
+async def need_claim(kube: Kube, app: str, environment: str, namespace: str | None,
+                     need: str) -> tuple[dict[str, Any], str, str]:
+    """The ResourceClaim of APP's NEED in environment ENVIRONMENT, its namespace and its name (a one-line error when
+    the app runs nowhere as that environment or has no such need)."""
+    from controller_runtime.errors import KubeError
+    from renderer.crds import RESOURCE_CLAIM
+    from renderer.manifests.meta import claim_name
+
+    where_ns = await app_namespace(kube, app, environment, namespace)
+    name = claim_name(app, need)
+    try:
+        claim = await kube.get(RESOURCE_CLAIM, name, where_ns)
+    except KubeError as e:
+        raise refused(e, f"resourceclaim/{name}", "retry") from None
+    if claim is None or (claim.get("spec") or {}).get("type") != need:
+        raise fail(f"app/{app}", f"{app} has no need {need} in environment {environment} (no ResourceClaim "
+                   f"{where_ns}/{name})")
+    return claim, where_ns, name
 
 
 def _rotation(claim: dict[str, Any] | None) -> dict[str, Any]:
@@ -89,18 +109,9 @@ def rotate(kubeconfig: Path | None, kube_context: str | None, app: str, environm
     async def run(kube: Kube, _: str) -> None:
         from controller_runtime.errors import KubeError
         from renderer.crds import RESOURCE_CLAIM
-        from renderer.manifests.meta import claim_name
 
-        where_ns = await app_namespace(kube, app, environment, namespace)
-        name = claim_name(app, need)
+        _claim, where_ns, name = await need_claim(kube, app, environment, namespace, need)
         where = f"resourceclaim/{name}"
-        try:
-            claim = await kube.get(RESOURCE_CLAIM, name, where_ns)
-        except KubeError as e:
-            raise refused(e, where, "retry") from None
-        if claim is None or (claim.get("spec") or {}).get("type") != need:
-            raise fail(f"app/{app}", f"{app} has no need {need} in environment {environment} (no ResourceClaim "
-                       f"{where_ns}/{name})")
         try:
             await kube.merge(RESOURCE_CLAIM, name, where_ns, {"metadata": {"annotations": {
                 ROTATE_ANNOTATION: request}}})
