@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # the client is imported when a command runs: `--help` never 
 __all__ = ["restore"]
 
 WAIT_SECONDS = 60.0
-OPENED = ("AwaitingApproval", "Restoring", "Copying", "Restored", "Failed")  # the operator has answered the request
+# the phases that say the operator has answered the request
+OPENED = ("AwaitingApproval", "Queued", "Restoring", "Copying", "Restored", "Failed")
 ENDED = ("Restored", "Failed")
 
 

@@ -70,7 +70,8 @@ class Request(NamedTuple):
 
 class Seen(NamedTuple):
     """What the edge read for a step: the shared Cluster, the request's plan, the recovered Cluster, the copy Job,
-    the new generation's password Secret and Database, a fresh password for it, and the time."""
+    the new generation's password Secret and Database, a fresh password for it, the time, and the provider's
+    Clusters (the recovered Clusters of other claims' restores among them: `slot_holder`)."""
 
     cluster: dict[str, Any] | None
     plan: dict[str, Any] | None
@@ -80,6 +81,7 @@ class Seen(NamedTuple):
     database: dict[str, Any] | None
     fresh: str
     now: datetime.datetime
+    clusters: tuple[dict[str, Any], ...] = ()
 
 
 class Step(NamedTuple):
@@ -246,6 +248,11 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
     assert config.backups is not None  # checked before approval; the provider's config never loses it unseen
     cluster = seen.cluster
     recovered = recovered_name(config, claim, request)
+    holder = slot_holder(claim, seen.clusters) if seen.recovery is None and seen.job is None else None
+    if holder is not None:  # a recovered Cluster is a whole copy of every tenant's data: one per provider at a time
+        said = (f"waiting for the provider's one restore at a time: Cluster {config.namespace}/{holder[0]} recovers "
+                f"for {holder[1]}; this one starts once it is gone")
+        return Step((), _phase(status, "Queued", said), retry=Requeue(said, WAIT_SECONDS))
     if seen.secret is None:
         return Step((CreateOnce(password_secret_object(config, new, seen.fresh)),),
                     _phase(status, "Restoring", f"making role {new.name}"), again=True)
@@ -308,6 +315,18 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
         f"it; kept: {', '.join(left)} (dropped with the claim's data)"), plan_phase=APPLIED)
 
 
+def slot_holder(claim: Mapping[str, Any], clusters: Iterable[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The recovered Cluster (its name, and the claim it recovers for) of another claim's restore among a provider's
+    Clusters: while there is one, no other restore of the provider starts (None: the slot is free)."""
+    ours = recovery_annotations(claim)[CLAIM_ANNOTATION]
+    for found in sorted(clusters, key=lambda c: str((c.get("metadata") or {}).get("name"))):
+        meta = found.get("metadata") or {}
+        owner = (meta.get("annotations") or {}).get(CLAIM_ANNOTATION)
+        if owner and owner != ours and not meta.get("deletionTimestamp"):
+            return str(meta["name"]), str(owner)
+    return None
+
+
 def recovery_annotations(claim: Mapping[str, Any]) -> dict[str, str]:
     """The claim an object of its restore is for (its changes wake that claim)."""
     return {CLAIM_ANNOTATION: f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"}
@@ -333,7 +352,8 @@ def in_flight(claim: Mapping[str, Any]) -> bool:
 
 def notes(claim: Mapping[str, Any], before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> list[Note]:
     """The Events a status.restore change asks for, each once per request: RestoreRequested (its plan opened),
-    Restoring (approved, under way), Restored, RestoreFailed."""
+    RestoreQueued (approved, waiting for the provider's one restore at a time), Restoring (under way), Restored,
+    RestoreFailed."""
     before, after = before or {}, after or {}
     asked = after.get("requested")
     if not asked:
@@ -341,8 +361,8 @@ def notes(claim: Mapping[str, Any], before: Mapping[str, Any] | None, after: Map
     uid = (claim.get("metadata") or {}).get("uid")
     was = before.get("phase") if before.get("requested") == asked else None
     now = after.get("phase")
-    reasons = {"AwaitingApproval": "RestoreRequested", "Restoring": "Restoring", "Restored": "Restored",
-               "Failed": "RestoreFailed"}
+    reasons = {"AwaitingApproval": "RestoreRequested", "Queued": "RestoreQueued", "Restoring": "Restoring",
+               "Restored": "Restored", "Failed": "RestoreFailed"}
     if now == was or now not in reasons or (now == "Restoring" and was == "Copying"):
         return []
     return [Note(reasons[str(now)], f"restore {asked} to {after.get('target')}: {after.get('message')}",

@@ -15,7 +15,7 @@ from compatibility.gate import PlanPhase
 from controller_runtime.client import Kube
 from controller_runtime.outcomes import Done, Requeue
 from controller_runtime.writes import ensure
-from lifecycle.backends.common import CLAIM_ANNOTATION
+from lifecycle.backends.common import CLAIM_ANNOTATION, PROVIDER_LABEL
 from lifecycle.backends.instance import SECRET
 from lifecycle.backends.kept import judge, record_name, recorded_generation, with_generation
 from lifecycle.backends.pg_backup import JOB
@@ -62,7 +62,8 @@ async def _seen(kube: Kube, claim: Mapping[str, Any], config: Shared, request: R
                 await kube.get(CLUSTER, recovered_name(config, claim, request), where),
                 await kube.get(JOB, job_name(claim, request), where),
                 await kube.get(SECRET, new.object_name, where), await kube.get(DATABASE, new.object_name, where),
-                secrets.token_urlsafe(PASSWORD_BYTES), datetime.datetime.now(datetime.UTC))
+                secrets.token_urlsafe(PASSWORD_BYTES), datetime.datetime.now(datetime.UTC),
+                tuple((await kube.list(CLUSTER, where, labels={PROVIDER_LABEL: config.provider}))[0]))
 
 
 def _with(claim: Mapping[str, Any], restore: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from compatibility.authority import RESTORE_ANNOTATION, restore_writer
+from controller_runtime.outcomes import Requeue
 from lifecycle import restore, rotation
 from lifecycle.backends import pg_cluster
 from lifecycle.backends.contract import Again, Apply, CreateOnce, Delete, Gone, Seen, Site
@@ -286,3 +287,29 @@ def test_dropping_the_claims_data_drops_every_generation_the_one_it_is_at_first(
 ])
 def test_who_may_ask_for_a_restore(old: str | None, new: str | None, kind: str, user: str, allowed: bool) -> None:
     assert (restore_writer(old, new, kind, user, OPERATOR) is None) is allowed
+
+
+def test_one_restore_per_provider_at_a_time_the_next_waits_queued_and_makes_nothing() -> None:
+    """A recovered Cluster holds every tenant's data of the provider: while another claim's is there, an approved
+    restore makes nothing (no role, no Cluster), says whose it waits for, and starts once that one is gone."""
+    config, request = shared(), restore.requested(claim())
+    assert request is not None
+    now = claim(status={"restore": restore.step(claim(), config, request, seen(live_cluster(["shop.cart-pg"])))
+                        .status})
+    other = {"metadata": {"namespace": "shop", "name": "cart-pg"}}
+    theirs = {"metadata": {"name": "platform-postgres-x-at-1", "annotations": restore.recovery_annotations(
+        {"metadata": {"namespace": "blog", "name": "posts-pg"}})}}
+    mine = {"metadata": {"name": "platform-postgres-y-at-2", "annotations": restore.recovery_annotations(other)}}
+    shared_cluster = live_cluster(["shop.cart-pg"])
+    assert restore.slot_holder(now, [shared_cluster, mine]) is None  # the shared Cluster and its own: free
+    assert restore.slot_holder(now, [shared_cluster, theirs]) == ("platform-postgres-x-at-1", "blog/posts-pg")
+    gone = {"metadata": {**theirs["metadata"], "deletionTimestamp": "2026-12-08T12:00:00Z"}}
+    assert restore.slot_holder(now, [gone]) is None
+    queued = restore.step(now, config, request, seen(shared_cluster, "approved")._replace(
+        clusters=(shared_cluster, theirs)))
+    assert queued.writes == () and queued.status["phase"] == "Queued" and isinstance(queued.retry, Requeue)
+    assert "blog/posts-pg" in queued.status["message"]
+    [note] = restore.notes(now, now["status"]["restore"], queued.status)
+    assert note.reason == "RestoreQueued"
+    free = restore.step(now, config, request, seen(shared_cluster, "approved")._replace(clusters=(shared_cluster,)))
+    assert free.status["phase"] == "Restoring" and free.writes  # its password Secret first
