@@ -122,8 +122,9 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 @click.option("--backend-image", "backend_images", multiple=True, metavar="BACKEND=REF",
               help="The image of the shared servers the operator runs for a ServiceProvider backend (repeatable): "
                    "redis-server (Debian's redis-server), cloudnative-pg (PostgreSQL; CloudNativePG reads the major "
-                   "version from its tag, which must start with it). Default: the release's, "
-                   "ghcr.io/apprafter/redis:<this version>, ghcr.io/apprafter/postgresql:<its PostgreSQL major>.")
+                   "version from its tag, which must start with it), cloudnative-pg.pgbouncer (the Cluster's "
+                   "Pooler: Debian's PgBouncer). Default: the release's, ghcr.io/apprafter/redis:<this version>, "
+                   "ghcr.io/apprafter/postgresql:<its PostgreSQL major>, ghcr.io/apprafter/pgbouncer:<this version>.")
 @click.option("--platform", "platform_file", type=click.Path(path_type=Path, dir_okay=False),
               help="YAML file with platform settings (domain, gateway, tier, ...), as for `apprafter render`.")
 @click.option("--domain", help="Platform domain for default hostnames {app}.{env}.{domain}.")
@@ -144,10 +145,15 @@ def sites(context: PlatformContext, images: Mapping[str, str]) -> dict[str, Site
     (the flag's, else the release's)."""
     from lifecycle.backends.contract import Site
     from lifecycle.backends.registry import REGISTERED
-    from reconciler.backends.registry import default_image
+    from reconciler.backends.registry import IMAGES, default_image
+
+    def parts(backend: str) -> tuple[tuple[str, str], ...]:
+        named = (key for key in sorted(IMAGES) if key.startswith(f"{backend}."))
+        return tuple((key.partition(".")[2], images.get(key) or default_image(key) or "") for key in named)
 
     return {r.core.backend: Site(context.provider_namespace(r.core.type) or "",
-                                 images.get(r.core.backend) or default_image(r.core.backend)) for r in REGISTERED}
+                                 images.get(r.core.backend) or default_image(r.core.backend), parts(r.core.backend))
+            for r in REGISTERED}
 
 
 def _run(settings: OperatorSettings) -> int:

@@ -34,18 +34,19 @@ CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 declare -A DOCKERFILE=([argocd-cue-cmp]=Dockerfile [apprafter-operator]=deploy/images/operator.Dockerfile
                        [argocd]=deploy/images/argocd.Dockerfile [redis]=deploy/images/redis.Dockerfile
                        [cnpg]=deploy/images/cnpg.Dockerfile [postgresql]=deploy/images/postgresql.Dockerfile
+                       [pgbouncer]=deploy/images/pgbouncer.Dockerfile
                        [traefik]=deploy/images/traefik.Dockerfile [versitygw]=deploy/images/versitygw.Dockerfile)
 declare -A SHIPS=([argocd-cue-cmp]="cue" [apprafter-operator]="cue cosign" [argocd]="argocd helm kustomize" [redis]=""
-                  [cnpg]="cnpg-manager" [postgresql]="" [traefik]="traefik" [versitygw]="versitygw")
-declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]=""
+                  [cnpg]="cnpg-manager" [postgresql]="" [pgbouncer]="" [traefik]="traefik" [versitygw]="versitygw")
+declare -A COPIES=([argocd-cue-cmp]="plugin.yaml" [apprafter-operator]="" [argocd]="" [redis]="" [cnpg]="" [postgresql]="" [pgbouncer]=""
                    [traefik]="" [versitygw]="")
 # The images with our Python package in a venv (deploy/images/install-venv.sh: the wheel and the lock staged).
 declare -A VENV=([argocd-cue-cmp]=1 [apprafter-operator]=1)
 # Argo CD's image and its Redis share one base, CloudNativePG's operand has its own (GITOPS_PACKAGES and
 # POSTGRES_MAJOR, POSTGRES_EXTRA_PACKAGES: tools/versions.env, which tools/setup-images.sh builds them from too).
 declare -A BASE_WITH=([argocd]=$GITOPS_PACKAGES [redis]=$GITOPS_PACKAGES
-                      [postgresql]=postgresql-$POSTGRES_MAJOR,$POSTGRES_EXTRA_PACKAGES)
-ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql traefik versitygw)
+                      [postgresql]=postgresql-$POSTGRES_MAJOR,$POSTGRES_EXTRA_PACKAGES [pgbouncer]=pgbouncer)
+ALL=(argocd-cue-cmp apprafter-operator argocd redis cnpg postgresql pgbouncer traefik versitygw)
 RELEASE=(argocd-cue-cmp apprafter-operator)  # what `publish` pushes by default
 # The project's Helm charts: every directory of deploy/charts (versioned with the package), in name order;
 # `publish` pushes and signs them after the images (target name `chart`). The platform stack names each.

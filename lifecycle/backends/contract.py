@@ -38,6 +38,11 @@ class Site(NamedTuple):
 
     namespace: str
     image: str | None = None
+    # the images of its other parts by name (cloudnative-pg's `pgbouncer`: its Pooler's), none: that part is off
+    parts: tuple[tuple[str, str], ...] = ()
+
+    def part(self, name: str) -> str | None:
+        return dict(self.parts).get(name)
 
 
 class Read(NamedTuple):

@@ -63,10 +63,11 @@ from lifecycle.backends.pg_cluster import (
     version_wanted,
     without,
 )
+from lifecycle.backends.pg_pooler import POOLER, pooler_name, pooler_writes, pooling_of
 from lifecycle.conditions import Condition
 from lifecycle.rotation import issued
 
-__all__ = ["CLUSTER", "CLUSTER_LABELS", "CORE", "DATABASE", "CloudNativePG"]  # the kinds: for the watches
+__all__ = ["CLUSTER", "CLUSTER_LABELS", "CORE", "DATABASE", "POOLER", "CloudNativePG"]  # the kinds: for the watches
 
 
 class CloudNativePG:
@@ -90,14 +91,15 @@ class CloudNativePG:
         return Shared(provider_name(provider), str(config.get("cluster") or provider_name(provider)),
                       str(config.get("namespace") or site.namespace), int(config["instances"]), str(storage["size"]),
                       storage.get("storageClassName"), str(resources["cpu"]), str(resources["memory"]),
-                      shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image, backups_of(config))
+                      shared_buffers(limit, int(config["sharedBuffersPercent"])), site.image, backups_of(config),
+                      pooling_of(config, site.part("pgbouncer")))
 
     def reads(self, claim: Mapping[str, Any], config: Shared) -> Sequence[Read]:
         """The provider's Cluster, the claim's Database and its role's password Secret, of every generation (the one
-        it is at first: lifecycle.restore)."""
+        it is at first: lifecycle.restore), and the Cluster's Pooler (lifecycle.backends.pg_pooler)."""
         tenants = [tenant_of(claim, number) for number in generations(claim)]
-        return (Read(CLUSTER, config.namespace, config.name), *(read for tenant in tenants
-                                                                for read in _tenant_reads(config, tenant)))
+        return (_cluster_read(config), *(read for tenant in tenants for read in _tenant_reads(config, tenant)),
+                _pooler_read(config))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once and
@@ -135,6 +137,8 @@ class CloudNativePG:
         # that takes the Cluster's backups off
         schedule = schedule_writes(config.backups, cluster, {**CLUSTER_LABELS, PROVIDER_LABEL: config.provider})
         writes: list[Apply | Delete] = [*schedule, Apply(cluster_object(config, roles, cluster))]
+        # the Pooler (lifecycle.backends.pg_pooler) after the Cluster: the live Cluster owns it
+        writes.extend(pooler_writes(config.pooling, config.provider, cluster, seen.get(_pooler_read(config))))
         waits = readiness(config, tenant, cluster, secret, None)
         if database is not None or (waits is not None and waits.reason == "DatabaseNotReady"):
             # written earlier than its owner is reconciled, CloudNativePG's CREATE DATABASE fails and its Database
@@ -152,10 +156,12 @@ class CloudNativePG:
                               conditions=(size,)), tuple(writes))
         if waits is not None:
             return Step(waits._replace(conditions=(size,)), tuple(writes))
-        name = quote(tenant.name, safe="")
-        url = f"postgresql://{name}:{quote(password, safe='')}@{config.host}:{PORT}/{name}"
-        fields = {"url": url, "host": config.host, "port": str(PORT), "user": tenant.name, "password": password,
-                  "db": tenant.name}
+        name, secret_part = quote(tenant.name, safe=""), quote(password, safe="")
+        url = f"postgresql://{name}:{secret_part}@{config.host}:{PORT}/{name}"
+        # the pooled URL: the same role, password and database through the Pooler (its Service's port is 5432 too)
+        pooled = f"postgresql://{name}:{secret_part}@{config.pooled_host}:{PORT}/{name}"
+        fields = {"url": url, "pooledUrl": pooled, "host": config.host, "port": str(PORT), "user": tenant.name,
+                  "password": password, "db": tenant.name}
         return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}", connection, fields,
                           rotated=made_for, conditions=(size,)), tuple(writes))
 
@@ -284,6 +290,10 @@ def _admitted(claim: Mapping[str, Any], config: Shared, tenant: Tenant,
 
 def _cluster_read(config: Shared) -> Read:
     return Read(CLUSTER, config.namespace, config.name)
+
+
+def _pooler_read(config: Shared) -> Read:
+    return Read(POOLER, config.namespace, pooler_name(config.name))
 
 
 def _tenant_reads(config: Shared, tenant: Tenant) -> tuple[Read, Read]:

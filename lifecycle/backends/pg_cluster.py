@@ -25,6 +25,7 @@ from lifecycle.backends.common import (
 )
 from lifecycle.backends.contract import Waiting
 from lifecycle.backends.pg_backup import Backups, backup_stanza, region_env
+from lifecycle.backends.pg_pooler import Pooling, pooler_host
 from lifecycle.conditions import find_condition
 from lifecycle.rotation import ISSUED_ANNOTATION
 from renderer.names import NAME_LABEL
@@ -89,11 +90,17 @@ class Shared(NamedTuple):
     shared_buffers: str  # e.g. "64MB"
     image: str
     backups: Backups | None = None  # spec.config.backup, once it names a destination (lifecycle.backends.pg_backup)
+    pooling: Pooling | None = None  # spec.config.pooler, unless off (lifecycle.backends.pg_pooler)
 
     @property
     def host(self) -> str:
         """Its read-write Service (CloudNativePG's `<cluster>-rw`: always the primary)."""
         return f"{self.name}-rw.{self.namespace}.svc"
+
+    @property
+    def pooled_host(self) -> str:
+        """Where a pooled connection goes: the Pooler's Service, or with the pooler off the read-write one."""
+        return pooler_host(self.name, self.namespace) if self.pooling is not None else self.host
 
 
 def cluster_at(host: str) -> tuple[str, str] | None:

@@ -62,6 +62,7 @@ REGISTERED: tuple[Registration, ...] = (
                  (Rule("postgresql.cnpg.io", "clusters", (*_WRITE, "delete")),
                   Rule("postgresql.cnpg.io", "databases", (*_WRITE, "delete")),
                   Rule("postgresql.cnpg.io", "scheduledbackups", (*_WRITE, "delete")),
+                  Rule("postgresql.cnpg.io", "poolers", (*_WRITE, "delete")),
                   Rule("batch", "jobs", _WRITE), _SECRETS, _NAMESPACES)),
     Registration(redis.CORE, (_INSTANCE,), (*_SHARED_SERVER, *_OWN_INSTANCE)),
     Registration(disk.CORE, (Watched(disk.PVC, disk.MANAGED_LABELS, False),),

@@ -51,6 +51,9 @@ IMAGES: Mapping[str, Callable[[], str]] = {
     "cloudnative-pg": lambda: f"{REGISTRY}/postgresql:{pins()['POSTGRES_MAJOR']}",
     # the pinned versitygw the set-up builds from its Go module (deploy/images/versitygw.Dockerfile)
     "versitygw": lambda: f"{REGISTRY}/versitygw:{pins()['VERSITYGW_VERSION'].lstrip('v')}",
+    # a part of a backend, `<backend>.<part>`: Debian's PgBouncer for the Cluster's Pooler
+    # (deploy/images/pgbouncer.Dockerfile)
+    "cloudnative-pg.pgbouncer": lambda: f"{REGISTRY}/pgbouncer:{_release()}",
 }
 
 

@@ -163,8 +163,8 @@ def bent(name: str, stack: Path, into: Path, change: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("name", "change", "said"), [
     ("pg-integrated", lambda c: c.update(nodes=3),
-     "spec.config.nodes: cloudnative-pg does not read it (it reads: backup, cluster, instances, namespace, resources, "
-     "sharedBuffersPercent, storage)"),
+     "spec.config.nodes: cloudnative-pg does not read it (it reads: backup, cluster, instances, namespace, pooler, "
+     "resources, sharedBuffersPercent, storage)"),
     ("pg-integrated", lambda c: c.update(sharedBuffersPercent=100), "spec.config.sharedBuffersPercent: 100 is "
                                                                     "greater than the maximum of 40"),
     ("pg-integrated", lambda c: c["resources"].update(limits={"memory": "2Gi"}),

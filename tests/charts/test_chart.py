@@ -209,6 +209,7 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("batch", "jobs", ()): ["get", "list", "watch", "create", "patch"],
         ("postgresql.cnpg.io", "databases", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("postgresql.cnpg.io", "scheduledbackups", ()): ["get", "list", "watch", "create", "patch", "delete"],
+        ("postgresql.cnpg.io", "poolers", ()): ["get", "list", "watch", "create", "patch", "delete"],
         ("apprafter.io", "platformstacks", ()): ["get", "list", "watch"],
         ("apprafter.io", "platformstacks", (PLATFORM_STACK_NAME,)): ["patch"],
         ("apprafter.io", "platformstacks/status", ()): ["patch"],

@@ -134,7 +134,8 @@ def pg_seen(password_secret: dict[str, Any] | None, applied: str, given: dict[st
         "passwordStatus": {"shop.cart-pg": {"resourceVersion": applied}}}}}
     database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
     reads = PG.reads(claim("pg"), pg_shared())
-    return Seen(dict(zip(reads, (cluster, database, password_secret), strict=True)), given, FRESH, 0, seen_rotation)
+    return Seen(dict(zip(reads, (cluster, database, password_secret, None), strict=True)), given, FRESH, 0,
+                seen_rotation)
 
 
 def pg_password_secret(password: str, version: str, marker: str | None = None) -> dict[str, Any]:
