@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from reconciler.backends.registry import default_image
 from tests.reconciler.helpers import (
     API,
     add_provider,
@@ -52,7 +53,7 @@ SERVICES = f"pg-svc-{RUN}"  # this module's pg services namespace (the operator'
 PROVIDER, CLUSTER = f"pg-{RUN}", f"postgres-{RUN}"
 IMAGE = "localhost/postgresql:15"
 CNPG = "postgresql.cnpg.io/v1"
-FIELDS = {"url", "host", "port", "user", "password", "db"}
+FIELDS = {"url", "pooledUrl", "host", "port", "user", "password", "db"}
 CNPG_MANAGER = "manager"  # the field manager CloudNativePG's binary writes status as (controller-runtime's default)
 
 
@@ -213,12 +214,23 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
         stored = base64.b64decode((bed.get("v1", "Secret", role, SERVICES) or {})["data"]["password"]).decode()
         assert fields["password"] == stored and len(stored) >= 43
         assert fields["url"] == f"postgresql://{role}:{stored}@{host}:5432/{role}"
+        # the pooled URL: the same role, password and database through the Cluster's Pooler (the operator's
+        # default PgBouncer image: no --backend-image cloudnative-pg.pgbouncer given)
+        assert fields["pooledUrl"] == f"postgresql://{role}:{stored}@{CLUSTER}-pooler.{SERVICES}.svc:5432/{role}"
         assert ready["message"] == f"role and database {role} on {host}:5432; connection in Secret demo-pg-conn"
     took = time.monotonic() - started
     wait(f"{first}/demo ClaimsReady", lambda: (condition(status(bed, first), "ClaimsReady") or {}).get("status")
          == "True" or None, 60)
     a, b = connection(bed, first), connection(bed, second)
     assert a["password"] != b["password"]
+    # one Pooler for the Cluster, owned by it, passing CloudNativePG's CRD schema
+    poolers = bed.http.get(f"/apis/{CNPG}/namespaces/{SERVICES}/poolers").json()["items"]
+    assert [p["metadata"]["name"] for p in poolers] == [f"{CLUSTER}-pooler"]
+    [owner] = poolers[0]["metadata"]["ownerReferences"]
+    cluster_uid = (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["metadata"]["uid"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Cluster", CLUSTER, cluster_uid)
+    assert poolers[0]["spec"]["type"] == "rw" and poolers[0]["spec"]["pgbouncer"]["poolMode"] == "transaction"
+    assert poolers[0]["spec"]["template"]["spec"]["containers"][0]["image"] == default_image("cloudnative-pg.pgbouncer")
 
     # nothing secret in what the operator says: the claims' status, its log
     said = json.dumps([claim_status(bed, first), claim_status(bed, second)]) + operator.log()

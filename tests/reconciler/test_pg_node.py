@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from lifecycle.backends.pg_cluster import CONNECTIONS
+from lifecycle.service_provider import with_defaults
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
@@ -41,6 +42,7 @@ RUN = uuid.uuid4().hex[:8]
 SERVICES = f"pg-svc-{RUN}"  # where the Cluster runs (the provider's spec.config.namespace, the operator's pg namespace)
 PROVIDER, CLUSTER = f"pg-node-{RUN}", f"postgres-{RUN}"
 SECRET = "demo-pg-conn"
+POOL_SIZE = with_defaults("pg", "cloudnative-pg", {})["pooler"]["poolSize"]  # server sessions per claim
 # What each client pod does with its Secret (never printing it): create a table, write and read a row in its own
 # database through the URL, then log in with its own user and password to the other app's database and to guessed
 # ones; only the answer, or the refusal's kind, is printed.
@@ -63,6 +65,48 @@ echo "sees: $(q "$URL" -Atc "select (select count(*) from pg_database where datn
 """
 REFUSED = "pg_hba.conf rejects connection"
 READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+"""
+# Through the pooled URL (the Pooler's Service): the row its direct URL wrote, who it is, and its own user and
+# password on the other app's database through the pooler (PgBouncer logs it in, PostgreSQL's pg_hba refuses the
+# server login, and PgBouncer passes the refusal on). The first login may wait for CloudNativePG's auth function in
+# the database (its instance manager makes it once the Pooler exists): tried for 120 s at most.
+POOLED_CLIENT = """set -u
+q() { psql -X -w "$@" 2>&1 | grep -o -e 'pg_hba.conf rejects connection' -e 'password authentication failed' \
+      -e 'server login has been failing' -e '^[^ ]*$' | head -1; }
+n=0
+until psql -X -w "$POOLED" -Atc 'select 1' >/dev/null 2>&1; do
+  n=$((n + 1)); [ "$n" -lt 240 ] || break; sleep 0.5
+done
+PHOST=$(echo "$POOLED" | sed 's|.*@\\([^:/]*\\):.*|\1|')
+echo "read: $(psql -X -w "$POOLED" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+echo "whoami: $(q "$POOLED" -Atc "select current_user || '@' || current_database()")"
+echo "via: $PHOST"
+echo "other: $(PGPASSWORD="$PASSWORD" q "host=$PHOST port=5432 user=$USER dbname=$OTHER connect_timeout=10" \
+               -Atc 'select 1')"
+"""
+# Run in the primary's postgres container: CLIENTS pooled sessions of the hog's role at once, each a transaction of
+# HOLD seconds, through the Pooler; once PostgreSQL lists SHARE of them (bounded), how many it holds, and a login of
+# the other claim's role through the same Pooler meanwhile; then whether every client was served (queued, not
+# refused).
+POOLED_HOG = """set -u
+pids=""
+for i in $(seq "$CLIENTS"); do
+  psql -X -w "host=$PHOST user=$HOG dbname=$HOG" -Atc "select pg_sleep($HOLD)" >/dev/null 2>&1 &
+  pids="$pids $!"
+done
+active() { psql -X -d postgres -Atc "select count(*) from pg_stat_activity where usename = '$HOG'
+                                      and query like '%pg_sleep%' and state = 'active'"; }
+n=0
+until [ "$(active)" -ge "$SHARE" ]; do
+  n=$((n + 1)); [ "$n" -lt 1200 ] || { echo "held: not $SHARE sessions"; exit 1; }; sleep 0.1
+done
+echo "server sessions of the hog: $(active)"
+echo "victim: $(PGPASSWORD="$VICTIM_PASSWORD" psql -X -w "host=$PHOST user=$VICTIM dbname=$VICTIM" \
+                 -Atc "select 'in, the hog holding ' || (select count(*) from pg_stat_activity
+                        where usename = '$HOG' and query like '%pg_sleep%' and state = 'active')" 2>&1)"
+served=0
+for p in $pids; do wait "$p" && served=$((served + 1)); done
+echo "served: $served of $CLIENTS"
 """
 # Run in the primary's postgres container: hold LIMIT sessions as the hog's role (its password in PGPASSWORD), wait
 # until PostgreSQL lists them (bounded), try one more, and log in as the victim meanwhile; then end the hog's sessions.
@@ -88,9 +132,10 @@ psql -X -d postgres -Atc "select count(pg_terminate_backend(pid)) from pg_stat_a
 def cloudnative_pg(node: NodeTestBed) -> Iterator[CloudNativePG]:
     """CloudNativePG's operator and the PostgreSQL image `make images` builds, in the node (before our operator
     starts: it watches Clusters and Databases)."""
-    images = make_images(names=("cnpg", "postgresql"))
-    operator_image, postgres_image = (node.import_image(images[name].ref) for name in ("cnpg", "postgresql"))
-    installed = cnpg.install(node, operator_image, postgres_image)
+    images = make_images(names=("cnpg", "postgresql", "pgbouncer"))
+    operator_image, postgres_image, pgbouncer_image = (node.import_image(images[name].ref)
+                                                       for name in ("cnpg", "postgresql", "pgbouncer"))
+    installed = cnpg.install(node, operator_image, postgres_image, pgbouncer_image)
     yield installed
     cnpg.uninstall(node)
 
@@ -103,6 +148,11 @@ def pg_image(cloudnative_pg: CloudNativePG) -> str:
 @pytest.fixture(scope="module")
 def pg_image_flag(pg_image: str) -> str:
     return f"cloudnative-pg={pg_image}"
+
+
+@pytest.fixture(scope="module")
+def pgbouncer_image_flag(cloudnative_pg: CloudNativePG) -> str:
+    return f"cloudnative-pg.pgbouncer={cloudnative_pg.pgbouncer_image}"
 
 
 def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str) -> str:
@@ -120,7 +170,8 @@ def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),
-                            "--backend-image", Fixture("pg_image_flag"), bed="node", crds=True, inside=True,
+                            "--backend-image", Fixture("pg_image_flag"), "--backend-image",
+                            Fixture("pgbouncer_image_flag"), bed="node", crds=True, inside=True,
                             name="pg-node",
                             requires=("cloudnative_pg",))
 
@@ -175,6 +226,28 @@ def hog_connections(node: NodeTestBed, primary: str, hog: dict[str, str], victim
            f"VICTIM_PASSWORD={victim['password']}"]
     return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "env", *env, "sh", "-c",
                         HOG).stdout.splitlines()
+
+
+def pooled_client(node: NodeTestBed, namespace: str, image: str, other_db: str) -> list[str]:
+    """What POOLED_CLIENT says: a psql pod with the app's connection Secret, through its pooled URL."""
+    env = secret_env(SECRET, [("POOLED", "pooledUrl"), ("USER", "user"), ("PASSWORD", "password")])
+    env += [{"name": "OTHER", "value": other_db}]
+    node.apply(node_pods.client_pod("psql-pooled", namespace, image, POOLED_CLIENT, env, 26), field_manager="test")
+    pod = node.wait("v1", "Pod", "psql-pooled", namespace, finished, timeout=240,
+                    what=f"pod {namespace}/psql-pooled to finish")
+    log = node.logs("psql-pooled", namespace)
+    assert pod["status"]["phase"] == "Succeeded", log
+    return log.splitlines()
+
+
+def pooled_hog(node: NodeTestBed, primary: str, hog: dict[str, str], victim: dict[str, str], clients: int,
+               share: int) -> list[str]:
+    """What POOLED_HOG says: one claim's clients beyond its share of the Pooler, the other claim logging in."""
+    env = [f"CLIENTS={clients}", f"SHARE={share}", "HOLD=4", f"PHOST={CLUSTER}-pooler.{SERVICES}.svc",
+           f"HOG={hog['user']}", f"PGPASSWORD={hog['password']}", f"VICTIM={victim['user']}",
+           f"VICTIM_PASSWORD={victim['password']}"]
+    return node.kubectl("exec", "-n", SERVICES, primary, "-c", "postgres", "--", "env", *env, "sh", "-c",
+                        POOLED_HOG).stdout.splitlines()
 
 
 def log_in(node: NodeTestBed, primary: str, fields: dict[str, str]) -> str:
@@ -237,6 +310,26 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert hog_connections(node, primary["metadata"]["name"], fields[0], fields[1], CONNECTIONS["nano"]) == [
             "one more: too many connections for role",
             f"victim: {CONNECTIONS['nano']} sessions of the other: <insufficient privilege>"]
+        # the pooled URL (issue 42 item 5): the Cluster's Pooler runs our PgBouncer image; each app's pod reads its
+        # row through it as its own role, and is refused the other's database there too
+        pooler = f"{CLUSTER}-pooler"
+        node.wait_condition("apps/v1", "Deployment", pooler, SERVICES, "Available", timeout=300)
+        pooler_up = time.monotonic() - started
+        for namespace, own, other in ((first, fields[0], fields[1]), (second, fields[1], fields[0])):
+            assert pooled_client(node, namespace, cloudnative_pg.postgres_image, other["db"]) == [
+                f"read: from-{namespace}", f"whoami: {own['user']}@{own['db']}", f"via: {pooler}.{SERVICES}.svc",
+                f"other: {REFUSED}"]
+        pooled_read = time.monotonic() - started
+        # one claim's clients beyond its share of the Pooler wait in line (every one served, never more than its
+        # share of server sessions at once) while the other claim logs in through the same Pooler
+        share = POOL_SIZE
+        assert pooled_hog(node, primary["metadata"]["name"], fields[0], fields[1], share + 3, share) == [
+            f"server sessions of the hog: {share}", f"victim: in, the hog holding {share}",
+            f"served: {share + 3} of {share + 3}"]
+        print(f"pg pooler: Deployment available {pooler_up:.1f} s; both pods read through it {pooled_read:.1f} s; "
+              f"{share + 3} clients of one claim queued on its {share} server sessions "
+              f"{time.monotonic() - started - pooled_read:.1f} s")
+
         # nothing secret in what the operator says: the claims' status, its log
         said = json.dumps(claims) + operator.log()
         for password in (f["password"] for f in fields):

@@ -95,10 +95,12 @@ def test_no_protocols_lets_the_cluster_choose(tmp_path: Path) -> None:
 
 def test_env_references_become_secret_key_refs(tmp_path: Path) -> None:
     objs = objects(tmp_path, 'expose: port: 8080\n\t\tneeds: pg: {}\n\t\tenv: {A: "x", DB: claim.pg.url, '
-                   'K: secret: "api-keys/stripe"}')
+                   'DB_POOLED: claim.pg.pooledUrl, K: secret: "api-keys/stripe"}')
     env = objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert env == [{"name": "A", "value": "x"},
                    {"name": "DB", "valueFrom": {"secretKeyRef": {"name": "demo-pg-conn", "key": "url"}}},
+                   # the pooled URL (issue 42 item 5): the Secret's key of the same name
+                   {"name": "DB_POOLED", "valueFrom": {"secretKeyRef": {"name": "demo-pg-conn", "key": "pooledUrl"}}},
                    {"name": "K", "valueFrom": {"secretKeyRef": {"name": "api-keys", "key": "stripe"}}}]
     assert objs["ResourceClaim"]["spec"] == {"type": "pg", "selector": {"tier": "integrated"}}
 

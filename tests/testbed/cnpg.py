@@ -39,6 +39,7 @@ class CloudNativePG:
     operator_image: str
     postgres_image: str
     storage_class: str = STORAGE_CLASS  # the node's default: its host-path provisioner's
+    pgbouncer_image: str = ""  # the Poolers' (`make images`' pgbouncer), when the module imported it
 
 
 def _with_our_images(doc: dict[str, Any], operator_image: str, postgres_image: str) -> dict[str, Any]:
@@ -54,7 +55,8 @@ def _with_our_images(doc: dict[str, Any], operator_image: str, postgres_image: s
     return doc
 
 
-def install(node: NodeTestBed, operator_image: str, postgres_image: str, *, timeout: float = 240) -> CloudNativePG:
+def install(node: NodeTestBed, operator_image: str, postgres_image: str, pgbouncer_image: str = "", *,
+            timeout: float = 240) -> CloudNativePG:
     """Install the operator (images already imported into the node); returns once the
     operator's pod is Ready and its CA is in both webhook configurations (so the API server can call them)."""
     node.install_crds([manifest()], timeout=timeout)
@@ -67,7 +69,7 @@ def install(node: NodeTestBed, operator_image: str, postgres_image: str, *, time
         node.wait("admissionregistration.k8s.io/v1", kind, name, None,
                   lambda o: all(w.get("clientConfig", {}).get("caBundle") for w in o.get("webhooks", [])),
                   timeout=timeout, what=f"{kind} {name} with the operator's CA")
-    return CloudNativePG(operator_image, postgres_image)
+    return CloudNativePG(operator_image, postgres_image, pgbouncer_image=pgbouncer_image)
 
 
 def uninstall(node: NodeTestBed) -> None:

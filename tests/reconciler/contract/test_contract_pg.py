@@ -127,7 +127,7 @@ class CloudNativePGStandIn:
 class PgContract:
     need = "pg"
     kept_apart = True
-    fields = frozenset({"url", "host", "port", "user", "password", "db"})
+    fields = frozenset({"url", "pooledUrl", "host", "port", "user", "password", "db"})
 
     def __init__(self, cnpg: CloudNativePGStandIn) -> None:
         self.cnpg = cnpg
