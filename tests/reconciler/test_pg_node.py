@@ -77,7 +77,7 @@ n=0
 until psql -X -w "$POOLED" -Atc 'select 1' >/dev/null 2>&1; do
   n=$((n + 1)); [ "$n" -lt 240 ] || break; sleep 0.5
 done
-PHOST=$(echo "$POOLED" | sed 's|.*@\\([^:/]*\\):.*|\1|')
+PHOST=${POOLED#*@}; PHOST=${PHOST%%:*}
 echo "read: $(psql -X -w "$POOLED" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
 echo "whoami: $(q "$POOLED" -Atc "select current_user || '@' || current_database()")"
 echo "via: $PHOST"
@@ -102,8 +102,7 @@ until [ "$(active)" -ge "$SHARE" ]; do
 done
 echo "server sessions of the hog: $(active)"
 echo "victim: $(PGPASSWORD="$VICTIM_PASSWORD" psql -X -w "host=$PHOST user=$VICTIM dbname=$VICTIM" \
-                 -Atc "select 'in, the hog holding ' || (select count(*) from pg_stat_activity
-                        where usename = '$HOG' and query like '%pg_sleep%' and state = 'active')" 2>&1)"
+                 -Atc "select 'in'" 2>&1), the hog holding $(active)"
 served=0
 for p in $pids; do wait "$p" && served=$((served + 1)); done
 echo "served: $served of $CLIENTS"
@@ -228,11 +227,15 @@ def hog_connections(node: NodeTestBed, primary: str, hog: dict[str, str], victim
                         HOG).stdout.splitlines()
 
 
-def pooled_client(node: NodeTestBed, namespace: str, image: str, other_db: str) -> list[str]:
-    """What POOLED_CLIENT says: a psql pod with the app's connection Secret, through its pooled URL."""
+def pooled_client(node: NodeTestBed, namespace: str, image: str, other_db: str) -> None:
+    """A psql pod with the app's connection Secret running POOLED_CLIENT, through its pooled URL."""
     env = secret_env(SECRET, [("POOLED", "pooledUrl"), ("USER", "user"), ("PASSWORD", "password")])
     env += [{"name": "OTHER", "value": other_db}]
     node.apply(node_pods.client_pod("psql-pooled", namespace, image, POOLED_CLIENT, env, 26), field_manager="test")
+
+
+def pooled_said(node: NodeTestBed, namespace: str) -> list[str]:
+    """What a pooled_client pod said, once it finished."""
     pod = node.wait("v1", "Pod", "psql-pooled", namespace, finished, timeout=240,
                     what=f"pod {namespace}/psql-pooled to finish")
     log = node.logs("psql-pooled", namespace)
@@ -312,11 +315,13 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
             f"victim: {CONNECTIONS['nano']} sessions of the other: <insufficient privilege>"]
         # the pooled URL (issue 42 item 5): the Cluster's Pooler runs our PgBouncer image; each app's pod reads its
         # row through it as its own role, and is refused the other's database there too
-        pooler = f"{CLUSTER}-pooler"
+        pooler, pooling = f"{CLUSTER}-pooler", time.monotonic()
         node.wait_condition("apps/v1", "Deployment", pooler, SERVICES, "Available", timeout=300)
         pooler_up = time.monotonic() - started
-        for namespace, own, other in ((first, fields[0], fields[1]), (second, fields[1], fields[0])):
-            assert pooled_client(node, namespace, cloudnative_pg.postgres_image, other["db"]) == [
+        for namespace, other in ((first, fields[1]), (second, fields[0])):  # both at once
+            pooled_client(node, namespace, cloudnative_pg.postgres_image, other["db"])
+        for namespace, own in ((first, fields[0]), (second, fields[1])):
+            assert pooled_said(node, namespace) == [
                 f"read: from-{namespace}", f"whoami: {own['user']}@{own['db']}", f"via: {pooler}.{SERVICES}.svc",
                 f"other: {REFUSED}"]
         pooled_read = time.monotonic() - started
@@ -326,9 +331,13 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert pooled_hog(node, primary["metadata"]["name"], fields[0], fields[1], share + 3, share) == [
             f"server sessions of the hog: {share}", f"victim: in, the hog holding {share}",
             f"served: {share + 3} of {share + 3}"]
-        print(f"pg pooler: Deployment available {pooler_up:.1f} s; both pods read through it {pooled_read:.1f} s; "
-              f"{share + 3} clients of one claim queued on its {share} server sessions "
-              f"{time.monotonic() - started - pooled_read:.1f} s")
+        # the pod's cost: its processes' resident memory (CloudNativePG's instance manager and PgBouncer)
+        held = node.kubectl("exec", "-n", SERVICES, f"deploy/{pooler}", "-c", "pgbouncer", "--", "sh", "-c",
+                            "cat /proc/[0-9]*/status | awk '/^VmRSS/ {s += $2} END {print s}'").stdout.strip()
+        print(f"pg pooler: Deployment available {pooler_up:.1f} s after the first apply; both pods read through it "
+              f"{pooled_read:.1f} s; {share + 3} clients of one claim queued on its {share} server sessions "
+              f"{time.monotonic() - started - pooled_read:.1f} s; the pooler steps {time.monotonic() - pooling:.1f} s "
+              f"in all; the pooler container holds {int(held) / 1024:.1f} MiB resident")
 
         # nothing secret in what the operator says: the claims' status, its log
         said = json.dumps(claims) + operator.log()
