@@ -1,15 +1,18 @@
-"""Benchmark: what the pooled URL gives an app that opens many short connections (issue 42 item 5): pgbench's
-transactions per second with a new connection for every transaction (`pgbench -C`, `SELECT 1`), straight to
-PostgreSQL (the direct URL) beside through PgBouncer in transaction mode with the provider's default bounds (the
-pooled URL: lifecycle.backends.pg_pooler's parameters, `pool_size` 4 server sessions for the claim).
+"""Benchmark: what the pooled URL gives (issue 42 item 5): pgbench's transactions per second (`SELECT 1`) straight
+to PostgreSQL (the direct URL) beside through PgBouncer in transaction mode with the provider's default bounds (the
+pooled URL: lifecycle.backends.pg_pooler's parameters, 4 server sessions for the claim), with a new connection for
+every transaction (`pgbench -C`: an app that connects per request, the pooler's case) and with connections kept
+(an app with its own pool: what the extra hop costs).
 
-Side by side in one run: the two interleaved in rounds (--rounds, default 3), the same clients (--clients, default
-8: below a small claim's connection limit of 10, which the direct path needs) for the same time (--seconds, default
-8). PostgreSQL 15 is the host's (Debian's, the PostgreSQL image's major);
-PgBouncer is the binary of the `pgbouncer` image `make images` builds (Debian's 1.18), taken out of it with podman,
-both on 127.0.0.1 without TLS (on the cluster both sides speak TLS: a handshake per connection on either path), run as
-`nobody`, the claim's role logging in with SCRAM as on the Cluster.
-Usage: .venv/bin/python scripts/bench_pooler.py [--rounds 3] [--clients 16] [--seconds 8] [--image REF]
+Side by side in one run: the four interleaved in rounds (--rounds, default 3), the same clients (--clients, default
+8) for the same time (--seconds, default 8). The role's connection limit is an xlarge claim's (50): with a small
+one's (10) the direct path aborted at 8 clients (`too many connections for role`: with a connection per
+transaction, the exiting backends still count), while through PgBouncer the role never holds more than its 4.
+PostgreSQL 15 is the host's (Debian's, the PostgreSQL image's major); PgBouncer is the binary of the `pgbouncer`
+image `make images` builds (Debian's 1.18), taken out of it with podman; both on 127.0.0.1 without TLS (on the
+cluster both sides speak TLS: a handshake per connection on either path), run as `nobody`, the claim's role logging
+in with SCRAM as on the Cluster.
+Usage: .venv/bin/python scripts/bench_pooler.py [--rounds 3] [--clients 8] [--seconds 8] [--image REF]
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lifecycle.backends.pg_cluster import CONNECTIONS  # noqa: E402 - after the repo root is importable
 from lifecycle.backends.pg_pooler import pooler_object, pooling_of  # noqa: E402 - after the repo root is importable
 from lifecycle.service_provider import with_defaults  # noqa: E402
 from tests.testbed.procs import free_port  # noqa: E402
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 ROLE = "shop.cart-pg"  # a claim's role and database, one name (lifecycle.backends.pg_cluster.tenant_of)
+POOL = with_defaults("pg", "cloudnative-pg", {})["pooler"]["poolSize"]
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 
 
@@ -66,7 +71,7 @@ def start_postgres(data: Path, port: int, password: str) -> subprocess.Popen[byt
         if subprocess.run([BIN / "pg_isready", "-h", str(data), "-p", str(port)], capture_output=True).returncode == 0:
             break
         time.sleep(0.05)
-    sql = (f"create role \"{ROLE}\" login password '{password}' connection limit 10; "
+    sql = (f"create role \"{ROLE}\" login password '{password}' connection limit {CONNECTIONS['xlarge']}; "
            f"create database \"{ROLE}\" owner \"{ROLE}\"")
     for statement in sql.split("; "):
         run(*AS_NOBODY, BIN / "psql", "-X", "-h", data, "-p", str(port), "-U", "postgres", "-d", "postgres",
@@ -82,6 +87,7 @@ def start_pgbouncer(binary: Path, work: Path, port: int, pg_port: int, secret: s
         raise SystemExit("the provider's defaults give no pooler")
     pooler = pooler_object({"metadata": {"name": "bench", "namespace": "bench", "uid": "u"}}, "bench", pooling)
     parameters = pooler["spec"]["pgbouncer"]["parameters"]
+    assert parameters["default_pool_size"] == str(POOL)
     (work / "userlist.txt").write_text(f'"{ROLE}" "{secret}"\n')
     (work / "pgbouncer.ini").write_text(
         f"[databases]\n* = host=127.0.0.1 port={pg_port}\n[pgbouncer]\nlisten_addr = 127.0.0.1\n"
@@ -105,10 +111,10 @@ def start_pgbouncer(binary: Path, work: Path, port: int, pg_port: int, secret: s
     raise SystemExit("pgbouncer did not listen within 30 s")
 
 
-def pgbench(port: int, password: str, script: Path, clients: int, seconds: int) -> float:
-    """pgbench's tps with a new connection per transaction."""
-    argv = [BIN / "pgbench", "-n", "-C", "-f", script, "-c", str(clients), "-j", "2", "-T", str(seconds),
-            "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, ROLE]
+def pgbench(port: int, password: str, script: Path, clients: int, seconds: int, connect: bool) -> float:
+    """pgbench's tps, with a new connection per transaction (`connect`) or connections kept."""
+    argv = [BIN / "pgbench", "-n", *(["-C"] if connect else []), "-f", script, "-c", str(clients), "-j", "2",
+            "-T", str(seconds), "-h", "127.0.0.1", "-p", str(port), "-U", ROLE, ROLE]
     out = subprocess.run([str(a) for a in argv], capture_output=True, text=True,
                          env={**os.environ, "PGPASSWORD": password, "PGSSLMODE": "disable"})
     found = re.search(r"tps = ([0-9.]+)", out.stdout)
@@ -140,17 +146,18 @@ def main() -> int:
         procs.append(start_pgbouncer(binary, bouncer, pool_port, pg_port, secret))
         script = work / "select1.sql"
         script.write_text("SELECT 1;\n")
-        direct: list[float] = []
-        pooled: list[float] = []
+        runs: dict[tuple[bool, str], list[float]] = {(c, p): [] for c in (True, False) for p in ("direct", "pooled")}
         for _ in range(args.rounds):
-            direct.append(pgbench(pg_port, password, script, args.clients, args.seconds))
-            pooled.append(pgbench(pool_port, password, script, args.clients, args.seconds))
-        d, p = statistics.median(direct), statistics.median(pooled)
-        print(f"new connection per transaction, {args.clients} clients, {args.seconds} s x {args.rounds} rounds "
-              f"(median tps; rounds {', '.join(f'{x:.0f}' for x in direct)} / {', '.join(f'{x:.0f}' for x in pooled)})")
-        print(f"direct:  {d:8.0f} connections+transactions/s")
-        print(f"pooled:  {p:8.0f} connections+transactions/s (PgBouncer {args.image}, transaction pooling)")
-        print(f"ratio pooled/direct: {p / d:.2f}")
+            for connect, path in runs:
+                port = pg_port if path == "direct" else pool_port
+                runs[connect, path].append(pgbench(port, password, script, args.clients, args.seconds, connect))
+        print(f"{args.clients} clients, {args.seconds} s x {args.rounds} rounds, median transactions/s "
+              f"(PgBouncer {args.image}, transaction pooling, pool of {POOL})")
+        for connect in (True, False):
+            d, p = (statistics.median(runs[connect, path]) for path in ("direct", "pooled"))
+            rounds = " / ".join(", ".join(f"{x:.0f}" for x in runs[connect, path]) for path in ("direct", "pooled"))
+            what = "a new connection per transaction" if connect else "connections kept      "
+            print(f"{what}: direct {d:7.0f}  pooled {p:7.0f}  ratio pooled/direct {p / d:.2f}  (rounds {rounds})")
         return 0
     finally:
         for proc in reversed(procs):
