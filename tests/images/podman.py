@@ -31,7 +31,8 @@ PREFIX = "localhost/test-" + hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
 ARGOCD_CMP_SERVER = "/var/run/argocd/argocd-cmp-server"  # where Argo CD's init container puts the binary
 PLUGIN_SOCKETS = "/home/argocd/cmp-server/plugins"
 # what `make images` builds, in its order (tools/images.sh ALL)
-IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql", "traefik", "versitygw")
+IMAGES = ("argocd-cue-cmp", "apprafter-operator", "argocd", "redis", "cnpg", "postgresql", "pgbouncer", "traefik",
+          "versitygw")
 RELEASE = ("argocd-cue-cmp", "apprafter-operator")  # what `make publish` pushes (Argo CD's and Redis on request)
 
 
