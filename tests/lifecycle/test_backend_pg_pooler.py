@@ -58,7 +58,7 @@ def test_the_default_pooler_is_rw_transaction_pooled_bounded_per_claim_and_guara
     assert (spec["cluster"], spec["type"], spec["instances"]) == ({"name": "pg-integrated"}, "rw", 1)
     assert spec["pgbouncer"] == {"poolMode": "transaction", "parameters": {
         "default_pool_size": "4", "max_user_connections": "4", "max_db_connections": "4", "max_client_conn": "1000",
-        "server_idle_timeout": "30"}}
+        "server_idle_timeout": "10"}}
     [container] = spec["template"]["spec"]["containers"]
     assert (container["name"], container["image"]) == ("pgbouncer", PGBOUNCER)
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "100m",
@@ -72,7 +72,7 @@ def test_the_provider_config_sets_the_mode_the_bounds_and_the_instances() -> Non
     assert pooler["spec"]["instances"] == 2 and pooler["spec"]["pgbouncer"]["poolMode"] == "session"
     assert pooler["spec"]["pgbouncer"]["parameters"] == {"default_pool_size": "3", "max_user_connections": "3",
                                                          "max_db_connections": "3", "max_client_conn": "200",
-                                                         "server_idle_timeout": "30"}
+                                                         "server_idle_timeout": "10"}
 
 
 @pytest.mark.parametrize(("pooler", "said"), [
