@@ -123,7 +123,8 @@ def provider(node: NodeTestBed, operator: Operator, cloudnative_pg: CloudNativeP
     config = {"cluster": CLUSTER, "namespace": SERVICES, "instances": 1,
               "storage": {"size": "1Gi", "storageClassName": cloudnative_pg.storage_class},
               "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25,
-              "backup": backup_config(store)}
+              "backup": backup_config(store),
+              "pooler": {"enabled": False}}  # test_pg_node.py proves the pooler: no pod of it here on the serial node
     add_provider(node, PROVIDER, "pg", "cloudnative-pg", config, labels={"bed": RUN})
     yield service_provider(PROVIDER, "pg", "cloudnative-pg", config, labels={"bed": RUN})
     node.delete(API, "ServiceProvider", PROVIDER)
