@@ -235,18 +235,13 @@ def _resource_claim(req: Request, settings: Settings) -> Verdict:
                                         settings.operator_user)
     if reason:
         problems.append((f"metadata.annotations.{drop}", reason))
-    rotate = authority.ROTATE_ANNOTATION
-    reason = authority.rotate_writer(_annotation(req.old, rotate), _annotation(req.obj, rotate),
-                                     str((req.obj.get("spec") or {}).get("type") or ""), req.user,
-                                     settings.operator_user)
-    if reason:
-        problems.append((f"metadata.annotations.{rotate}", reason))
-    restore = authority.RESTORE_ANNOTATION
-    reason = authority.restore_writer(_annotation(req.old, restore), _annotation(req.obj, restore),
-                                      str((req.obj.get("spec") or {}).get("type") or ""), req.user,
-                                      settings.operator_user)
-    if reason:
-        problems.append((f"metadata.annotations.{restore}", reason))
+    need = str((req.obj.get("spec") or {}).get("type") or "")
+    # the requests a team writes on its claim (a rotation, a restore): asked by people, never by the operator
+    for key, writer in ((authority.ROTATE_ANNOTATION, authority.rotate_writer),
+                        (authority.RESTORE_ANNOTATION, authority.restore_writer)):
+        reason = writer(_annotation(req.old, key), _annotation(req.obj, key), need, req.user, settings.operator_user)
+        if reason:
+            problems.append((f"metadata.annotations.{key}", reason))
     return Verdict(tuple(problems), FORBIDDEN)
 
 

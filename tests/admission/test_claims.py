@@ -77,6 +77,13 @@ def test_only_the_operator_and_an_administrator_ask_for_a_claims_data_to_be_drop
     ok(apply(admission_bed.http, admission_bed, annotated("admin"), manager="admin"))
 
 
+def requested(ns: str, key: str, value: str, kind: str) -> dict[str, Any]:
+    """A claim `shop-<kind>` of type `kind` carrying the request annotation `key: value` (a rotation, a restore)."""
+    made = claim(ns)
+    return {**made, "metadata": {**made["metadata"], "name": f"shop-{kind}", "annotations": {key: value}},
+            "spec": {**made["spec"], "type": kind}}
+
+
 def test_the_apps_team_asks_for_new_credentials_in_the_requests_form_on_a_claim_with_a_password(
         admission_bed: KubeTestBed, webhook: Webhook) -> None:
     """apprafter.io/rotate (lifecycle.rotation, `apprafter db rotate`): whoever may write the claim in its namespace
@@ -86,9 +93,7 @@ def test_the_apps_team_asks_for_new_credentials_in_the_requests_form_on_a_claim_
     key = f"metadata.annotations.{ROTATE_ANNOTATION}"
 
     def annotated(value: str, kind: str = "pg") -> dict[str, Any]:
-        made = claim(ns)
-        return {**made, "metadata": {**made["metadata"], "name": f"shop-{kind}", "annotations": {
-            ROTATE_ANNOTATION: value}}, "spec": {**made["spec"], "type": kind}}
+        return requested(ns, ROTATE_ANNOTATION, value, kind)
 
     with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
         ok(apply(operator, admission_bed, claim(ns)))
@@ -112,9 +117,7 @@ def test_the_apps_team_asks_for_a_restore_in_the_requests_form_on_a_pg_claim_and
     key = f"metadata.annotations.{RESTORE_ANNOTATION}"
 
     def annotated(value: str, kind: str = "pg") -> dict[str, Any]:
-        made = claim(ns)
-        return {**made, "metadata": {**made["metadata"], "name": f"shop-{kind}", "annotations": {
-            RESTORE_ANNOTATION: value}}, "spec": {**made["spec"], "type": kind}}
+        return requested(ns, RESTORE_ANNOTATION, value, kind)
 
     with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
         ok(apply(operator, admission_bed, claim(ns)))
