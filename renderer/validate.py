@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from renderer import argocd_annotations, imageref, patterns
+from renderer import sealed as sealed_rules
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.fieldpos import Positions
@@ -145,6 +146,7 @@ def check_document(app: LoadedApp) -> list[Problem]:
             f"the value holds U+{ord(char):04X} (character {at + 1})"
         c.add(path, f"{where}, which the API server refuses (it reads objects as YAML: printable characters, tab "
               "and line breaks only)")
+    _sealed_problems(c, spec.get("sealedSecrets"))
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
             if not patterns.env_key(key):
@@ -156,6 +158,22 @@ def check_document(app: LoadedApp) -> list[Problem]:
                     c.add((*scope, "env", key, "secret"),
                           f'secret reference {_shown(ref)} must be "<secret-name>/<key>" (a DNS-1123 name and a key)')
     return c.problems
+
+
+def _sealed_problems(c: _Checker, sealed: Any) -> None:
+    """spec.sealedSecrets as the plugin stamps it, held to renderer.sealed's rules (an Application written by hand
+    reaches the webhook and the operator without the repository's files)."""
+    if not isinstance(sealed, Mapping):
+        return  # absent; a wrong type is the schema's to say
+    if len(sealed) > sealed_rules.MAX_FILES:
+        c.add(("spec", "sealedSecrets"), f"{len(sealed)} sealed secrets; at most {sealed_rules.MAX_FILES} per "
+              "environment")
+    for name, data in sealed.items():
+        if (wrong := sealed_rules.name_problem(str(name))) is not None:
+            c.add(("spec", "sealedSecrets", name), wrong)
+            continue
+        for key, why in sealed_rules.data_problems(data):
+            c.add(("spec", "sealedSecrets", name, *((key,) if key is not None else ())), why)
 
 
 def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], int, str]]:
@@ -295,6 +313,7 @@ def interpolation_warnings(app: LoadedApp) -> list[Problem]:
     c = _Checker(app)
     spec = app.document.get("spec", {})
     declared = {need for _, workload in _workloads(spec) for need in workload.get("needs", {})}
+    _sealed_problems(c, spec.get("sealedSecrets"))
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
             quoted = _quoted_reference(key, value) if isinstance(value, str) else None
