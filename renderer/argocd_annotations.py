@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ALLOWED_SYNC_OPTIONS", "SYNC_OPTIONS", "SYNC_WAVE", "TRACKING_ID", "introduced", "problems"]
 

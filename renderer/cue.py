@@ -16,11 +16,11 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 from renderer.errors import ToolFailure
 from renderer.scratch import scratch_dir
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
+from toolchain.record import Record
 from toolchain.tools import remedy, resolve, scrubbed_env
 
 __all__ = ["Budget", "CueResult", "run_cue"]
@@ -33,7 +33,7 @@ _GO_CRASH = re.compile(r"^(?:(?P<oom>fatal error: (?:runtime: )?(?:out of memory
                        r"|runtime: out of memory|SIGSEGV: segmentation violation)|fatal error: |panic: |SIG[A-Z]+: )")
 
 
-class CueResult(NamedTuple):
+class CueResult(Record):
     """What cue printed and how it exited (0: success, 1: cue's error report on stderr)."""
 
     returncode: int

@@ -14,7 +14,11 @@ import json
 import math
 import re
 from collections.abc import Iterable
-from typing import Any
+
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["dump_json_stream", "dump_names", "dump_stream", "dump_yaml"]
 

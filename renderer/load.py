@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from renderer import userfile
 from renderer.cue import Budget, run_cue
@@ -20,6 +19,10 @@ from renderer.errors import Problem, ToolFailure, UserError
 from renderer.locate import APP_DIR, APP_FILE, locate
 from renderer.scratch import scratch_dir
 from renderer.source import DEFAULT_PACKAGE, LoadedApp, Source
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from renderer.errors import Problem
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Redactor", "digest", "env_literals", "fingerprint", "go_quote", "is_env_path", "shown", "strip_values"]
 

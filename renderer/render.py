@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from renderer import sealed, userfile, validate
 from renderer.context import PlatformContext
@@ -13,13 +12,17 @@ from renderer.effective import effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODES, Mode
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
            "render_all", "render_loaded"]
 
 
 
-class Rendered(NamedTuple):
+class Rendered(Record):
     """Objects for one app and environment, in output order, and the warnings to show on stderr."""
 
     app: str

@@ -9,12 +9,15 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from renderer import userfile
 from renderer.errors import Problem, UserError
 from renderer.locate import APP_FILE
 from renderer.source import LoadedApp
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["API_VERSION", "DIRECTORY", "KEY_PATTERN", "KIND", "MAX_FILES", "NAME_PATTERN", "read_sealed", "stamped"]
 

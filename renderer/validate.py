@@ -11,18 +11,22 @@ import functools
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from renderer import argocd_annotations, imageref, patterns
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
-from renderer.fieldpos import Positions
 from renderer.health import health_problems
 from renderer.hostnames import hostname_problem
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 from renderer.selectors import selector_problems
 from renderer.source import LoadedApp
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from renderer.fieldpos import Positions
 
 __all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
            "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]

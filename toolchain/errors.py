@@ -17,7 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, NamedTuple
+
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["TOOL_EXIT", "USER_EXIT", "AppRafterError", "Problem", "ToolFailure", "UserError", "field_path",
            "one_line"]
@@ -58,7 +62,7 @@ class AppRafterError(Exception):
         return [str(self)]
 
 
-class Problem(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
+class Problem(Record):  # a Record, not a dataclass or typing.NamedTuple: start-up (toolchain.record)
     """One problem in the user's file, printed as `file:line:col: field: message` (ordered by position)."""
 
     file: str

@@ -12,10 +12,10 @@ import re
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from toolchain.errors import ToolFailure
 from toolchain.pins import pins
+from toolchain.record import Record
 
 # Who checks what with `apprafter doctor --role`: an app repository's developer, who runs a cluster (bootstrap, the
 # stack's signatures), who develops this repository (the test bed, the images, the node tier).
@@ -30,7 +30,7 @@ class ToolError(ToolFailure):
     """A required tool is missing or at the wrong version; the message names the remedy."""
 
 
-class Tool(NamedTuple):
+class Tool(Record):
     """One external binary: its pin key, how to read its version, and whether users need it."""
 
     name: str
