@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -145,6 +144,8 @@ def _go_module(module: str) -> Callable[[str], str | None]:
 
 
 def _output(argv: list[str], timeout: float = 30) -> str:
+    import subprocess  # here, not at the top: the render's path imports this module and starts cue without it
+
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
@@ -269,6 +270,8 @@ def read_version(name: str, path: Path) -> str | None:
         telemetry = Path(home, ".config", "go", "telemetry")
         telemetry.mkdir(parents=True)
         (telemetry / "mode").write_text("off")
+        import subprocess
+
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
         except (OSError, subprocess.TimeoutExpired):
