@@ -6,7 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-from apprafter.errors import report
 from toolchain.errors import AppRafterError
 
 MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
@@ -32,6 +31,8 @@ def run(command: str) -> int:
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
     except (AppRafterError, MemoryError) as error:
+        from apprafter.errors import report  # the error path's alone
+
         return report(error, MAX_ERROR_LINES)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 
 from renderer import sealed, userfile, validate
 from renderer.context import PlatformContext
-from renderer.effective import effective_spec
+from renderer.effective import copied, effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODES, Mode
@@ -33,7 +32,7 @@ class Rendered(Record):
 
 def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> dict[str, Any]:
     """The Application CR the plugin emits: the user's document with spec.environment stamped."""
-    doc = copy.deepcopy(app.document)
+    doc = copied(app.document)
     meta = doc["metadata"]
     if namespace:
         meta["namespace"] = namespace
