@@ -8,7 +8,6 @@ the runtime's own header on its first line, a kill is a signal.
 from __future__ import annotations
 
 import os
-import re
 import resource
 import select
 import time
@@ -19,6 +18,7 @@ from renderer.errors import ToolFailure
 from renderer.scratch import scratch_dir
 from renderer.settings import MEMORY_ENV, TIMEOUT_ENV, Limits, limits
 from toolchain.record import Record
+from toolchain.regex import lazy
 from toolchain.tools import remedy, resolve, scrubbed_env
 
 __all__ = ["Budget", "CueResult", "run_cue"]
@@ -29,7 +29,7 @@ SIGKILL = 9  # signal.SIGKILL (the same number on every Linux architecture), wit
 MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16  # closerange's end, as Popen's close_fds
 # The first line of a Go runtime crash report; group "oom" when the runtime could not get memory (the data
 # limit we set), which under our limit can also surface as a fault inside the allocator.
-_GO_CRASH = re.compile(r"^(?:(?P<oom>fatal error: (?:runtime: )?(?:out of memory|cannot allocate memory)"
+_GO_CRASH = lazy(r"^(?:(?P<oom>fatal error: (?:runtime: )?(?:out of memory|cannot allocate memory)"
                        r"|runtime: out of memory|SIGSEGV: segmentation violation)|fatal error: |panic: |SIG[A-Z]+: )")
 
 

@@ -20,6 +20,7 @@ from renderer.locate import APP_DIR, APP_FILE, locate
 from renderer.scratch import scratch_dir
 from renderer.source import DEFAULT_PACKAGE, LoadedApp, Source
 from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
 
 if TYPE_CHECKING:
     from typing import Any
@@ -233,7 +234,7 @@ def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
     return exported, ""
 
 
-_BATCH_FILE = re.compile(r"apps/a(\d+)/")
+_BATCH_FILE = lazy(r"apps/a(\d+)/")
 
 
 def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:

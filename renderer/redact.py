@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from renderer.errors import Problem
 from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
 
 if TYPE_CHECKING:
     from typing import Any
@@ -24,7 +25,7 @@ __all__ = ["Redactor", "digest", "env_literals", "fingerprint", "go_quote", "is_
 MIN_FINGERPRINT_CHARS = 8
 # Values at least this long are also replaced where they appear unquoted.
 MIN_BARE_CHARS = 8
-_GO_STRING = re.compile(r'(?<![=!]~)(?<![=!]~ )"(?:[^"\\\n]|\\.)*"')
+_GO_STRING = lazy(r'(?<![=!]~)(?<![=!]~ )"(?:[^"\\\n]|\\.)*"')
 
 
 def fingerprint(value: str) -> str:

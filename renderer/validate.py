@@ -22,6 +22,7 @@ from renderer.redact import Redactor
 from renderer.selectors import selector_problems
 from renderer.source import LoadedApp
 from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
 
 if TYPE_CHECKING:
     from typing import Any
@@ -40,15 +41,17 @@ REWRITE_TO = re.compile(r"(?P<prefix>/[^$()\n]*?)/?\$1")
 GATEWAY_PATH = re.compile(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
 # Cilium's rules for toFQDNs matchName / matchPattern.
 FQDN_NAME = re.compile(r"(?:[-a-zA-Z0-9_]+\.?)+")
-FQDN_PATTERN = re.compile(r"(?:[-a-zA-Z0-9_*]+\.?)+")
-NO_BLANKS = re.compile(r"[^\s]+")
+FQDN_PATTERN = lazy(r"(?:[-a-zA-Z0-9_*]+\.?)+")
+NO_BLANKS = lazy(r"[^\s]+")
 # What the API server cannot carry: it reads an applied object as YAML, whose reader refuses every character
 # outside YAML's printable set (tab, LF, CR, U+0020-U+007E, U+0085, U+00A0-U+D7FF, U+E000-U+FFFD, U+10000 on),
 # e.g. U+FFFE in an env literal ("control characters are not allowed"); JSON-escaped controls pass that reader
 # but no container runtime takes a NUL. So every string of the document holds only YAML-printable characters.
 # Written as the complement (what is NOT printable): the same set, and compiled in a twelfth of the time (a
-# negated class over U+10000-U+10FFFF costs sre ≈ 15 ms of CPU at import, every render).
-UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+# negated class over U+10000-U+10FFFF costs sre ≈ 15 ms of CPU at import, every render). Every character of it is
+# one str.isprintable() refuses (Cc, Cs, Cn), so a printable string is not searched, and the pattern (still 1 ms
+# to compile) is compiled only for a string with a newline, a tab or worse.
+UNPRINTABLE = lazy("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 MAX_ANNOTATIONS = 256 * 1024  # the API server's bound on an object's annotation keys and values in all (256 KiB)
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
@@ -58,7 +61,7 @@ TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
 # An env literal that reads exactly as a reference written in quotes: the variable would hold these characters.
 QUOTED_CLAIM = re.compile(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
 QUOTED_SECRET = re.compile(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
-WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
+WHOLE_CLAIM = lazy(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
@@ -170,12 +173,12 @@ def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, 
     while stack:
         path, node = stack.pop()
         if isinstance(node, str):
-            found = UNPRINTABLE.search(node)
+            found = None if node.isprintable() else UNPRINTABLE.search(node)  # printable: not one of them
             if found:
                 yield path, found.start(), found.group()
         elif isinstance(node, Mapping):
             for key, value in node.items():
-                found = UNPRINTABLE.search(key) if isinstance(key, str) else None
+                found = UNPRINTABLE.search(key) if isinstance(key, str) and not key.isprintable() else None
                 if found:
                     yield (*path, key), -1 - found.start(), found.group()
                 stack.append(((*path, key), value))

@@ -15,6 +15,7 @@ from pathlib import Path
 from toolchain.errors import ToolFailure
 from toolchain.pins import pins
 from toolchain.record import Record
+from toolchain.regex import lazy
 
 # Who checks what with `apprafter doctor --role`: an app repository's developer, who runs a cluster (bootstrap, the
 # stack's signatures), who develops this repository (the test bed, the images, the node tier).
@@ -22,7 +23,7 @@ ROLES = ("developer", "cluster", "development")
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
 # Present only in a checkout of this repository (a wheel ships no tools/): decides which remedy a message names.
 CHECKOUT_SETUP = Path(__file__).resolve().parent.parent / "tools" / "setup.sh"
-_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
+_VERSION = lazy(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class ToolError(ToolFailure):
