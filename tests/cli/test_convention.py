@@ -218,8 +218,9 @@ def test_the_fast_paths_leave_the_costly_stdlib_out(tmp_path: Path) -> None:
 
     write_app(tmp_path, MINIMAL)
     costly = {"typing", "subprocess", "selectors", "signal", "threading", "copy"}  # (contextlib: -m imports it)
-    render = imported(["render", ".", "-e", "prod"], tmp_path)
-    assert "renderer.cue" in render and render & costly == set()
+    for mode in ("cr", "manifests"):
+        render = imported(["render", ".", "-e", "prod", "--mode", mode], tmp_path)
+        assert "renderer.cue" in render and render & costly == set()
     plugin_env = {**os.environ, "ARGOCD_APP_NAME": "demo-dev", "ARGOCD_APP_SOURCE_PATH": ".", "PWD": str(tmp_path)}
     plugin = imported(["cmp", "generate"], tmp_path, plugin_env)
     assert "renderer.cue" in plugin and plugin & costly == set()
