@@ -13,7 +13,10 @@ MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
 
 def run(command: str) -> int:
     """Run one plugin command; the exit code is 0 only when something was printed."""
+    from apprafter.entry import imports_done
     from cmp import commands
+
+    imports_done()
 
     cwd = Path.cwd()
     if command == "discover":

@@ -96,12 +96,15 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
            all_envs: bool = False, no_color: bool = False) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
     from apprafter.budget import limit_own_memory
+    from apprafter.entry import imports_done
     from renderer import settings
     from renderer.errors import Problem, UserError
     from renderer.load import load
     from renderer.names import as_mode
     from renderer.render import Rendered, render_all, render_loaded
     from renderer.validate import environments, interpolation_warnings
+
+    imports_done()
 
     def flag(value: str | None, name: str) -> settings.Given | None:
         return None if value is None else settings.Given(value, settings.Origin(name))

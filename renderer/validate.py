@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import re
 from collections.abc import Iterator, Mapping, Sequence
 
 from renderer import argocd_annotations, imageref, patterns
@@ -33,14 +32,14 @@ __all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "
            "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
-SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+SECRET_KEY = lazy(r"[-._a-zA-Z0-9]+")
 # The one rewrite Gateway API can express: a prefix capture replaced by another prefix (matched in full).
-REWRITE_FROM = re.compile(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
-REWRITE_TO = re.compile(r"(?P<prefix>/[^$()\n]*?)/?\$1")
+REWRITE_FROM = lazy(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
+REWRITE_TO = lazy(r"(?P<prefix>/[^$()\n]*?)/?\$1")
 # Gateway API's rule for an HTTPRoute PathPrefix value (its CRD's CEL validation).
-GATEWAY_PATH = re.compile(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
+GATEWAY_PATH = lazy(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
 # Cilium's rules for toFQDNs matchName / matchPattern.
-FQDN_NAME = re.compile(r"(?:[-a-zA-Z0-9_]+\.?)+")
+FQDN_NAME = lazy(r"(?:[-a-zA-Z0-9_]+\.?)+")
 FQDN_PATTERN = lazy(r"(?:[-a-zA-Z0-9_*]+\.?)+")
 NO_BLANKS = lazy(r"[^\s]+")
 # What the API server cannot carry: it reads an applied object as YAML, whose reader refuses every character
@@ -57,10 +56,10 @@ MAX_ANNOTATIONS = 256 * 1024  # the API server's bound on an object's annotation
 MAX_INSTANCE = 63
 # An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
 # `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
-TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
+TEMPLATE = lazy(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
 # An env literal that reads exactly as a reference written in quotes: the variable would hold these characters.
-QUOTED_CLAIM = re.compile(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
-QUOTED_SECRET = re.compile(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
+QUOTED_CLAIM = lazy(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
+QUOTED_SECRET = lazy(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
 WHOLE_CLAIM = lazy(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
 
 
@@ -276,7 +275,7 @@ def _cidr(value: str) -> bool:
 def _quoted_reference(key: str, value: str) -> str | None:
     """The warning for an env literal that is exactly a reference in quotes (`"claim.pg.url"`), with the unquoted
     form; None for any other literal. The literal is shown: it is a reference's spelling, no secret."""
-    claim = QUOTED_CLAIM.fullmatch(value)
+    claim = QUOTED_CLAIM.fullmatch(value) if value.startswith("claim.") else None  # the pattern's own prefix
     if claim:
         from renderer.schema_hints import need_fields
 
@@ -285,7 +284,7 @@ def _quoted_reference(key: str, value: str) -> str | None:
             return None
         return (f"{value!r} is a quoted string, so the variable holds those characters, not the claim's "
                 f"{claim['field']}: write the reference unquoted, {key}: {value}")
-    secret = QUOTED_SECRET.fullmatch(value)
+    secret = QUOTED_SECRET.fullmatch(value) if "secret" in value else None  # a word the pattern holds
     if secret:
         return (f"{value!r} is a quoted string, so the variable holds those characters, not the secret's value: "
                 f'write the reference as a struct, {key}: secret: "{secret["ref"]}"')
@@ -312,7 +311,8 @@ def interpolation_warnings(app: LoadedApp) -> list[Problem]:
                 c.problems.append(others.problem(Problem(app.source.display, line, col,
                                                          field_path((*scope, "env", key)), quoted)))
                 continue
-            found = TEMPLATE.search(value) if isinstance(value, str) else None
+            found = TEMPLATE.search(value) if isinstance(value, str) and ("claim" in value or "secret" in value) \
+                else None  # one of the two words the pattern ends with
             if found is None:
                 continue
             if found["kind"] == "secret":

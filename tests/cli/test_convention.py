@@ -224,3 +224,24 @@ def test_the_fast_paths_leave_the_costly_stdlib_out(tmp_path: Path) -> None:
     plugin_env = {**os.environ, "ARGOCD_APP_NAME": "demo-dev", "ARGOCD_APP_SOURCE_PATH": ".", "PWD": str(tmp_path)}
     plugin = imported(["cmp", "generate"], tmp_path, plugin_env)
     assert "renderer.cue" in plugin and plugin & costly == set()
+
+
+def test_the_collector_is_back_on_for_the_render_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fast paths import with the garbage collector off (apprafter.entry); the render's own work runs with it
+    on again, so cyclic garbage a hostile input makes is still collected within the memory budget."""
+    import gc
+    import resource
+
+    from apprafter import render_run
+
+    values = render_run.parse([str(REPO / "examples" / "webapp"), "--env", "prod"])
+    assert values is not None
+    data_limit = resource.getrlimit(resource.RLIMIT_DATA)  # the render caps its process: this one gets it back
+    gc.disable()
+    try:
+        render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        resource.setrlimit(resource.RLIMIT_DATA, data_limit)
+    assert "kind: Application" in capsys.readouterr().out
