@@ -11,7 +11,6 @@ environment variable).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -237,7 +236,7 @@ def limits(env: Mapping[str, str] | None = None) -> Limits:
         try:
             timeout = float(raw)
         except ValueError:
-            timeout = math.nan
+            timeout = float("nan")
         if not 0 < timeout <= MAX_TIMEOUT_S:
             raise SettingsError(f"{TIMEOUT_ENV} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
                                 "(for example 20): fix it in the environment that runs apprafter")
