@@ -30,7 +30,7 @@ MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16  # clo
 # The first line of a Go runtime crash report; group "oom" when the runtime could not get memory (the data
 # limit we set), which under our limit can also surface as a fault inside the allocator.
 _GO_CRASH = lazy(r"^(?:(?P<oom>fatal error: (?:runtime: )?(?:out of memory|cannot allocate memory)"
-                       r"|runtime: out of memory|SIGSEGV: segmentation violation)|fatal error: |panic: |SIG[A-Z]+: )")
+                 r"|runtime: out of memory|SIGSEGV: segmentation violation)|fatal error: |panic: |SIG[A-Z]+: )")
 
 
 class CueResult(Record):
@@ -82,9 +82,10 @@ def run_cue(args: Sequence[str], cwd: Path, *, timeout_s: float | None = None,
         except OSError as e:
             raise ToolFailure(f"cannot run cue at {binary}: {e.strerror}: {remedy('cue')}") from e
         code: int | None = None
+        deadline = time.monotonic() + budget.timeout_s
         try:
-            out, err = _collect(pid, out_fd, err_fd, budget, configured.timeout_s)
-            code = _wait(pid, time.monotonic() + max(0.1, budget.timeout_s), configured.timeout_s)
+            out, err = _collect(pid, out_fd, err_fd, deadline, budget, configured.timeout_s)
+            code = _wait(pid, max(deadline, time.monotonic() + 0.1), configured.timeout_s)
         finally:
             os.close(out_fd)
             os.close(err_fd)
@@ -151,10 +152,10 @@ def _exec_child(argv: list[str], cwd: Path, env: dict[str, str], memory_mb: int,
         os.write(check_w, f"0:{e}".encode())
 
 
-def _collect(pid: int, out_fd: int, err_fd: int, budget: Limits, configured_s: float) -> tuple[bytes, bytes]:
-    """Both pipes read to the end, each at most budget.output_bytes, within the time budget (what is left of
-    the configured one, which messages name)."""
-    deadline = time.monotonic() + budget.timeout_s
+def _collect(pid: int, out_fd: int, err_fd: int, deadline: float, budget: Limits,
+             configured_s: float) -> tuple[bytes, bytes]:
+    """Both pipes read to the end, each at most budget.output_bytes, by the deadline (the time budget: what is
+    left of the configured one, which messages name)."""
     chunks: dict[int, list[bytes]] = {out_fd: [], err_fd: []}
     sizes = dict.fromkeys(chunks, 0)
     exited = _pidfd(pid)  # readable when cue has exited: waited for in the same loop, without polling
