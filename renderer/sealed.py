@@ -7,14 +7,17 @@ alone (renderer.manifests.secrets). Nothing here can read a value: only the clus
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Any
 
 from renderer import userfile
 from renderer.errors import Problem, UserError
 from renderer.locate import APP_FILE
 from renderer.source import LoadedApp
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["API_VERSION", "DIRECTORY", "KEY_PATTERN", "KIND", "MAX_FILES", "NAME_PATTERN", "data_problems",
            "name_problem", "read_sealed", "stamped"]
@@ -23,9 +26,9 @@ API_VERSION, KIND = "bitnami.com/v1alpha1", "SealedSecret"
 DIRECTORY = "secrets"
 MAX_FILES = 64  # sealed secrets per environment
 MAX_BYTES = 256 * 1024  # one sealed file (a Secret holds at most 1 MiB; ciphertext is larger than its value)
-NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")  # a Secret's name, without dots: one file, one name
-KEY_PATTERN = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")  # a Secret's data key
-_CIPHERTEXT = re.compile(r"^[A-Za-z0-9+/=\s]+$")
+NAME_PATTERN = lazy(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")  # a Secret's name, without dots: one file, one name
+KEY_PATTERN = lazy(r"^[-._a-zA-Z0-9]{1,253}$")  # a Secret's data key
+_CIPHERTEXT = lazy(r"^[A-Za-z0-9+/=\s]+$")
 # Wider scopes let one ciphertext be replayed into another namespace or under another name: refused.
 _SCOPES = ("sealedsecrets.bitnami.com/cluster-wide", "sealedsecrets.bitnami.com/namespace-wide")
 _SCOPE_FIX = "seal it again for this namespace and name (apprafter secret seal NAME KEY -e ENV)"
