@@ -20,6 +20,7 @@ from tests.reconciler.helpers import (
     API,
     apply,
     collect_garbage,
+    collect_owned,
     condition,
     cr,
     edit,
@@ -37,6 +38,7 @@ from tests.testbed.kube import KubeTestBed
 
 __all__ = ["Contract", "Handle", "test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone",
            "test_a_namespace_made_anew_under_a_deleted_ones_name_gets_none_of_its_data",
+           "test_deleting_the_provider_keeps_the_data_and_the_provider_made_again_serves_it",
            "test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claims",
            "test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need"]
 
@@ -176,6 +178,44 @@ def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claim
     assert not contract.dropped(theirs) and contract.read(theirs) == theirs["namespace"]
     [note] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert plan["metadata"]["name"] in note["note"]
+
+
+def test_deleting_the_provider_keeps_the_data_and_the_provider_made_again_serves_it(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    """A ServiceProvider deleted takes none of its claims' data: the claim stays bound to it (ProviderMissing, never
+    moved), nothing at the backend is the provider's (the garbage collector, played, finds nothing it owns), the
+    connection Secret stays as it was and the app's credentials still reach its data; made again under its name, the
+    provider serves the claim again, ready, with the same data and the same credentials."""
+    name = f"demo-{contract.need}"
+    with contract.settled():
+        namespace, before, marker = marked(bed, contract)
+        bound = before["status"]["provider"]
+        provider = bed.get(API, "ServiceProvider", bound)
+        assert provider is not None
+        secret = bed.get("v1", "Secret", f"{name}-conn", namespace)
+        try:
+            bed.delete(API, "ServiceProvider", bound)
+            wait_showing(f"{namespace}/{name} to say its provider is missing", lambda: True if (condition(
+                (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}, "Bound") or {}).get(
+                "reason") == "ProviderMissing" else None, 60,
+                lambda: (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status"), "the claim now")
+            assert collect_owned(bed, provider["metadata"]["uid"]) == []  # nothing of the data is the provider's
+            claim = bed.get(API, "ResourceClaim", name, namespace) or {}
+            assert claim["status"]["provider"] == bound  # a claim never moves: its data is there
+            if secret is not None:
+                now = bed.get("v1", "Secret", f"{name}-conn", namespace) or {}
+                assert now.get("data") == secret["data"]  # the app's pods keep what they hold
+            assert not contract.dropped(before) and contract.read(before) == marker
+        finally:
+            if bed.get(API, "ServiceProvider", bound) is None:  # the module's other tests use it
+                meta = provider["metadata"]
+                bed.apply({"apiVersion": provider["apiVersion"], "kind": provider["kind"], "spec": provider["spec"],
+                           "metadata": {"name": meta["name"], "labels": meta.get("labels") or {}}},
+                          field_manager="admin")
+        after = handle(bed, namespace, contract)
+        bound_again = condition(after["status"], "Bound") or {}
+        assert (after["status"]["provider"], bound_again.get("status")) == (bound, "True"), after["status"]
+    assert contract.read(after) == marker and contract.read(before) == marker  # the credentials the pods hold too
 
 
 
