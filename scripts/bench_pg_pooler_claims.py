@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import math
 import os
 import statistics
 import sys
@@ -35,13 +36,16 @@ from typing import Any, NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.testbed.kube import KubeTestBed  # noqa: E402 - after the repo root is importable
-from tests.testbed.procs import wait_for  # noqa: E402
+from controller_runtime.quantity import whole_bytes  # noqa: E402 - after the repo root is importable
+from lifecycle.backends.pg_cluster import DEFAULT_SIZE, SHARES  # noqa: E402
+from tests.testbed.kube import KubeTestBed  # noqa: E402
+from tests.testbed.procs import BedError, wait_for  # noqa: E402
 
 API = "apprafter.io/v1alpha1"
 SERVICES = "apprafter-pg"
 SIDES = ("pooled", "direct")  # the provider with its Pooler, the one without
-CLAIM_TIMEOUT = 120.0
+SLOW = 60.0  # a claim not ready by then: what it and its Cluster say is printed, and it is waited for on
+CLAIM_TIMEOUT = 600.0
 
 
 class Side(NamedTuple):
@@ -57,8 +61,15 @@ def sides(run: str = "bench") -> dict[str, Side]:
             "direct": Side(f"pg-{run}-direct", f"pg-{run}-direct", False)}
 
 
-def provider(side: Side, namespace: str, storage_class: str | None) -> dict[str, Any]:
-    storage = {"size": "1Gi", **({"storageClassName": storage_class} if storage_class else {})}
+def volume_for(claims: int) -> str:
+    """A Cluster's volume that holds the shares of `claims` claims of the default size (lifecycle.backends.pg_cluster:
+    each claim reserves its share; the node's host-path volumes take any size)."""
+    share = whole_bytes(SHARES[DEFAULT_SIZE]) or 0
+    return f"{max(1, math.ceil(claims * share / 2**30))}Gi"
+
+
+def provider(side: Side, namespace: str, storage_class: str | None, claims: int) -> dict[str, Any]:
+    storage = {"size": volume_for(claims), **({"storageClassName": storage_class} if storage_class else {})}
     config = {"cluster": side.cluster, "namespace": namespace, "instances": 1, "storage": storage,
               "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25,
               **({} if side.pooler else {"pooler": {"enabled": False}})}
@@ -92,12 +103,28 @@ def _pooled_host(bed: KubeTestBed, namespace: str) -> str:
     return pooled.rpartition("@")[2].partition(":")[0]
 
 
+def said(bed: KubeTestBed, namespace: str, side: Side, services: str) -> str:
+    """What a claim that is slow to be ready, its Database and its Cluster say (no secret in any of them)."""
+    status = (bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}).get("status") or {}
+    conditions = {c["type"]: f"{c['reason']}: {c.get('message', '')}" for c in status.get("conditions") or []}
+    cluster = (bed.get("postgresql.cnpg.io/v1", "Cluster", side.cluster, services) or {}).get("status") or {}
+    roles = (cluster.get("managedRolesStatus") or {}).get("byStatus") or {}
+    role = f"{namespace}.demo-pg"
+    database = (bed.get("postgresql.cnpg.io/v1", "Database", role, services) or {}).get("status")
+    return (f"{namespace}: claim {conditions}; Cluster {cluster.get('phase')}, role in "
+            f"{[k for k, v in roles.items() if role in (v or [])]}; Database {database}")
+
+
 def claim_ready(bed: KubeTestBed, namespace: str, image: str, side: Side, services: str) -> float:
     """Seconds from the Application's creation to its claim's status.ready (the Secret's pooled host checked)."""
     bed.ensure_namespace(namespace)
     began = time.monotonic()
     bed.apply(application(namespace, image, side), field_manager="argocd-controller")
-    wait_for(f"{namespace}/demo-pg ready", lambda: _ready(bed, namespace), CLAIM_TIMEOUT, interval=0.05)
+    try:
+        wait_for(f"{namespace}/demo-pg ready", lambda: _ready(bed, namespace), SLOW, interval=0.05)
+    except BedError:
+        print(f"not ready after {SLOW:.0f} s: {said(bed, namespace, side, services)}", flush=True)
+        wait_for(f"{namespace}/demo-pg ready", lambda: _ready(bed, namespace), CLAIM_TIMEOUT - SLOW, interval=0.05)
     took = time.monotonic() - began
     wanted = f"{side.cluster}-{'pooler' if side.pooler else 'rw'}.{services}.svc"
     host = _pooled_host(bed, namespace)
@@ -121,7 +148,7 @@ def measure(bed: KubeTestBed, image: str, claims: int, services: str, run: str =
     load_start = os.getloadavg()
     made = sides(run)
     for side in made.values():
-        bed.apply(provider(side, services, storage_class), field_manager="admin")
+        bed.apply(provider(side, services, storage_class, claims + 2), field_manager="admin")  # one spare
     started = time.monotonic()
     for name, side in made.items():
         bed.ensure_namespace(f"{run}-{name}-first")
@@ -136,6 +163,7 @@ def measure(bed: KubeTestBed, image: str, claims: int, services: str, run: str =
     for i in range(claims):
         for name in (SIDES if i % 2 == 0 else SIDES[::-1]):
             further[name].append(claim_ready(bed, f"{run}-{name}-{i}", image, made[name], services))
+            print(f"{name} {i}: {further[name][-1]:.2f} s", file=sys.stderr, flush=True)
     return Report(first, further, load_start, os.getloadavg())
 
 
