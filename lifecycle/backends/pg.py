@@ -235,6 +235,11 @@ class CloudNativePG:
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
+    def drop_reads(self, config: Shared, tenant: Tenant) -> tuple[Read, ...]:
+        """What `drop_one` reads of one generation: the provider's Cluster, the generation's Database and password
+        Secret (lifecycle.generation_drop drops a kept one alone)."""
+        return (_cluster_read(config), *_tenant_reads(config, tenant))
+
     def beyond(self, claim: Mapping[str, Any], config: Shared) -> str | None:
         """A size whose share of the Cluster's volume is larger than the volume itself (the provider's: the webhook
         sees no live Cluster, whose volume is never smaller)."""
