@@ -115,7 +115,7 @@ def plan_object(claim: Mapping[str, Any], config: Shared, request: Request) -> d
             "spec": {"scope": {"type": "application", "application": {
                          "ref": {"name": str(labels.get(NAME_LABEL) or meta["name"]), "namespace": meta["namespace"]},
                          "environment": str(labels.get(ENVIRONMENT_LABEL) or "")}},
-                     "trigger": {"type": "drop-generation", "field": need, "generation": request.generation,
+                     "trigger": {"type": "drop-generation", "field": need, "from": request.generation,
                                  "approvedSpecHash": f"sha256:{hashlib.sha256(content.encode()).hexdigest()}"},
                      "risks": {"classification": DATA_MIGRATION, "classifications": [DATA_MIGRATION],
                                "reversible": False, "requiresFullBackup": False},
