@@ -36,7 +36,7 @@ def test_the_kept_generations_are_listed_with_the_command_that_drops_each() -> N
     lines = _text({**REPORT, "generation": {"number": 3, "database": "shop-prod.shop-pg~3"},
                    "kept": [{"number": 1, "database": "shop-prod.shop-pg"},
                             {"number": 2, "database": "shop-prod.shop-pg~2"}]}).splitlines()
-    assert lines[5:] == [
+    assert lines[4:] == [
         "  generation:   3 (database shop-prod.shop-pg~3, the app's)",
         "  kept:         1 (database shop-prod.shop-pg; `apprafter db drop-generation shop -e prod --generation 1` "
         "drops it)",
