@@ -147,8 +147,8 @@ def shop_app(node: NodeTestBed) -> str:
 def items(node: NodeTestBed, url: str, method: str = "GET", body: bytes | None = None) -> Any:
     """The app's answer to one request through its Service (from inside the namespace, as a client pod would)."""
     answer = node.request(method, f"{url}items", body=body, timeout=10)
-    assert answer.status in (200, 201), (answer.status, answer.body)
-    return json.loads(answer.body)
+    assert answer.status_code in (200, 201), (answer.status_code, answer.text)
+    return answer.json()
 
 
 def answered(node: NodeTestBed, url: str) -> list[str] | None:
@@ -157,7 +157,7 @@ def answered(node: NodeTestBed, url: str) -> list[str] | None:
         answer = node.request("GET", f"{url}items", timeout=5)
     except RequestFailed:
         return None
-    return list(json.loads(answer.body)["pg"]) if answer.status == 200 else None
+    return list(answer.json()["pg"]) if answer.status_code == 200 else None
 
 
 def superuser(node: NodeTestBed, cluster: str, sql: str, database: str = "postgres") -> str:
