@@ -200,8 +200,11 @@ def test_wal_is_archived_a_base_backup_completes_and_the_apps_deleted_items_come
             live["metadata"]["uid"]
         backup = completed_backup(node)
         took = seconds(backup["status"]["startedAt"], backup["status"]["stoppedAt"])
-        node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, archiving, timeout=600,
-                  what="WAL archived continuously (ContinuousArchiving True)")
+        # CloudNativePG writes the Cluster's first recoverable point a little after the Backup completed: nothing
+        # can be restored before it (what `db restore` checks)
+        node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, lambda o: o if archiving(o) and (o.get("status") or {}).get(
+            "firstRecoverabilityPoint") else None, timeout=600,
+                  what="WAL archived continuously (ContinuousArchiving True) and a first recoverable point")
         after_backup = store.files()
         server = f"{PREFIX}/{SERVICES}/{CLUSTER}"
         base = [f for f in after_backup if f.startswith(f"{server}/base/{backup['status']['backupId']}/")]
