@@ -135,7 +135,7 @@ async def _supersede(kube: Kube, claim: Mapping[str, Any], current: str) -> None
     for name in superseded(found, claim, current):
         plan = next(p for p in found if p["metadata"]["name"] == name)
         await plan_phase(kube, plan, PlanPhase(name, SUPERSEDED, f"superseded by {current}: a later restore "
-                                                "request", superseded_by=current))
+                                               "request", superseded_by=current))
 
 
 async def plan_phase(kube: Kube, plan: Mapping[str, Any], phase: PlanPhase) -> None:
