@@ -126,7 +126,7 @@ def plan_object(claim: Mapping[str, Any], config: Shared, request: Request) -> d
 
 def reads(claim: Mapping[str, Any], config: Shared, request: Request) -> tuple[Read, ...]:
     """What the edge reads for a step after approval: the drop's (lifecycle.backends.pg's `drop_reads`)."""
-    return CORE.drop_reads(config, tenant_of(claim, request.generation))
+    return CORE.drop_reads(claim, config, request.generation)
 
 
 def _with(restore: Mapping[str, Any], drop: Mapping[str, Any], **more: Any) -> dict[str, Any]:
@@ -159,12 +159,18 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, plan: Mappi
         return Step(opened, _with(restore, {**record, "phase": "AwaitingApproval", "message": said}),
                     plan_phase=PENDING if phase == "" else None)
     gone = tenant_of(claim, request.generation)
-    dropped = CORE.drop_one(config, seen, gone)
-    if not isinstance(dropped.then, Gone):
-        message = getattr(dropped.then, "message", "dropping")
-        retry = getattr(dropped.then, "retry", Requeue(message))
-        return Step(tuple(dropped.writes), _with(restore, {**record, "phase": "Dropping", "message": message}),
-                    retry)
+    roles = CORE.generation_roles(claim, request.generation)
+    for role in roles:  # as the claim's data drop walks them (CloudNativePG.drop)
+        dropped = CORE.drop_one(config, seen, role)
+        if not isinstance(dropped.then, Gone):
+            message = getattr(dropped.then, "message", "dropping")
+            retry = getattr(dropped.then, "retry", Requeue(message))
+            return Step(tuple(dropped.writes), _with(restore, {**record, "phase": "Dropping", "message": message}),
+                        retry)
+        if dropped.writes and role != roles[-1]:
+            said = f"role {role.name} and its data dropped"
+            return Step(tuple(dropped.writes), _with(restore, {**record, "phase": "Dropping", "message": said}),
+                        Requeue(said))
     kept = sorted(set(restore.get("kept") or []) - {gone.name})
     said = (f"generation {request.generation} (database and role {gone.name}) dropped; the app stays on database "
             f"{tenant_of(claim).name}")

@@ -168,14 +168,19 @@ class CloudNativePG:
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The next step of dropping the claim's databases and roles, every generation of them (a restore's kept ones
         too: lifecycle.restore), one after the other (`drop_one`)."""
-        numbers = generations(claim)
-        for number in numbers:
-            step = self.drop_one(config, seen, tenant_of(claim, number))
+        roles = [role for number in generations(claim) for role in self.generation_roles(claim, number)]
+        for role in roles:
+            step = self.drop_one(config, seen, role)
             if not isinstance(step.then, Gone):
                 return step
-            if step.writes and number != numbers[-1]:
-                return Step(Again(f"generation {number} of the claim's data dropped"), step.writes)
+            if step.writes and role != roles[-1]:
+                return Step(Again(f"role {role.name} and its data dropped"), step.writes)
         return step
+
+    def generation_roles(self, claim: Mapping[str, Any], number: int) -> tuple[Tenant, ...]:
+        """The roles (each with its database, Secret) one generation of the claim's data is, in the order `drop_one`
+        drops them (lifecycle.generation_drop drops one kept generation's alone)."""
+        return (tenant_of(claim, number),)
 
     def drop_one(self, config: Shared, seen: Seen, tenant: Tenant) -> Step:
         """The next step of dropping one generation's database and role on the provider's Cluster, from what exists
@@ -235,10 +240,11 @@ class CloudNativePG:
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
 
-    def drop_reads(self, config: Shared, tenant: Tenant) -> tuple[Read, ...]:
-        """What `drop_one` reads of one generation: the provider's Cluster, the generation's Database and password
-        Secret (lifecycle.generation_drop drops a kept one alone)."""
-        return (_cluster_read(config), *_tenant_reads(config, tenant))
+    def drop_reads(self, claim: Mapping[str, Any], config: Shared, number: int) -> tuple[Read, ...]:
+        """What `drop_one` reads of one generation's roles: the provider's Cluster, each role's Database and
+        password Secret."""
+        return (_cluster_read(config), *(read for role in self.generation_roles(claim, number)
+                                         for read in _tenant_reads(config, role)))
 
     def beyond(self, claim: Mapping[str, Any], config: Shared) -> str | None:
         """A size whose share of the Cluster's volume is larger than the volume itself (the provider's: the webhook
