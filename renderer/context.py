@@ -12,6 +12,7 @@ __all__ = [
     "CLUSTER_ISSUER",
     "DEFAULTS",
     "GATEWAYS",
+    "GATEWAY_IMPLEMENTATIONS",
     "GATEWAY_NAMESPACE",
     "HTTPS_LISTENER",
     "HTTP_LISTENER",
@@ -29,6 +30,9 @@ TIERS = ("dev", "solo", "team", "production", "regulated")
 GATEWAY_NAMESPACE = "apprafter-gateway"
 GATEWAYS = {"public": "public", "internal": "internal", "vpn": "vpn"}  # network -> Gateway name
 HTTPS_LISTENER, HTTP_LISTENER = "https", "http"
+# The Gateway API implementations the renderer knows (what an `expose` field becomes depends on it,
+# docs/application.md "What websocket and sticky do"): Cilium's Envoy (the stack's own) and Traefik's Gateway provider.
+GATEWAY_IMPLEMENTATIONS = ("cilium", "traefik")
 # The operator's field manager of the public Gateway's per-hostname listeners (lifecycle.listeners): the stack's
 # gateway component tells Argo CD to leave the fields it owns alone.
 LISTENERS_FIELD_MANAGER = "apprafter-operator-listeners"
@@ -59,6 +63,7 @@ class PlatformContext(Record):  # a Record, not a dataclass or typing.NamedTuple
     # providersThrottleDuration (2 s by default) + the EndpointSlice watch's latency, with margin; Cilium's Envoy
     # learns faster, so 5 covers it too.
     gateway_drain_seconds: int = 5
+    gateway_implementation: str = GATEWAY_IMPLEMENTATIONS[0]
     tier: str = "solo"
     # The cluster's IP families; None lets the API server choose (PreferDualStack without ipFamilies).
     ip_families: tuple[str, ...] | None = None

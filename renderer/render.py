@@ -62,7 +62,7 @@ def manifests(app: LoadedApp, environment: str, namespace: str | None,
         if expose.get("network") == "public":
             if expose.get("tls", True):
                 objects.append(network.redirect_route(target, eff))
-            objects.append(network.http_route(target, eff))
+            objects.append(network.http_route(target, eff, warnings))
             if expose.get("tls", True):
                 objects += [network.certificate(target, eff), network.reference_grant(target)]
     objects += [network.network_policy(target, eff), network.egress_policy(target, eff)]

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from renderer import patterns, userfile
-from renderer.context import DEFAULTS, TIERS, PlatformContext
+from renderer.context import DEFAULTS, GATEWAY_IMPLEMENTATIONS, TIERS, PlatformContext
 from renderer.errors import Problem, ToolFailure, UserError
 from toolchain.record import TYPE_CHECKING, Record
 
@@ -104,13 +104,14 @@ PLATFORM_SETTINGS = (
     PlatformSetting("gateway_name", ("gateway", "name"), DNS_NAME),
     PlatformSetting("gateway_namespace", ("gateway", "namespace"), DNS_LABEL),
     PlatformSetting("gateway_drain_seconds", ("gateway", "drainSeconds"), DRAIN_SECONDS),
+    PlatformSetting("gateway_implementation", ("gateway", "implementation"), one_of(GATEWAY_IMPLEMENTATIONS)),
     PlatformSetting("cluster_issuer", ("clusterIssuer",), DNS_NAME),
     PlatformSetting("confidential_runtime_class", ("confidentialRuntimeClass",), DNS_NAME),
 )
 _BY_ATTR = {s.attr: s for s in PLATFORM_SETTINGS}
 _PROVIDERS_KEY = "providerNamespaces"
 _PROVIDER_PREFIX = "provider_namespace."
-_SECTIONS = {"gateway": ("name", "namespace", "drainSeconds")}
+_SECTIONS = {"gateway": ("name", "namespace", "drainSeconds", "implementation")}
 
 
 def read_platform_file(path: Path) -> dict[str, Given]:

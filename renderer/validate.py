@@ -209,6 +209,13 @@ def _workloads(spec: dict[str, Any]) -> Iterator[tuple[tuple[str, ...], dict[str
         yield ("spec", "environments", env), override
 
 
+# The Gateway balances over the endpoints itself and neither implementation is given session persistence (docs/
+# application.md "What websocket and sticky do"): a user relying on stickiness is refused, never handed a dead field.
+STICKY_PUBLIC = ("sticky cannot hold through the platform's Gateway (Cilium's or Traefik's: neither is given session "
+                 "persistence, Gateway API's sessionPersistence being experimental-channel only): remove it, or use "
+                 "network: internal, where the Service keeps a caller on one pod")
+
+
 def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     """Rules on the effective spec of one environment."""
     c = _Checker(app)
@@ -248,6 +255,8 @@ def check_environment(app: LoadedApp, env: str) -> list[Problem]:
                 c.add((*c.where(env, "expose", "rewrites"), i),
                       f"rewrite {_shown(rewrite.get('from'))} -> {_shown(rewrite.get('to'))} cannot be expressed in "
                       "Gateway API: use a prefix capture, from: \"/old/(.*)\" to: \"/new/$1\"")
+        if expose.get("sticky") is True and expose.get("network") == "public":
+            c.add(c.where(env, "expose", "sticky"), STICKY_PUBLIC)
         protocols = expose.get("protocols")
         if protocols is not None and (not protocols or len(set(protocols)) != len(protocols)):
             c.add(c.where(env, "expose", "protocols"), "protocols must list ipv6 and/or ipv4, each once")

@@ -18,11 +18,18 @@ NEED_PORTS: dict[str, tuple[int, ...]] = {
 }
 
 
+def sticky(expose: dict[str, Any]) -> bool:
+    """Whether the Service keeps a caller on one pod: `sticky` (default = `websocket`) where the Service is what
+    balances, i.e. not public. A public app's requests come through the Gateway, which balances over the endpoints
+    itself and reads no sessionAffinity; an explicit `sticky: true` there is refused (renderer.validate), and the
+    default implied by `websocket` renders nothing a Gateway would not read."""
+    return bool(expose.get("sticky", expose.get("websocket", False))) and expose.get("network") != "public"
+
+
 def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
     expose = eff["expose"]
     wanted = expose.get("protocols", target.context.ip_families)
     families = [FAMILY[f] for f in wanted] if wanted else []
-    sticky = expose.get("sticky", expose.get("websocket", False))
     port: dict[str, Any] = {"name": "http", "port": expose["port"], "protocol": "TCP", "targetPort": "http"}
     if expose.get("websocket"):
         port["appProtocol"] = "kubernetes.io/ws"
@@ -31,7 +38,7 @@ def service(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
         "selector": target.selector(),
         "ports": [port],
         "ipFamilyPolicy": "SingleStack" if len(families) == 1 else "PreferDualStack",
-        "sessionAffinity": "ClientIP" if sticky else "None",
+        "sessionAffinity": "ClientIP" if sticky(expose) else "None",
     }
     if families:
         spec["ipFamilies"] = families
@@ -82,11 +89,25 @@ def reference_grant(target: Target) -> dict[str, Any]:
                      "to": [{"group": "", "kind": "Secret", "name": tls_secret(target)}]}}
 
 
-def http_route(target: Target, eff: dict[str, Any]) -> dict[str, Any]:
+def websocket_timeouts(target: Target, expose: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """What `websocket` puts on each route rule: under Cilium, `timeouts.request: 0s` (GEP-1742: no request timeout;
+    Envoy's route timeout is 15 s unless a route says otherwise). Traefik reads no HTTPRoute `timeouts` and cuts no
+    upgraded connection (an upgrade hijacks the connection, which clears its entry point's read/write/idle
+    deadlines), so there the field adds nothing to the route and a warning says so."""
+    if not expose.get("websocket"):
+        return {}
+    if target.context.gateway_implementation == "traefik":
+        warnings.append("expose.websocket: the platform's Gateway is Traefik's, which upgrades every route and keeps "
+                        "an upgraded connection open however long it idles: the field adds nothing to the route")
+        return {}
+    return {"timeouts": {"request": "0s"}}
+
+
+def http_route(target: Target, eff: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
     """Only for network: public. Rewrites become their own rules with a ReplacePrefixMatch filter."""
     expose = eff["expose"]
     backend = [{"name": target.app, "port": expose["port"]}]
-    timeouts = {"timeouts": {"request": "0s"}} if expose.get("websocket") else {}
+    timeouts = websocket_timeouts(target, expose, warnings)
     rules: list[dict[str, Any]] = []
     rewritten: set[str] = set()
     for rewrite in expose.get("rewrites", []):

@@ -177,6 +177,9 @@ def applications(draw: st.DrawFn) -> dict[str, Any]:
     override.pop("expose", None)
     if "expose" in base and draw(st.booleans()):
         override["expose"] = {"network": draw(st.sampled_from(["public", "vpn"]))}
+    if base["expose"].get("sticky") and "public" in (base["expose"].get("network"),
+                                                      override.get("expose", {}).get("network")):
+        del base["expose"]["sticky"]  # refused on a public app (validate.STICKY_PUBLIC): not a CR render emits
     return {"apiVersion": "apprafter.io/v1alpha1", "kind": "Application", "metadata": {"name": draw(dns)},
             "spec": {"base": base, "environments": {"dev": {}, "prod": override},
                      "budget": {"prod": draw(sizes)}}}

@@ -175,7 +175,8 @@ def resolve_and_render(app: dict[str, Any], where: str, tmp_path: Path) -> list[
 def routes() -> list[dict[str, Any]]:
     """The renderer's HTTPRoutes for a public app, with TLS and without."""
     target = Target("web", "prod", APP_NAMESPACE, DEFAULTS._replace(domain=DOMAIN))
-    return [http_route(target, {"expose": {"port": 8080, "network": "public", "tls": tls}}) for tls in (True, False)]
+    return [http_route(target, {"expose": {"port": 8080, "network": "public", "tls": tls}}, [])
+            for tls in (True, False)]
 
 
 def check_gateway(objects: list[dict[str, Any]], namespace: str, app: dict[str, Any]) -> None:

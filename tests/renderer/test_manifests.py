@@ -85,7 +85,8 @@ def test_rewrites_tls_off_websocket_and_families(tmp_path: Path) -> None:
     assert all(r["timeouts"] == {"request": "0s"} for r in rules)
     assert objs["HTTPRoute"]["spec"]["parentRefs"][0]["sectionName"] == "http"
     svc = objs["Service"]["spec"]
-    assert (svc["ipFamilies"], svc["ipFamilyPolicy"], svc["sessionAffinity"]) == (["IPv4"], "SingleStack", "ClientIP")
+    # public: the Gateway balances, so websocket's implied sticky renders no affinity (test_expose_fields.py)
+    assert (svc["ipFamilies"], svc["ipFamilyPolicy"], svc["sessionAffinity"]) == (["IPv4"], "SingleStack", "None")
 
 
 def test_no_protocols_lets_the_cluster_choose(tmp_path: Path) -> None:
