@@ -88,7 +88,8 @@ def test_hostile_cue_is_a_result_or_clean_problems(tmp_path_factory: Any, text: 
 
 
 YAML_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**20), st.floats(allow_nan=True),
-                         st.text(max_size=20), st.sampled_from(["ipv6", "ipv4", "solo", "traefik", "a.b", "..", "x\ny"]))
+                         st.text(max_size=20),
+                         st.sampled_from(["ipv6", "ipv4", "solo", "traefik", "a.b", "..", "x\ny"]))
 YAML_KEYS = st.one_of(st.sampled_from(["domain", "tier", "ipFamilies", "gateway", "name", "namespace", "listener",
                                        "providerNamespaces", "pg", "clusterIssuer", "drainSeconds",
                                        "implementation"]),
