@@ -36,8 +36,9 @@ BED_REGISTRIES = ("--image-registries", "127.0.0.1:*", "--image-registries", "lo
 ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is imported from
 # On a node bed a test operator's exposed pods stop at once: no Gateway in front of them drains (the pause is the
 # platform's gateway.drainSeconds). The bootstrapped stack keeps the default and proves it through Traefik
-# (tests/images/test_bootstrap_node.py); here the pause would only lengthen every namespace deletion by 5 s.
-NODE_PLATFORM = "gateway: {drainSeconds: 0}\n"
+# (tests/images/test_bootstrap_node.py); here the pause would only lengthen every namespace deletion by 5 s. The
+# node's only Gateway implementation is Traefik (tests/testbed/traefik.py): what `websocket` renders follows it.
+NODE_PLATFORM = "gateway: {drainSeconds: 0, implementation: traefik}\n"
 
 
 def _on_a_node(bed: KubeTestBed) -> bool:

@@ -147,16 +147,21 @@ def chart_objects(domain: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(out) if doc and doc["metadata"]["name"] in (GATEWAY, f"{GATEWAY}-tls")]
 
 
-def manifests(image: str, address: str) -> list[dict[str, Any]]:
+def manifests(image: str, address: str, timeout: str | None = None) -> list[dict[str, Any]]:
     """Traefik's ServiceAccount, ClusterRole and binding, GatewayClass and Deployment. The entry points listen on the
     Gateway's listener ports (80, 443): Traefik maps a listener to the entry point whose address ends in its port.
-    Binding them as uid 65532 with every capability dropped takes the pod's `ip_unprivileged_port_start` sysctl."""
+    Binding them as uid 65532 with every capability dropped takes the pod's `ip_unprivileged_port_start` sysctl.
+    `timeout` (a duration such as "3s"): the Gateway entry points' read and idle timeouts (v3's defaults: 60 s and
+    180 s), short so a test can outlive them."""
     meta = {"name": "traefik", "namespace": NAMESPACE, "labels": LABELS}
     role_name = f"{NAMESPACE}-traefik"
     args = ["--entryPoints.web.address=:80", "--entryPoints.websecure.address=:443",
             f"--entryPoints.traefik.address=:{PING_PORT}", "--ping=true", "--providers.kubernetesgateway=true",
             f"--providers.kubernetesgateway.statusaddress.ip={address}", "--global.checknewversion=false",
             "--global.sendanonymoususage=false", "--log.level=INFO"]
+    if timeout:
+        args += [f"--entryPoints.{entry}.transport.respondingTimeouts.{kind}Timeout={timeout}"
+                 for entry in ("web", "websecure") for kind in ("read", "idle")]
     container = {
         "name": "traefik", "image": image, "imagePullPolicy": "Never", "args": args,
         "ports": [{"name": "web", "containerPort": 80}, {"name": "websecure", "containerPort": 443},
@@ -197,17 +202,17 @@ def service() -> dict[str, Any]:
 
 
 def install_traefik(node: NodeTestBed, image: str, workdir: Path, *, domain: str = DOMAIN, chart: bool = True,
-                    timeout: float = 180) -> NodeGateway:
+                    timeout: float = 180, entry_timeout: str | None = None) -> NodeGateway:
     """Traefik and its class on the node, with the chart's `public` Gateway (`chart`; without it, the Gateway is
     already there: the stack's `gateway` component made it, class `traefik`, as on the bootstrapped node); returns
     once Traefik has programmed the Gateway (its `Programmed` condition) and its pod is Ready. `image` is the name
-    the node's containerd has."""
+    the node's containerd has; `entry_timeout` as manifests() says."""
     workdir.mkdir(parents=True, exist_ok=True)
     known = list(node.crd_names)
     node.crd_names = known + node.install_crds(traefik_crds(), timeout=timeout)
     node.ensure_namespace(NAMESPACE)
     address = node.apply(service(), field_manager="apprafter-testbed")["spec"]["clusterIP"]
-    for obj in manifests(image, address):
+    for obj in manifests(image, address, entry_timeout):
         node.apply(obj, NAMESPACE, field_manager="apprafter-testbed")
     gateway = NodeGateway(node, address, CA(f"{ISSUER} test CA"), workdir, domain)
     if chart:
@@ -322,11 +327,13 @@ def https_listener(name: str, hostname: str | None, secrets: Sequence[tuple[str,
 
 
 
-# A WebSocket client run inside the namespace (argv: address, host, CA file, path, message): the TLS handshake with
-# SNI `host`, the upgrade, one masked text frame out; prints the status line and the text frame that came back.
+# A WebSocket client run inside the namespace (argv: address, host, CA file, path, message, idle seconds): the TLS
+# handshake with SNI `host`, the upgrade, one masked text frame out and its echo; then, after `idle` seconds of
+# silence, the same again on the same connection. Prints the status line and both echoes (None where the connection
+# was closed).
 WEBSOCKET_CLIENT = r'''
-import base64, json, os, socket, ssl, sys
-address, host, ca, path, message = sys.argv[1:6]
+import base64, json, os, socket, ssl, sys, time
+address, host, ca, path, message, idle = sys.argv[1:7]
 tls = ssl.create_default_context(cafile=ca).wrap_socket(socket.create_connection((address, 443), timeout=10),
                                                         server_hostname=host)
 key = base64.b64encode(os.urandom(16)).decode()
@@ -339,25 +346,75 @@ while b"\r\n\r\n" not in head:
         break
     head += chunk
 status = head.split(b"\r\n", 1)[0].decode()
-echoed = None
+
+
+def echo(text):
+    data, mask = text.encode(), os.urandom(4)
+    try:
+        tls.sendall(bytes([0x81, 0x80 | len(data)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+        frame = tls.recv(2)
+        if len(frame) < 2:
+            return None
+        body = b""
+        while len(body) < frame[1] & 0x7F:
+            chunk = tls.recv((frame[1] & 0x7F) - len(body))
+            if not chunk:
+                return None
+            body += chunk
+        return body.decode()
+    except OSError:
+        return None
+
+
+echoed = after = None
 if " 101 " in status:
-    data, mask = message.encode(), os.urandom(4)
-    tls.sendall(bytes([0x81, 0x80 | len(data)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
-    frame = tls.recv(2)
-    length = frame[1] & 0x7F
-    body = b""
-    while len(body) < length:
-        body += tls.recv(length - len(body))
-    echoed = body.decode()
+    echoed = echo(message)
+    if float(idle) > 0:
+        time.sleep(float(idle))  # the silence under test, nothing else
+        after = echo(message + " after idle")
     tls.sendall(bytes([0x88, 0x80]) + os.urandom(4))
-print(json.dumps({"status": status, "echoed": echoed}))
+print(json.dumps({"status": status, "echoed": echoed, "after_idle": after}))
+'''
+
+# An HTTPS keep-alive client run inside the namespace (argv: address, host, CA file): one GET, its whole answer read
+# (Content-Length), then the connection left idle; prints the seconds until the server closed it (None: not within
+# 30 s).
+KEEPALIVE_CLIENT = r'''
+import json, socket, ssl, sys, time
+address, host, ca = sys.argv[1:4]
+tls = ssl.create_default_context(cafile=ca).wrap_socket(socket.create_connection((address, 443), timeout=30),
+                                                        server_hostname=host)
+tls.sendall(f"GET / HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+data = b""
+while b"\r\n\r\n" not in data:
+    data += tls.recv(4096)
+head, _, body = data.partition(b"\r\n\r\n")
+length = int([line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")][0])
+while len(body) < length:
+    body += tls.recv(4096)
+answered = time.monotonic()
+try:
+    closed = time.monotonic() - answered if tls.recv(1) == b"" else None
+except (TimeoutError, OSError):
+    closed = None
+print(json.dumps({"status": head.split(b" ")[1].decode(), "closed_after": closed}))
 '''
 
 
-def websocket_echo(gateway: NodeGateway, host: str, path: str, message: str) -> dict[str, Any]:
-    """One WebSocket exchange through the Gateway from inside the namespace: {"status": ..., "echoed": ...}."""
+def websocket_echo(gateway: NodeGateway, host: str, path: str, message: str, idle: float = 0) -> dict[str, Any]:
+    """One WebSocket exchange through the Gateway from inside the namespace, and another after `idle` seconds of
+    silence when idle > 0: {"status": ..., "echoed": ..., "after_idle": ...}."""
     out = subprocess.run(gateway.node.nsenter("python3", "-c", WEBSOCKET_CLIENT, gateway.address, host,
-                                              str(gateway.ca_path), path, message),
-                         capture_output=True, text=True, timeout=30, check=True).stdout
+                                              str(gateway.ca_path), path, message, str(idle)),
+                         capture_output=True, text=True, timeout=30 + idle, check=True).stdout
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
+def keepalive_closed_after(gateway: NodeGateway, host: str) -> dict[str, Any]:
+    """An idle HTTPS keep-alive connection through the Gateway: {"status": ..., "closed_after": seconds or None}."""
+    out = subprocess.run(gateway.node.nsenter("python3", "-c", KEEPALIVE_CLIENT, gateway.address, host,
+                                              str(gateway.ca_path)),
+                         capture_output=True, text=True, timeout=60, check=True).stdout
     answer: dict[str, Any] = json.loads(out)
     return answer
