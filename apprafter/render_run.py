@@ -98,11 +98,12 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     from apprafter.budget import limit_own_memory
     from apprafter.entry import imports_done
     from renderer import settings
+    from renderer.env_literals import interpolation_warnings
     from renderer.errors import Problem, UserError
     from renderer.load import load
     from renderer.names import as_mode
     from renderer.render import Rendered, render_all, render_loaded
-    from renderer.validate import environments, interpolation_warnings
+    from renderer.validate import environments
 
     imports_done()
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from compatibility.inputs import load_document
-from renderer import validate
+from renderer import env_literals, validate
 from renderer.context import PlatformContext
 from renderer.errors import Problem, UserError
 from renderer.render import manifests
@@ -42,5 +42,5 @@ def check_application(document: Mapping[str, Any], context: PlatformContext, dis
     environment = app.document["spec"]["environment"]
     namespace = app.document["metadata"].get("namespace")
     objects, warnings = manifests(app, environment, namespace, context)
-    looks_interpolated = [str(w) for w in validate.interpolation_warnings(app)]
+    looks_interpolated = [str(w) for w in env_literals.interpolation_warnings(app)]
     return ObjectCheck([], [*looks_interpolated, *(f"{environment}: {w}" for w in warnings)], objects)

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from renderer import imageref, validate
+from renderer import env_literals, imageref, validate
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
 from renderer.redact import Redactor
@@ -67,7 +67,7 @@ def image_warnings(app: LoadedApp) -> list[Problem]:
 
 def warnings(app: LoadedApp) -> list[Problem]:
     """Every warning of one app: moving images and env literals that look like an interpolation."""
-    return sorted({*image_warnings(app), *validate.interpolation_warnings(app)})
+    return sorted({*image_warnings(app), *env_literals.interpolation_warnings(app)})
 
 
 class _Claim(NamedTuple):

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
     from renderer.fieldpos import Positions
 
-__all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
-           "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
+__all__ = ["MAX_NAME", "Checker", "check", "check_annotations_added", "check_deployment", "check_document",
+           "check_environment", "check_update", "environments", "rewrite_prefixes", "unprintable", "workloads",
+           "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
 SECRET_KEY = lazy(r"[-._a-zA-Z0-9]+")
@@ -55,13 +56,7 @@ UNPRINTABLE = lazy("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\u
 MAX_ANNOTATIONS = 256 * 1024  # the API server's bound on an object's annotation keys and values in all (256 KiB)
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
-# An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
-# `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
-TEMPLATE = lazy(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
-# An env literal that reads exactly as a reference written in quotes: the variable would hold these characters.
-QUOTED_CLAIM = lazy(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
-QUOTED_SECRET = lazy(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
-WHOLE_CLAIM = lazy(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
+
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
@@ -76,7 +71,9 @@ def environments(app: LoadedApp) -> list[str]:
     return sorted(app.document.get("spec", {}).get("environments", {}))
 
 
-class _Checker:
+class Checker:
+    """The problems of one app, each at its position in the user's file and through the document's Redactor."""
+
     def __init__(self, app: LoadedApp) -> None:
         self.app = app
         self.redactor = Redactor.for_document(app.document)
@@ -113,7 +110,7 @@ def _shown(value: Any) -> str:
 
 def check_document(app: LoadedApp) -> list[Problem]:
     """Environment-independent rules: names, labels, at least one environment, env keys, secret refs."""
-    c = _Checker(app)
+    c = Checker(app)
     metadata = app.document.get("metadata", {})
     name = metadata.get("name", "")
     if not patterns.app_name(name):
@@ -153,7 +150,7 @@ def check_document(app: LoadedApp) -> list[Problem]:
         c.add(path, f"{where}, which the API server refuses (it reads objects as YAML: printable characters, tab "
               "and line breaks only)")
     _sealed_problems(c, spec.get("sealedSecrets"))
-    for scope, workload in _workloads(spec):
+    for scope, workload in workloads(spec):
         for key, value in workload.get("env", {}).items():
             if not patterns.env_key(key):
                 c.add((*scope, "env", key), f"env key {_shown(key)} must match ^[A-Z_][A-Z0-9_]*$")
@@ -166,7 +163,7 @@ def check_document(app: LoadedApp) -> list[Problem]:
     return c.problems
 
 
-def _sealed_problems(c: _Checker, sealed: Any) -> None:
+def _sealed_problems(c: Checker, sealed: Any) -> None:
     """spec.sealedSecrets as the plugin stamps it, held to renderer.sealed's rules (an Application written by hand
     reaches the webhook and the operator without the repository's files)."""
     if not isinstance(sealed, Mapping):
@@ -203,7 +200,8 @@ def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, 
             stack.extend(((*path, i), item) for i, item in enumerate(node))
 
 
-def _workloads(spec: dict[str, Any]) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+def workloads(spec: dict[str, Any]) -> Iterator[tuple[tuple[str, ...], dict[str, Any]]]:
+    """(where, workload) for base and each environment's override."""
     yield ("spec", "base"), spec.get("base", {})
     for env, override in spec.get("environments", {}).items():
         yield ("spec", "environments", env), override
@@ -218,7 +216,7 @@ STICKY_PUBLIC = ("sticky cannot hold through the platform's Gateway (Cilium's or
 
 def check_environment(app: LoadedApp, env: str) -> list[Problem]:
     """Rules on the effective spec of one environment."""
-    c = _Checker(app)
+    c = Checker(app)
     eff = effective_spec(app.document["spec"], env)
     if not eff.get("image"):
         c.add(c.where(env, "image"), f"image is empty in environment {env!r}: set base.image or "
@@ -297,62 +295,6 @@ def _cidr(value: str) -> bool:
     except ValueError:
         return False
     return NO_BLANKS.fullmatch(value) is not None
-
-
-def _quoted_reference(key: str, value: str) -> str | None:
-    """The warning for an env literal that is exactly a reference in quotes (`"claim.pg.url"`), with the unquoted
-    form; None for any other literal. The literal is shown: it is a reference's spelling, no secret."""
-    claim = QUOTED_CLAIM.fullmatch(value) if value.startswith("claim.") else None  # the pattern's own prefix
-    if claim:
-        from renderer.schema_hints import need_fields
-
-        fields = need_fields().get(claim["need"])
-        if fields is None or claim["field"] not in [*fields, *(["pass"] if "password" in fields else [])]:
-            return None
-        return (f"{value!r} is a quoted string, so the variable holds those characters, not the claim's "
-                f"{claim['field']}: write the reference unquoted, {key}: {value}")
-    secret = QUOTED_SECRET.fullmatch(value) if "secret" in value else None  # a word the pattern holds
-    if secret:
-        return (f"{value!r} is a quoted string, so the variable holds those characters, not the secret's value: "
-                f'write the reference as a struct, {key}: secret: "{secret["ref"]}"')
-    return None
-
-
-def interpolation_warnings(app: LoadedApp) -> list[Problem]:
-    """Env literals that look like an interpolation of a claim or secret, or that are a reference in quotes, each
-    naming the form to use instead.
-
-    A warning, not an error (the literal may be meant). The value is never shown, except a literal that is exactly a
-    reference (`"claim.pg.url"`), whose fix is that reference unquoted; the reference an interpolation suggests is
-    spelled out only for a literal that is exactly `${claim.<need>.<field>}` of a need the app declares."""
-    c = _Checker(app)
-    spec = app.document.get("spec", {})
-    declared = {need for _, workload in _workloads(spec) for need in workload.get("needs", {})}
-    _sealed_problems(c, spec.get("sealedSecrets"))
-    for scope, workload in _workloads(spec):
-        for key, value in workload.get("env", {}).items():
-            quoted = _quoted_reference(key, value) if isinstance(value, str) else None
-            if quoted is not None:
-                # shown as written: the Redactor of every other literal, never of this reference's own spelling
-                line, col = c.index.find((*scope, "env", key))
-                others = Redactor.of(c.redactor.values - {value})
-                c.problems.append(others.problem(Problem(app.source.display, line, col,
-                                                         field_path((*scope, "env", key)), quoted)))
-                continue
-            found = TEMPLATE.search(value) if isinstance(value, str) and ("claim" in value or "secret" in value) \
-                else None  # one of the two words the pattern ends with
-            if found is None:
-                continue
-            if found["kind"] == "secret":
-                c.add((*scope, "env", key), "this literal looks like an interpolation of a secret, but nothing "
-                      f'substitutes it: reference the secret instead, {key}: secret: "<secret-name>/<key>"')
-                continue
-            whole = WHOLE_CLAIM.fullmatch(value)
-            form = (f"claim.{whole['need']}.{whole['field']}" if whole and whole["need"] in declared
-                    else "claim.<need>.<field>")
-            c.add((*scope, "env", key), "this literal looks like an interpolation of a claim, but nothing "
-                  f"substitutes it: reference the claim instead, {key}: {form}")
-    return c.problems
 
 
 def check(app: LoadedApp, envs: list[str] | None = None) -> list[Problem]:

@@ -259,7 +259,7 @@ def test_an_unusable_limit_is_one_line_naming_it(tmp_path: Path, name: str, valu
      "(lowercase letters, digits and '-', at most 63 characters)"),
     ("tier: gold\n", "platform.yaml:1:7: tier: must be one of dev, solo, team, production, regulated"),
     ("gateway: {drain: 5}\n", "platform.yaml:1:11: gateway.drain: unknown key; known: name, namespace, "
-     "drainSeconds"),
+     "drainSeconds, implementation"),
     ("providerNamespaces: {pg: ../x}\n", "platform.yaml:1:26: providerNamespaces.pg: must be a DNS-1123 label "
      "(lowercase letters, digits and '-', at most 63 characters)"),
     ("providerNamespaces: {mysql: db}\n", "platform.yaml:1:22: providerNamespaces.mysql: unknown key; known: pg, "
