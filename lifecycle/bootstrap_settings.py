@@ -71,16 +71,32 @@ def issuer(kind: str | None, email: str | None, server: str | None,
 _CLASS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
+# The components that render apps (the operator) and judge them (the webhook): told which Gateway serves them.
+RENDERING_COMPONENTS = ("apprafter-operator", "apprafter-admission")
+
+
 def with_gateway_class(overrides: dict[str, Any], name: str | None) -> dict[str, Any]:
-    """`overrides` with the gateway component's `gatewayClassName` when one was asked (nothing asked: Cilium's)."""
+    """`overrides` with the gateway component's `gatewayClassName` when one was asked (nothing asked: Cilium's), and,
+    for a class named as an implementation the renderer knows (`traefik`, `cilium`), the operator's and the
+    webhook's platform file saying so (`gateway.implementation`: what `websocket` and `sticky` become)."""
+    from renderer.context import GATEWAY_IMPLEMENTATIONS
+
     if name is None:
         return overrides
     if not _CLASS_NAME.fullmatch(name):
         raise _fail("--gateway-class", f"{name!r}: a GatewayClass name such as traefik (lowercase letters, digits, "
                                        "'-' and '.')")
     gateway = overrides.get("gateway", {})
-    values = {**gateway.get("values", {}), "gatewayClassName": name}
-    return {**overrides, "gateway": {**gateway, "values": values}}
+    out = {**overrides, "gateway": {**gateway, "values": {**gateway.get("values", {}), "gatewayClassName": name}}}
+    if name in GATEWAY_IMPLEMENTATIONS:
+        for component in RENDERING_COMPONENTS:
+            given = out.get(component, {})
+            values = given.get("values", {})
+            platform = values.get("platform", {})
+            settings = platform.get("settings", {})
+            said = {**settings, "gateway": {**settings.get("gateway", {}), "implementation": name}}
+            out[component] = {**given, "values": {**values, "platform": {**platform, "settings": said}}}
+    return out
 
 
 def summary(decided: Plan, dry: bool = False) -> list[str]:

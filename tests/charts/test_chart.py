@@ -4,6 +4,7 @@ values checked and documented, and a server-side dry run of everything it render
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ import yaml
 from platform_stack.resource import NAME as PLATFORM_STACK_NAME
 from platform_stack.umbrella import NAMESPACE as UMBRELLA_NAMESPACE
 from renderer.manifests import KINDS
+from renderer.settings import flags_context
 from tests.charts.chart import CHART, KUBE_VERSION, NAMESPACE, VERSION, container, find, one, render, template
 from tests.platform_stack.conftest import helm, ok
 from tests.renderer.helpers import run_cli
@@ -164,6 +166,37 @@ def test_without_cert_manager_the_given_secret_and_ca_are_used() -> None:
     for config in find(objects, "ValidatingWebhookConfiguration") + find(objects, "MutatingWebhookConfiguration"):
         assert "annotations" not in config["metadata"]
         assert {h["clientConfig"]["caBundle"] for h in config["webhooks"]} == {"Y2E="}
+
+
+def test_platform_settings_reach_the_operator_and_the_webhook_as_the_platform_file_they_read(
+        objects: list[dict[str, Any]], tmp_path: Path) -> None:
+    settings = {"gateway": {"implementation": "traefik", "drainSeconds": 7}, "providerNamespaces": {"pg": "data"}}
+    given = render({"platform": {"domain": "example.com", "settings": settings}})
+    (config,) = find(given, "ConfigMap", "apprafter-operator-platform")
+    file = tmp_path / "platform.yaml"
+    file.write_text(config["data"]["platform.yaml"])
+    # what the operator and the webhook make of it: the same loader as their --platform, the flag's domain beside it
+    context = flags_context(file, domain="example.com")
+    assert (context.gateway_implementation, context.gateway_drain_seconds) == ("traefik", 7)
+    assert dict(context.provider_namespaces)["pg"] == "data"
+    checksums = set()
+    for name in ("apprafter-operator", "apprafter-admission"):
+        deployment = one(given, "Deployment", name)
+        pod = deployment["spec"]["template"]
+        mount = next(m for m in container(deployment)["volumeMounts"] if m["name"] == "platform")
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "platform")
+        assert volume["configMap"]["name"] == config["metadata"]["name"]
+        assert f"--platform={mount['mountPath']}/platform.yaml" in container(deployment)["args"]
+        assert "--domain=example.com" in container(deployment)["args"]
+        checksums.add(pod["metadata"]["annotations"]["checksum/platform"])
+    assert len(checksums) == 1
+    changed = render({"platform": {"settings": {**settings, "gateway": {"drainSeconds": 8}}}})
+    assert one(changed, "Deployment", "apprafter-operator")["spec"]["template"]["metadata"]["annotations"][
+        "checksum/platform"] not in checksums  # a changed file rolls the pods
+    # none given: no ConfigMap, no flag, nothing mounted (the defaults, as before)
+    assert not find(objects, "ConfigMap")
+    plain = container(one(objects, "Deployment", "apprafter-operator"))
+    assert not any(a.startswith("--platform") for a in plain["args"])
 
 
 def rules(role: dict[str, Any]) -> dict[tuple[str, str, tuple[str, ...]], list[str]]:

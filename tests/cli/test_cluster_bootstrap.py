@@ -355,7 +355,9 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
         assert json.dumps(stack["spec"]["values"]) == '{"tier": "team"}'
         # Its first version (generation 1: the spec was never written again) has the class asked.
         assert stack["metadata"]["generation"] == 1
-        assert stack["spec"]["overrides"] == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
+        told = {"values": {"platform": {"settings": {"gateway": {"implementation": "traefik"}}}}}  # render for it
+        assert stack["spec"]["overrides"] == {"gateway": {"values": {"gatewayClassName": "traefik"}},
+                                              "apprafter-operator": told, "apprafter-admission": told}
 
         root = kube.get(umbrella.API_VERSION, umbrella.KIND, umbrella.NAME, umbrella.NAMESPACE)
         assert root is not None

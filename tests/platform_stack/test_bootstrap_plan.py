@@ -400,12 +400,19 @@ def test_an_install_a_run_before_began_is_finished() -> None:
     assert [key_of(s.obj) for s in decided.steps if s.why == "Argo CD"] == [key_of(manifest[0])]
 
 
+TOLD_TRAEFIK = {"values": {"platform": {"settings": {"gateway": {"implementation": "traefik"}}}}}
+
+
 def test_a_gateway_class_joins_the_issuer_in_the_gateway_components_overrides() -> None:
     assert with_gateway_class({}, None) == {}
-    assert with_gateway_class({}, "traefik") == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
+    assert with_gateway_class({}, "traefik") == {
+        "gateway": {"values": {"gatewayClassName": "traefik"}},
+        "apprafter-operator": TOLD_TRAEFIK, "apprafter-admission": TOLD_TRAEFIK}
     issuer = _issuer("acme", "ops@example.com", None, None)
-    assert with_gateway_class(issuer, "traefik") == {"gateway": {"values": {
-        "issuer": {"type": "acme", "acme": {"email": "ops@example.com"}}, "gatewayClassName": "traefik"}}}
+    assert with_gateway_class(issuer, "traefik")["gateway"] == {"values": {
+        "issuer": {"type": "acme", "acme": {"email": "ops@example.com"}}, "gatewayClassName": "traefik"}}
+    # a class the renderer knows no implementation of: the Gateway's class alone (the operator renders for Cilium)
+    assert with_gateway_class({}, "acme-gw") == {"gateway": {"values": {"gatewayClassName": "acme-gw"}}}
 
 
 def test_the_root_application_carries_every_override_so_argo_cds_first_sync_renders_the_class_asked(
@@ -423,8 +430,13 @@ def test_the_root_application_carries_every_override_so_argo_cds_first_sync_rend
     assert default != "traefik"
     for given, want in ((values, "traefik"), ({k: v for k, v in values.items() if k != "overrides"}, default)):
         (tmp_path / "values.yaml").write_text(yaml.safe_dump(given))
-        gateway = applications(helm_template(stack_all, "-f", str(tmp_path / "values.yaml")))["gateway"]
-        assert gateway["spec"]["source"]["helm"]["valuesObject"]["gatewayClassName"] == want
+        made = applications(helm_template(stack_all, "-f", str(tmp_path / "values.yaml")))
+        assert made["gateway"]["spec"]["source"]["helm"]["valuesObject"]["gatewayClassName"] == want
+        # the operator and the webhook render for the Gateway asked (their chart's platform file, tests/charts)
+        for component in ("apprafter-operator", "apprafter-admission"):
+            platform = made[component]["spec"]["source"]["helm"]["valuesObject"].get("platform", {})
+            assert platform.get("settings", {}).get("gateway", {}).get("implementation") == (
+                "traefik" if want == "traefik" else None)
 
 
 def test_a_platform_stack_the_controller_would_refuse_is_refused_before_anything_is_applied() -> None:

@@ -109,3 +109,7 @@ sideEffects: None
 timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}
 matchPolicy: Equivalent
 {{- end }}
+
+{{/* The platform file's mount, argument, volume and checksum (platform.settings non-empty): (list $ "part"). */}}
+{{- define "apprafter.platformFile" -}}/etc/apprafter/platform/platform.yaml{{- end }}
+{{- define "apprafter.platformConfigMap" -}}{{ .Release.Name }}-platform{{- end }}
