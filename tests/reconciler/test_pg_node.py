@@ -29,12 +29,13 @@ from lifecycle.service_provider import with_defaults
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
-from tests.reconciler.node_pods import finished, ready, secret_env
+from tests.reconciler.node_pods import finished, loop_result, ready, request_loop, secret_env
 from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
 from tests.testbed.node import NodeTestBed
+from tests.testbed.testapp import build_shop_app
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -42,6 +43,7 @@ RUN = uuid.uuid4().hex[:8]
 SERVICES = f"pg-svc-{RUN}"  # where the Cluster runs (the provider's spec.config.namespace, the operator's pg namespace)
 PROVIDER, CLUSTER = f"pg-node-{RUN}", f"postgres-{RUN}"
 SECRET = "demo-pg-conn"
+SHOP_PORT = 3000  # the shop's default port
 POOL_SIZE = with_defaults("pg", "cloudnative-pg", {})["pooler"]["poolSize"]  # server sessions per claim
 # What each client pod does with its Secret (never printing it): create a table, write and read a row in its own
 # database through the URL, then log in with its own user and password to the other app's database and to guessed
@@ -154,6 +156,12 @@ def pgbouncer_image_flag(cloudnative_pg: CloudNativePG) -> str:
     return f"cloudnative-pg.pgbouncer={cloudnative_pg.pgbouncer_image}"
 
 
+@pytest.fixture(scope="module")
+def shop_image(node: NodeTestBed) -> str:
+    """The shop (tests/testbed/shopapp/): its /fresh opens a new connection to its database per request."""
+    return node.import_image(build_shop_app())
+
+
 def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str) -> str:
     """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it)."""
     node.ensure_namespace(services)
@@ -193,6 +201,13 @@ def app(image: str, pg: bool = True, size: str | None = None) -> dict[str, Any]:
     return {"image": image, "replicas": 1, "expose": {"port": 8080}, "env": {"MODE": "serve"}} if not pg else {
         "image": image, "replicas": 1, "expose": {"port": 8080}, "needs": {"pg": need},
         "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
+
+
+def shop(image: str) -> dict[str, Any]:
+    """The shop with a pg need on this module's provider: ready once its database answers (SHOP_PORT)."""
+    return {"image": image, "replicas": 1, "expose": {"port": SHOP_PORT},
+            "health": {"readiness": {"path": "/healthz", "periodSeconds": 1, "failureThreshold": 1}},
+            "needs": {"pg": {"selector": {"bed": RUN}}}, "env": {"DATABASE_URL": {"claim": "pg/url"}}}
 
 
 def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-client",
@@ -263,7 +278,8 @@ def log_in(node: NodeTestBed, primary: str, fields: dict[str, str]) -> str:
 
 
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
-        node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator, provider: None) -> None:
+        node: NodeTestBed, test_app: str, shop_image: str, cloudnative_pg: CloudNativePG, operator: Operator,
+        provider: None) -> None:
     started = time.monotonic()
     namespaces = [f"pg-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
@@ -347,23 +363,35 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
               f"both pods done {time.monotonic() - started:.1f} s")
 
         # retention: the second Application deleted without a plan (its claim goes, the data stays), created again
+        # as the shop (a new connection per request: the rotation's loop below)
         node.delete(API, "Application", "demo", second)
         node.wait_gone(API, "ResourceClaim", "demo-pg", second, timeout=120)
         node.wait_gone(API, "Application", "demo", second, timeout=120)
         assert fields[1]["user"] in in_postgres(node, primary["metadata"]["name"], "rolname", "pg_roles")
         again = time.monotonic()
-        apply(node, cr(second, app(test_app)))
+        apply(node, cr(second, shop(shop_image)))
         node.wait(API, "Application", "demo", second, ready, timeout=300, what=f"Application {second}/demo Ready again")
         again = time.monotonic() - again
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader") == f"read: from-{second}"
 
         # rotation (issue 42 item 2): `apprafter db rotate` waits until CloudNativePG applied the new password, the
-        # app's pods rolled onto it and the rotation completed; the new password reads the row, the old one is refused
+        # app's pods rolled onto it and the rotation completed; the new password reads the row, the old one is refused.
+        # Throughout, a bounded loop asks the shop for a NEW database connection every 50 ms: none failed (an old pod
+        # logging in with the old password after it was refused would fail one)
+        old_pods = {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{second}/pods").json()["items"]
+                    if p["metadata"]["name"].startswith("demo-")}
+        request_loop(node, second, shop_image, f"http://demo.{second}.svc:{SHOP_PORT}/fresh")
         rotating = time.monotonic()
         rotated = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", second, "--kubeconfig",
                           str(node.kubeconfig), "--timeout", "300")
         assert rotated.returncode == 0, rotated.stderr
         rotating = time.monotonic() - rotating
+        looped = loop_result(node, second)
+        assert looped[-1].startswith("sent ") and looped[-1].endswith(", failed 0"), looped
+        assert int(looped[-1].split()[1].rstrip(",")) >= 10, looped  # it ran throughout
+        now_pods = {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{second}/pods").json()["items"]
+                    if p["metadata"]["name"].startswith("demo-")}
+        assert old_pods and not old_pods & now_pods, (old_pods, now_pods)  # the pods rolled
         assert "the old password is refused" in rotated.stdout
         secret = node.get("v1", "Secret", SECRET, second) or {}
         new = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
