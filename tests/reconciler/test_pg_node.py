@@ -68,6 +68,11 @@ echo "sees: $(q "$URL" -Atc "select (select count(*) from pg_database where datn
 REFUSED = "pg_hba.conf rejects connection"
 READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
 """
+# A table made through the connection Secret, and who owns it, who logged in, who the session runs as
+OWNER = """echo "made: $(psql -X -w "$URL" -Atc 'create table made_after (v text)' \
+  -c "select tableowner || ' ' || session_user || ' ' || current_user from pg_tables where tablename = 'made_after'" \
+  2>&1 | tail -1)"
+"""
 # Through the pooled URL (the Pooler's Service): the row its direct URL wrote, who it is, and its own user and
 # password on the other app's database through the pooler (PgBouncer logs it in, PostgreSQL's pg_hba refuses the
 # server login, and PgBouncer passes the refusal on). The first login may wait for CloudNativePG's auth function in
@@ -218,9 +223,9 @@ def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-clie
     return node_pods.client_pod(name, namespace, image, script, env, 26)
 
 
-def read(node: NodeTestBed, namespace: str, image: str, name: str) -> str:
-    """What a psql pod with the app's connection Secret reads from its table."""
-    node.apply(client_pod(namespace, image, "", name, READER), field_manager="test")
+def read(node: NodeTestBed, namespace: str, image: str, name: str, script: str = READER) -> str:
+    """What a psql pod with the app's connection Secret reads from its table (or what `script` prints)."""
+    node.apply(client_pod(namespace, image, "", name, script), field_manager="test")
     pod = node.wait("v1", "Pod", name, namespace, finished, timeout=120, what=f"pod {namespace}/{name} to finish")
     log = node.logs(name, namespace)
     assert pod["status"]["phase"] == "Succeeded", log
@@ -271,10 +276,10 @@ def pooled_hog(node: NodeTestBed, primary: str, hog: dict[str, str], victim: dic
 def log_in(node: NodeTestBed, primary: str, fields: dict[str, str]) -> str:
     """A TCP login as a claim's role with its password (in the primary's postgres container, over 127.0.0.1: the
     pg_hba's password rules apply; the password on stdin, never in an argv): `in`, or why PostgreSQL refused it."""
-    script = ('read -r PGPASSWORD; export PGPASSWORD; psql -X -w "host=127.0.0.1 user=$0 dbname=$0" -Atc '
+    script = ('read -r PGPASSWORD; export PGPASSWORD; psql -X -w "host=127.0.0.1 user=$0 dbname=$1" -Atc '
               "\"select 'in'\" 2>&1 | grep -o -e '^in$' -e 'password authentication failed' | head -1")
     return node.kubectl("exec", "-i", "-n", SERVICES, primary, "-c", "postgres", "--", "sh", "-c", script,
-                        fields["user"], input=fields["password"] + "\n").stdout.strip()
+                        fields["user"], fields["db"], input=fields["password"] + "\n").stdout.strip()
 
 
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
@@ -285,7 +290,8 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
     try:
         for namespace, size in zip(namespaces, ("nano", None), strict=True):  # nano: a connection limit of 5
             node.ensure_namespace(namespace)
-            apply(node, cr(namespace, app(test_app, size=size)))
+            # the second: the shop (its /fresh opens a new connection per request: the rotation's loop below)
+            apply(node, cr(namespace, app(test_app, size=size) if size else shop(shop_image)))
         node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, cnpg.cluster_ready, timeout=600,
                   what=f"Cluster {SERVICES}/{CLUSTER} Ready")
         cluster_ready = time.monotonic() - started
@@ -363,7 +369,6 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
               f"both pods done {time.monotonic() - started:.1f} s")
 
         # retention: the second Application deleted without a plan (its claim goes, the data stays), created again
-        # as the shop (a new connection per request: the rotation's loop below)
         node.delete(API, "Application", "demo", second)
         node.wait_gone(API, "ResourceClaim", "demo-pg", second, timeout=120)
         node.wait_gone(API, "Application", "demo", second, timeout=120)
@@ -395,8 +400,13 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert "the old password is refused" in rotated.stdout
         secret = node.get("v1", "Secret", SECRET, second) or {}
         new = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-        assert new["password"] != fields[1]["password"] and new["user"] == fields[1]["user"]
+        # the claim's alternate login role (lifecycle.backends.pg_roles), the same database
+        assert new["password"] != fields[1]["password"] and new["user"] == f"{fields[1]['user']}~b"
+        assert new["db"] == fields[1]["db"]
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-rotated") == f"read: from-{second}"
+        # what it makes is the claim's role's (its sessions run as it), so the next rotation's switch back reaches it
+        assert read(node, second, cloudnative_pg.postgres_image, "psql-owner", OWNER) == \
+            f"made: {fields[1]['user']} {new['user']} {fields[1]['user']}"
         primary_name = primary["metadata"]["name"]
         assert log_in(node, primary_name, new) == "in"
         assert log_in(node, primary_name, fields[1]) == "password authentication failed"
