@@ -161,7 +161,8 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
     assert spec["resources"]["requests"] == spec["resources"]["limits"] == {"cpu": "250m", "memory": "256Mi"}
     assert (spec["instances"], spec["imageName"], spec["storage"]["size"]) == (1, IMAGE, "1Gi")
     assert spec["postgresql"]["parameters"]["shared_buffers"] == "64MB"
-    assert spec["postgresql"]["pg_hba"] == ["host sameuser all all scram-sha-256", "host all all all reject"]
+    assert spec["postgresql"]["pg_hba"] == ["host sameuser all all scram-sha-256",
+                                            "host samerole all all scram-sha-256", "host all all all reject"]
     assert spec["enableSuperuserAccess"] is False
     for role, entry in zip(sorted(roles), spec["managed"]["roles"], strict=True):
         assert (entry["login"], entry["passwordSecret"], entry["ensure"]) == (True, {"name": role}, "present")

@@ -385,6 +385,7 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         # logging in with the old password after it was refused would fail one)
         old_pods = {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{second}/pods").json()["items"]
                     if p["metadata"]["name"].startswith("demo-")}
+        looping = time.monotonic()
         request_loop(node, second, shop_image, f"http://demo.{second}.svc:{SHOP_PORT}/fresh")
         rotating = time.monotonic()
         rotated = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", second, "--kubeconfig",
@@ -414,6 +415,7 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert deployment["spec"]["template"]["metadata"]["annotations"]["rotation.apprafter.io/pg"]
         node.wait(API, "Application", "demo", second, ready, timeout=120, what=f"Application {second}/demo Ready")
         assert new["password"] not in operator.log() and new["password"] not in rotated.stdout + rotated.stderr
+        looping = time.monotonic() - looping
 
         # the first app's need removed: held for a data-migration plan, the app running on meanwhile
         apply(node, cr(first, app(test_app, pg=False)))
@@ -442,7 +444,8 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         # the other app's data intact
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-2") == f"read: from-{second}"
         print(f"pg: re-created app Ready {again:.1f} s (its row read back); `db rotate` run -> new password "
-              f"applied, pods rolled, rotation completed {rotating:.1f} s; `migration approve` run -> database and "
+              f"applied, pods rolled, rotation completed {rotating:.1f} s under the request loop ({looped[-1]}; the "
+              f"rotation step {looping:.1f} s); `migration approve` run -> database and "
               f"role dropped, claim gone {dropped:.1f} s")
     finally:
         node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off
