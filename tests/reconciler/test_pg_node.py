@@ -440,7 +440,7 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert node.get(cnpg.API, "Database", fields[0]["db"], SERVICES) is None
         assert node.get("v1", "Secret", fields[0]["user"], SERVICES) is None
         managed = (node.get(cnpg.API, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]
-        assert [r["name"] for r in managed] == [fields[1]["user"]], managed
+        assert [r["name"] for r in managed] == [fields[1]["user"], new["user"]], managed  # the other's two roles
         # the other app's data intact
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-2") == f"read: from-{second}"
         print(f"pg: re-created app Ready {again:.1f} s (its row read back); `db rotate` run -> new password "
