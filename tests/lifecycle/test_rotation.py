@@ -1,7 +1,8 @@
 """Credential rotation as pure decisions (lifecycle/rotation.py and the backends' cores): what the claim binder sees
 of a request (its form, what the connection Secret answers, which pods hold an older password), redis' two passwords
-through the rollout and pg's two alternating login roles, once per request; the status, its completion and Events; the pod-template stamp
-that rolls the app's pods (and nothing else); who may ask (compatibility.authority.rotate_writer)."""
+through the rollout and pg's two alternating login roles, once per request; the status, its completion and Events;
+the pod-template stamp that rolls the app's pods (and nothing else); who may ask
+(compatibility.authority.rotate_writer)."""
 
 from __future__ import annotations
 
