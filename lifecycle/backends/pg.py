@@ -208,7 +208,9 @@ class CloudNativePG:
         fields = {"url": url, "pooledUrl": pooled, "host": config.host, "port": str(PORT), "user": login.name,
                   "password": password, "db": tenant.name}
         return Step(ready(f"role {login.name} and database {tenant.name} on {config.host}:{PORT}",
-                          _connection(config, login, tenant), fields, rotated=issued(login_secret),
+                          # a role's Secret without a mark (a restore's new generation) answers what the connection
+                          # did: a request is rotated once
+                          _connection(config, login, tenant), fields, rotated=issued(login_secret) or rotation.issued,
                           refused=refused, conditions=(size,)), tuple(writes))
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:

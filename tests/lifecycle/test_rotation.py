@@ -347,3 +347,24 @@ def test_who_may_ask_for_a_rotation_and_what_a_request_looks_like(old: str | Non
 
 def test_every_type_a_request_may_name_has_its_backends_words() -> None:
     assert set(rotation.ROTATES) == set(ROTATED_TYPES)
+
+
+def test_pg_a_restores_new_generation_answers_the_request_the_connection_did_no_second_rotation() -> None:
+    """After a restore's switch (lifecycle.restore) the claim is at generation 2, whose role's Secret the restore
+    made without a mark: the connection still answers the completed request, so nothing is due (no new password, no
+    switch to generation 2's alternate)."""
+    restored = claim("pg", V1, {"restore": {"generation": 2}})
+    found = pg_shared()
+    owner = pg_cluster.tenant_of(restored)
+    secret = pg_cluster.password_secret_object(found, owner, "restored")
+    secret["metadata"]["resourceVersion"] = "20"
+    cluster = {"status": {"conditions": [{"type": "Ready", "status": "True"}], "managedRolesStatus": {
+        "byStatus": {"reconciled": [owner.name]}, "passwordStatus": {owner.name: {"resourceVersion": "20"}}}}}
+    database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
+    reads = PG.reads(restored, found)
+    seen = Seen({reads[0]: cluster, reads[1]: database, reads[2]: secret}, {"user": ALT, "password": FRESH}, FRESH,
+                0, Rotation(V1, V1, ()))
+    step = PG.provision(restored, found, seen)
+    assert isinstance(step.then, Ready) and step.then.secret is not None and step.then.rotated == V1
+    assert (step.then.secret["user"], step.then.secret["password"]) == (owner.name, "restored")
+    assert secret_writes(step) == []
