@@ -157,9 +157,9 @@ class CloudNativePG:
         roles[tenant.name] = role_entry(tenant)
         if alternate.name in roles or (switching and standby is alternate):
             if alternate.name not in held and len(held) >= MAX_ROLES:  # the rotation waits; the app runs on
-                return Step(ready(f"role {active.name} and database {tenant.name} on {config.host}:{PORT}; the "
-                                  f"rotation waits: Cluster {config.namespace}/{config.name} holds {len(held)} roles, "
-                                  "its limit", _connection(config, active, tenant), dict(given or {}),
+                return Step(ready(f"{_where(config, active, tenant)}; the rotation waits: Cluster "
+                                  f"{config.namespace}/{config.name} holds {len(held)} roles, its limit",
+                                  _connection(config, active, tenant), dict(given or {}),
                                   rotated=rotation.issued, conditions=(size,)))
             roles[alternate.name] = alternate_entry(alternate, tenant)
         # the ScheduledBackup (lifecycle.backends.pg_backup) before the Cluster: its deletion must precede the write
@@ -184,8 +184,8 @@ class CloudNativePG:
                 and readiness(config, tenant, cluster, active_secret, database, active) is None):
             # the rotation's role not ready yet: the claim stays ready with the role its Secret names (its password
             # still valid), its pods keep running
-            return Step(ready(f"role {active.name} and database {tenant.name} on {config.host}:{PORT}; the rotation "
-                              f"of request {rotation.requested} waits: {waits.message}",
+            return Step(ready(f"{_where(config, active, tenant)}; the rotation of request {rotation.requested} "
+                              f"waits: {waits.message}",
                               _connection(config, active, tenant), dict(given or {}), rotated=rotation.issued,
                               conditions=(size,)), tuple(writes))
         if waits is not None:
@@ -207,7 +207,7 @@ class CloudNativePG:
         pooled = f"postgresql://{name}:{secret_part}@{config.pooled_host}:{PORT}/{db}"
         fields = {"url": url, "pooledUrl": pooled, "host": config.host, "port": str(PORT), "user": login.name,
                   "password": password, "db": tenant.name}
-        return Step(ready(f"role {login.name} and database {tenant.name} on {config.host}:{PORT}",
+        return Step(ready(_where(config, login, tenant),
                           # a role's Secret without a mark (a restore's new generation) answers what the connection
                           # did: a request is rotated once
                           _connection(config, login, tenant), fields, rotated=issued(login_secret) or rotation.issued,
@@ -337,6 +337,12 @@ def _admitted(claim: Mapping[str, Any], config: Shared, tenant: Tenant,
     return kept_tenant, Condition(SIZE_CONDITION, "False", "ShareDoesNotFit", f"needs.pg.size {tenant.size}: its "
                                   f"share does not fit: {said}; the role keeps its {live} share ({SHARES[live]}, "
                                   f"{CONNECTIONS[live]} connections) until {room}")
+
+
+def _where(config: Shared, login: Tenant, tenant: Tenant) -> str:
+    """Where the app connects, in words: the claim's role and database, or its alternate and the database."""
+    what = f"role and database {tenant.name}" if login == tenant else f"role {login.name} and database {tenant.name}"
+    return f"{what} on {config.host}:{PORT}"
 
 
 def _connection(config: Shared, login: Tenant, tenant: Tenant) -> dict[str, Any]:
