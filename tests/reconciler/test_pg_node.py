@@ -411,6 +411,14 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         primary_name = primary["metadata"]["name"]
         assert log_in(node, primary_name, new) == "in"
         assert log_in(node, primary_name, fields[1]) == "password authentication failed"
+        # the pooler serves the alternate too (CloudNativePG's auth_query finds any role; pg_hba `samerole` lets it
+        # reach the claim's database), its sessions running as the claim's role; the other's database refused
+        node.delete("v1", "Pod", "psql-pooled", second)
+        node.wait_gone("v1", "Pod", "psql-pooled", second, timeout=60)
+        pooled_client(node, second, cloudnative_pg.postgres_image, fields[0]["db"])
+        assert pooled_said(node, second) == [
+            f"read: from-{second}", f"whoami: {fields[1]['user']}@{fields[1]['db']}", f"via: {pooler}.{SERVICES}.svc",
+            f"other: {REFUSED}"]
         deployment = node.get("apps/v1", "Deployment", "demo", second) or {}
         assert deployment["spec"]["template"]["metadata"]["annotations"]["rotation.apprafter.io/pg"]
         node.wait(API, "Application", "demo", second, ready, timeout=120, what=f"Application {second}/demo Ready")
