@@ -30,7 +30,7 @@ from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
 from tests.reconciler.node_pods import finished, loop_result, ready, request_loop, secret_env
-from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, Fixture, Operator, operator_fixture
+from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, ROLL_DRAIN, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
@@ -167,18 +167,20 @@ def shop_image(node: NodeTestBed) -> str:
     return node.import_image(build_shop_app())
 
 
-def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str) -> str:
-    """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it)."""
+def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str,
+                  drain: str = NODE_PLATFORM) -> str:
+    """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it);
+    `drain`: its gateway section (the exposed pods' pause before SIGTERM)."""
     node.ensure_namespace(services)
     path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
-    path.write_text(f"providerNamespaces: {{pg: {services}}}\n{NODE_PLATFORM}")
+    path.write_text(f"providerNamespaces: {{pg: {services}}}\n{drain}")
     return str(path)
 
 
 @pytest.fixture(scope="module")
 def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The operator's platform file: this module's pg services namespace."""
-    return platform_file(node, tmp_path_factory, SERVICES)
+    """The operator's platform file: this module's pg services namespace; the apps' pods drain (ROLL_DRAIN)."""
+    return platform_file(node, tmp_path_factory, SERVICES, ROLL_DRAIN)
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),

@@ -25,7 +25,7 @@ from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr
 from tests.reconciler.node_pods import finished, loop_result, ready, request_loop, secret_env
-from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.reconciler.operator_proc import FAST, ROLL_DRAIN, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed.node import NodeTestBed
 from tests.testbed.testapp import build_shop_app
@@ -89,8 +89,17 @@ def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     node.delete("v1", "Namespace", SERVICES)  # its instance goes with it (not waited for: nothing uses it)
 
 
-operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--backend-image",
-                            Fixture("redis_image_flag"), bed="node", crds=True, inside=True, name="redis-node")
+@pytest.fixture(scope="module")
+def redis_platform(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The operator's platform file: the apps' pods drain (ROLL_DRAIN: the rotation's request loop)."""
+    path = tmp_path_factory.mktemp("platform") / "platform.yaml"
+    path.write_text(ROLL_DRAIN)
+    return str(path)
+
+
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("redis_platform"),
+                            "--backend-image", Fixture("redis_image_flag"), bed="node", crds=True, inside=True,
+                            name="redis-node")
 
 
 def app(image: str, bed: str = RUN, **need: str) -> dict[str, Any]:
