@@ -1,9 +1,10 @@
 """The cloudnative-pg backend's core: one shared CloudNativePG Cluster per provider, a role and database per claim.
 
-Provisioning makes the role's password Secret (once, and anew for each rotation request: lifecycle.rotation), the
-Cluster with the claim's role and the Database, and waits for CloudNativePG's word (lifecycle.backends.pg_cluster: the
-objects and readiness). When lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on
-CloudNativePG's word: the database, then the role, then their resources. CloudNativePG makes and drops both; no
+Provisioning makes the role's password Secret (once), the Cluster with the claim's role and the Database, and waits
+for CloudNativePG's word (lifecycle.backends.pg_cluster: the objects and readiness); a rotation request
+(lifecycle.rotation) switches the app to the claim's other login role (lifecycle.backends.pg_roles). When
+lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the
+alternate role, the database, then the role, then their resources. CloudNativePG makes and drops both; no
 client of ours connects.
 """
 
@@ -118,12 +119,13 @@ class CloudNativePG:
                 _job_read(config, alternate_of(claim)))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
-        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once and
-        anew for a rotation request (marked with the request: the same one twice rotates once); then the Cluster with
-        the claim's role (lazily made on the first claim; other claims' roles kept) and, with backups, its
-        ScheduledBackup; the Database once CloudNativePG reconciled its owner; ready once CloudNativePG says all three
-        are, the password of the Secret's version applied (while a rotation's is not yet, ready with the connection
-        Secret's as it is)."""
+        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
+        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept) and, with
+        backups, its ScheduledBackup; the Database once CloudNativePG reconciled its owner; ready once CloudNativePG
+        says all three are, the password of the Secret's version applied. A rotation request: the standby login role's
+        Secret anew (marked with the request: the same one twice rotates once), the claim ready on the role it uses
+        until CloudNativePG applied it and (the alternate) its set-role Job succeeded, then on the standby; once no
+        pod holds the other role's password, that one replaced (retired), and `refused` once it is applied."""
         tenant = tenant_of(claim)
         database_read, secret_read = _tenant_reads(config, tenant)
         cluster, database, secret = seen.get(_cluster_read(config)), seen.get(database_read), seen.get(secret_read)
