@@ -4,8 +4,8 @@ Provisioning makes the role's password Secret (once), the Cluster with the claim
 for CloudNativePG's word (lifecycle.backends.pg_cluster: the objects and readiness); a rotation request
 (lifecycle.rotation) switches the app to the claim's other login role (lifecycle.backends.pg_roles). When
 lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the
-alternate role, the database, then the role, then their resources. CloudNativePG makes and drops both; no
-client of ours connects.
+alternate role, the database, then the role, then their resources. CloudNativePG makes and drops both; the
+operator never connects (the alternate's set-role Job does, as that role).
 """
 
 from __future__ import annotations
