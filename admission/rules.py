@@ -12,7 +12,7 @@ from typing import Any
 
 from compatibility import authority
 from compatibility.objects import check_application
-from lifecycle import hostname_policy, hostnames
+from lifecycle import generation_drop, hostname_policy, hostnames
 from lifecycle.backends import registry as backend_registry
 from lifecycle.backends.contract import Site
 from lifecycle.binding import bind
@@ -236,12 +236,19 @@ def _resource_claim(req: Request, settings: Settings) -> Verdict:
     if reason:
         problems.append((f"metadata.annotations.{drop}", reason))
     need = str((req.obj.get("spec") or {}).get("type") or "")
-    # the requests a team writes on its claim (a rotation, a restore): asked by people, never by the operator
+    # the requests a team writes on its claim (a rotation, a restore, a kept generation's drop): asked by people,
+    # never by the operator
     for key, writer in ((authority.ROTATE_ANNOTATION, authority.rotate_writer),
-                        (authority.RESTORE_ANNOTATION, authority.restore_writer)):
+                        (authority.RESTORE_ANNOTATION, authority.restore_writer),
+                        (authority.DROP_GENERATION_ANNOTATION, authority.drop_generation_writer)):
         reason = writer(_annotation(req.old, key), _annotation(req.obj, key), need, req.user, settings.operator_user)
         if reason:
             problems.append((f"metadata.annotations.{key}", reason))
+    key = authority.DROP_GENERATION_ANNOTATION
+    asked = generation_drop.requested(req.obj) if _annotation(req.old, key) != _annotation(req.obj, key) else None
+    reason = generation_drop.refusal(req.old or req.obj, asked.generation) if asked is not None else None
+    if reason:  # which generation may go, as the claim stands (its status: which are kept, which is live)
+        problems.append((f"metadata.annotations.{key}", reason))
     return Verdict(tuple(problems), FORBIDDEN)
 
 

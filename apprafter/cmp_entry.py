@@ -6,7 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-from apprafter.errors import report
 from toolchain.errors import AppRafterError
 
 MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
@@ -14,7 +13,10 @@ MAX_ERROR_LINES = 20  # Argo CD shows stderr in the UI: keep it short
 
 def run(command: str) -> int:
     """Run one plugin command; the exit code is 0 only when something was printed."""
+    from apprafter.entry import imports_done
     from cmp import commands
+
+    imports_done()
 
     cwd = Path.cwd()
     if command == "discover":
@@ -32,6 +34,8 @@ def run(command: str) -> int:
             return 0
         stream, warnings = commands.generate_stream(os.environ, cwd)
     except (AppRafterError, MemoryError) as error:
+        from apprafter.errors import report  # the error path's alone
+
         return report(error, MAX_ERROR_LINES)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)

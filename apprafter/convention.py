@@ -6,13 +6,13 @@ builds the click options from it, and tests/cli/test_convention.py walks every c
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from toolchain.record import Record
 
 __all__ = ["ALIASES", "ALL_NAMESPACES", "CONTAINER", "DEPRECATED", "ENVIRONMENT", "FOLLOW", "NAMESPACE", "NO_COLOR",
            "OUTPUT", "OUTPUTS", "SPELLINGS", "VALUE_ALIASES", "Spelling", "colour_wanted"]
 
 
-class Spelling(NamedTuple):
+class Spelling(Record):
     """How one concept is spelled on every command that has it."""
 
     long: str

@@ -1,5 +1,6 @@
 """`apprafter db backups`: what of an app's pg database can be restored in one environment: from its Cluster's first
-recoverable point to its latest (lifecycle.backends.pg_backup.recoverable), read from the Cluster its claim is on."""
+recoverable point to its latest (lifecycle.backends.pg_backup.recoverable), read from the Cluster its claim is on;
+and its generations: the one the app uses, the ones its restores kept (lifecycle.generation_drop.kept_generations)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ __all__ = ["backups"]
 async def _backups(kube: Kube, argocd: dict[str, Any], name: str) -> dict[str, Any]:
     """The report of the app's pg claim in the environment `argocd` deploys (a UserError when it has none)."""
     from lifecycle.backends.pg_backup import recoverable
-    from lifecycle.backends.pg_cluster import CLUSTER, cluster_at
+    from lifecycle.backends.pg_cluster import CLUSTER, cluster_at, generation_of, tenant_of
+    from lifecycle.generation_drop import kept_generations
     from renderer.crds import RESOURCE_CLAIM
     from renderer.names import ENVIRONMENT_LABEL
 
@@ -48,7 +50,9 @@ async def _backups(kube: Kube, argocd: dict[str, Any], name: str) -> dict[str, A
     found = recoverable(cluster, datetime.datetime.now(datetime.UTC))
     return {"app": name, "environment": environment, "namespace": namespace, "provider": status.get("provider"),
             "cluster": {"name": where[0], "namespace": where[1]}, "earliest": found.first, "latest": found.latest,
-            "lastBackup": found.last_backup, "archiving": found.archiving, "problem": found.problem}
+            "lastBackup": found.last_backup, "archiving": found.archiving, "problem": found.problem,
+            "generation": {"number": generation_of(claim), "database": tenant_of(claim).name},
+            "kept": [{"number": n, "database": tenant_of(claim, n).name} for n in kept_generations(claim)]}
 
 
 def _text(r: dict[str, Any]) -> str:
@@ -60,6 +64,9 @@ def _text(r: dict[str, Any]) -> str:
              f"  last backup:  {r['lastBackup'] or '—'}"]
     if r["problem"]:
         lines.append(f"  problem:      {r['problem']}")
+    lines.append(f"  generation:   {r['generation']['number']} (database {r['generation']['database']}, the app's)")
+    lines.extend(f"  kept:         {k['number']} (database {k['database']}; `apprafter db drop-generation "
+                 f"{r['app']} -e {r['environment']} --generation {k['number']}` drops it)" for k in r["kept"])
     return "\n".join(lines) + "\n"
 
 
@@ -74,7 +81,8 @@ def _text(r: dict[str, Any]) -> str:
 def backups(name: str, environments: tuple[str, ...], argocd_namespace: str, output: str, kubeconfig: Path | None,
             kube_context: str | None) -> None:
     """What app NAME's pg database can be restored to in one environment: the earliest and the latest point, from
-    the backups of the CloudNativePG Cluster it is on. Exits 1 when nothing can be restored yet."""
+    the backups of the CloudNativePG Cluster it is on; the generation the app uses and those its restores kept.
+    Exits 1 when nothing can be restored yet."""
     async def read(kube: Kube, _: str) -> dict[str, Any]:
         return await _backups(kube, await one_environment(kube, argocd_namespace, name, environments), name)
 

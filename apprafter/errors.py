@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from toolchain.errors import AppRafterError, ToolFailure
+from toolchain.record import TYPE_CHECKING
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types alone: `typing` stays off the plugin's path
+    from collections.abc import Callable
+    from typing import ParamSpec, TypeVar
+
     from controller_runtime.errors import KubeFailure
 
-__all__ = ["print_lines", "report", "reported"]
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
-P = ParamSpec("P")
-R = TypeVar("R")
+__all__ = ["print_lines", "report", "reported"]
 
 
 def print_lines(lines: list[str], limit: int | None = None) -> None:

@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, cast
 
 from apprafter.convention import ENVIRONMENT, NAMESPACE, NO_COLOR, OUTPUT, OUTPUTS
 from renderer.context import TIERS
 from renderer.render import MODES
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["RENDER_OPTIONS", "Option", "parse", "render"]
 
 
-class Option(NamedTuple):
+class Option(Record):
     """One option of `render`: its flag, the argument it fills, and what click says about it."""
 
     flag: str
@@ -93,11 +96,15 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
            all_envs: bool = False, no_color: bool = False) -> None:
     """Render PATH (repo root, apprafter/ dir or the .cue file) for one environment as a YAML stream."""
     from apprafter.budget import limit_own_memory
+    from apprafter.entry import imports_done
     from renderer import settings
     from renderer.errors import Problem, UserError
     from renderer.load import load
-    from renderer.render import Mode, Rendered, render_all, render_loaded
+    from renderer.names import as_mode
+    from renderer.render import Rendered, render_all, render_loaded
     from renderer.validate import environments, interpolation_warnings
+
+    imports_done()
 
     def flag(value: str | None, name: str) -> settings.Given | None:
         return None if value is None else settings.Given(value, settings.Origin(name))
@@ -109,7 +116,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
         if all_envs or environment:
             raise UserError([Problem("--all", 0, 0, "", "renders every environment of every app: not with "
                                      "--all-envs or --env")])
-        rendered, problems = render_all(all_dir, cast(Mode, mode), context)
+        rendered, problems = render_all(all_dir, as_mode(mode), context)
         if problems:
             raise UserError(problems)
         _write_many(rendered, output)
@@ -123,7 +130,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
         problems = []
         for env in declared:
             try:
-                many.append(render_loaded(app, env, cast(Mode, mode), namespace, context))
+                many.append(render_loaded(app, env, as_mode(mode), namespace, context))
             except UserError as e:
                 problems += e.problems
         if problems:
@@ -135,7 +142,7 @@ def render(path: Path, environment: str | None, mode: str, namespace: str | None
     if not environment:
         raise UserError([Problem(app.source.display, 1, 1, "", f"--env is required (or --all-envs); declared "
                                  f"environments: {', '.join(declared)}")])
-    result = render_loaded(app, environment, cast(Mode, mode), namespace, context)
+    result = render_loaded(app, environment, as_mode(mode), namespace, context)
     for warning in [*map(str, interpolation_warnings(app)), *result.warnings]:
         print(f"warning: {warning}", file=sys.stderr)
     _write(_formatted(result.objects, output))

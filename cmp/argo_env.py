@@ -12,11 +12,14 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from renderer import patterns
 from renderer.errors import Problem, UserError
 from renderer.settings import Given, Origin
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ContractError", "EnvironmentChoice", "choose_environment", "repo_root", "settings"]
 
@@ -73,7 +76,7 @@ def environment_parameter(env: Mapping[str, str]) -> str | None:
     return None
 
 
-class EnvironmentChoice(NamedTuple):
+class EnvironmentChoice(Record):
     """The environment to render and where the choice came from (for error messages)."""
 
     name: str

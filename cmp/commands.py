@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
 from cmp import argo_env
 from renderer import settings
@@ -13,8 +12,13 @@ from renderer.context import PlatformContext
 from renderer.emit import dump_json_stream
 from renderer.errors import Problem, ToolFailure, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, load
-from renderer.render import Mode, Rendered, render_loaded
+from renderer.names import as_mode
+from renderer.render import Rendered, render_loaded
 from renderer.validate import environments
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["discover", "generate", "generate_stream", "parameters", "parameters_json"]
 
@@ -45,7 +49,7 @@ def generate(env: Mapping[str, str], cwd: Path) -> Rendered:
         raise UserError([Problem(app.source.display, 1, 1, "", "no environment chosen: set the plugin parameter "
                                  "'environment' (or plugin env APPRAFTER_ENVIRONMENT, or name the Application "
                                  f"<app>-<env>); declared: {', '.join(declared) or 'none'}")])
-    rendered = render_loaded(app, choice.name, cast(Mode, mode), namespace, context, chosen_by=choice.source)
+    rendered = render_loaded(app, choice.name, as_mode(mode), namespace, context, chosen_by=choice.source)
     if not rendered.objects:
         raise ToolFailure("the renderer produced no objects; refusing to report an empty success")
     return rendered

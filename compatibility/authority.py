@@ -175,6 +175,32 @@ def restore_writer(old: str | None, new: str | None, kind: str, user: str, opera
     return None
 
 
+# A ResourceClaim's request to drop one generation its restores kept (lifecycle.generation_drop): `<request>@<N>`,
+# written by a person of the app's team (`apprafter db drop-generation`); the operator opens a data-migration
+# MigrationPlan for it and drops that generation's database and role only once a person approves that plan.
+DROP_GENERATION_ANNOTATION = "apprafter.io/drop-generation"
+DROP_GENERATION_REQUEST = re.compile(r"(?P<id>[A-Za-z0-9][A-Za-z0-9._:-]{0,62})@(?P<generation>[1-9][0-9]{0,5})")
+
+
+def drop_generation_writer(old: str | None, new: str | None, kind: str, user: str,
+                           operator_user: str) -> str | None:
+    """Why `user` may not change the DROP_GENERATION_ANNOTATION of a claim of type `kind` from `old` to `new` (None
+    when they may, or it is unchanged or withdrawn): as restore_writer (the request only opens a plan, and reaches
+    that claim's data alone); which generation may go is lifecycle.generation_drop.refusal's."""
+    if old == new or new is None:
+        return None
+    if user == operator_user:
+        return (f"{DROP_GENERATION_ANNOTATION} asks for a kept generation to be dropped: a person of the app's team "
+                f"writes it (`apprafter db drop-generation`), never the operator ({operator_user})")
+    if not DROP_GENERATION_REQUEST.fullmatch(new):
+        return (f"{new[:90]!r} is not a request to drop a generation: <request>@<generation> (the request 1 to 63 "
+                "letters, digits, '.', '_', ':' or '-'; the generation a number from 1; `apprafter db drop-generation` "
+                "writes one)")
+    if kind not in RESTORED_TYPES:
+        return (f"a claim of type {kind or '(none)'} has no generations (restored: {', '.join(RESTORED_TYPES)})")
+    return None
+
+
 def record_writer(kind: str, user: str, operator_user: str) -> str | None:
     """Why `user` may not write an operator's record (ApplicationBaseline, PublicHostname; None when it may): they
     are the operator's memory, written by it alone (a person forgets a baseline by deleting it, RBAC's to allow)."""

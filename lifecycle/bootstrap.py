@@ -16,17 +16,20 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from controller_runtime.compare import up_to_date
+from lifecycle.platformstack import baseline_of
 from platform_stack import umbrella
 from platform_stack.resource import KIND as STACK_KIND
 from platform_stack.resource import NAME as STACK_NAME
 from platform_stack.resource import NAMESPACE as STACK_NAMESPACE
+from platform_stack.resource import read_spec
 from renderer.names import API_VERSION as APPRAFTER_API
 from renderer.names import OPERATOR_FIELD_MANAGER
 from toolchain.errors import Problem, UserError
 
 __all__ = ["ARGOCD_CRD", "ARGOCD_NAMESPACE", "CRD_API", "FIELD_MANAGER", "KEYS_SECRET", "SIDECAR_MANAGER", "Key",
            "Plan", "Request", "Stack", "Step", "argocd_found", "crd_scopes", "default_project", "key_of",
-           "namespaced_in", "plan", "reads", "sidecar_objects", "stack_spec", "tenant_project"]
+           "namespaced_in", "plan", "reads", "root_application", "sidecar_objects", "stack_spec",
+           "tenant_project"]
 
 FIELD_MANAGER = "apprafter-bootstrap"
 # The sidecar settings' own field manager, as docs/install.md step 3 applies them (and takes them out again).
@@ -210,14 +213,26 @@ def tenant_project(request: Request) -> dict[str, Any] | None:
 
 def _desired(request: Request) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
     """(namespaces, the keys Secret, the PlatformStack, the root Application) this request makes."""
-    stack = request.stack
     key_name, key_b64 = request.public_key
     secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "metadata": _meta(KEYS_SECRET, STACK_NAMESPACE),
               "data": {key_name: key_b64}}
     platform_stack = {"apiVersion": APPRAFTER_API, "kind": STACK_KIND, "metadata": _meta(STACK_NAME, STACK_NAMESPACE),
                       "spec": stack_spec(request)}
-    root = umbrella.umbrella(stack.repository, stack.version, stack.digest, request.values, {}, automated=True)
-    return [_namespace(ARGOCD_NAMESPACE), _namespace(STACK_NAMESPACE)], [secret], platform_stack, root
+    return [_namespace(ARGOCD_NAMESPACE), _namespace(STACK_NAMESPACE)], [secret], platform_stack, \
+        root_application(request, platform_stack)
+
+
+def root_application(request: Request, platform_stack: Mapping[str, Any]) -> dict[str, Any]:
+    """The root Application: the umbrella the PlatformStack controller's first apply of the verified version writes
+    for `platform_stack` as the controller reads it (its values and every override, `--gateway-class` and the issuer
+    among them). Argo CD syncs it before the operator runs (the operator is a component of the stack), so its first
+    sync, and every component Application that makes, already renders what was asked; the controller's takeover then
+    writes nothing. UserError, one line per field, for a spec the controller would refuse."""
+    spec, problems = read_spec(platform_stack)
+    if spec is None:
+        raise UserError([Problem(field, 0, 0, "", reason) for field, reason in problems])
+    stack = request.stack
+    return umbrella.of(baseline_of(spec, stack.version, stack.digest, stack.repository), automated=True)
 
 
 def reads(request: Request) -> list[Key]:

@@ -20,8 +20,8 @@ from platform_stack.check_result import Baseline, Check, Finding
 from platform_stack.resource import NAMESPACE, StackSpec, push_history
 
 __all__ = ["CONDITIONS", "KEPT", "MIGRATION_APPROVED", "READY", "SOURCE_FINDINGS", "SOURCE_VERIFIED",
-           "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "between_checks", "found", "held",
-           "invalid", "moved_before", "pin_reverted", "plan_created_note", "refused_plans", "rejected",
+           "UPGRADE_AVAILABLE", "UPSTREAM_AHEAD", "StackVerdict", "applied", "baseline_of", "between_checks", "found",
+           "held", "invalid", "moved_before", "pin_reverted", "plan_created_note", "refused_plans", "rejected",
            "umbrella_failed"]
 
 READY, SOURCE_VERIFIED, UPGRADE_AVAILABLE, UPSTREAM_AHEAD, MIGRATION_APPROVED = (
@@ -225,6 +225,12 @@ def _approved(status: Mapping[str, Any], decision: PlatformDecision) -> Conditio
     return previous[0] if previous and previous[0].reason in ("Approved", "Rejected") else None
 
 
+def baseline_of(spec: StackSpec, version: str, digest: str, repository: str, plan: str | None = None) -> Baseline:
+    """What an apply of `version` (verified as `digest` in `repository`) records and its umbrella carries: the spec's
+    pin, values and every override, from the first apply on (cluster-bootstrap's root Application is this too)."""
+    return Baseline(version, digest, repository, spec.pin, spec.values, spec.overrides, plan)
+
+
 def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, result: Check,
             decision: PlatformDecision, children: Iterable[Mapping[str, Any]], checked: str) -> StackVerdict:
     """The verified target goes to the umbrella; the baseline and history are re-stamped, then the plan marked."""
@@ -232,8 +238,7 @@ def applied(obj: Mapping[str, Any], spec: StackSpec, baseline: Baseline | None, 
     assert target is not None
     unchanged = baseline is not None and (baseline.version, baseline.digest) == (target.version, target.digest)
     keep_plan = baseline.plan if baseline is not None and unchanged and not decision.consumed else None
-    new = Baseline(target.version, target.digest, result.repository, spec.pin, spec.values, spec.overrides,
-                   decision.consumed or keep_plan)
+    new = baseline_of(spec, target.version, target.digest, result.repository, decision.consumed or keep_plan)
     history = status.get("versionHistory") or []
     if not unchanged:
         entry = {"version": new.version, "digest": new.digest, "appliedAt": checked}

@@ -228,7 +228,7 @@ def step(claim: Mapping[str, Any], config: Shared, request: Request, seen: Seen)
         return Step((), before)
     old, new = tenant_of(claim, live), tenant_of(claim, number)
     plan_of = plan_name(claim, request)
-    status = {**{k: before[k] for k in ("completed", "completedAt", "kept") if k in before},
+    status = {**{k: before[k] for k in ("completed", "completedAt", "kept", "drop") if k in before},
               "requested": request.id, "target": request.at, "plan": plan_of, "generation": live, "restoring": number}
     where = f"Cluster {config.namespace}/{config.name}"
     phase = str((seen.plan or {}).get("status", {}).get("phase") or "")

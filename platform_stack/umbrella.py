@@ -10,12 +10,15 @@ automated sync off when it moved (a second line, and an alarm: docs/platform-sta
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from renderer.names import GROUP, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
+if TYPE_CHECKING:
+    from platform_stack.check_result import Baseline
+
 __all__ = ["API_VERSION", "DIGEST_ANNOTATION", "KIND", "LABELS", "NAME", "NAMESPACE", "VALUE_KEYS",
-           "VERSION_ANNOTATION", "umbrella"]
+           "VERSION_ANNOTATION", "of", "umbrella"]
 
 API_VERSION, KIND = "argoproj.io/v1alpha1", "Application"
 NAME, NAMESPACE = "apprafter-platform", "argocd"
@@ -46,3 +49,10 @@ def umbrella(repository: str, version: str, digest: str, values: Mapping[str, An
             "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": dict(LABELS),
                          "annotations": {VERSION_ANNOTATION: version, DIGEST_ANNOTATION: digest}},
             "spec": spec}
+
+
+def of(base: Baseline, *, automated: bool) -> dict[str, Any]:
+    """The umbrella Application that runs `base`: its version by digest, with the values and overrides it records.
+    The PlatformStack controller writes it for what it applied, cluster-bootstrap for what the controller's first
+    apply will record (lifecycle.bootstrap): one Application, whoever writes it first."""
+    return umbrella(base.repository, base.version, base.digest, base.values, base.overrides, automated=automated)

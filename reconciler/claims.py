@@ -36,13 +36,15 @@ from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
 from lifecycle.backends.registry import REGISTERED, Registration, registration
 from lifecycle.binding import PROVISIONED, bind, status_of
 from lifecycle.conditions import Condition
+from lifecycle.generation_drop import PLAN_LABELS as DROP_PLAN_LABELS
+from lifecycle.generation_drop import notes as drop_notes
 from lifecycle.restore import PLAN_LABELS as RESTORE_PLAN_LABELS
 from lifecycle.restore import notes as restore_notes
 from lifecycle.rotation import concerned
 from lifecycle.rotation import notes as rotation_notes
 from lifecycle.rotation import status as rotation_status
 from lifecycle.service_provider import SERVICE_PROVIDER, check
-from reconciler import kept_data, restore
+from reconciler import generation_drop, kept_data, restore
 from reconciler.backends.registry import Client, client_for
 from reconciler.claim_steps import Carried, carry_out
 from reconciler.status import record
@@ -98,7 +100,8 @@ class ClaimController:
         watches = [Watch(RESOURCE_CLAIM, {}, itself), Watch(SERVICE_PROVIDER, {}, self.claims_of, CLUSTER),
                    Watch(SECRET, KEPT_LABELS, self.claims_of_object, CLUSTER),  # a record deleted: claimed anew
                    Watch(POD, MANAGED, self.claims_of_pod),  # an old pod gone: its rotation may complete
-                   Watch(MIGRATION_PLAN, RESTORE_PLAN_LABELS, self.claims_of_object)]  # a restore's plan approved
+                   Watch(MIGRATION_PLAN, RESTORE_PLAN_LABELS, self.claims_of_object),  # a restore's plan approved
+                   Watch(MIGRATION_PLAN, DROP_PLAN_LABELS, self.claims_of_object)]  # a kept generation's drop's
         for served in self.served():
             site = self.sites[served.core.backend]
             watches.extend(Watch(w.kind, w.labels, self.claims_of_object, (site.namespace,) if w.site else ())
@@ -185,12 +188,19 @@ class ClaimController:
                 done = await restore.carry(kube, claim, config)
                 if done is not None:
                     claim, restored = done.claim, done.status
+                # a kept generation's drop (lifecycle.generation_drop): never the generation provisioned below
+                dropped = await generation_drop.carry(kube, claim, config)
+                if dropped is not None:
+                    restored = dropped.status
+                    claim = {**claim, "status": {**(claim.get("status") or {}), "restore": dropped.status}}
                 found = await carry_out(kube, core, self.clients.get(core.backend), claim, config,
                                         provider["metadata"]["name"], pods=self.pods().items(namespace))
                 assert found is not None  # None only when dropping
                 carried = found
                 if done is not None:
                     retry = done.retry
+                if dropped is not None and isinstance(dropped.retry, Requeue) and not isinstance(retry, Requeue):
+                    retry = dropped.retry
             provisioned = _provisioned(claim, carried, time_now())
             retry = carried.then.retry if not isinstance(carried.then, Ready) else retry
         elif provider is not None and binding.condition.status == "True":
@@ -204,7 +214,9 @@ class ClaimController:
         for note in [*rotation_notes(written, (before.get("status") or {}).get("rotation"),
                                      (written.get("status") or {}).get("rotation")),
                      *restore_notes(written, (before.get("status") or {}).get("restore"),
-                                    (written.get("status") or {}).get("restore"))]:
+                                    (written.get("status") or {}).get("restore")),
+                     *drop_notes(written, (before.get("status") or {}).get("restore"),
+                                 (written.get("status") or {}).get("restore"))]:
             await record(self.runtime.recorder, written, note)
         if written is not before:
             log.info("binding", extra={"controller": "claims", "namespace": namespace, "object": name,

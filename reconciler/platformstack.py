@@ -235,8 +235,7 @@ class PlatformStackPass:
 
     async def apply_umbrella(self, base: Baseline, automated: bool) -> None:
         """Server-side apply the umbrella Application for `base` unless it already is that."""
-        desired = umbrella.umbrella(base.repository, base.version, base.digest, base.values, base.overrides,
-                                    automated=automated)
+        desired = umbrella.of(base, automated=automated)
         cache = self.controller.cache(ARGO_APPLICATION, umbrella.LABELS, umbrella.NAMESPACE)
         try:
             done = await ensure(self.kube, cache, desired)

@@ -38,7 +38,7 @@ from reconciler.claim_steps import PASSWORD_BYTES, write_all
 from reconciler.kept_data import NAMESPACE
 from toolchain.timestamps import time_now
 
-__all__ = ["Restored", "carry"]
+__all__ = ["Restored", "carry", "plan_phase"]
 
 log = logging.getLogger("apprafter.claims")
 
@@ -91,7 +91,7 @@ async def carry(kube: Kube, claim: Mapping[str, Any], config: Any) -> Restored |
             plan = await kube.get(MIGRATION_PLAN, plan_name(now, request), meta["namespace"])
             if plan is not None:
                 said = "awaiting approval" if decided.plan_phase == PENDING else f"applied: {decided.status['message']}"
-                await _plan_phase(kube, plan, PlanPhase(plan["metadata"]["name"], decided.plan_phase, said))
+                await plan_phase(kube, plan, PlanPhase(plan["metadata"]["name"], decided.plan_phase, said))
             if plan is not None and decided.plan_phase == PENDING:
                 await _supersede(kube, now, plan["metadata"]["name"])
         now = _with(now, decided.status)
@@ -134,11 +134,12 @@ async def _supersede(kube: Kube, claim: Mapping[str, Any], current: str) -> None
     found, _ = await kube.list(MIGRATION_PLAN, meta["namespace"], labels=labels)
     for name in superseded(found, claim, current):
         plan = next(p for p in found if p["metadata"]["name"] == name)
-        await _plan_phase(kube, plan, PlanPhase(name, SUPERSEDED, f"superseded by {current}: a later restore "
-                                                "request", superseded_by=current))
+        await plan_phase(kube, plan, PlanPhase(name, SUPERSEDED, f"superseded by {current}: a later restore "
+                                               "request", superseded_by=current))
 
 
-async def _plan_phase(kube: Kube, plan: Mapping[str, Any], phase: PlanPhase) -> None:
+async def plan_phase(kube: Kube, plan: Mapping[str, Any], phase: PlanPhase) -> None:
+    """Move a plan of the claim's (a restore's, a kept generation's drop) to `phase`, unless it is there already."""
     patch = phase_patch(plan, phase, time_now())
     if patch is None:
         return

@@ -15,9 +15,13 @@ another Argo CD application. One rule for the renderer, `plan`, the webhook and 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ALLOWED_SYNC_OPTIONS", "SYNC_OPTIONS", "SYNC_WAVE", "TRACKING_ID", "introduced", "problems"]
 
@@ -29,9 +33,9 @@ INSTALLATION_ID = f"{ARGOCD_DOMAIN}/installation-id"
 ALLOWED_SYNC_OPTIONS = ("Prune=false", "Prune=confirm", "Delete=false", "Delete=confirm")
 # gitops-engine treats an object with these as a Helm hook (pkg/sync/hook/helm), whatever renders it.
 HELM_HOOKS = ("helm.sh/hook", "helm.sh/hook-weight", "helm.sh/hook-delete-policy")
-WHOLE_NUMBER = re.compile(r"[-+]?[0-9]{1,9}")  # what Go's strconv.Atoi reads (Argo CD ignores anything else)
+WHOLE_NUMBER = lazy(r"[-+]?[0-9]{1,9}")  # what Go's strconv.Atoi reads (Argo CD ignores anything else)
 # Argo CD's format (util/argo/resource_tracking.go BuildAppInstanceValue): <app>:<group>/<kind>:<namespace>/<name>
-TRACKING = re.compile(r"[^:]+:apprafter\.io/Application:(?P<namespace>[^/]*)/(?P<name>.+)")
+TRACKING = lazy(r"[^:]+:apprafter\.io/Application:(?P<namespace>[^/]*)/(?P<name>.+)")
 
 
 def _argo_cds(key: str) -> bool:

@@ -6,7 +6,7 @@ every one.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from toolchain.record import Record
 
 __all__ = [
     "CLUSTER_ISSUER",
@@ -48,7 +48,7 @@ TIER_FEATURES: dict[str, frozenset[str]] = {
 }
 
 
-class PlatformContext(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses` costs the plugin ~6 ms of imports
+class PlatformContext(Record):  # a Record, not a dataclass or typing.NamedTuple: start-up (toolchain.record)
     """Cluster facts the renderer needs; every field has a default a solo cluster satisfies."""
 
     domain: str = "apps.example.com"

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from typing import Any
 
-__all__ = ["effective_spec", "merge"]
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["copied", "effective_spec", "merge"]
 
 # How each field of an environment override combines with base (architecture.md, spec §3.1).
 # Deep-merge by subfield, override wins. A value that is not a struct on either side (`health: false`) replaces.
@@ -15,31 +18,45 @@ KEY_MERGE = frozenset({"env", "needs"})  # env: key by key; needs: an override r
 MAP_OF_MAP_MERGE = frozenset({"resources"})  # requests/limits merge key by key, independently
 
 
+def copied(value: Any) -> Any:
+    """A deep copy of a JSON-shaped value (mappings, lists, scalars), what copy.deepcopy makes of it, without `copy`
+    and `weakref` on the render's path."""
+    if isinstance(value, Mapping):
+        return {key: copied(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(copied(item) for item in value)
+    return value
+
+
+def _copied_map(value: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: copied(item) for key, item in value.items()}
+
+
 def _merge_subfields(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(dict(base))
+    out = _copied_map(base)
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
             out[key] = _merge_subfields(out[key], value)
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = copied(value)
     return out
 
 
 def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """Merge one override onto base; neither argument is modified."""
-    out = copy.deepcopy(dict(base))
+    out = _copied_map(base)
     for key, value in override.items():
         if key in SUBFIELD_MERGE and isinstance(value, Mapping) and isinstance(base.get(key, {}), Mapping):
             out[key] = _merge_subfields(base.get(key, {}), value)
         elif key in KEY_MERGE:
-            out[key] = {**copy.deepcopy(base.get(key, {})), **copy.deepcopy(value)}
+            out[key] = {**copied(base.get(key, {})), **copied(value)}
         elif key in MAP_OF_MAP_MERGE:
-            merged = copy.deepcopy(dict(base.get(key, {})))
+            merged = _copied_map(base.get(key, {}))
             for group, entries in value.items():
                 merged[group] = {**merged.get(group, {}), **entries}
             out[key] = merged
         else:
-            out[key] = copy.deepcopy(value)
+            out[key] = copied(value)
     return out
 
 
@@ -61,7 +78,7 @@ def spec_for(environment: str, effective: Mapping[str, Any]) -> dict[str, Any]:
 
     The reconciler renders the last applied spec (status.lastAppliedSpec) through it while a change waits.
     """
-    base = {k: copy.deepcopy(v) for k, v in effective.items() if k != "budget"}
+    base = {k: copied(v) for k, v in effective.items() if k != "budget"}
     spec: dict[str, Any] = {"environment": environment, "base": base, "environments": {environment: {}}}
     if "budget" in effective:
         spec["budget"] = {environment: effective["budget"]}

@@ -4,9 +4,12 @@ pod (one place for both the renderer and the classifier)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from renderer.context import PlatformContext
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["APP_SHUTDOWN_SECONDS", "PROBES", "PROBE_DEFAULTS", "PROGRESS_DEADLINE", "ROLLING_UPDATE", "Drain",
            "container_probes", "describe", "drain", "health_problems", "probes", "progress_deadline",
@@ -115,7 +118,7 @@ def health_problems(eff: Mapping[str, Any]) -> list[tuple[tuple[str, ...], str]]
     return out
 
 
-class Drain(NamedTuple):
+class Drain(Record):
     """What a pod does when it is stopped: its container's fields and its pod spec's."""
 
     container: dict[str, Any]

@@ -6,16 +6,15 @@ Pure; the rule itself is the schema's `_dnsName` (renderer.patterns), this only 
 
 from __future__ import annotations
 
-import re
-
 from renderer import patterns
+from toolchain.regex import lazy
 
 __all__ = ["SINGLE_LABEL", "hostname_problem"]
 
 SINGLE_LABEL = ("is a single label: a public hostname is a fully qualified name of two labels or more "
                 "(shop.example.com)")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_PORT = re.compile(r":[0-9]*$")
+_SCHEME = lazy(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PORT = lazy(r":[0-9]*$")
 
 
 def _shown(value: str) -> str:

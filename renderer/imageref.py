@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import NamedTuple
+
+from toolchain.record import Record
 
 __all__ = ["DOCKER_HUB", "ImageRef", "is_digest_pinned", "is_loopback", "normalized", "parse_image", "refusal",
            "split_image"]
@@ -51,7 +52,7 @@ def _full(name: str, text: str) -> re.Match[str] | None:
     return _compiled(name).fullmatch(text)
 
 
-class ImageRef(NamedTuple):  # not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
+class ImageRef(Record):  # a Record, not a dataclass or typing.NamedTuple: start-up (toolchain.record)
     """A parsed reference: the registry (None when none is written: raw parses only), the repository path, the tag
     and the digest (None when not written)."""
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 from renderer import userfile
 from renderer.cue import Budget, run_cue
@@ -20,6 +19,11 @@ from renderer.errors import Problem, ToolFailure, UserError
 from renderer.locate import APP_DIR, APP_FILE, locate
 from renderer.scratch import scratch_dir
 from renderer.source import DEFAULT_PACKAGE, LoadedApp, Source
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "APP_DIR", "APP_FILE", "DOCUMENT_KEYS", "MAX_FILE_BYTES", "LoadedApp", "Source", "evaluate", "evaluate_many",
@@ -230,7 +234,7 @@ def _run_batch(sources: list[Source]) -> tuple[dict[str, Any] | None, str]:
     return exported, ""
 
 
-_BATCH_FILE = re.compile(r"apps/a(\d+)/")
+_BATCH_FILE = lazy(r"apps/a(\d+)/")
 
 
 def evaluate_many(sources: list[Source]) -> list[LoadedApp | UserError]:

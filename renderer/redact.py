@@ -11,9 +11,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any
 
 from renderer.errors import Problem
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Redactor", "digest", "env_literals", "fingerprint", "go_quote", "is_env_path", "shown", "strip_values"]
 
@@ -21,7 +25,7 @@ __all__ = ["Redactor", "digest", "env_literals", "fingerprint", "go_quote", "is_
 MIN_FINGERPRINT_CHARS = 8
 # Values at least this long are also replaced where they appear unquoted.
 MIN_BARE_CHARS = 8
-_GO_STRING = re.compile(r'(?<![=!]~)(?<![=!]~ )"(?:[^"\\\n]|\\.)*"')
+_GO_STRING = lazy(r'(?<![=!]~)(?<![=!]~ )"(?:[^"\\\n]|\\.)*"')
 
 
 def fingerprint(value: str) -> str:

@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from renderer import sealed, userfile, validate
 from renderer.context import PlatformContext
-from renderer.effective import effective_spec
+from renderer.effective import copied, effective_spec
 from renderer.errors import Problem, UserError
 from renderer.load import APP_DIR, APP_FILE, LoadedApp, Source, evaluate_many, load, locate, read_source
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, MODES, Mode
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MODES", "Mode", "Rendered", "application_cr", "discover", "load_all", "load_many", "manifests", "render",
            "render_all", "render_loaded"]
 
 
 
-class Rendered(NamedTuple):
+class Rendered(Record):
     """Objects for one app and environment, in output order, and the warnings to show on stderr."""
 
     app: str
@@ -30,7 +32,7 @@ class Rendered(NamedTuple):
 
 def application_cr(app: LoadedApp, environment: str, namespace: str | None) -> dict[str, Any]:
     """The Application CR the plugin emits: the user's document with spec.environment stamped."""
-    doc = copy.deepcopy(app.document)
+    doc = copied(app.document)
     meta = doc["metadata"]
     if namespace:
         meta["namespace"] = namespace

@@ -7,24 +7,28 @@ alone (renderer.manifests.secrets). Nothing here can read a value: only the clus
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import Any
 
 from renderer import userfile
 from renderer.errors import Problem, UserError
 from renderer.locate import APP_FILE
 from renderer.source import LoadedApp
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
 
-__all__ = ["API_VERSION", "DIRECTORY", "KEY_PATTERN", "KIND", "MAX_FILES", "NAME_PATTERN", "read_sealed", "stamped"]
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["API_VERSION", "DIRECTORY", "KEY_PATTERN", "KIND", "MAX_FILES", "NAME_PATTERN", "data_problems",
+           "name_problem", "read_sealed", "stamped"]
 
 API_VERSION, KIND = "bitnami.com/v1alpha1", "SealedSecret"
 DIRECTORY = "secrets"
 MAX_FILES = 64  # sealed secrets per environment
 MAX_BYTES = 256 * 1024  # one sealed file (a Secret holds at most 1 MiB; ciphertext is larger than its value)
-NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")  # a Secret's name, without dots: one file, one name
-KEY_PATTERN = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")  # a Secret's data key
-_CIPHERTEXT = re.compile(r"^[A-Za-z0-9+/=\s]+$")
+NAME_PATTERN = lazy(r"^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$")  # a Secret's name, without dots: one file, one name
+KEY_PATTERN = lazy(r"^[-._a-zA-Z0-9]{1,253}$")  # a Secret's data key
+_CIPHERTEXT = lazy(r"^[A-Za-z0-9+/=\s]+$")
 # Wider scopes let one ciphertext be replayed into another namespace or under another name: refused.
 _SCOPES = ("sealedsecrets.bitnami.com/cluster-wide", "sealedsecrets.bitnami.com/namespace-wide")
 _SCOPE_FIX = "seal it again for this namespace and name (apprafter secret seal NAME KEY -e ENV)"
@@ -58,6 +62,27 @@ def _document(text: str, display: str) -> Any:
     return parse(text, display).data
 
 
+def name_problem(name: str) -> str | None:
+    """Why `name` cannot be a sealed secret's (a file's and its Secret's) name, or None."""
+    if NAME_PATTERN.match(name):
+        return None
+    return f"{name!r} is not a Secret name for a file (lowercase letters, digits and '-')"
+
+
+def data_problems(encrypted: Any) -> list[tuple[str | None, str]]:
+    """(key, or None for the whole, why) for encrypted data that is not a sealed secret's: every door checks the
+    same (the repository's files here, an Application written by hand in renderer.validate.check_document)."""
+    if not isinstance(encrypted, dict) or not encrypted:
+        return [(None, "holds no key")]
+    problems: list[tuple[str | None, str]] = []
+    for key, value in encrypted.items():
+        if not KEY_PATTERN.match(str(key)):
+            problems.append((str(key), "is not a Secret key (letters, digits, '-', '_', '.')"))
+        elif not isinstance(value, str) or not _CIPHERTEXT.match(value):
+            problems.append((str(key), "is not sealed ciphertext (base64): never commit a value itself"))
+    return problems
+
+
 def _one(path: Path, display: str, namespace: str | None) -> tuple[str, dict[str, str], list[Problem]]:
     """The name and encrypted data of one sealed file, and its problems."""
     data = _document(userfile.read_text(path, display=display, root=path.parent.parent.parent, max_bytes=MAX_BYTES,
@@ -70,9 +95,8 @@ def _one(path: Path, display: str, namespace: str | None) -> tuple[str, dict[str
     meta, spec = data.get("metadata") or {}, data.get("spec") or {}
     if not isinstance(meta, dict) or not isinstance(spec, dict):
         return name, {}, [_problem(display, "", "metadata and spec are mappings")]
-    if not NAME_PATTERN.match(name):
-        problems.append(_problem(display, "metadata.name", f"{name!r} is not a Secret name for a file (lowercase "
-                                 "letters, digits and '-')"))
+    if (wrong := name_problem(name)) is not None:
+        problems.append(_problem(display, "metadata.name", wrong))
     if meta.get("name", name) != name:
         problems.append(_problem(display, "metadata.name", f"is {meta.get('name')!r}, the file says {name!r}: "
                                  "one file per Secret, named after it"))
@@ -85,16 +109,9 @@ def _one(path: Path, display: str, namespace: str | None) -> tuple[str, dict[str
             problems.append(_problem(display, f"metadata.annotations.{scope}", f"a wider scope than strict is "
                                      f"refused (its ciphertext could be replayed elsewhere): {_SCOPE_FIX}"))
     encrypted = spec.get("encryptedData")
-    if not isinstance(encrypted, dict) or not encrypted:
-        problems.append(_problem(display, "spec.encryptedData", "holds no key"))
-        encrypted = {}
-    for key, value in encrypted.items():
-        if not KEY_PATTERN.match(str(key)):
-            problems.append(_problem(display, f"spec.encryptedData.{key}", "is not a Secret key (letters, digits, "
-                                     "'-', '_', '.')"))
-        elif not isinstance(value, str) or not _CIPHERTEXT.match(value):
-            problems.append(_problem(display, f"spec.encryptedData.{key}", "is not sealed ciphertext (base64): "
-                                     "never commit a value itself"))
+    problems.extend(_problem(display, "spec.encryptedData" + (f".{key}" if key is not None else ""), why)
+                    for key, why in data_problems(encrypted))
+    encrypted = encrypted if isinstance(encrypted, dict) else {}
     extra = sorted(set(spec) - {"encryptedData", "template"})
     if extra:
         problems.append(_problem(display, "spec", f"carries {', '.join(extra)}: only encryptedData (and the template "

@@ -11,15 +11,17 @@ environment variable).
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from renderer import patterns, userfile
 from renderer.context import DEFAULTS, TIERS, PlatformContext
 from renderer.errors import Problem, ToolFailure, UserError
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Given", "Limits", "Origin", "SettingsError", "limits", "mode", "namespace", "platform_context",
            "read_platform_file"]
@@ -27,7 +29,7 @@ __all__ = ["Given", "Limits", "Origin", "SettingsError", "limits", "mode", "name
 _INVALID = object()
 
 
-class Origin(NamedTuple):  # NamedTuples, not dataclasses, here: `dataclasses` costs the plugin ~6 ms of imports
+class Origin(Record):  # Records, not dataclasses or typing.NamedTuples, here: start-up (toolchain.record)
     """Where a value came from, named the way its user sets it."""
 
     setting: str
@@ -41,14 +43,14 @@ class Origin(NamedTuple):  # NamedTuples, not dataclasses, here: `dataclasses` c
         return Problem(self.setting, 0, 0, "", message)
 
 
-class Given(NamedTuple):
+class Given(Record):
     """A value for a setting and where it came from."""
 
     value: Any
     origin: Origin
 
 
-class Rule(NamedTuple):
+class Rule(Record):
     """What a setting must be (said as `must be <want>`) and how a valid value is taken."""
 
     want: str
@@ -87,7 +89,7 @@ DRAIN_SECONDS = Rule(f"a whole number of seconds from 0 to {MAX_DRAIN_SECONDS}",
                      _when(lambda v: type(v) is int and 0 <= v <= MAX_DRAIN_SECONDS))
 
 
-class PlatformSetting(NamedTuple):
+class PlatformSetting(Record):
     """One PlatformContext field: its key in the platform file and its rule."""
 
     attr: str
@@ -192,7 +194,7 @@ class SettingsError(ToolFailure):
     """A setting of the process environment (APPRAFTER_CUE_*) is unusable: the environment's fault (exit 2)."""
 
 
-class Limits(NamedTuple):
+class Limits(Record):
     """The budget of one evaluation: wall time and data memory, for cue and the Python work around it."""
 
     timeout_s: float = 20.0
@@ -234,7 +236,7 @@ def limits(env: Mapping[str, str] | None = None) -> Limits:
         try:
             timeout = float(raw)
         except ValueError:
-            timeout = math.nan
+            timeout = float("nan")
         if not 0 < timeout <= MAX_TIMEOUT_S:
             raise SettingsError(f"{TIMEOUT_ENV} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
                                 "(for example 20): fix it in the environment that runs apprafter")

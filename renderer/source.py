@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from renderer.cue import Budget
-from renderer.fieldpos import Positions
 from renderer.settings import TIMEOUT_ENV, limits
+from toolchain.record import TYPE_CHECKING, Record
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from renderer.fieldpos import Positions
     from renderer.positions import PositionIndex
 
 __all__ = ["DEFAULT_PACKAGE", "LoadedApp", "Source"]
@@ -78,7 +80,7 @@ class Source:  # a plain class, not a dataclass: `dataclasses` costs the plugin'
         return prefix + self.text, len(prefix)
 
 
-class LoadedApp(NamedTuple):
+class LoadedApp(Record):
     """An evaluated Application document and where it came from."""
 
     source: Source

@@ -9,52 +9,59 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
 
 from renderer import argocd_annotations, imageref, patterns
+from renderer import sealed as sealed_rules
 from renderer.effective import effective_spec
 from renderer.errors import Problem, field_path
-from renderer.fieldpos import Positions
 from renderer.health import health_problems
 from renderer.hostnames import hostname_problem
 from renderer.names import ENVIRONMENT_IMMUTABLE
 from renderer.redact import Redactor
 from renderer.selectors import selector_problems
 from renderer.source import LoadedApp
+from toolchain.record import TYPE_CHECKING
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from renderer.fieldpos import Positions
 
 __all__ = ["MAX_NAME", "check", "check_annotations_added", "check_deployment", "check_document", "check_environment",
            "check_update", "environments", "interpolation_warnings", "rewrite_prefixes", "unprintable", "written_at"]
 
 MAX_NAME = 63  # a DNS label (an app, an environment, a namespace)
-SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+SECRET_KEY = lazy(r"[-._a-zA-Z0-9]+")
 # The one rewrite Gateway API can express: a prefix capture replaced by another prefix (matched in full).
-REWRITE_FROM = re.compile(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
-REWRITE_TO = re.compile(r"(?P<prefix>/[^$()\n]*?)/?\$1")
+REWRITE_FROM = lazy(r"(?P<prefix>/[^()*+?\[\]{}|\\^$\n]*?)/?\(\.\*\)")
+REWRITE_TO = lazy(r"(?P<prefix>/[^$()\n]*?)/?\$1")
 # Gateway API's rule for an HTTPRoute PathPrefix value (its CRD's CEL validation).
-GATEWAY_PATH = re.compile(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
+GATEWAY_PATH = lazy(r"/(?:[-A-Za-z0-9/._~!$&'()*+,;=:@]|%[0-9a-fA-F]{2})*")
 # Cilium's rules for toFQDNs matchName / matchPattern.
-FQDN_NAME = re.compile(r"(?:[-a-zA-Z0-9_]+\.?)+")
-FQDN_PATTERN = re.compile(r"(?:[-a-zA-Z0-9_*]+\.?)+")
-NO_BLANKS = re.compile(r"[^\s]+")
+FQDN_NAME = lazy(r"(?:[-a-zA-Z0-9_]+\.?)+")
+FQDN_PATTERN = lazy(r"(?:[-a-zA-Z0-9_*]+\.?)+")
+NO_BLANKS = lazy(r"[^\s]+")
 # What the API server cannot carry: it reads an applied object as YAML, whose reader refuses every character
 # outside YAML's printable set (tab, LF, CR, U+0020-U+007E, U+0085, U+00A0-U+D7FF, U+E000-U+FFFD, U+10000 on),
 # e.g. U+FFFE in an env literal ("control characters are not allowed"); JSON-escaped controls pass that reader
 # but no container runtime takes a NUL. So every string of the document holds only YAML-printable characters.
 # Written as the complement (what is NOT printable): the same set, and compiled in a twelfth of the time (a
-# negated class over U+10000-U+10FFFF costs sre ≈ 15 ms of CPU at import, every render).
-UNPRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
+# negated class over U+10000-U+10FFFF costs sre ≈ 15 ms of CPU at import, every render). Every character of it is
+# one str.isprintable() refuses (Cc, Cs, Cn), so a printable string is not searched, and the pattern (still 1 ms
+# to compile) is compiled only for a string with a newline, a tab or worse.
+UNPRINTABLE = lazy("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")
 MAX_ANNOTATIONS = 256 * 1024  # the API server's bound on an object's annotation keys and values in all (256 KiB)
 # Every object carries app.kubernetes.io/instance: <app>-<env>, a label value (at most 63 characters).
 MAX_INSTANCE = 63
 # An env literal written the way a template engine would interpolate a claim or secret (`${claim.pg.url}`,
 # `{{ .secret.x }}`, `$(claim...)`): nothing substitutes it, the variable would hold those characters.
-TEMPLATE = re.compile(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
+TEMPLATE = lazy(r"(?:\$\{|\$\(|\{\{)\s*\.?(?P<kind>claim|secret)\b")
 # An env literal that reads exactly as a reference written in quotes: the variable would hold these characters.
-QUOTED_CLAIM = re.compile(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
-QUOTED_SECRET = re.compile(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
-WHOLE_CLAIM = re.compile(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
+QUOTED_CLAIM = lazy(r"claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})")
+QUOTED_SECRET = lazy(r'\{?\s*secret\s*:\s*"?(?P<ref>[a-z0-9][-a-z0-9.]*/[-._a-zA-Z0-9]+)"?\s*\}?')
+WHOLE_CLAIM = lazy(r"\$\{\s*claim\.(?P<need>[a-z][a-z0-9]*)\.(?P<field>[a-z]{1,16})\s*\}")
 
 
 def rewrite_prefixes(rewrite: dict[str, str]) -> tuple[str, str] | None:
@@ -145,6 +152,7 @@ def check_document(app: LoadedApp) -> list[Problem]:
             f"the value holds U+{ord(char):04X} (character {at + 1})"
         c.add(path, f"{where}, which the API server refuses (it reads objects as YAML: printable characters, tab "
               "and line breaks only)")
+    _sealed_problems(c, spec.get("sealedSecrets"))
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
             if not patterns.env_key(key):
@@ -158,6 +166,22 @@ def check_document(app: LoadedApp) -> list[Problem]:
     return c.problems
 
 
+def _sealed_problems(c: _Checker, sealed: Any) -> None:
+    """spec.sealedSecrets as the plugin stamps it, held to renderer.sealed's rules (an Application written by hand
+    reaches the webhook and the operator without the repository's files)."""
+    if not isinstance(sealed, Mapping):
+        return  # absent; a wrong type is the schema's to say
+    if len(sealed) > sealed_rules.MAX_FILES:
+        c.add(("spec", "sealedSecrets"), f"{len(sealed)} sealed secrets; at most {sealed_rules.MAX_FILES} per "
+              "environment")
+    for name, data in sealed.items():
+        if (wrong := sealed_rules.name_problem(str(name))) is not None:
+            c.add(("spec", "sealedSecrets", name), wrong)
+            continue
+        for key, why in sealed_rules.data_problems(data):
+            c.add(("spec", "sealedSecrets", name, *((key,) if key is not None else ())), why)
+
+
 def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], int, str]]:
     """(path, index, character) of the first unprintable character of every key and string value in the
     document's metadata and spec (a key's index is negative: -1 for its first character); one pass, no recursion."""
@@ -166,12 +190,12 @@ def unprintable(document: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, 
     while stack:
         path, node = stack.pop()
         if isinstance(node, str):
-            found = UNPRINTABLE.search(node)
+            found = None if node.isprintable() else UNPRINTABLE.search(node)  # printable: not one of them
             if found:
                 yield path, found.start(), found.group()
         elif isinstance(node, Mapping):
             for key, value in node.items():
-                found = UNPRINTABLE.search(key) if isinstance(key, str) else None
+                found = UNPRINTABLE.search(key) if isinstance(key, str) and not key.isprintable() else None
                 if found:
                     yield (*path, key), -1 - found.start(), found.group()
                 stack.append(((*path, key), value))
@@ -269,7 +293,7 @@ def _cidr(value: str) -> bool:
 def _quoted_reference(key: str, value: str) -> str | None:
     """The warning for an env literal that is exactly a reference in quotes (`"claim.pg.url"`), with the unquoted
     form; None for any other literal. The literal is shown: it is a reference's spelling, no secret."""
-    claim = QUOTED_CLAIM.fullmatch(value)
+    claim = QUOTED_CLAIM.fullmatch(value) if value.startswith("claim.") else None  # the pattern's own prefix
     if claim:
         from renderer.schema_hints import need_fields
 
@@ -278,7 +302,7 @@ def _quoted_reference(key: str, value: str) -> str | None:
             return None
         return (f"{value!r} is a quoted string, so the variable holds those characters, not the claim's "
                 f"{claim['field']}: write the reference unquoted, {key}: {value}")
-    secret = QUOTED_SECRET.fullmatch(value)
+    secret = QUOTED_SECRET.fullmatch(value) if "secret" in value else None  # a word the pattern holds
     if secret:
         return (f"{value!r} is a quoted string, so the variable holds those characters, not the secret's value: "
                 f'write the reference as a struct, {key}: secret: "{secret["ref"]}"')
@@ -295,6 +319,7 @@ def interpolation_warnings(app: LoadedApp) -> list[Problem]:
     c = _Checker(app)
     spec = app.document.get("spec", {})
     declared = {need for _, workload in _workloads(spec) for need in workload.get("needs", {})}
+    _sealed_problems(c, spec.get("sealedSecrets"))
     for scope, workload in _workloads(spec):
         for key, value in workload.get("env", {}).items():
             quoted = _quoted_reference(key, value) if isinstance(value, str) else None
@@ -305,7 +330,8 @@ def interpolation_warnings(app: LoadedApp) -> list[Problem]:
                 c.problems.append(others.problem(Problem(app.source.display, line, col,
                                                          field_path((*scope, "env", key)), quoted)))
                 continue
-            found = TEMPLATE.search(value) if isinstance(value, str) else None
+            found = TEMPLATE.search(value) if isinstance(value, str) and ("claim" in value or "secret" in value) \
+                else None  # one of the two words the pattern ends with
             if found is None:
                 continue
             if found["kind"] == "secret":

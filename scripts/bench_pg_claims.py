@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import calendar
+import math
 import os
 import statistics
 import sys
@@ -28,7 +29,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.images.podman import make_images  # noqa: E402 - after the repo root is importable
+from controller_runtime.quantity import whole_bytes  # noqa: E402 - after the repo root is importable
+from lifecycle.backends.pg_cluster import DEFAULT_SIZE, SHARES  # noqa: E402
+from tests.images.podman import make_images  # noqa: E402
 from tests.reconciler.conftest import install_our_crds  # noqa: E402
 from tests.reconciler.operator_proc import FAST, Operator  # noqa: E402
 from tests.testbed import cnpg  # noqa: E402
@@ -104,11 +107,14 @@ def main() -> int:
         bed.ensure_namespace(SERVICES)
         platform = workdir / "platform.yaml"
         platform.write_text(f"providerNamespaces: {{pg: {SERVICES}}}\n")
+        # every claim reserves its size's share of the volume (issue 41): 1Gi held 8 small claims, the 9th waited
+        share = whole_bytes(SHARES[DEFAULT_SIZE]) or 0
+        volume = f"{max(1, math.ceil((args.claims + 2) * share / 2**30))}Gi"
         bed.apply({"apiVersion": API, "kind": "ServiceProvider", "metadata": {"name": PROVIDER,
                                                                              "labels": {"bench": "pg"}},
                    "spec": {"type": "pg", "backend": "cloudnative-pg", "config": {
                        "cluster": CLUSTER, "namespace": SERVICES, "instances": 1,
-                       "storage": {"size": "1Gi", "storageClassName": installed.storage_class},
+                       "storage": {"size": volume, "storageClassName": installed.storage_class},
                        "resources": {"cpu": "250m", "memory": "256Mi"}, "sharedBuffersPercent": 25}}},
                   field_manager="admin")
         operator = Operator(bed, workdir / "operator", ["--no-leader-elect", "--no-platform-stack", *FAST,

@@ -129,10 +129,12 @@ def argocd_cmp_server(request: pytest.FixtureRequest, testbed_dir: Path) -> Iter
 
 
 @pytest.fixture(scope="session")
-def node(testbed_dir: Path) -> Iterator[NodeTestBed]:
+def node(testbed_dir: Path, pytestconfig: pytest.Config) -> Iterator[NodeTestBed]:
     """A real single-node cluster (tests/testbed/node.py): API server, controller-manager, scheduler, containerd,
     kubelet, kube-proxy and CoreDNS in a network namespace of its own; the admin kubeconfig and a token user PERSON (no
-    roles), every pinned CRD Established. Started once, on first use; stopped at the end of the session."""
+    roles), every pinned CRD Established. Started once, on first use, after the run's bare-host tests (another worker
+    may run them: tests/parallel.py); stopped at the end of the session."""
+    parallel.wait_for_the_bare_host_tests(pytestconfig)
     bed = start_node(testbed_dir / "node", users={PERSON: ()})
     try:
         yield bed
@@ -150,7 +152,8 @@ def test_app(node: NodeTestBed) -> str:
 @pytest.fixture
 def bare_host() -> dict[str, Any]:
     """The host as no node bed has changed it (hoststate.snapshot()). Tests using it run first in the session
-    (see pytest_collection_modifyitems), before the shared `node` starts; another live bed fails them."""
+    (see pytest_collection_modifyitems), and the shared `node` waits for them on any worker (tests/parallel.py);
+    another live bed fails them."""
     hoststate.recover()  # a run that was killed must not count as "the host as it was"
     live = hoststate.live_beds()
     if live:
@@ -163,8 +166,9 @@ def bare_host() -> dict[str, Any]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests that compare the host before and after a bed of their own run before any test that starts the
     session's `node` (which changes the host's sysctls until the session ends); then the stack from zero on a node
-    bed of its own (`empty_node`), also before the session's `node` starts, so that the two never run side by side
-    on this machine's two cores; under xdist, the units each worker takes, longest first (tests/parallel.py)."""
+    bed of its own (`empty_node`). Under xdist those are one unit and the shared node's tests another, on two
+    workers side by side (the shared node starts once the bare-host tests are done), and the units each worker
+    takes go longest first (tests/parallel.py)."""
     def first(item: pytest.Item) -> tuple[bool, bool]:
         fixtures = getattr(item, "fixturenames", ())
         return "bare_host" not in fixtures, "empty_node" not in fixtures
@@ -174,6 +178,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_configure(config: pytest.Config) -> None:
     parallel.configure(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    parallel.unconfigure(config)
 
 
 def pytest_report_header() -> str:

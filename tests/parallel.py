@@ -1,19 +1,24 @@
 """How `make test` spreads the suite over pytest-xdist workers (docs/test-bed.md "Running in parallel").
 
 Each worker is a pytest session of its own with its own session fixtures (its own `kube`, registry, plugin servers):
-nothing is shared between workers but the host. Tests go to workers in units: every test of the node tier (marked
-`node`, or using the `node` fixture) is one unit, because one real node runs at a time on this machine (its kubelet
-owns host-wide sysctls, and a second would double the heaviest bed); every test of the fault tier is a unit (the
-kill test's shards run side by side); every other module is a unit, so its module fixtures (an Argo CD loop, a bed
-of its own) start once. Units are handed out longest first, from the seconds each
-took in a recorded run (tests/durations.json, rewritten by `APPRAFTER_RECORD_DURATIONS=1 make test`): the node
-tier and the fault tier's kill test start at once and the short modules fill in around them.
+nothing is shared between workers but the host. Tests go to workers in units: every test on the session's shared node
+(marked `node`, or using the `node` fixture) is one unit; every test that starts a node bed of its own (`bare_host`,
+`empty_node`: the host checks and the stack from zero) is one unit beside it, started first, its bare-host tests
+first; the shared node waits for those (`wait_for_the_bare_host_tests`: they compare the host with no bed on it);
+every test of the fault tier is a unit (the kill test's shards run side by side); every other module is a unit, so
+its module fixtures (an Argo CD loop, a bed of its own) start once. Units are handed out longest first, from the
+seconds each took in a recorded run (tests/durations.json, rewritten by `APPRAFTER_RECORD_DURATIONS=1 make test`):
+the two node units and the fault tier's kill test start at once and the short modules fill in around them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
+import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,11 +26,21 @@ import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
 NODE_GROUP = "node"
+OWN_BEDS_GROUP = "node-own-beds"
+# The fixtures of tests that start node beds of their own: the host's checks (which want no other bed live while
+# they run) and the stack from an empty node (tests/images/test_bootstrap_node.py).
+OWN_BED_FIXTURES = ("bare_host", "empty_node")
+RUN_DIR_ENV = "APPRAFTER_RUN_DIR"  # the run's directory shared by its workers (the controller makes it)
+RUN_DIR = pytest.StashKey[str]()
+BARE_HOST_BOUND = 1800.0  # seconds the shared node waits for the bare-host tests before it fails, saying so
 
 
 def unit_of(item: pytest.Item) -> str:
-    """The unit a test is scheduled in: the node tier, or its module."""
-    if item.get_closest_marker("node") is not None or "node" in getattr(item, "fixturenames", ()):
+    """The unit a test is scheduled in: the beds of its own, the shared node, a fault test, or its module."""
+    fixtures = getattr(item, "fixturenames", ())
+    if any(name in fixtures for name in OWN_BED_FIXTURES):
+        return OWN_BEDS_GROUP
+    if item.get_closest_marker("node") is not None or "node" in fixtures:
         return NODE_GROUP
     if item.get_closest_marker("faults") is not None:
         return item.nodeid  # each long on its own (the kill shards side by side), and no module fixtures to share
@@ -42,8 +57,9 @@ def recorded_seconds() -> dict[str, float]:
 
 
 def schedule(items: list[pytest.Item], config: pytest.Config) -> None:
-    """Under `--dist loadgroup`: mark each test with its unit and order the units longest first (a stable sort: the
-    tests of a unit keep their order, so the node tier's bare-host tests still run before its shared node)."""
+    """Under `--dist loadgroup`: mark each test with its unit and order the units longest first, the beds of their
+    own before all (a stable sort: the tests of a unit keep their order). That unit first means a worker that gets
+    both node units runs it before the shared node, which waits for its bare-host tests: never a deadlock."""
     # a worker's config says `loadgroup` (xdist sets its `dist` to "no"); the controller collects nothing
     if not getattr(config.option, "loadgroup", False) and getattr(config.option, "dist", "no") != "loadgroup":
         return
@@ -51,7 +67,8 @@ def schedule(items: list[pytest.Item], config: pytest.Config) -> None:
     for item in items:
         item.add_marker(pytest.mark.xdist_group(unit_of(item)))
     first_seen = {unit: index for index, unit in reversed(list(enumerate(unit_of(i) for i in items)))}
-    items.sort(key=lambda item: (-seconds.get(unit_of(item), 0.0), first_seen[unit_of(item)]))
+    items.sort(key=lambda item: (unit_of(item) != OWN_BEDS_GROUP, -seconds.get(unit_of(item), 0.0),
+                                 first_seen[unit_of(item)]))
 
 
 def worker_index() -> int:
@@ -87,9 +104,63 @@ class DurationRecorder:
         DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
 
 
+class BareHostOrder:
+    """The bare-host tests (the `bare_host` fixture's: the host compared with no bed on it) before the shared node
+    starts, across workers: each of them, once finished on whichever worker ran it, leaves a mark in the run's
+    directory, and the shared node's start waits for every mark of the tests this run has."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.run_dir = Path(os.environ[RUN_DIR_ENV]) if os.environ.get(RUN_DIR_ENV) else None
+        self.pending: frozenset[str] = frozenset()
+
+    def mark(self, nodeid: str) -> Path:
+        assert self.run_dir is not None
+        return self.run_dir / ("bare-host-done-" + hashlib.sha256(nodeid.encode()).hexdigest()[:16])
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # every worker collects the whole run (after -k/-m deselection), so each knows which bare-host tests it has
+        self.pending = frozenset(item.nodeid for item in session.items
+                                 if "bare_host" in getattr(item, "fixturenames", ()))
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        if self.run_dir is not None and nodeid in self.pending:
+            self.mark(nodeid).touch()  # passed, failed or skipped: it no longer looks at the host
+
+    def wait(self) -> None:
+        if self.run_dir is None or not self.pending:
+            return
+        deadline = time.monotonic() + BARE_HOST_BOUND
+        while not all(self.mark(nodeid).exists() for nodeid in self.pending):
+            if time.monotonic() > deadline:
+                left = sorted(n for n in self.pending if not self.mark(n).exists())
+                pytest.fail(f"the shared node waited {BARE_HOST_BOUND:.0f} s for the bare-host tests, which must run "
+                            f"before it and did not finish: {', '.join(left)}", pytrace=False)
+            time.sleep(0.2)  # the event is another worker's file; a poll of a local directory costs nothing
+
+
+def wait_for_the_bare_host_tests(config: pytest.Config) -> None:
+    """Before the session's shared node starts: under xdist, wait until every bare-host test of the run has
+    finished on its worker (tests/conftest.py's `node` fixture); in one process they have run already."""
+    order = config.pluginmanager.get_plugin("apprafter-bare-host-order")
+    if isinstance(order, BareHostOrder) and hasattr(config, "workerinput"):
+        order.wait()
+
+
 def configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        # the controller of an xdist run: a directory its workers share, found through their inherited environment
+        config.stash[RUN_DIR] = os.environ[RUN_DIR_ENV] = tempfile.mkdtemp(prefix="apprafter-run-")
+    config.pluginmanager.register(BareHostOrder(config), "apprafter-bare-host-order")
     if os.environ.get("APPRAFTER_RECORD_DURATIONS") == "1" and not os.environ.get("PYTEST_XDIST_WORKER"):
         config.pluginmanager.register(DurationRecorder(), "apprafter-durations")
+
+
+def unconfigure(config: pytest.Config) -> None:
+    made = config.stash.get(RUN_DIR, None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
+        os.environ.pop(RUN_DIR_ENV, None)
 
 
 LONG_POLE_NICE = -5  # 3 times the CPU share of a process at 0 on contended cores (CFS weights 3121 : 1024)

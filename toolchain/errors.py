@@ -15,17 +15,21 @@ the CLI reports them as a ToolFailure, the operator's manager maps them by their
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, NamedTuple
+
+from toolchain.record import TYPE_CHECKING, Record
+from toolchain.regex import lazy
+
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["TOOL_EXIT", "USER_EXIT", "AppRafterError", "Problem", "ToolFailure", "UserError", "field_path",
            "one_line"]
 
 USER_EXIT, TOOL_EXIT = 1, 2
-_IDENTIFIER = re.compile(r"[A-Za-z_$#][A-Za-z0-9_$#]*|\d+")
+_IDENTIFIER = lazy(r"[A-Za-z_$#][A-Za-z0-9_$#]*|\d+")
 # Line breaks and other control characters a user's label or value may carry: escaped when printed.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = lazy(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def field_path(path: Sequence[str | int]) -> str:
@@ -58,7 +62,7 @@ class AppRafterError(Exception):
         return [str(self)]
 
 
-class Problem(NamedTuple):  # NamedTuple, not a dataclass: `dataclasses` costs the plugin's start-up ~6 ms of imports
+class Problem(Record):  # a Record, not a dataclass or typing.NamedTuple: start-up (toolchain.record)
     """One problem in the user's file, printed as `file:line:col: field: message` (ordered by position)."""
 
     file: str

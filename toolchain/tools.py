@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from toolchain.errors import ToolFailure
 from toolchain.pins import pins
+from toolchain.record import Record
+from toolchain.regex import lazy
 
 # Who checks what with `apprafter doctor --role`: an app repository's developer, who runs a cluster (bootstrap, the
 # stack's signatures), who develops this repository (the test bed, the images, the node tier).
@@ -23,14 +23,14 @@ ROLES = ("developer", "cluster", "development")
 SETUP_REMEDY = "run `make setup` (tools/setup.sh) to install it"
 # Present only in a checkout of this repository (a wheel ships no tools/): decides which remedy a message names.
 CHECKOUT_SETUP = Path(__file__).resolve().parent.parent / "tools" / "setup.sh"
-_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
+_VERSION = lazy(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 
 
 class ToolError(ToolFailure):
     """A required tool is missing or at the wrong version; the message names the remedy."""
 
 
-class Tool(NamedTuple):
+class Tool(Record):
     """One external binary: its pin key, how to read its version, and whether users need it."""
 
     name: str
@@ -145,6 +145,8 @@ def _go_module(module: str) -> Callable[[str], str | None]:
 
 
 def _output(argv: list[str], timeout: float = 30) -> str:
+    import subprocess  # here, not at the top: the render's path imports this module and starts cue without it
+
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
@@ -269,6 +271,8 @@ def read_version(name: str, path: Path) -> str | None:
         telemetry = Path(home, ".config", "go", "telemetry")
         telemetry.mkdir(parents=True)
         (telemetry / "mode").write_text("off")
+        import subprocess
+
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, env=env)
         except (OSError, subprocess.TimeoutExpired):

@@ -217,11 +217,9 @@ class CloudNativePG:
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The next step of dropping the claim's databases and roles, every generation of them (a restore's kept ones
-        too: lifecycle.restore), one after the other (`drop_one`): each generation's alternate login role first (it
-        owns nothing: its sessions ran as the claim's role; its setting goes with it, and its Job with its Secret),
-        then the claim's role with its database."""
-        roles = [role for number in generations(claim)
-                 for role in (alternate_of(claim, number), tenant_of(claim, number))]
+        too: lifecycle.restore), one after the other (`drop_one`), each generation's roles as `generation_roles`
+        lists them."""
+        roles = [role for number in generations(claim) for role in self.generation_roles(claim, number)]
         for role in roles:
             step = self.drop_one(config, seen, role)
             if not isinstance(step.then, Gone):
@@ -229,6 +227,13 @@ class CloudNativePG:
             if step.writes and role != roles[-1]:
                 return Step(Again(f"role {role.name} and its data dropped"), step.writes)
         return step
+
+    def generation_roles(self, claim: Mapping[str, Any], number: int) -> tuple[Tenant, ...]:
+        """The roles (each with its database, Secret) one generation of the claim's data is, in the order `drop_one`
+        drops them (lifecycle.generation_drop drops one kept generation's alone): its alternate login role first (it
+        owns nothing: its sessions ran as the claim's role; its setting goes with it, its Job with its Secret;
+        lifecycle.backends.pg_roles), then the claim's role with its database."""
+        return (alternate_of(claim, number), tenant_of(claim, number))
 
     def drop_one(self, config: Shared, seen: Seen, tenant: Tenant) -> Step:
         """The next step of dropping one generation's database and role on the provider's Cluster, from what exists
@@ -287,6 +292,12 @@ class CloudNativePG:
             return _waits(waits)
         return _waits(f"{role} dropped; its entry taken out of {where}'s managed roles",
                       Apply(cluster_object(config, without(roles, tenant.name), cluster)))
+
+    def drop_reads(self, claim: Mapping[str, Any], config: Shared, number: int) -> tuple[Read, ...]:
+        """What `drop_one` reads of one generation's roles: the provider's Cluster, each role's Database and
+        password Secret."""
+        return (_cluster_read(config), *(read for role in self.generation_roles(claim, number)
+                                         for read in _tenant_reads(config, role)))
 
     def beyond(self, claim: Mapping[str, Any], config: Shared) -> str | None:
         """A size whose share of the Cluster's volume is larger than the volume itself (the provider's: the webhook

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
-
 from renderer.context import PlatformContext
 from renderer.names import ENVIRONMENT_LABEL, INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from toolchain.record import TYPE_CHECKING, Record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 
-class Target(NamedTuple):
+class Target(Record):
     """What one render is for: the app, its environment, its namespace and the platform around it."""
 
     app: str

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer.context import HTTP_LISTENER
 from renderer.manifests.meta import Target
 from renderer.validate import rewrite_prefixes
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 FAMILY = {"ipv6": "IPv6", "ipv4": "IPv4"}
 # Ports the integrated providers listen on (egress is opened to the provider namespace on these).

@@ -3,10 +3,12 @@ sealed secret the app ships (renderer.sealed)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer.manifests.meta import Target, claim_name
 from renderer.names import API_VERSION, GRANT_ANNOTATION
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_SELECTOR = {"tier": "integrated"}
 PARAMETER_FIELDS = ("streams", "buckets", "version", "mountPath")

@@ -3,10 +3,12 @@ class, disk."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from renderer import health
 from renderer.manifests.meta import Target, connection_secret
+from toolchain.record import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 # App seed per budget size (spec §4.5): low memory request + a present memory limit + a CPU request,
 # no CPU limit. "small" applies when no budget is set.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from compatibility.authority import RESTORE_ANNOTATION, ROTATE_ANNOTATION
+from compatibility.authority import DROP_GENERATION_ANNOTATION, RESTORE_ANNOTATION, ROTATE_ANNOTATION
 from lifecycle.retention import DROP_ANNOTATION
 from tests.admission.cluster import Webhook, apply, fresh_namespace, merge_status, message, ok
 from tests.admission.reviews import API, EDITOR, OPERATOR
@@ -132,3 +132,39 @@ def test_the_apps_team_asks_for_a_restore_in_the_requests_form_on_a_pg_claim_and
                                            "spec": {**claim(ns)["spec"], "type": "redis"}}))
         text = message(apply(tenant, admission_bed, annotated(asked, "redis")))
         assert CLAIMS in text and "a claim of type redis has no point-in-time restore" in text
+
+
+def test_the_apps_team_asks_for_a_kept_generation_to_be_dropped_never_the_live_one_and_never_the_operator(
+        admission_bed: KubeTestBed, webhook: Webhook) -> None:
+    """apprafter.io/drop-generation (lifecycle.generation_drop, `apprafter db drop-generation`): whoever may write the
+    claim asks, `<request>@<N>`, for a generation its restores kept (status.restore.kept, as the claim stands); the
+    live one, one not kept, the operator, another form and a claim without generations are refused, one line each."""
+    ns = fresh_namespace(admission_bed)
+    key = f"metadata.annotations.{DROP_GENERATION_ANNOTATION}"
+
+    def annotated(value: str, kind: str = "pg") -> dict[str, Any]:
+        return requested(ns, DROP_GENERATION_ANNOTATION, value, kind)
+
+    with admission_bed.as_user(EDITOR) as tenant, admission_bed.as_user(OPERATOR) as operator:
+        made = {**claim(ns), "metadata": {**claim(ns)["metadata"], "name": "shop-pg"}}
+        ok(apply(operator, admission_bed, made))
+        # after a restore: the app on generation 2, generation 1 kept
+        ok(merge_status(operator, admission_bed, made, {"restore": {"generation": 2, "kept": [f"{ns}.shop-pg"]}}))
+        for value, said in (("r1@2", f"generation 2 is the one the app uses (database {ns}.shop-pg~2)"),
+                            ("r1@3", "generation 3 is not kept (kept: 1;"),
+                            ("r1@0", "is not a request to drop a generation"),
+                            ("r1", "is not a request to drop a generation")):
+            text = message(apply(tenant, admission_bed, annotated(value)))
+            assert CLAIMS in text and f"{key}: " in text and said in text, (value, text)
+        assert "never the operator" in message(apply(operator, admission_bed, annotated("r2@1")))
+        asked = "20261208T100000Z-0a1b2c3d@1"
+        assert ok(apply(tenant, admission_bed, annotated(asked)))["metadata"]["annotations"][
+            DROP_GENERATION_ANNOTATION] == asked
+        # once generation 1 is dropped (off the kept list), the claim's other writes still pass: only a new request
+        # is checked
+        ok(merge_status(operator, admission_bed, made, {"restore": {"generation": 2, "kept": []}}))
+        ok(apply(tenant, admission_bed, {**annotated(asked), "spec": {**annotated(asked)["spec"], "size": "medium"}}))
+        ok(apply(operator, admission_bed, {**claim(ns), "metadata": {**claim(ns)["metadata"], "name": "shop-redis"},
+                                           "spec": {**claim(ns)["spec"], "type": "redis"}}))
+        text = message(apply(tenant, admission_bed, annotated("r3@1", "redis")))
+        assert CLAIMS in text and "a claim of type redis has no generations" in text

@@ -125,6 +125,27 @@ def test_schema_and_rule_problems_name_the_field(mutate: Any, field: str) -> Non
     assert f"\n{field}: " in message, message
 
 
+@pytest.mark.parametrize(("sealed", "line"), [
+    ({"Session": {"key": "QUJD"}}, "spec.sealedSecrets.Session: 'Session' is not a Secret name for a file "
+     "(lowercase letters, digits and '-')"),
+    ({"a.b": {"key": "QUJD"}}, """spec.sealedSecrets."a.b": 'a.b' is not a Secret name for a file (lowercase """
+     "letters, digits and '-')"),
+    ({"session": {}}, "spec.sealedSecrets.session: holds no key"),
+    ({"session": {"k/ey": "QUJD"}}, """spec.sealedSecrets.session."k/ey": is not a Secret key (letters, digits, """
+     "'-', '_', '.')"),
+    ({"session": {"key": "plain text value!"}}, "spec.sealedSecrets.session.key: is not sealed ciphertext "
+     "(base64): never commit a value itself"),
+])
+def test_sealed_secrets_written_by_hand_are_held_to_the_repository_files_rules(sealed: Any, line: str) -> None:
+    """An Application written without the plugin carries spec.sealedSecrets as it likes: the webhook refuses what
+    `render` refuses of a file in apprafter/secrets/<env>/ (renderer.sealed's rules, one place)."""
+    cr = parser_cr()
+    cr["spec"]["sealedSecrets"] = sealed
+    assert refused(validate(review(cr)), 422).splitlines()[1:] == [line]
+    cr["spec"]["sealedSecrets"] = {"session": {"key": "QUJD\nREVG"}}  # kubeseal's ciphertext wraps: admitted
+    assert validate(review(cr)).allowed
+
+
 @pytest.mark.parametrize(("health", "line"), [
     ({"readiness": {"periodSeconds": 0}}, "spec.environments.prod.health.readiness.periodSeconds: 0 is less than "
      "the minimum of 1"),

@@ -23,7 +23,8 @@ from lifecycle.bootstrap import KEYS_SECRET, SIDECAR_MANAGER
 from platform_stack import umbrella
 from renderer.manifests import KINDS
 from renderer.names import OPERATOR_FIELD_MANAGER
-from tests.platform_stack.conftest import cli
+from tests.platform_stack.conftest import applications as applications_of
+from tests.platform_stack.conftest import cli, helm_template
 from tests.reconciler.operator_proc import FAST, Operator
 from tests.testbed.argocd import ARGOCD_VERSIONS, install_manifest, install_objects
 from tests.testbed.crds import bed_crd_files
@@ -290,12 +291,33 @@ def test_a_second_run_leaves_an_upgraded_stack_alone(bed: KubeTestBed, publisher
 
 # --- an Argo CD someone else installed --------------------------------------------------------------------------
 
+def root_versions(kube: KubeTestBed, since: str, until: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every version of the root Application written after resourceVersion `since`, in order, up to the one at
+    `until`: the API server's watch from `since` replays each write (ADDED, MODIFIED) with the object as written."""
+    path = f"/apis/{umbrella.API_VERSION}/namespaces/{umbrella.NAMESPACE}/applications"
+    params = {"watch": "1", "resourceVersion": since, "fieldSelector": f"metadata.name={umbrella.NAME}",
+              "timeoutSeconds": "60"}
+    seen: list[tuple[str, dict[str, Any]]] = []
+    with kube.http.stream("GET", path, params=params, timeout=90) as stream:
+        for line in stream.iter_lines():
+            event = json.loads(line) if line else None
+            if event is None:
+                continue
+            assert event["type"] in ("ADDED", "MODIFIED"), event
+            seen.append((event["type"], event["object"]))
+            if event["object"]["metadata"]["resourceVersion"] == until:
+                return seen
+    raise AssertionError(f"the watch did not reach resourceVersion {until}: {[t for t, _ in seen]}")
+
+
 def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over(
         publisher: Publisher, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Argo CD applied as its guide says (kubectl, server-side), then the loader with a manifest at hand: it installs
     nothing of Argo CD's, only puts our settings on the four objects they patch; the team tier pins the version. Then
     the operator's PlatformStack controller verifies the same release with the key the loader stored, records it as
-    applied, and finds the root Application already what it would write (no write)."""
+    applied, and finds the root Application already what it would write (no write). Issue 40: `--gateway-class
+    traefik` is in every version of the root Application from the first (Argo CD syncs that one before any operator
+    runs), and the `gateway` component the published chart makes of it names traefik."""
     kube = start_kube(tmp_path_factory.mktemp("kube-argocd"), install_crds=False)
     operator: Operator | None = None
     try:
@@ -304,10 +326,18 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
             kube.apply(obj, namespace="argocd", field_manager="kubectl")
         installed = [ident({**o, "metadata": {**o["metadata"], "namespace": "argocd"}})
                      for o in install_objects(ARGOCD)]
+        applications = f"/apis/{umbrella.API_VERSION}/namespaces/{umbrella.NAMESPACE}/applications"
+
+        def served() -> dict[str, Any] | None:
+            resp = kube.http.get(applications)
+            return resp.json() if resp.status_code == 200 else None
+        listed = wait_for("Argo CD's Application kind served", served, 60, interval=0.1)
+        assert listed["items"] == []
+        before = listed["metadata"]["resourceVersion"]  # every write of the root comes after this
         proc = cli("cluster-bootstrap", f"oci://{publisher.registry.url}/{REPO}/platform-stack", "--version",
                    "1.1.0", "--key", str(publisher.keys["release"][1]), "--tier", "team",
                    "--argocd-manifest", str(install_manifest(ARGOCD)), "--kubeconfig", str(kube.kubeconfig),
-                   "--registry-secret", "registry-credentials",
+                   "--registry-secret", "registry-credentials", "--gateway-class", "traefik",
                    env={"DOCKER_CONFIG": publisher.env["DOCKER_CONFIG"]})
         assert proc.returncode == 0, proc.stderr
         assert proc.stdout.startswith("Argo CD found in namespace argocd (crd/applications.argoproj.io, "), proc.stdout
@@ -323,6 +353,9 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
         assert stack is not None
         assert stack["spec"]["autoUpgrade"] is False and stack["spec"]["pin"] == "1.1.0"
         assert json.dumps(stack["spec"]["values"]) == '{"tier": "team"}'
+        # Its first version (generation 1: the spec was never written again) has the class asked.
+        assert stack["metadata"]["generation"] == 1
+        assert stack["spec"]["overrides"] == {"gateway": {"values": {"gatewayClassName": "traefik"}}}
 
         root = kube.get(umbrella.API_VERSION, umbrella.KIND, umbrella.NAME, umbrella.NAMESPACE)
         assert root is not None
@@ -340,7 +373,19 @@ def test_an_installed_argo_cd_is_not_installed_again_and_the_operator_takes_over
         assert st["currentVersion"] == "1.1.0" and st["lastApplied"]["digest"] == digest
         after = kube.get(umbrella.API_VERSION, umbrella.KIND, umbrella.NAME, umbrella.NAMESPACE)
         assert after is not None
+        # Every version of the root Application ever written, the overrides in each from the first; and only one:
+        # the loader's, which the controller found already what it would write.
+        versions = root_versions(kube, before, after["metadata"]["resourceVersion"])
+        for kind, version in versions:
+            assert version["spec"]["source"]["helm"]["valuesObject"].get("overrides") == stack["spec"]["overrides"], \
+                (kind, version["metadata"]["resourceVersion"])
+        assert [kind for kind, _ in versions] == ["ADDED"]
         assert after["metadata"]["resourceVersion"] == root["metadata"]["resourceVersion"]
+        # What Argo CD makes of the first version: the published chart's `gateway` Application names traefik.
+        values = tmp_path_factory.mktemp("values") / "values.yaml"
+        values.write_text(json.dumps(versions[0][1]["spec"]["source"]["helm"]["valuesObject"]))
+        gateway = applications_of(helm_template(publisher.charts["1.1.0"], "-f", str(values)))["gateway"]
+        assert gateway["spec"]["source"]["helm"]["valuesObject"]["gatewayClassName"] == "traefik"
     finally:
         if operator is not None:
             operator.stop()

@@ -189,6 +189,9 @@ def test_no_command_module_imports_a_heavy_library_at_load() -> None:
 
 def imported(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> set[str]:
     """The modules a CLI run imports (python -X importtime), checking it succeeded."""
+    import os
+
+    env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}  # this tree, not the venv's install
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "apprafter", *argv], cwd=cwd,
                             capture_output=True, text=True, check=False, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -206,3 +209,39 @@ def test_the_fast_paths_import_nothing_of_the_cli_convention(tmp_path: Path) -> 
     plugin_env = {**os.environ, "ARGOCD_APP_NAME": "demo-dev", "ARGOCD_APP_SOURCE_PATH": ".", "PWD": str(tmp_path)}
     plugin = imported(["cmp", "generate"], tmp_path, plugin_env)
     assert "cmp.commands" in plugin and not plugin & new
+
+
+def test_the_fast_paths_leave_the_costly_stdlib_out(tmp_path: Path) -> None:
+    """`render` and the plugin start cue and read their records without typing, subprocess (with its selectors,
+    signal, threading) and copy: ≈ 35 M instructions, 10 ms of CPU of every run (docs/measurements.md)."""
+    import os
+
+    write_app(tmp_path, MINIMAL)
+    costly = {"typing", "subprocess", "selectors", "signal", "threading", "copy"}  # (contextlib: -m imports it)
+    for mode in ("cr", "manifests"):
+        render = imported(["render", ".", "-e", "prod", "--mode", mode], tmp_path)
+        assert "renderer.cue" in render and render & costly == set()
+    plugin_env = {**os.environ, "ARGOCD_APP_NAME": "demo-dev", "ARGOCD_APP_SOURCE_PATH": ".", "PWD": str(tmp_path)}
+    plugin = imported(["cmp", "generate"], tmp_path, plugin_env)
+    assert "renderer.cue" in plugin and plugin & costly == set()
+
+
+def test_the_collector_is_back_on_for_the_render_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    """The fast paths import with the garbage collector off (apprafter.entry); the render's own work runs with it
+    on again, so cyclic garbage a hostile input makes is still collected within the memory budget."""
+    import gc
+    import resource
+
+    from apprafter import render_run
+
+    values = render_run.parse([str(REPO / "examples" / "webapp"), "--env", "prod"])
+    assert values is not None
+    data_limit = resource.getrlimit(resource.RLIMIT_DATA)  # the render caps its process: this one gets it back
+    gc.disable()
+    try:
+        render_run.render(**values)  # type: ignore[arg-type]  # parse() fills every parameter
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+        resource.setrlimit(resource.RLIMIT_DATA, data_limit)
+    assert "kind: Application" in capsys.readouterr().out

@@ -96,7 +96,9 @@ def make_images(prefix: str = PREFIX, names: Sequence[str] = ()) -> dict[str, Im
             run(["tools/images.sh", "build", *names], timeout=1200,
                 extra_env={"IMAGE_PREFIX": prefix, "PYTHON": str(venv / "bin" / "python")})
         else:
-            run(["make", "--no-print-directory", "images", f"VENV={venv}"], timeout=1200,
+            # -o: the running venv is taken as installed; make would otherwise re-install it from this checkout
+            # when pyproject.toml is newer than its stamp (a worktree), pointing a shared venv at another tree
+            run(["make", "--no-print-directory", "-o", f"{venv}/.installed", "images", f"VENV={venv}"], timeout=1200,
                 extra_env={"IMAGE_PREFIX": prefix})
     images = {}
     for name in names or IMAGES:

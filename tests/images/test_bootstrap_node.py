@@ -324,6 +324,24 @@ def test_the_gateway_waits_for_what_the_node_lacks_and_says_so(booted: Booted) -
     assert not [n for n in tree if n["kind"] == "Certificate"], tree
     gateways = [h for (kind, _), h in waiting.items() if kind == "Gateway"]
     assert gateways and all(h["status"] == "Progressing" for h in gateways), gateways
+    # Issue 40: `--gateway-class` is in force from the first sync. Argo CD's history of the umbrella from its first
+    # sync (id 0: the loader's root Application, synced before the operator pod ran) and of the gateway component
+    # (every sync of it) names no other class.
+    root = stack.node.get(ARGOCD_API, "Application", umbrella.NAME, ARGOCD_NAMESPACE) or {}
+    history = (root.get("status") or {}).get("history") or []
+    assert history and history[0]["id"] == 0, [h.get("id") for h in history]
+    assert [synced_class(h, "overrides", "gateway", "values", "gatewayClassName") for h in history] == \
+        [CLASS] * len(history)
+    history = (app.get("status") or {}).get("history") or []
+    assert history and [synced_class(h, "gatewayClassName") for h in history] == [CLASS] * len(history)
+
+
+def synced_class(entry: dict[str, Any], *path: str) -> Any:
+    """The value at `path` of the Helm values an Argo CD sync (an entry of status.history) applied; None if unset."""
+    node: Any = ((entry.get("source") or {}).get("helm") or {}).get("valuesObject")
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
 
 
 # --- 3. a user app through the plugin and the operator pod -----------------------------------------------------------

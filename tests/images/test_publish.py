@@ -28,7 +28,8 @@ def publish(registry: OciRegistry, key: Path, password: str, prefix: str = PREFI
     error (1) from a tool's (2), which make turns into its own 2."""
     venv = Path(sys.executable).parent.parent
     target = f"{registry.url}/apprafter"
-    argv = (["make", "--no-print-directory", "publish", f"VENV={venv}", f"REGISTRY={target}"] if make
+    argv = (["make", "--no-print-directory", "-o", f"{venv}/.installed", "publish", f"VENV={venv}",  # as make_images
+             f"REGISTRY={target}"] if make
             else ["tools/images.sh", "publish", target])
     return run(argv, check=False, timeout=600,
                extra_env={"IMAGE_PREFIX": prefix, "PLAIN_HTTP": "1", "COSIGN_KEY": str(key),

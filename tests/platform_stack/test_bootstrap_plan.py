@@ -30,9 +30,10 @@ from lifecycle.bootstrap import (
 )
 from lifecycle.bootstrap_settings import printed, with_gateway_class
 from platform_stack import umbrella
+from platform_stack.resource import MAX_VALUES_BYTES
 from renderer.context import DEFAULTS, GATEWAY_NAMESPACE
 from renderer.names import OPERATOR_FIELD_MANAGER
-from tests.platform_stack.conftest import cli
+from tests.platform_stack.conftest import applications, cli, helm_template
 from tests.testbed.argocd import ARGOCD_VERSIONS, install_manifest
 from toolchain.errors import UserError
 
@@ -405,3 +406,32 @@ def test_a_gateway_class_joins_the_issuer_in_the_gateway_components_overrides() 
     issuer = _issuer("acme", "ops@example.com", None, None)
     assert with_gateway_class(issuer, "traefik") == {"gateway": {"values": {
         "issuer": {"type": "acme", "acme": {"email": "ops@example.com"}}, "gatewayClassName": "traefik"}}}
+
+
+def test_the_root_application_carries_every_override_so_argo_cds_first_sync_renders_the_class_asked(
+        stack_all: Path, source_eval: dict[str, Any], tmp_path: Path) -> None:
+    """Issue 40: the root Application is what Argo CD syncs first, before the operator (a component of the stack)
+    runs; it carries the PlatformStack's overrides, so the `gateway` component Application the umbrella chart makes
+    from it names the class asked from its first version (not the chart's `cilium`)."""
+    asked = with_gateway_class(_issuer("self-signed", None, None, None), "traefik")
+    steps = plan(request(overrides=asked), argocd_there()).steps
+    stack = next(s.obj for s in steps if s.obj["kind"] == "PlatformStack")
+    root = next(s.obj for s in steps if s.obj["kind"] == "Application")
+    values = root["spec"]["source"]["helm"]["valuesObject"]
+    assert values["overrides"] == stack["spec"]["overrides"] == asked
+    default = source_eval["values"]["components"]["gateway"]["values"]["gatewayClassName"]
+    assert default != "traefik"
+    for given, want in ((values, "traefik"), ({k: v for k, v in values.items() if k != "overrides"}, default)):
+        (tmp_path / "values.yaml").write_text(yaml.safe_dump(given))
+        gateway = applications(helm_template(stack_all, "-f", str(tmp_path / "values.yaml")))["gateway"]
+        assert gateway["spec"]["source"]["helm"]["valuesObject"]["gatewayClassName"] == want
+
+
+def test_a_platform_stack_the_controller_would_refuse_is_refused_before_anything_is_applied() -> None:
+    """An override past the controller's bound (a DNS-01 solver file of 64 KiB, say): one line naming the field,
+    instead of a PlatformStack the controller would call InvalidSpec and a root Application it would not match."""
+    big = {"gateway": {"values": {"issuer": {"type": "acme", "acme": {"dns01": {"x": "y" * MAX_VALUES_BYTES}}}}}}
+    with pytest.raises(UserError) as raised:
+        plan(request(overrides=big), argocd_there())
+    [line] = str(raised.value).splitlines()
+    assert line.startswith("spec.overrides.gateway.values: ") and f"bytes as JSON, at most {MAX_VALUES_BYTES} " in line

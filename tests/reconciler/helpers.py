@@ -250,6 +250,20 @@ def collect_garbage(bed: KubeTestBed, kind: str, name: str, namespace: str, owne
         bed.delete("v1", kind, name, namespace)
 
 
+def collect_owned(bed: KubeTestBed, owner_uid: str) -> list[str]:
+    """What the garbage collector does once an object is deleted (the bare API server runs none): every namespaced
+    object, in any namespace, whose ownerReferences name the deleted one is deleted; what went, as `Kind ns/name`."""
+    went = []
+    for info in bed.namespaced_resources():
+        listed = bed.http.get(f"{info.prefix}/{info.plural}")
+        for obj in listed.json().get("items") or [] if listed.status_code == 200 else []:
+            meta = obj["metadata"]
+            if owner_uid in {o.get("uid") for o in meta.get("ownerReferences") or []}:
+                bed.http.delete(info.path(meta["name"], meta["namespace"]))
+                went.append(f"{info.kind} {meta['namespace']}/{meta['name']}")
+    return went
+
+
 def remake_namespace(bed: KubeTestBed, namespace: str, timeout: float = 90) -> str:
     """A namespace deleted, as a cluster deletes one, then made again under its name (by another team, say): every
     object in it deleted, their finalizers honoured (a claim's waits for the operator), the namespace finalized as

@@ -4,15 +4,19 @@ on the node's address, tests/testbed/s3.py start_s3_for_node) with a bucket and 
 (made with the s3 backend's client), the credentials in a Secret beside the Cluster. The operator writes the Cluster
 with its barmanObjectStore and, once it is Ready and archives, the ScheduledBackup; CloudNativePG's instance manager
 runs Debian's barman-cloud in our PostgreSQL image: WAL is archived continuously (the Cluster's ContinuousArchiving
-True) and the immediate base backup completes (a Backup `completed`, its files in the bucket). Then an app's pod
-writes rows, a time is noted in PostgreSQL, the rows are deleted and the WAL switched (as the superuser); then
-`apprafter db restore --to` that time (lifecycle.restore): a data-migration MigrationPlan and nothing else until
-`apprafter migration approve`; then a NEW Cluster recovered from the object store up to that time, a Job that copies
-the claim's database alone out of it into its generation 2, the claim switched: the app's SAME Secret name reads the
-deleted rows as the new role, the old generation keeps only what was left, and the recovered Cluster is gone. Figures
-printed: the backup's time, the restore's, the bucket's bytes against the database's size (docs/measurements.md).
-`apprafter db backups` then says what can be restored: the Cluster's first recoverable point to now, the noted time
-between them."""
+True) and the immediate base backup completes (a Backup `completed`, its files in the bucket). Then the app (the user
+guide's shop, tests/testbed/shopapp/: POST, GET and DELETE /items over its DATABASE_URL) is asked through its Service
+to store items, a time is noted in PostgreSQL, the items are deleted through the app and one more stored after it,
+the WAL switched (as the superuser); then `apprafter db restore --to` that time (lifecycle.restore): a
+data-migration MigrationPlan and nothing else until `apprafter migration approve`; then a NEW Cluster recovered from
+the object store up to that time, a Job that copies the claim's database alone out of it into its generation 2, the
+claim switched, the app's pods rolled onto it: the app's own GET answers the deleted items (and not the later one),
+the old generation keeps only the later one, and the recovered Cluster is gone. `apprafter db backups` then says what
+can be restored (the Cluster's first recoverable point to now, the noted time between them) and lists generation 1
+as kept; `apprafter db drop-generation --generation 1` and its plan's approval drop it (lifecycle.generation_drop):
+its database and role gone from the superuser's catalog, the app still answering from generation 2. Figures printed:
+the backup's time, the restore's, the drop's, the bucket's bytes against the database's size
+(docs/measurements.md)."""
 
 from __future__ import annotations
 
@@ -31,17 +35,17 @@ import pytest
 
 from reconciler.backends import s3 as s3_client
 from renderer.argocd_app import Source, argocd_application
-from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, service_provider
-from tests.reconciler.node_pods import finished, ready, secret_env
+from tests.reconciler.node_pods import ready
 from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.reconciler.test_pg_node import cloudnative_pg, pg_image, pg_image_flag, platform_file  # noqa: F401 (fixtures)
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
-from tests.testbed.node import NodeTestBed
+from tests.testbed.node import NodeTestBed, RequestFailed
 from tests.testbed.procs import wait_for
 from tests.testbed.s3 import S3Server, start_s3_for_node
+from tests.testbed.testapp import build_shop_app
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -51,22 +55,8 @@ PROVIDER, CLUSTER = f"pg-bak-{RUN}", f"pgbak-{RUN}"
 BUCKET, PREFIX, CREDENTIALS = f"pg-backups-{RUN}", "bed", "pg-backup-credentials"
 SECRET = "demo-pg-conn"
 ARGOCD = f"argocd-{RUN}"  # where the app is registered for `apprafter db backups` (no Argo CD runs)
-ROWS, KEPT = 10000, 10  # rows written, rows left after the delete
-# The app's pod (its connection Secret as its env): a table of ROWS rows, the time noted by PostgreSQL after their
-# commit (epoch seconds), every row past KEPT deleted (its commit is later than the noted time).
-WRITER = f"""set -eu
-psql -X -w "$URL" -v ON_ERROR_STOP=1 -qc 'create table notes (id int primary key, v text)' \
-  -c "insert into notes select g, 'note ' || g from generate_series(1, {ROWS}) g"
-echo "written: $(psql -X -w "$URL" -Atc 'select count(*) from notes')"
-echo "noted: $(psql -X -w "$URL" -Atc 'select extract(epoch from clock_timestamp())')"
-psql -X -w "$URL" -qc 'delete from notes where id > {KEPT}'
-echo "left: $(psql -X -w "$URL" -Atc 'select count(*) from notes')"
-"""
-# The app's connection Secret as it is: the rows it reads, the role it is.
-COUNT = """set -eu
-echo "rows: $(psql -X -w "$URL" -Atc 'select count(*) from notes')"
-echo "user: $(psql -X -w "$URL" -Atc 'select current_user')"
-"""
+ITEMS = ("cart 1", "cart 2", "cart 3")  # stored through the app before the noted time, deleted after it
+LATER = "after the restore point"  # stored through the app after the delete: not in the restored database
 
 
 @pytest.fixture(scope="module")
@@ -148,15 +138,26 @@ def completed_backup(node: NodeTestBed) -> dict[str, Any]:
     return found
 
 
-def run_pod(node: NodeTestBed, namespace: str, name: str, image: str, script: str,
-            extra: list[dict[str, Any]] | None = None) -> list[str]:
-    """What a psql pod with the app's connection Secret as its env prints (it must succeed)."""
-    env = secret_env(SECRET, [(key.upper(), key) for key in ("url", "user", "password", "db")]) + (extra or [])
-    node.apply(node_pods.client_pod(name, namespace, image, script, env, 26), field_manager="test")
-    pod = node.wait("v1", "Pod", name, namespace, finished, timeout=180, what=f"pod {namespace}/{name} to finish")
-    log = node.logs(name, namespace)
-    assert pod["status"]["phase"] == "Succeeded", log
-    return log.splitlines()
+@pytest.fixture(scope="module")
+def shop_app(node: NodeTestBed) -> str:
+    """The user guide's shop (tests/testbed/shopapp/) in the node's containerd."""
+    return node.import_image(build_shop_app())
+
+
+def items(node: NodeTestBed, url: str, method: str = "GET", body: bytes | None = None) -> Any:
+    """The app's answer to one request through its Service (from inside the namespace, as a client pod would)."""
+    answer = node.request(method, f"{url}items", body=body, timeout=10)
+    assert answer.status_code in (200, 201), (answer.status_code, answer.text)
+    return answer.json()
+
+
+def answered(node: NodeTestBed, url: str) -> list[str] | None:
+    """The items the app's GET answers with, None while it does not answer (kube-proxy still on a gone pod)."""
+    try:
+        answer = node.request("GET", f"{url}items", timeout=5)
+    except RequestFailed:
+        return None
+    return list(answer.json()["pg"]) if answer.status_code == 200 else None
 
 
 def superuser(node: NodeTestBed, cluster: str, sql: str, database: str = "postgres") -> str:
@@ -178,17 +179,18 @@ def seconds(start: str, stop: str) -> float:
     return (datetime.datetime.fromisoformat(stop) - datetime.datetime.fromisoformat(start)).total_seconds()
 
 
-def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_deleted_rows_at_the_noted_time(
-        node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator,  # noqa: F811
+def test_wal_is_archived_a_base_backup_completes_and_the_apps_deleted_items_come_back_from_the_noted_time(
+        node: NodeTestBed, shop_app: str, cloudnative_pg: CloudNativePG, operator: Operator,  # noqa: F811
         store: Store, provider: dict[str, Any]) -> None:
-    image = cloudnative_pg.postgres_image
     namespace = f"pg-bak-app-{RUN}"
     try:
         node.ensure_namespace(namespace)
-        apply(node, cr(namespace, {"image": test_app, "replicas": 1, "expose": {"port": 8080},
+        apply(node, cr(namespace, {"image": shop_app, "replicas": 1, "expose": {"port": 3000},
+                                   "health": {"readiness": {"path": "/healthz", "periodSeconds": 1}},
                                    "needs": {"pg": {"selector": {"bed": RUN}}},
-                                   "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}))
+                                   "env": {"DATABASE_URL": {"claim": "pg/url"}}}))
         node.wait(API, "Application", "demo", namespace, ready, timeout=600, what="the Application Ready")
+        url = f"http://{(node.get('v1', 'Service', 'demo', namespace) or {})['spec']['clusterIP']}:3000/"
         live = node.get(cnpg.API, "Cluster", CLUSTER, SERVICES) or {}
         assert live["spec"]["backup"]["barmanObjectStore"]["destinationPath"] == f"s3://{BUCKET}/{PREFIX}/{SERVICES}"
         # the operator applied the ScheduledBackup once the Cluster was Ready and archiving; its immediate Backup
@@ -198,8 +200,11 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
             live["metadata"]["uid"]
         backup = completed_backup(node)
         took = seconds(backup["status"]["startedAt"], backup["status"]["stoppedAt"])
-        node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, archiving, timeout=600,
-                  what="WAL archived continuously (ContinuousArchiving True)")
+        # CloudNativePG writes the Cluster's first recoverable point a little after the Backup completed: nothing
+        # can be restored before it (what `db restore` checks)
+        node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, lambda o: o if archiving(o) and (o.get("status") or {}).get(
+            "firstRecoverabilityPoint") else None, timeout=600,
+                  what="WAL archived continuously (ContinuousArchiving True) and a first recoverable point")
         after_backup = store.files()
         server = f"{PREFIX}/{SERVICES}/{CLUSTER}"
         base = [f for f in after_backup if f.startswith(f"{server}/base/{backup['status']['backupId']}/")]
@@ -207,10 +212,16 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
         assert base and wals, sorted(after_backup)
         db_bytes = int(superuser(node, CLUSTER, "select sum(pg_database_size(datname)) from pg_database"))
 
-        # rows written, a time noted, rows deleted; the WAL holding the delete switched out and archived
-        written = run_pod(node, namespace, "pg-writer", image, WRITER)
-        assert written[0] == f"written: {ROWS}" and written[2] == f"left: {KEPT}", written
-        noted = datetime.datetime.fromtimestamp(float(written[1].removeprefix("noted: ")), datetime.UTC)
+        # items stored through the app, a time noted, the items deleted through the app and one more stored; the
+        # WAL holding the delete switched out and archived
+        for item in ITEMS:
+            assert items(node, url, "POST", item.encode()) == {"stored": item}
+        assert items(node, url)["pg"] == list(ITEMS)
+        noted = datetime.datetime.fromtimestamp(float(superuser(
+            node, CLUSTER, "select extract(epoch from clock_timestamp())")), datetime.UTC)
+        assert items(node, url, "DELETE") == {"deleted": len(ITEMS)}
+        items(node, url, "POST", LATER.encode())
+        assert items(node, url)["pg"] == [LATER]
         segment = superuser(node, CLUSTER, "select pg_walfile_name(pg_switch_wal())")
         # no Kubernetes event says a segment is archived: its object appearing in the bucket does
         wait_for(f"WAL segment {segment} archived",
@@ -244,10 +255,21 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
         restore = time.monotonic() - started
         old = f"{namespace}.demo-pg"
 
-        # the app's SAME Secret now reads the deleted rows; the old generation keeps what was left; the recovered
-        # Cluster (every tenant's data at that time) is gone
-        assert run_pod(node, namespace, "pg-reader-restored", image, COUNT) == [f"rows: {ROWS}", f"user: {old}~2"]
-        assert superuser(node, CLUSTER, "select count(*) from notes", old) == str(KEPT)
+        # the app's pods rolled onto generation 2 (its SAME Secret name); its own GET answers the deleted items, not
+        # the later one; the old generation keeps what it had; the recovered Cluster (every tenant's data at that
+        # time) is gone
+        def rolled(deployment: dict[str, Any]) -> Any:
+            spec, status = deployment["spec"], deployment.get("status") or {}
+            stamped = (spec["template"]["metadata"].get("annotations") or {}).get("restore.apprafter.io/pg") == "2"
+            done = status.get("observedGeneration", 0) >= deployment["metadata"]["generation"] and status.get(
+                "updatedReplicas") == status.get("replicas") == status.get("readyReplicas") == spec["replicas"]
+            return deployment if stamped and done else None
+        node.wait("apps/v1", "Deployment", "demo", namespace, rolled, timeout=300,
+                  what="the app's pods rolled onto generation 2")
+        wait_for("the app's GET answering from generation 2", lambda: True if answered(node, url) not in (
+            None, [LATER]) else None, 60, interval=0.5)
+        assert items(node, url) == {"pg": list(ITEMS)}
+        assert superuser(node, CLUSTER, "select string_agg(value, ',') from items", old) == LATER
         node.wait_list(cnpg.API, "Cluster", SERVICES, lambda found: [c["metadata"]["name"] for c in found] == [
             CLUSTER] or None, timeout=300, what="the recovered Cluster deleted")
         at_end = store.files()
@@ -267,6 +289,28 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
         assert (said["earliest"], said["lastBackup"]) == (status["firstRecoverabilityPoint"],
                                                           status["lastSuccessfulBackup"]), (said, status)
         assert said["earliest"] <= noted.isoformat(timespec="seconds").replace("+00:00", "Z") <= said["latest"]
+        assert (said["generation"], said["kept"]) == ({"number": 2, "database": f"{old}~2"},
+                                                      [{"number": 1, "database": old}]), said
+
+        # the old generation's own approved removal (lifecycle.generation_drop): a plan, its approval, then
+        # CloudNativePG drops that database and role; the app keeps answering from generation 2
+        started = time.monotonic()
+        asked = run_cli("db", "drop-generation", "demo", "-e", "prod", "--generation", "1", "--timeout", "120",
+                        "--kubeconfig", str(node.kubeconfig))
+        assert asked.returncode == 0, asked.stderr
+        drop_plan = (node.get(API, "ResourceClaim", "demo-pg", namespace) or {})["status"]["restore"]["drop"]["plan"]
+        assert superuser(node, CLUSTER, f"select count(*) from pg_database where datname = '{old}'") == "1"
+        approved = run_cli("migration", "approve", drop_plan, "-n", namespace, "--kubeconfig", str(node.kubeconfig))
+        assert approved.returncode == 0, approved.stderr
+        node.wait(API, "ResourceClaim", "demo-pg", namespace, lambda c: c if ((c.get("status") or {}).get(
+            "restore") or {}).get("drop", {}).get("phase") == "Dropped" else None, timeout=300,
+                  what="generation 1 dropped")
+        dropping = time.monotonic() - started
+        catalog = ("select (select count(*) from pg_database where datname = '{0}') || ',' || (select count(*) from "
+                   "pg_roles where rolname = '{0}')")
+        assert superuser(node, CLUSTER, catalog.format(old)) == "0,0"
+        assert superuser(node, CLUSTER, catalog.format(f"{old}~2")) == "1,1"
+        assert items(node, url) == {"pg": list(ITEMS)}
 
         # nothing secret said: the operator's log, the Cluster's status, the claim's
         said = operator.log() + str(node.get(cnpg.API, "Cluster", CLUSTER, SERVICES)) + str(
@@ -275,7 +319,8 @@ def test_wal_is_archived_a_base_backup_completes_and_a_new_cluster_recovers_the_
         print(f"\npg backup: base backup {took:.1f} s ({sum(after_backup[f] for f in base)} B in "
               f"{len(base)} objects) of databases of {db_bytes} B; bucket after it {sum(after_backup.values())} B in "
               f"{len(after_backup)} objects; restore (request, approval, recovered Cluster, copy, switch) "
-              f"{restore:.1f} s; bucket at the end "
+              f"{restore:.1f} s; drop of the kept generation (request, approval, CloudNativePG) {dropping:.1f} s; "
+              f"bucket at the end "
               f"{sum(at_end.values())} B in {len(at_end)} objects")
     finally:
         for cluster in listed(node, cnpg.API, "Cluster"):  # a restore that failed half-way: its recovered Cluster

@@ -5,7 +5,10 @@ the claim's next generation (role `<ns>.demo-pg~2`, its password Secret and Data
 a NEW Cluster recovered from the object store up to the time and, once it is Ready, a Job that copies the claim's
 database alone from it; once the Job completed the connection Secret (the same name) points at the new generation,
 the app's pod template is stamped (its pods roll), the recovered Cluster is deleted, the plan is applied, and the old
-generation (role, password Secret, Database) is kept and listed on the claim.
+generation (role, password Secret, Database) is kept and listed on the claim. Then the old generation's own approved
+removal (`apprafter db drop-generation`, lifecycle/generation_drop.py): the live generation and one not kept refused
+at the CLI, a data-migration plan and nothing else before its approval, then CloudNativePG's drop steps for that
+generation alone (its Database, role, password Secret gone, off status.restore.kept), the live one untouched.
 
 No CloudNativePG manager and no Job controller run on this tier: the test writes the status they write (as
 tests/reconciler/test_pg_cluster.py does). The real thing on a node: tests/reconciler/test_pg_backup_node.py."""
@@ -143,6 +146,11 @@ def restore_cli(bed: KubeTestBed, namespace: str, *args: str) -> Any:
     return run_cli("db", "restore", "demo", "-e", "prod", "-n", namespace, "--kubeconfig", str(bed.kubeconfig), *args)
 
 
+def drop_cli(bed: KubeTestBed, namespace: str, *args: str) -> Any:
+    return run_cli("db", "drop-generation", "demo", "-e", "prod", "-n", namespace, "--kubeconfig", str(bed.kubeconfig),
+                   *args)
+
+
 def cnpg_clusters(bed: KubeTestBed) -> list[str]:
     return sorted(c["metadata"]["name"] for c in bed.http.get(f"/apis/{CNPG}/namespaces/{SERVICES}/clusters").json()[
         "items"])
@@ -269,6 +277,57 @@ def test_a_restore_waits_for_its_plans_approval_then_copies_into_a_new_generatio
     # nothing secret said
     text = json.dumps(claim(bed, namespace)["status"]) + json.dumps(plans(bed, namespace)) + operator.log()
     assert password not in text and before["password"] not in text
+
+    # the old generation's own approved removal (lifecycle.generation_drop): the live one and one not kept refused at
+    # the CLI, one line each, nothing written; a request opens a data-migration plan and nothing else before approval
+    for number, said in ((2, f"--generation 2: generation 2 is the one the app uses (database {new})"),
+                         (3, "--generation 3: generation 3 is not kept (kept: 1;")):
+        refused = drop_cli(bed, namespace, "--generation", str(number))
+        assert refused.returncode == 1 and refused.stdout == "" and said in refused.stderr, refused
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "apprafter.io/drop-generation" not in claim(bed, namespace)["metadata"].get("annotations", {})
+    asked = drop_cli(bed, namespace, "--generation", "1")
+    assert asked.returncode == 0, asked.stderr
+    [dropping] = [p for p in plans(bed, namespace) if p["metadata"]["labels"].get("apprafter.io/scope") ==
+                  "drop-generation"]
+    drop_plan = dropping["metadata"]["name"]
+    assert f"  apprafter migration approve {drop_plan} -n {namespace}" in asked.stdout.splitlines(), asked.stdout
+    assert dropping["spec"]["risks"]["classification"] == "data-migration"
+    assert dropping["spec"]["changes"][0]["from"] == f"generation 1: database {old} (kept)"
+    wait("the GenerationDropRequested event", lambda: events(bed, namespace, "GenerationDropRequested") or None, 30)
+    assert (bed.get(CNPG, "Database", old, SERVICES) or {})["spec"]["ensure"] == "present"  # nothing before approval
+    assert old in roles_objects(bed, CLUSTER) and claim(bed, namespace)["status"]["restore"]["kept"] == [old]
+    approved = run_cli("migration", "approve", drop_plan, "-n", namespace, "--kubeconfig", str(bed.kubeconfig))
+    assert approved.returncode == 0, approved.stderr
+    # CloudNativePG's word played at each step: DROP DATABASE applied, the role listed not-managed once out of the
+    # spec, then dropped (reconciled as absent), then in no list
+    dropped_db = wait(f"Database {old} set to ensure: absent", lambda: d if (d := bed.get(
+        CNPG, "Database", old, SERVICES) or {}).get("spec", {}).get("ensure") == "absent" else None, 60)
+    write_status(bed, cnpg("databases", old), {"applied": True,
+                                               "observedGeneration": dropped_db["metadata"]["generation"]})
+    wait(f"role {old} out of the Cluster's spec", lambda: old not in roles_objects(bed, CLUSTER) or None, 60)
+    assert new in roles_objects(bed, CLUSTER)
+    write_status(bed, cnpg("clusters", CLUSTER), {"managedRolesStatus": {"byStatus": {
+        "reconciled": [new], "not-managed": [old], "pending-reconciliation": None}}})
+    wait(f"role {old} ensure: absent", lambda: [r for r in (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})[
+        "spec"]["managed"]["roles"] if r["name"] == old and r["ensure"] == "absent"] or None, 60)
+    write_status(bed, cnpg("clusters", CLUSTER), {"managedRolesStatus": {"byStatus": {
+        "reconciled": [new, old], "not-managed": None}}})
+    wait(f"role {old} taken out again", lambda: old not in roles_objects(bed, CLUSTER) or None, 60)
+    write_status(bed, cnpg("clusters", CLUSTER), {"managedRolesStatus": {"byStatus": {"reconciled": [new]}}})
+    dropped = wait("status.restore.drop Dropped", lambda: r if ((r := claim(bed, namespace)["status"]["restore"])
+                                                                .get("drop") or {}).get("phase") == "Dropped" else
+                   None, 60)
+    assert dropped["kept"] == [] and dropped["generation"] == 2, dropped
+    assert bed.get(CNPG, "Database", old, SERVICES) is None and bed.get("v1", "Secret", old, SERVICES) is None
+    assert plan_phase(bed, namespace, drop_plan) == "applied"
+    wait("the GenerationDropped event", lambda: events(bed, namespace, "GenerationDropped") or None, 30)
+    # the live generation untouched: its role, Database, password Secret, the app's connection
+    assert next(r for r in (bed.get(CNPG, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]
+            if r["name"] == new)["ensure"] == "present"
+    assert (bed.get(CNPG, "Database", new_object, SERVICES) or {})["spec"]["ensure"] == "present"
+    assert bed.get("v1", "Secret", new_object, SERVICES) is not None and connection(bed, namespace) == fields
+    assert claim(bed, namespace)["status"]["ready"] is True
 
     # the claim deleted and made again (as when its app is removed and added): it comes back to the restored
     # generation, which its kept-data record names, not to generation 1

@@ -62,3 +62,10 @@ nested:
   - 2
 - x
 """
+
+
+def test_the_floats_json_cannot_hold_are_yaml_s_own_words() -> None:
+    text = dump_yaml({"nan": float("nan"), "up": float("inf"), "down": float("-inf"), "big": 1e300})
+    read = yaml.safe_load(text)
+    assert read["nan"] != read["nan"] and read["up"] == float("inf") and read["down"] == float("-inf")
+    assert read["big"] == 1e300 and ".nan" in text and "-.inf" in text

@@ -96,9 +96,12 @@ class Traffic:
 
 class ImageStore:
     """containerd's root (images and their unpacked layers), kept between beds in the tools cache's sibling
-    `node-containerd/` so a warm start imports nothing; one bed at a time holds it (a lock), another one gets a
-    root of its own in its directory. A store whose last user died is wiped (its metadata lists dead pods).
+    `node-containerd/` so a warm start imports nothing; one bed at a time holds it (a lock), a second bed at the
+    same time (the suite's two node units, tests/parallel.py) the next slot, `node-containerd-2/`, and a third gets
+    a root of its own in its directory. A store whose last user died is wiped (its metadata lists dead pods).
     APPRAFTER_NODE_IMAGE_CACHE names another directory; empty: always a private root."""
+
+    SLOTS = 2
 
     def __init__(self, root: Path, lock: Any = None) -> None:
         self.root, self._lock = root, lock
@@ -114,19 +117,22 @@ class ImageStore:
         setting = os.environ.get("APPRAFTER_NODE_IMAGE_CACHE")
         if setting == "":
             return ImageStore(private)
-        path = Path(setting) if setting else tools_dir().parent / "node-containerd"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.parent / f"{path.name}.lock", "w")  # noqa: SIM115 - held until release()
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            return ImageStore(private)
-        if (path / ".in-use").exists():
-            shutil.rmtree(path)
-        path.mkdir(exist_ok=True)
-        (path / ".in-use").touch()
-        return ImageStore(path, lock)
+        first = Path(setting) if setting else tools_dir().parent / "node-containerd"
+        first.parent.mkdir(parents=True, exist_ok=True)
+        for slot in range(1, ImageStore.SLOTS + 1):
+            path = first if slot == 1 else first.with_name(f"{first.name}-{slot}")
+            lock = open(path.parent / f"{path.name}.lock", "w")  # noqa: SIM115 - held until release()
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.close()
+                continue
+            if (path / ".in-use").exists():
+                shutil.rmtree(path)
+            path.mkdir(exist_ok=True)
+            (path / ".in-use").touch()
+            return ImageStore(path, lock)
+        return ImageStore(private)
 
     def release(self, clean: bool) -> None:
         """Give the store back; `clean` (no containers left in it) keeps it for the next bed."""

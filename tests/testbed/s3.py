@@ -79,11 +79,12 @@ def _answered(server: S3Server, root_access: str, root_secret: str, timeout: flo
 
 
 def start_s3(workdir: Path, root_access: str, root_secret: str, versioning: bool = False,
-             timeout: float = 60.0) -> S3Server:
+             timeout: float = 60.0, port: int | None = None) -> S3Server:
     """Start versitygw's posix backend on `workdir`/data with its internal IAM in `workdir`/iam and wait until a
     ListBuckets signed as the root is answered. With `versioning`, buckets may turn versioning on (old versions are
-    kept in `workdir`/versions; without it, PutBucketVersioning is answered 501 VersioningNotConfigured)."""
-    port = free_port()
+    kept in `workdir`/versions; without it, PutBucketVersioning is answered 501 VersioningNotConfigured). `port`:
+    a gateway started again where it was (on a stopped one's workdir: the same buckets and accounts)."""
+    port = port or free_port()
     proc, data, iam = _process(workdir, f"127.0.0.1:{port}", root_access, root_secret, versioning)
     return _answered(S3Server(port, proc, data, iam), root_access, root_secret, timeout)
 

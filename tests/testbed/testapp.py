@@ -5,9 +5,12 @@ python3-psycopg2 and python3-redis)."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.testbed.procs import BedError
@@ -19,6 +22,16 @@ SHOP_SOURCE = Path(__file__).resolve().parent / "shopapp"
 SHOP_PACKAGES = pins()["SHOP_PACKAGES"]  # tools/versions.env: tools/setup-images.sh builds its base
 EPOCH = "1747699200"  # file mtimes and the image's creation time: the same source makes the same image ID
 CHECKOUT = hashlib.sha256(str(REPO).encode()).hexdigest()[:8]
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time() -> Iterator[None]:
+    """The two node units' workers ask for the same images at once (tests/parallel.py): one builds, the other then
+    finds the image (buildah's working containers are named, and the base image is one build)."""
+    (REPO / "build").mkdir(exist_ok=True)
+    with open(REPO / "build" / ".test-images.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _run(argv: list[str], timeout: float = 600) -> str:
@@ -41,6 +54,11 @@ def build_shop_app() -> str:
 
 
 def _build(source: Path, name: str, packages: str = "") -> str:
+    with _one_build_at_a_time():
+        return _build_unlocked(source, name, packages)
+
+
+def _build_unlocked(source: Path, name: str, packages: str) -> str:
     with_packages = ["--with", packages] if packages else []
     base = _run([str(REPO / "tools" / "base-image.sh"), *with_packages, "--name"])
     exists = subprocess.run(["podman", "image", "exists", base], check=False,
@@ -63,6 +81,11 @@ def _build(source: Path, name: str, packages: str = "") -> str:
 def variant_of(ref: str, label: str) -> str:
     """`ref` with one label more (`apprafter.test/variant=<label>`): the same layers, another config, so another
     digest once pushed — a release that moves a tag, without a build."""
+    with _one_build_at_a_time():
+        return _variant_unlocked(ref, label)
+
+
+def _variant_unlocked(ref: str, label: str) -> str:
     repository, _, tag = ref.rpartition(":")
     target = f"{repository}:{tag}-{label}"
     exists = subprocess.run(["podman", "image", "exists", target], check=False,

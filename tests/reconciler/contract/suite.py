@@ -15,11 +15,13 @@ from typing import Any, Protocol
 
 from lifecycle.backends.common import CLAIM_ANNOTATION
 from lifecycle.backends.kept import KEPT_FOR_ANOTHER, KEPT_LABELS
+from lifecycle.backends.registry import core_for
 from lifecycle.binding import PROVISIONED
 from tests.reconciler.helpers import (
     API,
     apply,
     collect_garbage,
+    collect_owned,
     condition,
     cr,
     edit,
@@ -37,6 +39,7 @@ from tests.testbed.kube import KubeTestBed
 
 __all__ = ["Contract", "Handle", "test_a_claim_is_ready_with_its_connection_and_reaches_its_own_data_alone",
            "test_a_namespace_made_anew_under_a_deleted_ones_name_gets_none_of_its_data",
+           "test_deleting_the_provider_keeps_the_data_and_the_provider_made_again_serves_it",
            "test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claims",
            "test_the_data_outlives_the_claim_and_comes_back_to_the_same_app_and_need"]
 
@@ -177,6 +180,74 @@ def test_removing_the_need_drops_the_data_only_after_approval_and_no_other_claim
     [note] = wait("the DataDropped event", lambda: events(bed, namespace, "DataDropped") or None, 30)
     assert plan["metadata"]["name"] in note["note"]
 
+
+def _missing(bed: KubeTestBed, namespace: str, name: str) -> None:
+    wait_showing(f"{namespace}/{name} to say its provider is missing", lambda: True if (condition(
+        (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status") or {}, "Bound") or {}).get(
+        "reason") == "ProviderMissing" else None, 60,
+        lambda: (bed.get(API, "ResourceClaim", name, namespace) or {}).get("status"), "the claim now")
+
+
+def test_deleting_the_provider_keeps_the_data_and_the_provider_made_again_serves_it(
+        bed: KubeTestBed, operator: Operator, contract: Contract) -> None:
+    """A ServiceProvider deleted takes none of its claims' data: each claim stays bound to it (ProviderMissing, never
+    moved), nothing at the backend is the provider's (the garbage collector, played, finds nothing it owns), the
+    connection Secret stays as it was and the app's credentials still reach its data. A need removed meanwhile under
+    an approved plan: its drop waits for the provider (DataDropWaiting, nothing dropped) where only the provider says
+    where the data is, and goes at once where the claim says it (a disk's PVC: `drop_needs_provider`). Made again
+    under its name, the provider serves the kept claim again, ready, with the same data and credentials, and carries
+    out the drop that waited."""
+    name = f"demo-{contract.need}"
+    core = core_for(contract.need, None)
+    assert core is not None
+    with contract.settled():
+        namespace, before, marker = marked(bed, contract)
+        going, doomed, _ = marked(bed, contract)
+        wait_phase(bed, going, "Ready", timeout=60)  # applied: the need's removal is gated against it
+        bound = before["status"]["provider"]
+        provider = bed.get(API, "ServiceProvider", bound)
+        assert provider is not None
+        secret = bed.get("v1", "Secret", f"{name}-conn", namespace)
+        try:
+            bed.delete(API, "ServiceProvider", bound)
+            for where in (namespace, going):
+                _missing(bed, where, name)
+            assert collect_owned(bed, provider["metadata"]["uid"]) == []  # nothing of the data is the provider's
+            claim = bed.get(API, "ResourceClaim", name, namespace) or {}
+            assert claim["status"]["provider"] == bound  # a claim never moves: its data is there
+            if secret is not None:
+                now = bed.get("v1", "Secret", f"{name}-conn", namespace) or {}
+                assert now.get("data") == secret["data"]  # the app's pods keep what they hold
+            assert not contract.dropped(before) and contract.read(before) == marker
+            # the other app's need removed and its plan approved while the provider is gone
+            apply(bed, cr(going, edit(contract.needs(), needs=None, env={"LOG_LEVEL": "info"})))
+            wait_phase(bed, going, "AwaitingMigrationApproval", timeout=60)
+            [plan] = plans(bed, going)
+            approved = run_cli("migration", "approve", plan["metadata"]["name"], "-n", going, "--kubeconfig",
+                               str(bed.kubeconfig))
+            assert approved.returncode == 0, approved.stderr
+            if core.drop_needs_provider:
+                [note] = wait("the DataDropWaiting event", lambda: events(bed, going, "DataDropWaiting") or None, 60)
+                assert f"its ServiceProvider {bound} is gone" in note["note"], note
+                assert not contract.dropped(doomed)
+                assert bed.get(API, "ResourceClaim", name, going) is not None  # terminating, its finalizer held
+            else:
+                wait("the claim gone", lambda: bed.get(API, "ResourceClaim", name, going) is None or None, 60)
+                assert contract.dropped(doomed)
+        finally:
+            if bed.get(API, "ServiceProvider", bound) is None:  # the module's other tests use it
+                meta = provider["metadata"]
+                bed.apply({"apiVersion": provider["apiVersion"], "kind": provider["kind"], "spec": provider["spec"],
+                           "metadata": {"name": meta["name"], "labels": meta.get("labels") or {}}},
+                          field_manager="admin")
+        after = handle(bed, namespace, contract)
+        bound_again = condition(after["status"], "Bound") or {}
+        assert (after["status"]["provider"], bound_again.get("status")) == (bound, "True"), after["status"]
+        wait("the dropped claim gone", lambda: bed.get(API, "ResourceClaim", name, going) is None or None, 90)
+    assert contract.read(after) == marker and contract.read(before) == marker  # the credentials the pods hold too
+    assert contract.dropped(doomed)
+    [dropped] = wait("the DataDropped event", lambda: events(bed, going, "DataDropped") or None, 30)
+    assert plan["metadata"]["name"] in dropped["note"]
 
 
 def _provisioned(bed: KubeTestBed, namespace: str, name: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@ set-up, on 127.0.0.1) that each claim reaches as a user of its own, owning one b
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -15,9 +17,9 @@ import pytest
 from httpx_auth import AWS4Auth
 
 from tests.reconciler.contract.suite import *  # noqa: F403 - the contract's tests, run here for versitygw
-from tests.reconciler.contract.suite import Handle
+from tests.reconciler.contract.suite import Handle, marked
 from tests.reconciler.helpers import API, add_provider, edit
-from tests.reconciler.operator_proc import FAST, Fixture, operator_fixture
+from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
 from tests.testbed.kube import KubeTestBed
 from tests.testbed.s3 import REGION, S3Server, start_s3
 
@@ -33,8 +35,8 @@ class S3Contract:
     kept_apart = True
     fields = frozenset({"url", "host", "port", "user", "password", "bucket"})
 
-    def __init__(self, server: S3Server) -> None:
-        self.server = server
+    def __init__(self, server: S3Server, workdir: Path) -> None:
+        self.server, self.workdir = server, workdir
 
     def needs(self) -> dict[str, Any]:
         return edit(needs={"s3": {"selector": {"bed": RUN}}}, env={"S3_URL": {"claim": "s3/url"}},
@@ -87,13 +89,39 @@ def s3_platform(bed: KubeTestBed, tmp_path_factory: pytest.TempPathFactory) -> s
 
 @pytest.fixture(scope="module")
 def contract(bed: KubeTestBed, s3_platform: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Contract]:
-    server = start_s3(Path(tmp_path_factory.mktemp("s3")), *ADMIN)
+    workdir = Path(tmp_path_factory.mktemp("s3"))
+    server = start_s3(workdir, *ADMIN)
     bed.apply({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{PROVIDER}-admin", "namespace": SERVICES},
                "stringData": {"accessKey": ADMIN[0], "secretKey": ADMIN[1]}}, field_manager="admin")
     add_provider(bed, PROVIDER, "s3", "versitygw", {"address": f"127.0.0.1:{server.port}"}, labels={"bed": RUN})
-    yield S3Contract(server)
+    made = S3Contract(server, workdir)
+    yield made
     bed.delete(API, "ServiceProvider", PROVIDER)
-    server.stop()
+    made.server.stop()
 
 
 operator = operator_fixture("--no-leader-elect", *FAST, "--platform", Fixture("s3_platform"))
+
+
+def test_every_answered_put_and_account_outlive_the_gateway_killed_and_started_again(
+        bed: KubeTestBed, operator: Operator, contract: S3Contract) -> None:
+    """The gateway killed (SIGKILL: no shutdown, as a pod's container killed) and started again on its directories
+    and port, as the integrated gateway's pod comes back on its volume (buckets and IAM under it,
+    lifecycle.backends.s3): with no one acting (the operator stopped: nothing makes the account again), the app's
+    same Secret reads every object whose PUT was answered, and its account still reaches no other bucket."""
+    _, claim, marker = marked(bed, contract)
+    _, other, _ = marked(bed, contract)
+    with contract.as_user(claim) as c:  # answered just before the kill
+        c.put(f"/{claim['secret']['bucket']}/last", content=marker.encode()[::-1]).raise_for_status()
+    operator.terminate()
+    try:
+        server = contract.server
+        os.killpg(server.process.popen.pid, signal.SIGKILL)
+        server.stop()
+        contract.server = start_s3(contract.workdir, *ADMIN, port=server.port)
+        assert contract.read(claim) == marker
+        with contract.as_user(claim) as c:
+            assert c.get(f"/{claim['secret']['bucket']}/last").content == marker.encode()[::-1]
+        contract.denied(claim, other)
+    finally:
+        operator.start()

@@ -3,6 +3,7 @@
   POST /items   the body (text) becomes a row of table `items` in DATABASE_URL's database and an entry of the
                 list `<REDIS_PREFIX>items` in REDIS_URL's Redis; answers 201 with what it stored
   GET /items    {"pg": [values, oldest first], "redis": [the same from the list]} as JSON
+  DELETE /items every item goes (the rows and the list); answers {"deleted": rows deleted}
   GET /healthz  200 once every backend it was given answers (SELECT 1, PING), 503 with the reason otherwise
   GET /fresh    the same check on NEW connections, opened for this request and closed after it (what a pod that
                 opens a connection per request sees: a password refused at login shows at once), 200 "ok" or 503
@@ -85,6 +86,16 @@ class Backends:
         if self.cache is not None:
             self.cache.rpush(PREFIX + "items", value)
 
+    def clear(self):
+        deleted = 0
+        if DATABASE_URL:
+            with self.db().cursor() as cur:
+                cur.execute("DELETE FROM items")
+                deleted = cur.rowcount
+        if self.cache is not None:
+            self.cache.delete(PREFIX + "items")
+        return deleted
+
     def items(self):
         found = {}
         if DATABASE_URL:
@@ -135,6 +146,17 @@ class Handler(BaseHTTPRequestHandler):
             try:
                 BACKENDS.add(value)
                 self.answer(201, {"stored": value})
+            except (psycopg2.Error, redis.RedisError) as exc:
+                BACKENDS.pg = None
+                self.answer(503, {"error": type(exc).__name__})
+
+    def do_DELETE(self):
+        if self.path != "/items":
+            self.answer(404, "not found", "text/plain")
+            return
+        with LOCK:
+            try:
+                self.answer(200, {"deleted": BACKENDS.clear()})
             except (psycopg2.Error, redis.RedisError) as exc:
                 BACKENDS.pg = None
                 self.answer(503, {"error": type(exc).__name__})
