@@ -6,9 +6,9 @@ compatibility.authority.rotate_writer). The claim's backend core makes a new pas
 password answers is recorded with it (ISSUED_ANNOTATION on the connection Secret, and on pg's role password Secret),
 so the same value twice rotates once. The claim binder writes the Secret, then status.rotation.issued; the Application
 pass stamps every pod template that reads the Secret with it (`stamped`), so the Deployment rolls. Once no pod that
-reads the Secret runs an older template (`holding`), the old password is refused (redis: taken off the user; pg: it
-was refused from the start, PostgreSQL holds one password per role) and the claim says `completed`, with the Event
-CredentialsRotated.
+reads the Secret runs an older template (`holding`), the old password is refused (redis: taken off the user; pg: the
+old login role's password replaced by one handed out to no one, lifecycle.backends.pg_roles) and, once the backend
+says so (its Ready.refused), the claim says `completed`, with the Event CredentialsRotated.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ __all__ = ["ISSUED_ANNOTATION", "RESTORE_PREFIX", "ROTATES", "ROTATE_ANNOTATION"
 # What becomes of the old password meanwhile, for each need type whose backend rotates a claim's password
 # (compatibility.authority.ROTATED_TYPES: the webhook refuses a request on any other).
 ROTATES: Mapping[str, str] = {
-    "pg": "PostgreSQL holds one password per role: the old one is refused as soon as CloudNativePG applies the new "
-          "one (connections already open stay open)",
+    "pg": "PostgreSQL holds one password per role, so the claim alternates between two login roles: the new password "
+          "is the other role's, the old role's keeps working until the app's pods have rolled, then it is replaced "
+          "(connections already open stay open)",
     "redis": "redis holds both passwords on the user until the app's pods have rolled, then the old one is removed",
 }
 ISSUED_ANNOTATION = "apprafter.io/rotation"  # on a Secret holding a password: the request it was made for
@@ -108,11 +109,12 @@ def _said(claim: Mapping[str, Any], out: Mapping[str, Any], rotation: Rotation, 
 
 
 def status(claim: Mapping[str, Any], rotation: Rotation, answers: str | None, ready: bool,
-           timestamp: str) -> dict[str, Any] | None:
+           timestamp: str, refused: bool = True) -> dict[str, Any] | None:
     """status.rotation after a step (None: the claim never had a request nor a rotated password). `answers`: the
     request the connection Secret's password answers after the step (the backend's Ready.rotated), `ready`: the
-    step ended Ready (its Secret written). Completed when the step refused every old password: the password answers
-    the request, it was not made in this step, and no pod holds an older one."""
+    step ended Ready (its Secret written), `refused`: the backend refuses every older password (Ready.refused).
+    Completed when the step refused every old password: the password answers the request, it was not made in this
+    step, no pod holds an older one, and the backend says it refuses them."""
     before = (claim.get("status") or {}).get("rotation")
     before = dict(before) if isinstance(before, Mapping) else {}
     if rotation.requested is None and answers is None and not before:
@@ -122,7 +124,7 @@ def status(claim: Mapping[str, Any], rotation: Rotation, answers: str | None, re
         out["requested"] = rotation.requested
     if ready and answers is not None:
         out["issued"] = answers
-    if ready and rotation.requested is not None and rotation.settled and answers == rotation.requested:
+    if ready and refused and rotation.requested is not None and rotation.settled and answers == rotation.requested:
         if before.get("completed") != answers:
             out["completedAt"] = timestamp
         out["completed"] = answers

@@ -67,7 +67,7 @@ def _provisioned(claim: Mapping[str, Any], carried: Carried,
     then = carried.then
     ready = isinstance(then, Ready)
     rotation = rotation_status(claim, carried.rotation, then.rotated if isinstance(then, Ready) else None, ready,
-                               timestamp)
+                               timestamp, then.refused if isinstance(then, Ready) else True)
     rotated = {"rotation": rotation} if rotation is not None else {}
     if isinstance(then, Ready):
         said = then.message + (f"; connection in Secret {carried.secret}" if carried.secret else "")

@@ -121,13 +121,15 @@ Write = Apply | CreateOnce | Delete
 class Ready(NamedTuple):
     """The claim is provisioned: its Ready message, status.connection (never a secret), the connection Secret's data
     (None: the need has no connection fields, as disk), the backend's other conditions, and the rotation request
-    the Secret's password answers (None: none; written on the Secret, lifecycle.rotation)."""
+    the Secret's password answers (None: none; written on the Secret, lifecycle.rotation), and whether every older
+    password is refused by now (False: the backend still takes one it handed out before, pg's retiring role)."""
 
     message: str
     connection: Mapping[str, Any]
     secret: Mapping[str, str] | None = None
     conditions: tuple[Condition, ...] = ()
     rotated: str | None = None
+    refused: bool = True
 
 
 class Waiting(NamedTuple):

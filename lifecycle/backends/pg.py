@@ -1,10 +1,11 @@
 """The cloudnative-pg backend's core: one shared CloudNativePG Cluster per provider, a role and database per claim.
 
-Provisioning makes the role's password Secret (once, and anew for each rotation request: lifecycle.rotation), the
-Cluster with the claim's role and the Database, and waits for CloudNativePG's word (lifecycle.backends.pg_cluster: the
-objects and readiness). When lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on
-CloudNativePG's word: the database, then the role, then their resources. CloudNativePG makes and drops both; no
-client of ours connects.
+Provisioning makes the role's password Secret (once), the Cluster with the claim's role and the Database, and waits
+for CloudNativePG's word (lifecycle.backends.pg_cluster: the objects and readiness); a rotation request
+(lifecycle.rotation) switches the app to the claim's other login role (lifecycle.backends.pg_roles). When
+lifecycle.retention lets a deleted claim's data go, `drop` says the next step, each on CloudNativePG's word: the
+alternate role, the database, then the role, then their resources. CloudNativePG makes and drops both; the
+operator never connects (the alternate's set-role Job does, as that role).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from lifecycle.backends.pg_cluster import (
     readiness,
     reservation,
     role_entry,
+    role_waits,
     roles_of,
     shared_buffers,
     size_of,
@@ -64,6 +66,17 @@ from lifecycle.backends.pg_cluster import (
     without,
 )
 from lifecycle.backends.pg_pooler import POOLER, pooler_name, pooler_writes, pooling_of
+from lifecycle.backends.pg_roles import (
+    JOB,
+    alternate_entry,
+    alternate_of,
+    job_name,
+    pair,
+    retired,
+    retired_secret,
+    set_role_job,
+    setting_waits,
+)
 from lifecycle.conditions import Condition
 from lifecycle.rotation import issued
 
@@ -96,18 +109,23 @@ class CloudNativePG:
 
     def reads(self, claim: Mapping[str, Any], config: Shared) -> Sequence[Read]:
         """The provider's Cluster, the claim's Database and its role's password Secret, of every generation (the one
-        it is at first: lifecycle.restore), and the Cluster's Pooler (lifecycle.backends.pg_pooler)."""
-        tenants = [tenant_of(claim, number) for number in generations(claim)]
+        it is at first: lifecycle.restore) and of its alternate login role (lifecycle.backends.pg_roles), the Job
+        that sets the current alternate's sessions, and the Cluster's Pooler (lifecycle.backends.pg_pooler)."""
+        numbers = generations(claim)
+        tenants = [tenant_of(claim, number) for number in numbers]
+        alternates = [alternate_of(claim, number) for number in numbers]
         return (_cluster_read(config), *(read for tenant in tenants for read in _tenant_reads(config, tenant)),
-                _pooler_read(config))
+                _pooler_read(config), *(read for tenant in alternates for read in _tenant_reads(config, tenant)),
+                _job_read(config, alternate_of(claim)))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
-        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once and
-        anew for a rotation request (marked with the request: the same one twice rotates once); then the Cluster with
-        the claim's role (lazily made on the first claim; other claims' roles kept) and, with backups, its
-        ScheduledBackup; the Database once CloudNativePG reconciled its owner; ready once CloudNativePG says all three
-        are, the password of the Secret's version applied (while a rotation's is not yet, ready with the connection
-        Secret's as it is)."""
+        """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
+        the Cluster with the claim's role (lazily made on the first claim; other claims' roles kept) and, with
+        backups, its ScheduledBackup; the Database once CloudNativePG reconciled its owner; ready once CloudNativePG
+        says all three are, the password of the Secret's version applied. A rotation request: the standby login role's
+        Secret anew (marked with the request: the same one twice rotates once), the claim ready on the role it uses
+        until CloudNativePG applied it and (the alternate) its set-role Job succeeded, then on the standby; once no
+        pod holds the other role's password, that one replaced (retired), and `refused` once it is applied."""
         tenant = tenant_of(claim)
         database_read, secret_read = _tenant_reads(config, tenant)
         cluster, database, secret = seen.get(_cluster_read(config)), seen.get(database_read), seen.get(secret_read)
@@ -121,53 +139,86 @@ class CloudNativePG:
         if isinstance(admitted, Waiting):  # nothing made for a claim its provider refuses
             return Step(admitted)
         tenant, size = admitted
-        password, rotation, made_for = password_in(secret, tenant), seen.rotation, issued(secret)
-        answers = rotation.requested or made_for  # the request the role's password is to answer
-        if secret is None:
-            return Step(Again("role password Secret created"),
-                        (CreateOnce(password_secret_object(config, tenant, seen.fresh, answers)),))
-        if password is None or answers != made_for:
-            # a Secret of that name without a usable password for this role: ours to put right; or a rotation's new
-            # password, once per request (CloudNativePG applies it with ALTER ROLE: the old one is refused from then)
-            return Step(Again("role password Secret written anew" + (" for a rotation" if password else "")),
-                        (Apply(password_secret_object(config, tenant, seen.fresh, answers)),))
+        rotation, given = seen.rotation, seen.connection
+        alternate = alternate_of(claim)._replace(connection_limit=tenant.connection_limit, size=tenant.size)
+        secrets = {tenant.name: secret, alternate.name: seen.get(_tenant_reads(config, alternate)[1])}
+        active, standby = pair(tenant, alternate, given, secrets)
+        active_secret, standby_secret = secrets[active.name], secrets[standby.name]
+        if active_secret is None:  # a new claim (its own role), the request it is made for marked if any
+            return Step(Again("role password Secret created"), (CreateOnce(password_secret_object(
+                config, active, seen.fresh, rotation.requested if given is None else None)),))
+        if password_in(active_secret, active) is None:  # a Secret of that name without a usable password: ours
+            return Step(Again("role password Secret written anew"),
+                        (Apply(password_secret_object(config, active, seen.fresh, issued(active_secret))),))
+        switching = rotation.due and given is not None  # a rotation: to the standby role, its new password first
+        if switching and (issued(standby_secret) != rotation.requested or password_in(standby_secret, standby) is None):
+            made = password_secret_object(config, standby, seen.fresh, rotation.requested)
+            return Step(Again(f"role {standby.name}'s password Secret written for a rotation"),
+                        (Apply(made) if standby_secret is not None else CreateOnce(made),))
         roles = roles_of(cluster)
         roles[tenant.name] = role_entry(tenant)
+        if alternate.name in roles or (switching and standby is alternate):
+            if alternate.name not in held and len(held) >= MAX_ROLES:  # the rotation waits; the app runs on
+                return Step(ready(f"{_where(config, active, tenant)}; the rotation waits: Cluster "
+                                  f"{config.namespace}/{config.name} holds {len(held)} roles, its limit",
+                                  _connection(config, active, tenant), dict(given or {}),
+                                  rotated=rotation.issued, conditions=(size,)))
+            roles[alternate.name] = alternate_entry(alternate, tenant)
         # the ScheduledBackup (lifecycle.backends.pg_backup) before the Cluster: its deletion must precede the write
         # that takes the Cluster's backups off
         schedule = schedule_writes(config.backups, cluster, {**CLUSTER_LABELS, PROVIDER_LABEL: config.provider})
-        writes: list[Apply | Delete] = [*schedule, Apply(cluster_object(config, roles, cluster))]
+        writes: list[Apply | CreateOnce | Delete] = [*schedule, Apply(cluster_object(config, roles, cluster))]
         # the Pooler (lifecycle.backends.pg_pooler) after the Cluster: the live Cluster owns it
         writes.extend(pooler_writes(config.pooling, config.provider, cluster, seen.get(_pooler_read(config))))
-        waits = readiness(config, tenant, cluster, secret, None)
+        login = standby if switching else active
+        waits = readiness(config, tenant, cluster, secrets[login.name], None, login)
         if database is not None or (waits is not None and waits.reason == "DatabaseNotReady"):
             # written earlier than its owner is reconciled, CloudNativePG's CREATE DATABASE fails and its Database
             # controller tries again only 30 s later (measured: every further claim then took ≈ 31 s)
             writes.append(Apply(database_object(config, tenant)))
-        waits = readiness(config, tenant, cluster, secret, database)
-        connection = {"host": config.host, "port": PORT, "user": tenant.name, "db": tenant.name}
-        given = seen.connection or {}
-        if (waits is not None and waits.reason == "RoleNotReady" and made_for != rotation.issued
-                and listed(cluster or {}, tenant.name) == "reconciled" and given.get("user") == tenant.name):
-            # a rotation's password not applied yet: the claim stays ready with the one its Secret holds (still
-            # valid until CloudNativePG's ALTER ROLE), its pods keep running
-            return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}; CloudNativePG applies the "
-                              f"new password of request {made_for}", connection, dict(given), rotated=rotation.issued,
+        waits = readiness(config, tenant, cluster, secrets[login.name], database, login)
+        if waits is None and login is alternate:  # its sessions run as the claim's role before it is handed out
+            job = seen.get(_job_read(config, alternate))
+            if job is None:
+                writes.append(CreateOnce(set_role_job(config, alternate, tenant, secrets[alternate.name] or {})))
+            waits = setting_waits(config, alternate, job)
+        if (waits is not None and switching and waits.reason in ("RoleNotReady", "BackendRefused")
+                and readiness(config, tenant, cluster, active_secret, database, active) is None):
+            # the rotation's role not ready yet: the claim stays ready with the role its Secret names (its password
+            # still valid), its pods keep running
+            return Step(ready(f"{_where(config, active, tenant)}; the rotation of request {rotation.requested} "
+                              f"waits: {waits.message}",
+                              _connection(config, active, tenant), dict(given or {}), rotated=rotation.issued,
                               conditions=(size,)), tuple(writes))
         if waits is not None:
             return Step(waits._replace(conditions=(size,)), tuple(writes))
-        name, secret_part = quote(tenant.name, safe=""), quote(password, safe="")
-        url = f"postgresql://{name}:{secret_part}@{config.host}:{PORT}/{name}"
+        login_secret, other, other_secret = secrets[login.name] or {}, active if switching else standby, \
+            None if switching else standby_secret
+        refused = True
+        if other_secret is not None and rotation.settled and rotation.issued is not None:
+            # no pod holds the other role's password any more: replaced by one no one is given (then refused)
+            if retired(other_secret) != rotation.issued:
+                writes.append(Apply(retired_secret(config, other, seen.fresh, rotation.issued)))
+                refused = False
+            else:
+                refused = role_waits(config, other, cluster or {}, other_secret) is None
+        password = password_in(login_secret, login) or ""
+        name, secret_part, db = quote(login.name, safe=""), quote(password, safe=""), quote(tenant.name, safe="")
+        url = f"postgresql://{name}:{secret_part}@{config.host}:{PORT}/{db}"
         # the pooled URL: the same role, password and database through the Pooler (its Service's port is 5432 too)
-        pooled = f"postgresql://{name}:{secret_part}@{config.pooled_host}:{PORT}/{name}"
-        fields = {"url": url, "pooledUrl": pooled, "host": config.host, "port": str(PORT), "user": tenant.name,
+        pooled = f"postgresql://{name}:{secret_part}@{config.pooled_host}:{PORT}/{db}"
+        fields = {"url": url, "pooledUrl": pooled, "host": config.host, "port": str(PORT), "user": login.name,
                   "password": password, "db": tenant.name}
-        return Step(ready(f"role and database {tenant.name} on {config.host}:{PORT}", connection, fields,
-                          rotated=made_for, conditions=(size,)), tuple(writes))
+        return Step(ready(_where(config, login, tenant),
+                          # a role's Secret without a mark (a restore's new generation) answers what the connection
+                          # did: a request is rotated once
+                          _connection(config, login, tenant), fields, rotated=issued(login_secret) or rotation.issued,
+                          refused=refused, conditions=(size,)), tuple(writes))
 
     def drop(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The next step of dropping the claim's databases and roles, every generation of them (a restore's kept ones
-        too: lifecycle.restore), one after the other (`drop_one`)."""
+        too: lifecycle.restore), one after the other (`drop_one`), each generation's roles as `generation_roles`
+        lists them."""
         roles = [role for number in generations(claim) for role in self.generation_roles(claim, number)]
         for role in roles:
             step = self.drop_one(config, seen, role)
@@ -179,8 +230,10 @@ class CloudNativePG:
 
     def generation_roles(self, claim: Mapping[str, Any], number: int) -> tuple[Tenant, ...]:
         """The roles (each with its database, Secret) one generation of the claim's data is, in the order `drop_one`
-        drops them (lifecycle.generation_drop drops one kept generation's alone)."""
-        return (tenant_of(claim, number),)
+        drops them (lifecycle.generation_drop drops one kept generation's alone): its alternate login role first (it
+        owns nothing: its sessions ran as the claim's role; its setting goes with it, its Job with its Secret;
+        lifecycle.backends.pg_roles), then the claim's role with its database."""
+        return (alternate_of(claim, number), tenant_of(claim, number))
 
     def drop_one(self, config: Shared, seen: Seen, tenant: Tenant) -> Step:
         """The next step of dropping one generation's database and role on the provider's Cluster, from what exists
@@ -297,6 +350,21 @@ def _admitted(claim: Mapping[str, Any], config: Shared, tenant: Tenant,
     return kept_tenant, Condition(SIZE_CONDITION, "False", "ShareDoesNotFit", f"needs.pg.size {tenant.size}: its "
                                   f"share does not fit: {said}; the role keeps its {live} share ({SHARES[live]}, "
                                   f"{CONNECTIONS[live]} connections) until {room}")
+
+
+def _where(config: Shared, login: Tenant, tenant: Tenant) -> str:
+    """Where the app connects, in words: the claim's role and database, or its alternate and the database."""
+    what = f"role and database {tenant.name}" if login == tenant else f"role {login.name} and database {tenant.name}"
+    return f"{what} on {config.host}:{PORT}"
+
+
+def _connection(config: Shared, login: Tenant, tenant: Tenant) -> dict[str, Any]:
+    """status.connection: where the app connects, as which role, to which database (nothing secret)."""
+    return {"host": config.host, "port": PORT, "user": login.name, "db": tenant.name}
+
+
+def _job_read(config: Shared, alternate: Tenant) -> Read:
+    return Read(JOB, config.namespace, job_name(alternate))
 
 
 def _cluster_read(config: Shared) -> Read:

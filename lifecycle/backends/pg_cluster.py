@@ -30,11 +30,11 @@ from lifecycle.conditions import find_condition
 from lifecycle.rotation import ISSUED_ANNOTATION
 from renderer.names import NAME_LABEL
 
-__all__ = ["BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "CONNECTIONS", "DATABASE", "HBA", "KEEPER_ROLE",
-           "MAX_ROLES", "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "SHARES", "TYPE", "Reservation", "Shared",
-           "Tenant", "cluster_at", "cluster_object", "database_object", "generation_of", "generations", "kept",
-           "listed", "major", "password_in", "password_secret_object", "readiness", "reservation", "role_entry",
-           "roles_of", "shared_buffers", "size_of", "tenant_of", "version_wanted", "without"]
+__all__ = ["ALTERNATE_SUFFIX", "BACKEND", "CLUSTER", "CLUSTER_LABELS", "CNPG", "CONNECTIONS", "DATABASE", "HBA",
+           "KEEPER_ROLE", "MAX_ROLES", "NUDGE_ANNOTATION", "NUDGE_SECONDS", "PORT", "SHARES", "TYPE", "Reservation",
+           "Shared", "Tenant", "cluster_at", "cluster_object", "database_object", "generation_of", "generations",
+           "kept", "listed", "major", "password_in", "password_secret_object", "readiness", "reservation", "role_entry",
+           "role_waits", "roles_of", "shared_buffers", "size_of", "tenant_of", "version_wanted", "without"]
 
 BACKEND, TYPE = "cloudnative-pg", "pg"
 CNPG = "postgresql.cnpg.io/v1"
@@ -54,8 +54,11 @@ KEEPER_ROLE = "apprafter_no_role"
 NUDGE_ANNOTATION = "apprafter.io/roles-nudged"
 NUDGE_SECONDS = 10
 # pg_hba.conf rules before CloudNativePG's fallback (`host all all all scram-sha-256`): a TCP login reaches only the
-# database named as its role (every claim's role and database share a name), anything else over TCP is refused.
-HBA = ("host sameuser all all scram-sha-256", "host all all all reject")
+# database named as its role (every claim's role and database share a name) or as a role it is a member of (`samerole`:
+# a claim's alternate login role, a member of its role alone: lifecycle.backends.pg_roles), anything else over TCP is
+# refused.
+HBA = ("host sameuser all all scram-sha-256", "host samerole all all scram-sha-256", "host all all all reject")
+ALTERNATE_SUFFIX = "~b"  # a claim's alternate login role: no claim's role has it (a generation's suffix is `~<digits>`)
 IDENTIFIER_MAX = 63  # bytes of a PostgreSQL identifier (NAMEDATALEN - 1: a longer one is cut short silently)
 HASH_CHARS = 20  # hex characters of SHA-256 in a hashed name: 80 bits
 # A role's connection limit by its need's size (none: small), CloudNativePG's `connectionLimit` (ALTER ROLE ...
@@ -156,7 +159,7 @@ def generations(claim: Mapping[str, Any]) -> tuple[int, ...]:
     return (live, *(g for g in range(top, 0, -1) if g != live))
 
 
-def tenant_of(claim: Mapping[str, Any], generation: int | None = None) -> Tenant:
+def tenant_of(claim: Mapping[str, Any], generation: int | None = None, alternate: bool = False) -> Tenant:
     """The claim's role and database at `generation` (None: the one it is at, `generation_of`): `<namespace>.<claim>`
     (`shop.cart-pg`), a restore's generation N `<namespace>.<claim>~N`, when that is at most 62 bytes; else its
     first 42 bytes, `-` and 20 hex characters of the SHA-256 of `<namespace>/<claim>` (`~N` appended for N > 1):
@@ -164,13 +167,15 @@ def tenant_of(claim: Mapping[str, Any], generation: int | None = None) -> Tenant
     plain one, so never one of them; two hashed names are the same only if 80 bits of SHA-256 are. No name can be one
     PostgreSQL or CloudNativePG reserves (postgres, app, pg_*, cnpg_*, streaming_replica: none has a dot). Its
     objects in the Cluster's namespace are named the same (a DNS subdomain), or `claim-<hash>` for a hashed one and
-    for every generation past the first (`~` is no character of a Kubernetes name)."""
+    for every generation past the first (`~` is no character of a Kubernetes name). `alternate`: the generation's
+    alternate login role (lifecycle.backends.pg_roles), ALTERNATE_SUFFIX after the generation's, named the same way
+    (its objects `claim-<hash>`)."""
     meta = claim.get("metadata") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
     size = str((claim.get("spec") or {}).get("size") or DEFAULT_SIZE)
     size = size if size in CONNECTIONS else DEFAULT_SIZE
     number = generation_of(claim) if generation is None else generation
-    suffix = f"~{number}" if number > 1 else ""
+    suffix = (f"~{number}" if number > 1 else "") + (ALTERNATE_SUFFIX if alternate else "")
     plain = f"{namespace}.{name}{suffix}"
     digest = hashlib.sha256(f"{namespace}/{name}{suffix}".encode()).hexdigest()[:HASH_CHARS]
     if len(plain.encode()) < IDENTIFIER_MAX:
@@ -313,11 +318,13 @@ def password_in(secret: Mapping[str, Any] | None, tenant: Tenant) -> str | None:
 
 
 def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
-              password_secret: Mapping[str, Any] | None, database: Mapping[str, Any] | None) -> Waiting | None:
+              password_secret: Mapping[str, Any] | None, database: Mapping[str, Any] | None,
+              login: Tenant | None = None) -> Waiting | None:
     """Why the claim cannot connect yet, from what CloudNativePG reports (None: it can). The Cluster Ready; the role
-    in status.managedRolesStatus.byStatus.reconciled with the password of its Secret's current version applied
-    (passwordStatus); the Database applied at its generation. Each passes by itself (retried; CloudNativePG's status
-    writes wake the claim sooner), but a role CloudNativePG cannot reconcile (waits for a change)."""
+    (`login`, else the tenant's own) in status.managedRolesStatus.byStatus.reconciled with the password of its
+    Secret's current version applied (passwordStatus: `role_waits`); the tenant's Database applied at its generation.
+    Each passes by itself (retried; CloudNativePG's status writes wake the claim sooner), but a role CloudNativePG
+    cannot reconcile (waits for a change)."""
     where = f"Cluster {shared.namespace}/{shared.name}"
     if cluster is None:
         return Waiting("InstanceNotReady", f"{where} is being created", Requeue("Cluster being created"))
@@ -325,19 +332,9 @@ def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
     if (find_condition(status.get("conditions"), "Ready") or {}).get("status") != "True":
         said = f"{where} is not ready yet ({status.get('phase') or 'no phase yet'})"
         return Waiting("InstanceNotReady", said, Requeue(said))
-    roles = status.get("managedRolesStatus") or {}
-    refused = (roles.get("cannotReconcile") or {}).get(tenant.name)
-    if refused:
-        return Waiting("BackendRefused", f"{where} cannot reconcile role {tenant.name}: "
-                       f"{'; '.join(map(str, refused))}", Done())
-    if tenant.name not in ((roles.get("byStatus") or {}).get("reconciled") or []):
-        said = f"role {tenant.name} is not reconciled on {where} yet"
-        return Waiting("RoleNotReady", said, Requeue(said))
-    applied = ((roles.get("passwordStatus") or {}).get(tenant.name) or {}).get("resourceVersion")
-    if applied != ((password_secret or {}).get("metadata") or {}).get("resourceVersion"):
-        said = (f"role {tenant.name}'s password (Secret {shared.namespace}/{tenant.object_name}) is not applied on "
-                f"{where} yet")
-        return Waiting("RoleNotReady", said, Requeue(said))
+    waits = role_waits(shared, login or tenant, cluster, password_secret)
+    if waits is not None:
+        return waits
     what = f"Database {shared.namespace}/{tenant.object_name}"
     if database is None:
         return Waiting("DatabaseNotReady", f"{what} is being created", Requeue("Database being created"))
@@ -349,3 +346,25 @@ def readiness(shared: Shared, tenant: Tenant, cluster: Mapping[str, Any] | None,
         return Waiting("DatabaseNotReady", said, Requeue(said))
     return None
 
+
+
+def role_waits(shared: Shared, role: Tenant, cluster: Mapping[str, Any],
+               password_secret: Mapping[str, Any] | None) -> Waiting | None:
+    """Why a login role cannot log in with its Secret's password yet (None: it can): CloudNativePG lists it
+    reconciled, with the password of the Secret's current version applied (passwordStatus); one it cannot reconcile
+    waits for a change."""
+    where = f"Cluster {shared.namespace}/{shared.name}"
+    roles = (cluster.get("status") or {}).get("managedRolesStatus") or {}
+    refused = (roles.get("cannotReconcile") or {}).get(role.name)
+    if refused:
+        return Waiting("BackendRefused", f"{where} cannot reconcile role {role.name}: "
+                       f"{'; '.join(map(str, refused))}", Done())
+    if role.name not in ((roles.get("byStatus") or {}).get("reconciled") or []):
+        said = f"role {role.name} is not reconciled on {where} yet"
+        return Waiting("RoleNotReady", said, Requeue(said))
+    applied = ((roles.get("passwordStatus") or {}).get(role.name) or {}).get("resourceVersion")
+    if applied != ((password_secret or {}).get("metadata") or {}).get("resourceVersion"):
+        said = (f"role {role.name}'s password (Secret {shared.namespace}/{role.object_name}) is not applied on "
+                f"{where} yet")
+        return Waiting("RoleNotReady", said, Requeue(said))
+    return None

@@ -108,7 +108,7 @@ def writes(found: core.Shared, cluster: dict[str, Any] | None) -> list[Any]:
     tenant = core.tenant_of(claim())
     secret = core.password_secret_object(found, tenant, "pw")
     reads = CORE.reads(claim(), found)
-    step = CORE.provision(claim(), found, Seen(dict(zip(reads, (cluster, None, secret, None), strict=True)), None, "f",
+    step = CORE.provision(claim(), found, Seen(dict(zip(reads, (cluster, None, secret, None), strict=False)), None, "f",
                                                0))
     return [(w.obj["kind"] if isinstance(w, Apply) else f"delete {w.kind.kind}") for w in step.writes]
 

@@ -59,8 +59,10 @@ def cluster(roles: dict[str, str | None]) -> dict[str, Any]:
 
 
 def seen(live: dict[str, Any] | None, database: dict[str, Any] | None, secret: dict[str, Any] | None) -> Seen:
+    # the Cluster, then the generation's alternate login role's Database and Secret (never made here: it was never
+    # rotated), then its role's
     reads = generation_drop.reads(claim(), shared(), generation_drop.Request("r", 1))
-    return Seen(dict(zip(reads, (live, database, secret), strict=True)), None, "", 1000.0)
+    return Seen(dict(zip(reads, (live, None, None, database, secret), strict=True)), None, "", 1000.0)
 
 
 def plan(phase: str | None) -> dict[str, Any]:

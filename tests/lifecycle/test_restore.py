@@ -267,8 +267,10 @@ def test_dropping_the_claims_data_drops_every_generation_the_one_it_is_at_first(
     assert pg_cluster.generations(claim()) == (1,)
     names = [r.name for r in CORE.reads(switched, shared())]
     first, second = pg_cluster.tenant_of(switched, 2), pg_cluster.tenant_of(switched, 1)
+    alternates = [pg_cluster.tenant_of(switched, n, alternate=True).object_name for n in (2, 1)]
     assert names == ["platform-postgres", first.object_name, first.object_name, second.object_name,
-                     second.object_name, "platform-postgres-pooler"]
+                     second.object_name, "platform-postgres-pooler", alternates[0], alternates[0], alternates[1],
+                     alternates[1], f"{alternates[0]}-set-role"]
     # nothing left of generation 2 but its Secret: it goes, and the drop goes on to generation 1
     step = CORE.drop(switched, shared(), Seen({CORE.reads(switched, shared())[2]: {"metadata": {}}}, None, "", 0.0))
     assert isinstance(step.then, Again) and step.writes == (Delete(SECRET, NS,

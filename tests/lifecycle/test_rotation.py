@@ -1,7 +1,8 @@
 """Credential rotation as pure decisions (lifecycle/rotation.py and the backends' cores): what the claim binder sees
 of a request (its form, what the connection Secret answers, which pods hold an older password), redis' two passwords
-through the rollout and pg's one, once per request; the status, its completion and Events; the pod-template stamp
-that rolls the app's pods (and nothing else); who may ask (compatibility.authority.rotate_writer)."""
+through the rollout and pg's two alternating login roles, once per request; the status, its completion and Events;
+the pod-template stamp that rolls the app's pods (and nothing else); who may ask
+(compatibility.authority.rotate_writer)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 
 from compatibility.authority import ROTATE_ANNOTATION, ROTATED_TYPES, rotate_writer
 from lifecycle import rotation
-from lifecycle.backends import pg_cluster
+from lifecycle.backends import pg_cluster, pg_roles
 from lifecycle.backends.common import b64
-from lifecycle.backends.contract import Again, Apply, Ready, Rotation, Seen, Site, Waiting
+from lifecycle.backends.contract import Again, Apply, CreateOnce, Ready, Rotation, Seen, Site, Waiting
 from lifecycle.backends.pg import CORE as PG
 from lifecycle.backends.redis import CORE as REDIS
 from lifecycle.backends.redis import Config, SetUser, TryUser, account_of, acl_rules
@@ -118,7 +119,10 @@ def test_redis_the_old_password_stays_while_a_pod_holds_it_and_goes_once_none_do
     assert never.rotated is None and set_user.rules == acl_rules(account_of(claim()), OLD)
 
 
-# --- pg: one password per role, its Secret rewritten once per request --------------------------------------------
+# --- pg: two login roles that alternate, the standby's Secret rewritten once per request ----------------------------
+
+OWNER, ALT = "shop.cart-pg", "shop.cart-pg~b"
+
 
 def pg_shared() -> pg_cluster.Shared:
     found = PG.configure({"metadata": {"name": "pg"}, "spec": {"type": "pg", "backend": "cloudnative-pg"}},
@@ -127,51 +131,137 @@ def pg_shared() -> pg_cluster.Shared:
     return found
 
 
-def pg_seen(password_secret: dict[str, Any] | None, applied: str, given: dict[str, str] | None,
-            seen_rotation: Rotation) -> Seen:
+def pg_seen(secrets: dict[str, dict[str, Any] | None], applied: dict[str, str], given: dict[str, str] | None,
+            seen_rotation: Rotation, job: dict[str, Any] | None = None) -> Seen:
+    """What a pg step reads: the Cluster Ready with the roles of `applied` reconciled at those Secret versions, the
+    Database applied, the two roles' password Secrets (by role), the alternate's Job."""
     cluster = {"status": {"conditions": [{"type": "Ready", "status": "True"}], "managedRolesStatus": {
-        "byStatus": {"reconciled": ["shop.cart-pg"]},
-        "passwordStatus": {"shop.cart-pg": {"resourceVersion": applied}}}}}
+        "byStatus": {"reconciled": sorted(applied)},
+        "passwordStatus": {role: {"resourceVersion": version} for role, version in applied.items()}}}}
     database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
-    reads = PG.reads(claim("pg"), pg_shared())
-    return Seen(dict(zip(reads, (cluster, database, password_secret, None), strict=True)), given, FRESH, 0,
-                seen_rotation)
+    cluster_read, database_read, owner_read, pooler_read, _, alt_read, job_read = PG.reads(claim("pg"), pg_shared())
+    return Seen({cluster_read: cluster, database_read: database, owner_read: secrets.get(OWNER), pooler_read: None,
+                 alt_read: secrets.get(ALT), job_read: job}, given, FRESH, 0, seen_rotation)
 
 
-def pg_password_secret(password: str, version: str, marker: str | None = None) -> dict[str, Any]:
-    made = pg_cluster.password_secret_object(pg_shared(), pg_cluster.tenant_of(claim("pg")), password, marker)
-    made["metadata"]["resourceVersion"] = version
+def pg_password_secret(password: str, version: str, marker: str | None = None, role: str = OWNER,
+                       retired: str | None = None) -> dict[str, Any]:
+    tenant = pg_cluster.tenant_of(claim("pg"), alternate=role == ALT)
+    made = (pg_roles.retired_secret(pg_shared(), tenant, password, retired) if retired else
+            pg_cluster.password_secret_object(pg_shared(), tenant, password, marker))
+    made["metadata"]["resourceVersion"], made["metadata"]["uid"] = version, f"uid-{role}"
     return made
 
 
-def test_pg_a_request_rewrites_the_role_password_secret_once_marked_with_it() -> None:
-    given = {"user": "shop.cart-pg", "password": OLD}
-    step = PG.provision(claim("pg", V1), pg_shared(), pg_seen(pg_password_secret(OLD, "7"), "7", given,
-                                                              Rotation(V1, None, ())))
+JOB_DONE = {"status": {"succeeded": 1}}
+
+
+def secret_writes(step: Any) -> list[dict[str, Any]]:
+    return [w.obj for w in step.writes if isinstance(w, Apply | CreateOnce) and w.obj["kind"] == "Secret"]
+
+
+def test_pg_a_request_gives_the_standby_role_a_new_password_once_and_leaves_the_apps_role_alone() -> None:
+    given = {"user": OWNER, "password": OLD}
+    step = PG.provision(claim("pg", V1), pg_shared(), pg_seen({OWNER: pg_password_secret(OLD, "7")}, {OWNER: "7"},
+                                                              given, Rotation(V1, None, ())))
     assert isinstance(step.then, Again)
     [write] = step.writes
-    assert isinstance(write, Apply) and write.obj["data"]["password"] == b64(FRESH)
+    assert isinstance(write, CreateOnce) and write.obj["data"]["username"] == b64(ALT)
+    assert write.obj["data"]["password"] == b64(FRESH)
     assert write.obj["metadata"]["annotations"][rotation.ISSUED_ANNOTATION] == V1
-    assert write.obj["metadata"]["labels"]["cnpg.io/reload"] == "true"  # CloudNativePG applies it (ALTER ROLE)
-    # marked: the same request again writes nothing anew
-    again = PG.provision(claim("pg", V1), pg_shared(), pg_seen(pg_password_secret(FRESH, "8", V1), "8", given,
-                                                               Rotation(V1, None, ())))
-    assert not any(isinstance(w, Apply) and w.obj["kind"] == "Secret" for w in again.writes)
+    assert write.obj["metadata"]["labels"]["cnpg.io/reload"] == "true"  # CloudNativePG applies it
+    # marked: the same request again writes no password anew, the Cluster gets the alternate's entry
+    again = PG.provision(claim("pg", V1), pg_shared(), pg_seen(
+        {OWNER: pg_password_secret(OLD, "7"), ALT: pg_password_secret(FRESH, "8", V1, ALT)}, {OWNER: "7"}, given,
+        Rotation(V1, None, ())))
+    assert secret_writes(again) == []
+    [cluster] = [w.obj for w in again.writes if isinstance(w, Apply) and w.obj["kind"] == "Cluster"]
+    roles = {r["name"]: r for r in cluster["spec"]["managed"]["roles"]}
+    assert roles[ALT] == {"name": ALT, "ensure": "present", "login": True, "passwordSecret": {
+        "name": pg_cluster.tenant_of(claim("pg"), alternate=True).object_name}, "connectionLimit": 10,
+        "inRoles": [OWNER], "comment": "apprafter alternate login of claim shop/cart-pg"}
+    assert roles[OWNER]["passwordSecret"] == {"name": OWNER}  # the app's role as it was
 
 
-def test_pg_the_claim_stays_ready_on_its_secret_until_cloudnative_pg_applied_the_new_password() -> None:
-    given = {"user": "shop.cart-pg", "password": OLD, "url": "postgresql://old"}
-    pending = PG.provision(claim("pg", V1), pg_shared(), pg_seen(pg_password_secret(FRESH, "8", V1), "7", given,
+def test_pg_the_claim_stays_ready_on_its_role_until_the_standby_is_applied_and_runs_as_the_owner() -> None:
+    given = {"user": OWNER, "password": OLD, "url": "postgresql://old"}
+    secrets = {OWNER: pg_password_secret(OLD, "7"), ALT: pg_password_secret(FRESH, "8", V1, ALT)}
+    pending = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7"}, given,
                                                                  Rotation(V1, None, ())))
     assert isinstance(pending.then, Ready) and pending.then.secret == given and pending.then.rotated is None
-    assert "new password of request " + V1 in pending.then.message
-    applied = PG.provision(claim("pg", V1), pg_shared(), pg_seen(pg_password_secret(FRESH, "8", V1), "8", given,
+    assert f"the rotation of request {V1} waits: role {ALT} is not reconciled" in pending.then.message
+    # applied: the Job that makes its sessions run as the claim's role, made once; still on the old role meanwhile
+    setting = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7", ALT: "8"}, given,
                                                                  Rotation(V1, None, ())))
-    assert isinstance(applied.then, Ready) and applied.then.secret is not None
-    assert applied.then.secret["password"] == FRESH and applied.then.rotated == V1
+    assert isinstance(setting.then, Ready) and setting.then.secret == given
+    [job] = [w.obj for w in setting.writes if isinstance(w, CreateOnce) and w.obj["kind"] == "Job"]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["PGUSER"], env["PGDATABASE"], env["SQL"]) == (ALT, OWNER, f"ALTER ROLE SESSION_USER SET role = "
+                                                                           f"'{OWNER}'")
+    assert job["metadata"]["ownerReferences"][0]["uid"] == f"uid-{ALT}"  # goes with the alternate's Secret
+    assert FRESH not in repr(job)  # the password from the Secret, never in the Job
+    switched = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7", ALT: "8"}, given,
+                                                                  Rotation(V1, None, ()), JOB_DONE))
+    assert isinstance(switched.then, Ready) and switched.then.secret is not None
+    assert (switched.then.secret["user"], switched.then.secret["password"], switched.then.secret["db"]) == (
+        ALT, FRESH, OWNER)
+    assert switched.then.secret["url"].endswith(f"/{OWNER}") and switched.then.rotated == V1
+    assert secret_writes(switched) == []  # the old role's password untouched while pods may hold it
     # outside a rotation a password not applied is a wait, as it always was
-    waits = PG.provision(claim("pg"), pg_shared(), pg_seen(pg_password_secret(OLD, "8"), "7", given, Rotation()))
+    waits = PG.provision(claim("pg"), pg_shared(), pg_seen({OWNER: pg_password_secret(OLD, "8")}, {OWNER: "7"},
+                                                           given, Rotation()))
     assert isinstance(waits.then, Waiting) and waits.then.reason == "RoleNotReady"
+
+
+def test_pg_the_old_roles_password_is_replaced_only_once_no_pod_holds_it_and_refused_once_applied() -> None:
+    given = {"user": ALT, "password": FRESH}
+    secrets = {OWNER: pg_password_secret(OLD, "7"), ALT: pg_password_secret(FRESH, "8", V1, ALT)}
+    rolling = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7", ALT: "8"}, given,
+                                                                 Rotation(V1, V1, ("old-1",)), JOB_DONE))
+    assert isinstance(rolling.then, Ready) and rolling.then.secret is not None
+    assert rolling.then.secret["user"] == ALT and secret_writes(rolling) == []
+    settled = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7", ALT: "8"}, given,
+                                                                 Rotation(V1, V1, ()), JOB_DONE))
+    assert isinstance(settled.then, Ready) and not settled.then.refused  # not yet: CloudNativePG applies it
+    [retiring] = secret_writes(settled)
+    assert retiring["data"] == {"username": b64(OWNER), "password": b64(FRESH)}
+    assert retiring["metadata"]["annotations"][pg_roles.RETIRED_ANNOTATION] == V1
+    assert rotation.ISSUED_ANNOTATION not in retiring["metadata"]["annotations"]
+    assert "completed" not in (rotation.status(claim("pg", V1), Rotation(V1, V1, ()), V1, True, TS,
+                                               settled.then.refused) or {})
+    secrets[OWNER] = pg_password_secret("retired", "9", role=OWNER, retired=V1)
+    unapplied = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "7", ALT: "8"}, given,
+                                                                   Rotation(V1, V1, ()), JOB_DONE))
+    assert isinstance(unapplied.then, Ready) and not unapplied.then.refused and secret_writes(unapplied) == []
+    refused = PG.provision(claim("pg", V1), pg_shared(), pg_seen(secrets, {OWNER: "9", ALT: "8"}, given,
+                                                                 Rotation(V1, V1, ()), JOB_DONE))
+    assert isinstance(refused.then, Ready) and refused.then.refused and refused.then.secret is not None
+    assert refused.then.secret["user"] == ALT and refused.then.rotated == V1
+    assert (rotation.status(claim("pg", V1), Rotation(V1, V1, ()), V1, True, TS, refused.then.refused) or {})[
+        "completed"] == V1
+
+
+def test_pg_the_next_request_goes_back_to_the_claims_role_with_a_new_password() -> None:
+    given = {"user": ALT, "password": FRESH}
+    secrets = {OWNER: pg_password_secret("retired", "9", role=OWNER, retired=V1),
+               ALT: pg_password_secret(FRESH, "8", V1, ALT)}
+    step = PG.provision(claim("pg", V2), pg_shared(), pg_seen(secrets, {OWNER: "9", ALT: "8"}, given,
+                                                              Rotation(V2, V1, ()), JOB_DONE))
+    [write] = secret_writes(step)
+    assert isinstance(step.then, Again) and write["data"] == {"username": b64(OWNER), "password": b64(FRESH)}
+    assert write["metadata"]["annotations"] == {"apprafter.io/claim": "shop/cart-pg",
+                                                rotation.ISSUED_ANNOTATION: V2}  # no longer retired
+    secrets[OWNER] = pg_password_secret("new", "10", V2)
+    back = PG.provision(claim("pg", V2), pg_shared(), pg_seen(secrets, {OWNER: "10", ALT: "8"}, given,
+                                                              Rotation(V2, V1, ()), JOB_DONE))
+    assert isinstance(back.then, Ready) and back.then.secret is not None and back.then.rotated == V2
+    assert (back.then.secret["user"], back.then.secret["password"]) == (OWNER, "new")
+    # a connection Secret gone (the claim re-created): the role whose password is not retired
+    secrets = {OWNER: pg_password_secret("retired", "9", role=OWNER, retired=V1),
+               ALT: pg_password_secret(FRESH, "8", V1, ALT)}
+    fresh = PG.provision(claim("pg"), pg_shared(), pg_seen(secrets, {OWNER: "9", ALT: "8"}, None, Rotation(),
+                                                           JOB_DONE))
+    assert isinstance(fresh.then, Ready) and fresh.then.secret is not None and fresh.then.secret["user"] == ALT
 
 
 # --- status and Events ----------------------------------------------------------------------------------------------
@@ -257,3 +347,24 @@ def test_who_may_ask_for_a_rotation_and_what_a_request_looks_like(old: str | Non
 
 def test_every_type_a_request_may_name_has_its_backends_words() -> None:
     assert set(rotation.ROTATES) == set(ROTATED_TYPES)
+
+
+def test_pg_a_restores_new_generation_answers_the_request_the_connection_did_no_second_rotation() -> None:
+    """After a restore's switch (lifecycle.restore) the claim is at generation 2, whose role's Secret the restore
+    made without a mark: the connection still answers the completed request, so nothing is due (no new password, no
+    switch to generation 2's alternate)."""
+    restored = claim("pg", V1, {"restore": {"generation": 2}})
+    found = pg_shared()
+    owner = pg_cluster.tenant_of(restored)
+    secret = pg_cluster.password_secret_object(found, owner, "restored")
+    secret["metadata"]["resourceVersion"] = "20"
+    cluster = {"status": {"conditions": [{"type": "Ready", "status": "True"}], "managedRolesStatus": {
+        "byStatus": {"reconciled": [owner.name]}, "passwordStatus": {owner.name: {"resourceVersion": "20"}}}}}
+    database = {"metadata": {"generation": 1}, "status": {"applied": True, "observedGeneration": 1}}
+    reads = PG.reads(restored, found)
+    seen = Seen({reads[0]: cluster, reads[1]: database, reads[2]: secret}, {"user": ALT, "password": FRESH}, FRESH,
+                0, Rotation(V1, V1, ()))
+    step = PG.provision(restored, found, seen)
+    assert isinstance(step.then, Ready) and step.then.secret is not None and step.then.rotated == V1
+    assert (step.then.secret["user"], step.then.secret["password"]) == (owner.name, "restored")
+    assert secret_writes(step) == []

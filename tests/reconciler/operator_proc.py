@@ -39,6 +39,10 @@ ROOT = Path(__file__).resolve().parents[2]  # where a test-only entry module is 
 # (tests/images/test_bootstrap_node.py); here the pause would only lengthen every namespace deletion by 5 s. The
 # node's only Gateway implementation is Traefik (tests/testbed/traefik.py): what `websocket` renders follows it.
 NODE_PLATFORM = "gateway: {drainSeconds: 0, implementation: traefik}\n"
+# Where a test rolls an app's pods under a request loop through its Service (the rotation steps of the pg and redis
+# node tests): a replaced pod keeps answering 2 s after its deletion, until kube-proxy dropped it from the Service
+# (without it, 3 requests of the loop were refused by the stopped pod, none a refused login).
+ROLL_DRAIN = "gateway: {drainSeconds: 2, implementation: traefik}\n"
 
 
 def _on_a_node(bed: KubeTestBed) -> bool:

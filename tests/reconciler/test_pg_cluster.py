@@ -14,6 +14,7 @@ and pods connect, is tests/reconciler/test_pg_node.py."""
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import time
 import uuid
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.backends.pg_cluster import tenant_of
 from reconciler.backends.registry import default_image
 from tests.reconciler.helpers import (
     API,
@@ -159,7 +161,8 @@ def test_two_apps_get_the_shared_cluster_a_role_and_database_each_and_their_secr
     assert spec["resources"]["requests"] == spec["resources"]["limits"] == {"cpu": "250m", "memory": "256Mi"}
     assert (spec["instances"], spec["imageName"], spec["storage"]["size"]) == (1, IMAGE, "1Gi")
     assert spec["postgresql"]["parameters"]["shared_buffers"] == "64MB"
-    assert spec["postgresql"]["pg_hba"] == ["host sameuser all all scram-sha-256", "host all all all reject"]
+    assert spec["postgresql"]["pg_hba"] == ["host sameuser all all scram-sha-256",
+                                            "host samerole all all scram-sha-256", "host all all all reject"]
     assert spec["enableSuperuserAccess"] is False
     for role, entry in zip(sorted(roles), spec["managed"]["roles"], strict=True):
         assert (entry["login"], entry["passwordSecret"], entry["ensure"]) == (True, {"name": role}, "present")
@@ -379,62 +382,169 @@ def test_removing_the_need_waits_for_a_plan_and_approving_it_drops_the_database_
     wait("plan applied", lambda: plan_phase(bed, mine, name) == "applied" or None)
 
 
-def test_rotating_the_credentials_rewrites_the_role_password_and_hands_it_out_once_cloudnative_pg_applied_it(
+def roles_applied(bed: KubeTestBed, secrets: dict[str, str]) -> None:
+    """CloudNativePG's instance manager after it reconciled these roles (role -> its password Secret's name) with
+    their Secrets' current passwords: byStatus and passwordStatus (the Cluster Ready, as play_cnpg left it)."""
+    versions = {role: (bed.get("v1", "Secret", name, SERVICES) or {})["metadata"]["resourceVersion"]
+                for role, name in secrets.items()}
+    cnpg_status(bed, "Cluster", CLUSTER, {"managedRolesStatus": {
+        "byStatus": {"reconciled": sorted(secrets), "not-managed": None, "pending-reconciliation": None},
+        "passwordStatus": {role: {"transactionID": 800, "resourceVersion": version}
+                           for role, version in versions.items()}}})
+
+
+def password_secret(bed: KubeTestBed, name: str, marker: str, request: str) -> dict[str, Any] | None:
+    """A role's password Secret once it is marked with the request (marker: issued or retired)."""
+    found = bed.get("v1", "Secret", name, SERVICES) or {}
+    return found if (found.get("metadata", {}).get("annotations") or {}).get(f"apprafter.io/{marker}") == request \
+        else None
+
+
+def rotate(bed: KubeTestBed, namespace: str) -> str:
+    """`apprafter db rotate` without waiting: the request it wrote."""
+    result = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", namespace, "--kubeconfig",
+                     str(bed.kubeconfig), "--timeout", "0")
+    assert result.returncode == 0, result.stderr
+    request: str = (bed.get(API, "ResourceClaim", "demo-pg", namespace) or {})["metadata"]["annotations"][
+        "apprafter.io/rotate"]
+    assert result.stdout == f"resourceclaim/demo-pg: rotation {request} requested (namespace {namespace})\n"
+    return request
+
+
+def completed(bed: KubeTestBed, namespace: str, request: str) -> dict[str, Any] | None:
+    found = claim_status(bed, namespace).get("rotation") or {}
+    return found if found.get("completed") == request else None
+
+
+def drop_role(bed: KubeTestBed, name: str, others: list[str]) -> None:
+    """CloudNativePG's word through one role's drop (lifecycle.backends.pg's drop_one): its entry out, listed
+    not-managed, put back absent, dropped (listed reconciled), its entry out, listed nowhere."""
+    wait(f"role {name}'s entry taken out", lambda: name not in managed(bed) or None, 60)
+    by_status(bed, reconciled=others, not_managed=[name])
+    wait(f"role {name} put back absent", lambda: managed(bed).get(name, {}).get("ensure") == "absent" or None, 60)
+    by_status(bed, reconciled=[*others, name])  # dropped: an absent role not in PostgreSQL
+    wait(f"role {name}'s absent entry taken out", lambda: name not in managed(bed) or None, 60)
+    by_status(bed, reconciled=others)
+
+
+def test_rotating_the_credentials_alternates_between_two_login_roles_and_retires_the_old_one_after_the_rollout(
         bed: KubeTestBed, operator: Operator, provider: None) -> None:
-    """`apprafter db rotate` on a pg need (lifecycle.rotation): the role's password Secret gets a new password once,
-    marked with the request; the claim stays ready on its old connection until CloudNativePG reports the new one
-    applied (its ALTER ROLE refuses the old one from then: PostgreSQL holds one password per role); then the
-    connection Secret holds the new one, the pods roll onto it, and the rotation completes once no old pod is left.
-    The old password refused and the new one working in PostgreSQL itself: tests/reconciler/test_pg_node.py."""
+    """`apprafter db rotate` on a pg need (lifecycle.rotation, lifecycle.backends.pg_roles): the role the app does not
+    use gets a new password (its Secret marked with the request, once); the claim stays ready on its old connection
+    until CloudNativePG reports it applied and a Job made its sessions run as the claim's role; then the connection
+    Secret names that role (the same database), the pods roll, the old role's password stays valid while an old pod
+    runs, is replaced by one no one is given once none does, and the rotation completes once CloudNativePG applied
+    that. The next rotation goes back to the claim's role; the drop takes both roles. The old credentials refused and
+    the app answering throughout, in PostgreSQL itself: tests/reconciler/test_pg_node.py."""
     namespace = fresh_namespace(bed, "pg")
     role = f"{namespace}.demo-pg"
     apply(bed, cr(namespace, NEEDS))
-    wait(f"role password Secret {role}", lambda: bed.get("v1", "Secret", role, SERVICES), 60)
+    wait(f"role {role} in the Cluster", lambda: role in managed(bed) or None, 60)
     play_cnpg(bed, [role])
     says(bed, namespace, "Provisioned")
     wait_phase(bed, namespace, "Ready", timeout=60)
     old = connection(bed, namespace)
+    claim = bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}
+    alt = tenant_of(claim, alternate=True)
+    assert alt.name == f"{role}~b"
     template_pod(bed, namespace, "demo-old")
 
-    result = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", namespace, "--kubeconfig",
-                     str(bed.kubeconfig), "--timeout", "0")  # requested, not waited for
-    assert result.returncode == 0, result.stderr
-    claim = bed.get(API, "ResourceClaim", "demo-pg", namespace) or {}
-    request = claim["metadata"]["annotations"]["apprafter.io/rotate"]
-    assert result.stdout == f"resourceclaim/demo-pg: rotation {request} requested (namespace {namespace})\n"
-
-    def password_secret() -> dict[str, Any] | None:
-        found = bed.get("v1", "Secret", role, SERVICES) or {}
-        marked = (found.get("metadata", {}).get("annotations") or {}).get("apprafter.io/rotation") == request
-        return found if marked else None
-    rewritten = wait("the role's password Secret rewritten for the request", password_secret, 60)
-    new = base64.b64decode(rewritten["data"]["password"]).decode()
+    # 1. the standby role (the alternate) gets a new password, marked with the request; the app's role untouched
+    first = rotate(bed, namespace)
+    made = wait("the alternate's password Secret for the request", partial(
+        password_secret, bed, alt.object_name, "rotation", first), 60)
+    new = base64.b64decode(made["data"]["password"]).decode()
+    assert base64.b64decode(made["data"]["username"]).decode() == alt.name
     assert new != old["password"] and len(new) >= 43
-    # CloudNativePG has not applied it: the claim stays ready, the app's Secret and pods as they were
-    says_message(bed, namespace, "Provisioned", f"role and database {role} on {CLUSTER}-rw.{SERVICES}.svc:5432; "
-                 f"CloudNativePG applies the new password of request {request}; connection in Secret demo-pg-conn")
+    entry = wait("the alternate in the Cluster's managed roles", lambda: managed(bed).get(alt.name), 60)
+    assert (entry["inRoles"], entry["login"], entry["connectionLimit"], entry["passwordSecret"]) == (
+        [role], True, managed(bed)[role]["connectionLimit"], {"name": alt.object_name})
+    owner_secret = bed.get("v1", "Secret", role, SERVICES) or {}
+    assert base64.b64decode(owner_secret["data"]["password"]).decode() == old["password"]
+    # not applied yet: the claim stays ready on its role, the app's Secret and pods as they were
+    wait("the claim saying the rotation waits", lambda: f"the rotation of request {first} waits" in (
+        condition(claim_status(bed, namespace), "Ready") or {}).get("message", "") or None, 60)
     assert connection(bed, namespace) == old and status(bed, namespace)["phase"] == "Ready"
-    template = (bed.get("apps/v1", "Deployment", "demo", namespace) or {})["spec"]["template"]
-    assert "rotation.apprafter.io/pg" not in (template["metadata"].get("annotations") or {})
 
-    play_cnpg(bed, [role])  # CloudNativePG ran ALTER ROLE: the Secret's version applied
-    fields = wait("the new password in the connection Secret", lambda: f if (f := connection(
-        bed, namespace))["password"] == new else None, 60)
-    assert fields["url"] == f"postgresql://{role}:{new}@{CLUSTER}-rw.{SERVICES}.svc:5432/{role}"
-    assert password_secret() is not None  # written once for the request: the passes since left it
-    assert base64.b64decode((bed.get("v1", "Secret", role, SERVICES) or {})["data"]["password"]).decode() == new
+    # 2. applied: a Job, as the alternate, makes its sessions run as the claim's role; handed out only once it did
+    roles_applied(bed, {role: role, alt.name: alt.object_name})
+    job = wait("the set-role Job", lambda: bed.get("batch/v1", "Job", f"{alt.object_name}-set-role", SERVICES), 60)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") or e.get("valueFrom", {}).get("secretKeyRef", {}).get("name")
+           for e in container["env"]}
+    assert (env["PGUSER"], env["PGDATABASE"], env["PGPASSWORD"], env["SQL"]) == (
+        alt.name, role, alt.object_name, f"ALTER ROLE SESSION_USER SET role = '{role}'")
+    assert container["image"] == IMAGE and new not in json.dumps(job)
+    assert connection(bed, namespace) == old
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    resp = bed.http.patch(f"/apis/batch/v1/namespaces/{SERVICES}/jobs/{job['metadata']['name']}/status",
+                          params={"fieldManager": CNPG_MANAGER},
+                          headers={"Content-Type": "application/merge-patch+json"},
+                          content=json.dumps({"status": {
+                              "startTime": now, "completionTime": now, "succeeded": 1, "ready": 0, "terminating": 0,
+                              "conditions": [{"type": "SuccessCriteriaMet", "status": "True",
+                                              "lastTransitionTime": now, "lastProbeTime": now},
+                                             {"type": "Complete", "status": "True", "lastTransitionTime": now,
+                                              "lastProbeTime": now}]}}).encode())
+    assert resp.status_code < 300, resp.text
+
+    # 3. switched: the alternate, its password, the claim's database; the pods roll
+    fields = wait("the alternate in the connection Secret", lambda: f if (f := connection(
+        bed, namespace))["user"] == alt.name else None, 60)
+    assert fields["password"] == new and fields["db"] == role
+    assert fields["url"] == f"postgresql://{alt.name}:{new}@{CLUSTER}-rw.{SERVICES}.svc:5432/{role}"
     wait("the pod template stamped", lambda: ((bed.get("apps/v1", "Deployment", "demo", namespace) or {})["spec"][
-        "template"]["metadata"].get("annotations") or {}).get("rotation.apprafter.io/pg") == request or None, 30)
+        "template"]["metadata"].get("annotations") or {}).get("rotation.apprafter.io/pg") == first or None, 30)
     [rotating] = wait("the CredentialsRotating event", lambda: events(bed, namespace, "CredentialsRotating") or None,
                       30)
-    assert "PostgreSQL holds one password per role" in rotating["note"]
-    assert "completed" not in (claim_status(bed, namespace).get("rotation") or {})
+    assert "alternates between two login roles" in rotating["note"]
+    # 4. an old pod still runs: the old role's password stays valid, the rotation not completed
+    assert password_secret(bed, role, "retired", first) is None and completed(bed, namespace, first) is None
     assert plans(bed, namespace) == []
-
     bed.delete("v1", "Pod", "demo-old", namespace)
-    done = wait("the rotation completed", lambda: r if (r := claim_status(bed, namespace).get("rotation") or {}).get(
-        "completed") == request else None, 60)
-    assert done["issued"] == request and done["completedAt"]
+    retiring = wait("the old role's password replaced", partial(password_secret, bed, role, "retired", first), 60)
+    assert base64.b64decode(retiring["data"]["password"]).decode() not in (old["password"], new)
+    assert completed(bed, namespace, first) is None  # not before CloudNativePG applied it
+    roles_applied(bed, {role: role, alt.name: alt.object_name})
+    done = wait("the rotation completed", partial(completed, bed, namespace, first), 60)
+    assert done["issued"] == first and done["completedAt"]
     wait("the CredentialsRotated event", lambda: events(bed, namespace, "CredentialsRotated") or None, 30)
+
+    # 5. the next rotation goes back to the claim's role, with a new password; then the alternate is retired
+    template_pod(bed, namespace, "demo-mid")
+    second = rotate(bed, namespace)
+    back = wait("the claim's role's password Secret for the request", partial(
+        password_secret, bed, role, "rotation", second), 60)
+    again = base64.b64decode(back["data"]["password"]).decode()
+    assert "apprafter.io/retired" not in back["metadata"]["annotations"] and again not in (old["password"], new)
+    assert connection(bed, namespace)["user"] == alt.name  # until applied
+    roles_applied(bed, {role: role, alt.name: alt.object_name})
+    fields = wait("the claim's role back in the connection Secret", lambda: f if (f := connection(
+        bed, namespace))["user"] == role else None, 60)
+    assert (fields["password"], fields["db"]) == (again, role)
+    assert password_secret(bed, alt.object_name, "retired", second) is None
+    bed.delete("v1", "Pod", "demo-mid", namespace)
+    wait("the alternate's password replaced", partial(password_secret, bed, alt.object_name, "retired", second), 60)
+    roles_applied(bed, {role: role, alt.name: alt.object_name})
+    wait("the second rotation completed", partial(completed, bed, namespace, second), 60)
     said = json.dumps(claim_status(bed, namespace)) + operator.log()
-    assert new not in said and old["password"] not in said
+    assert not any(p in said for p in (old["password"], new, again))
+
+    # 6. the need removed and the plan approved: the alternate dropped first, then the database and the claim's role
+    apply(bed, cr(namespace, edit(NEEDS, needs=None, env=None)))
+    wait_phase(bed, namespace, "AwaitingMigrationApproval", timeout=60)
+    [plan] = plans(bed, namespace)
+    result = run_cli("migration", "approve", plan["metadata"]["name"], "-n", namespace, "--kubeconfig",
+                     str(bed.kubeconfig))
+    assert result.returncode == 0, result.stderr
+    others = [n for n, e in managed(bed).items() if e.get("ensure") == "present" and n not in (role, alt.name)]
+    drop_role(bed, alt.name, [*others, role])
+    assert managed(bed)[role]["ensure"] == "present"  # the claim's role stayed while its alternate went
+    database = wait("the Database set absent", lambda: d if (d := bed.get(CNPG, "Database", role, SERVICES) or {})[
+        "spec"]["ensure"] == "absent" else None, 60)
+    cnpg_status(bed, "Database", role, {"applied": True, "observedGeneration": database["metadata"]["generation"]})
+    drop_role(bed, role, others)
+    wait("the claim gone", lambda: bed.get(API, "ResourceClaim", "demo-pg", namespace) is None or None, 60)
+    assert bed.get("v1", "Secret", role, SERVICES) is None and bed.get("v1", "Secret", alt.object_name,
+                                                                         SERVICES) is None
+    assert role not in managed(bed) and alt.name not in managed(bed)

@@ -29,12 +29,13 @@ from lifecycle.service_provider import with_defaults
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr, plans
-from tests.reconciler.node_pods import finished, ready, secret_env
-from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, Fixture, Operator, operator_fixture
+from tests.reconciler.node_pods import finished, loop_result, ready, request_loop, secret_env
+from tests.reconciler.operator_proc import FAST, NODE_PLATFORM, ROLL_DRAIN, Fixture, Operator, operator_fixture
 from tests.renderer.helpers import run_cli
 from tests.testbed import cnpg
 from tests.testbed.cnpg import CloudNativePG
 from tests.testbed.node import NodeTestBed
+from tests.testbed.testapp import build_shop_app
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -42,6 +43,7 @@ RUN = uuid.uuid4().hex[:8]
 SERVICES = f"pg-svc-{RUN}"  # where the Cluster runs (the provider's spec.config.namespace, the operator's pg namespace)
 PROVIDER, CLUSTER = f"pg-node-{RUN}", f"postgres-{RUN}"
 SECRET = "demo-pg-conn"
+SHOP_PORT = 3000  # the shop's default port
 POOL_SIZE = with_defaults("pg", "cloudnative-pg", {})["pooler"]["poolSize"]  # server sessions per claim
 # What each client pod does with its Secret (never printing it): create a table, write and read a row in its own
 # database through the URL, then log in with its own user and password to the other app's database and to guessed
@@ -65,6 +67,11 @@ echo "sees: $(q "$URL" -Atc "select (select count(*) from pg_database where datn
 """
 REFUSED = "pg_hba.conf rejects connection"
 READER = """echo "read: $(psql -X -w "$URL" -Atc 'select v from notes' 2>&1 | tr ' ' '_')"
+"""
+# A table made through the connection Secret, and who owns it, who logged in, who the session runs as
+OWNER = """echo "made: $(psql -X -w "$URL" -Atc 'create table made_after (v text)' \
+  -c "select tableowner || ' ' || session_user || ' ' || current_user from pg_tables where tablename = 'made_after'" \
+  2>&1 | tail -1)"
 """
 # Through the pooled URL (the Pooler's Service): the row its direct URL wrote, who it is, and its own user and
 # password on the other app's database through the pooler (PgBouncer logs it in, PostgreSQL's pg_hba refuses the
@@ -154,18 +161,26 @@ def pgbouncer_image_flag(cloudnative_pg: CloudNativePG) -> str:
     return f"cloudnative-pg.pgbouncer={cloudnative_pg.pgbouncer_image}"
 
 
-def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str) -> str:
-    """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it)."""
+@pytest.fixture(scope="module")
+def shop_image(node: NodeTestBed) -> str:
+    """The shop (tests/testbed/shopapp/): its /fresh opens a new connection to its database per request."""
+    return node.import_image(build_shop_app())
+
+
+def platform_file(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory, services: str,
+                  drain: str = NODE_PLATFORM) -> str:
+    """An operator's platform file naming `services` as the pg services namespace (made, as the stack makes it);
+    `drain`: its gateway section (the exposed pods' pause before SIGTERM)."""
     node.ensure_namespace(services)
     path = Path(tmp_path_factory.mktemp("platform")) / "platform.yaml"
-    path.write_text(f"providerNamespaces: {{pg: {services}}}\n{NODE_PLATFORM}")
+    path.write_text(f"providerNamespaces: {{pg: {services}}}\n{drain}")
     return str(path)
 
 
 @pytest.fixture(scope="module")
 def pg_platform(node: NodeTestBed, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """The operator's platform file: this module's pg services namespace."""
-    return platform_file(node, tmp_path_factory, SERVICES)
+    """The operator's platform file: this module's pg services namespace; the apps' pods drain (ROLL_DRAIN)."""
+    return platform_file(node, tmp_path_factory, SERVICES, ROLL_DRAIN)
 
 
 operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("pg_platform"),
@@ -195,6 +210,13 @@ def app(image: str, pg: bool = True, size: str | None = None) -> dict[str, Any]:
         "env": {"MODE": "serve", "DATABASE_URL": {"claim": "pg/url"}}}
 
 
+def shop(image: str) -> dict[str, Any]:
+    """The shop with a pg need on this module's provider: ready once its database answers (SHOP_PORT)."""
+    return {"image": image, "replicas": 1, "expose": {"port": SHOP_PORT},
+            "health": {"readiness": {"path": "/healthz", "periodSeconds": 1, "failureThreshold": 1}},
+            "needs": {"pg": {"selector": {"bed": RUN}}}, "env": {"DATABASE_URL": {"claim": "pg/url"}}}
+
+
 def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-client",
                script: str = CLIENT) -> dict[str, Any]:
     """A pod running psql (the PostgreSQL image's) with the app's connection Secret as its env."""
@@ -203,9 +225,9 @@ def client_pod(namespace: str, image: str, other_db: str, name: str = "psql-clie
     return node_pods.client_pod(name, namespace, image, script, env, 26)
 
 
-def read(node: NodeTestBed, namespace: str, image: str, name: str) -> str:
-    """What a psql pod with the app's connection Secret reads from its table."""
-    node.apply(client_pod(namespace, image, "", name, READER), field_manager="test")
+def read(node: NodeTestBed, namespace: str, image: str, name: str, script: str = READER) -> str:
+    """What a psql pod with the app's connection Secret reads from its table (or what `script` prints)."""
+    node.apply(client_pod(namespace, image, "", name, script), field_manager="test")
     pod = node.wait("v1", "Pod", name, namespace, finished, timeout=120, what=f"pod {namespace}/{name} to finish")
     log = node.logs(name, namespace)
     assert pod["status"]["phase"] == "Succeeded", log
@@ -256,20 +278,22 @@ def pooled_hog(node: NodeTestBed, primary: str, hog: dict[str, str], victim: dic
 def log_in(node: NodeTestBed, primary: str, fields: dict[str, str]) -> str:
     """A TCP login as a claim's role with its password (in the primary's postgres container, over 127.0.0.1: the
     pg_hba's password rules apply; the password on stdin, never in an argv): `in`, or why PostgreSQL refused it."""
-    script = ('read -r PGPASSWORD; export PGPASSWORD; psql -X -w "host=127.0.0.1 user=$0 dbname=$0" -Atc '
+    script = ('read -r PGPASSWORD; export PGPASSWORD; psql -X -w "host=127.0.0.1 user=$0 dbname=$1" -Atc '
               "\"select 'in'\" 2>&1 | grep -o -e '^in$' -e 'password authentication failed' | head -1")
     return node.kubectl("exec", "-i", "-n", SERVICES, primary, "-c", "postgres", "--", "sh", "-c", script,
-                        fields["user"], input=fields["password"] + "\n").stdout.strip()
+                        fields["user"], fields["db"], input=fields["password"] + "\n").stdout.strip()
 
 
 def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_other(
-        node: NodeTestBed, test_app: str, cloudnative_pg: CloudNativePG, operator: Operator, provider: None) -> None:
+        node: NodeTestBed, test_app: str, shop_image: str, cloudnative_pg: CloudNativePG, operator: Operator,
+        provider: None) -> None:
     started = time.monotonic()
     namespaces = [f"pg-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
         for namespace, size in zip(namespaces, ("nano", None), strict=True):  # nano: a connection limit of 5
             node.ensure_namespace(namespace)
-            apply(node, cr(namespace, app(test_app, size=size)))
+            # the second: the shop (its /fresh opens a new connection per request: the rotation's loop below)
+            apply(node, cr(namespace, app(test_app, size=size) if size else shop(shop_image)))
         node.wait(cnpg.API, "Cluster", CLUSTER, SERVICES, cnpg.cluster_ready, timeout=600,
                   what=f"Cluster {SERVICES}/{CLUSTER} Ready")
         cluster_ready = time.monotonic() - started
@@ -352,30 +376,56 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         node.wait_gone(API, "Application", "demo", second, timeout=120)
         assert fields[1]["user"] in in_postgres(node, primary["metadata"]["name"], "rolname", "pg_roles")
         again = time.monotonic()
-        apply(node, cr(second, app(test_app)))
+        apply(node, cr(second, shop(shop_image)))
         node.wait(API, "Application", "demo", second, ready, timeout=300, what=f"Application {second}/demo Ready again")
         again = time.monotonic() - again
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader") == f"read: from-{second}"
 
         # rotation (issue 42 item 2): `apprafter db rotate` waits until CloudNativePG applied the new password, the
-        # app's pods rolled onto it and the rotation completed; the new password reads the row, the old one is refused
+        # app's pods rolled onto it and the rotation completed; the new password reads the row, the old one is refused.
+        # Throughout, a bounded loop asks the shop for a NEW database connection every 50 ms: none failed (an old pod
+        # logging in with the old password after it was refused would fail one)
+        old_pods = {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{second}/pods").json()["items"]
+                    if p["metadata"]["name"].startswith("demo-")}
+        looping = time.monotonic()
+        request_loop(node, second, shop_image, f"http://demo.{second}.svc:{SHOP_PORT}/fresh")
         rotating = time.monotonic()
         rotated = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "pg", "-n", second, "--kubeconfig",
                           str(node.kubeconfig), "--timeout", "300")
         assert rotated.returncode == 0, rotated.stderr
         rotating = time.monotonic() - rotating
+        looped = loop_result(node, second)
+        assert looped[-1].startswith("sent ") and looped[-1].endswith(", failed 0"), looped
+        assert int(looped[-1].split()[1].rstrip(",")) >= 10, looped  # it ran throughout
+        now_pods = {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{second}/pods").json()["items"]
+                    if p["metadata"]["name"].startswith("demo-")}
+        assert old_pods and not old_pods & now_pods, (old_pods, now_pods)  # the pods rolled
         assert "the old password is refused" in rotated.stdout
         secret = node.get("v1", "Secret", SECRET, second) or {}
         new = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
-        assert new["password"] != fields[1]["password"] and new["user"] == fields[1]["user"]
+        # the claim's alternate login role (lifecycle.backends.pg_roles), the same database
+        assert new["password"] != fields[1]["password"] and new["user"] == f"{fields[1]['user']}~b"
+        assert new["db"] == fields[1]["db"]
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-rotated") == f"read: from-{second}"
+        # what it makes is the claim's role's (its sessions run as it), so the next rotation's switch back reaches it
+        assert read(node, second, cloudnative_pg.postgres_image, "psql-owner", OWNER) == \
+            f"made: {fields[1]['user']} {new['user']} {fields[1]['user']}"
         primary_name = primary["metadata"]["name"]
         assert log_in(node, primary_name, new) == "in"
         assert log_in(node, primary_name, fields[1]) == "password authentication failed"
+        # the pooler serves the alternate too (CloudNativePG's auth_query finds any role; pg_hba `samerole` lets it
+        # reach the claim's database), its sessions running as the claim's role; the other's database refused
+        node.delete("v1", "Pod", "psql-pooled", second)
+        node.wait_gone("v1", "Pod", "psql-pooled", second, timeout=60)
+        pooled_client(node, second, cloudnative_pg.postgres_image, fields[0]["db"])
+        assert pooled_said(node, second) == [
+            f"read: from-{second}", f"whoami: {fields[1]['user']}@{fields[1]['db']}", f"via: {pooler}.{SERVICES}.svc",
+            f"other: {REFUSED}"]
         deployment = node.get("apps/v1", "Deployment", "demo", second) or {}
         assert deployment["spec"]["template"]["metadata"]["annotations"]["rotation.apprafter.io/pg"]
         node.wait(API, "Application", "demo", second, ready, timeout=120, what=f"Application {second}/demo Ready")
         assert new["password"] not in operator.log() and new["password"] not in rotated.stdout + rotated.stderr
+        looping = time.monotonic() - looping
 
         # the first app's need removed: held for a data-migration plan, the app running on meanwhile
         apply(node, cr(first, app(test_app, pg=False)))
@@ -400,11 +450,12 @@ def test_each_apps_pod_reaches_its_own_database_on_the_shared_cluster_and_no_oth
         assert node.get(cnpg.API, "Database", fields[0]["db"], SERVICES) is None
         assert node.get("v1", "Secret", fields[0]["user"], SERVICES) is None
         managed = (node.get(cnpg.API, "Cluster", CLUSTER, SERVICES) or {})["spec"]["managed"]["roles"]
-        assert [r["name"] for r in managed] == [fields[1]["user"]], managed
+        assert [r["name"] for r in managed] == [fields[1]["user"], new["user"]], managed  # the other's two roles
         # the other app's data intact
         assert read(node, second, cloudnative_pg.postgres_image, "psql-reader-2") == f"read: from-{second}"
         print(f"pg: re-created app Ready {again:.1f} s (its row read back); `db rotate` run -> new password "
-              f"applied, pods rolled, rotation completed {rotating:.1f} s; `migration approve` run -> database and "
+              f"applied, pods rolled, rotation completed {rotating:.1f} s under the request loop ({looped[-1]}; the "
+              f"rotation step {looping:.1f} s); `migration approve` run -> database and "
               f"role dropped, claim gone {dropped:.1f} s")
 
         # the instance's pod deleted: CloudNativePG makes it again on its volume, the app's same Secret reads its row

@@ -3,7 +3,9 @@
 connection Secret each, and a pod of each, its Secret as its env, writes and reads its key under its prefix through
 the Service's DNS name, while its credentials are refused on the other's prefix. A durable cache (issue 42 item 3):
 the keys a claim's user wrote, on the shared instance and on a claim's own, are read with the same Secret after the
-instance's pod was deleted and came back, the operator stopped meanwhile (no one sets a user again).
+instance's pod was deleted and came back, the operator stopped meanwhile (no one sets a user again). Rotation (issue 42
+item 2): a bounded loop asks the second app (the shop) for a new Redis connection every 50 ms throughout `apprafter db
+rotate`, none fails, the pods roll, and the old password is refused afterwards.
 
 The operator runs in the node's network namespace (operator_proc's `inside`), where a pod would: it dials the
 instance at its Service's cluster IP (lifecycle.redis_backend.dial), through kube-proxy; the apps use the name."""
@@ -22,9 +24,11 @@ import pytest
 from tests.images.podman import make_images
 from tests.reconciler import node_pods
 from tests.reconciler.helpers import API, add_provider, apply, cr
-from tests.reconciler.node_pods import finished, ready, secret_env
-from tests.reconciler.operator_proc import FAST, Fixture, Operator, operator_fixture
+from tests.reconciler.node_pods import finished, loop_result, ready, request_loop, secret_env
+from tests.reconciler.operator_proc import FAST, ROLL_DRAIN, Fixture, Operator, operator_fixture
+from tests.renderer.helpers import run_cli
 from tests.testbed.node import NodeTestBed
+from tests.testbed.testapp import build_shop_app
 
 pytestmark = [pytest.mark.node, pytest.mark.testbed]
 
@@ -32,6 +36,7 @@ RUN = uuid.uuid4().hex[:8]
 SERVICES = f"redis-svc-{RUN}"  # where the instance runs (the provider's spec.config.namespace)
 PROVIDER = f"redis-node-{RUN}"
 SECRET = "demo-redis-conn"
+SHOP_PORT = 3000  # the shop's default port
 # What each client pod does with its Secret (never printing it): PING, SET and GET its own key, then try the other
 # app's prefix and an instance-wide command; `grep -o NOPERM` keeps only the refusal's kind.
 CLIENT = """set -u
@@ -62,6 +67,12 @@ def redis_image(node: NodeTestBed) -> str:
 
 
 @pytest.fixture(scope="module")
+def shop_image(node: NodeTestBed) -> str:
+    """The shop (tests/testbed/shopapp/): its /fresh opens a new Redis connection per request."""
+    return node.import_image(build_shop_app())
+
+
+@pytest.fixture(scope="module")
 def redis_image_flag(redis_image: str) -> str:
     return f"redis-server={redis_image}"
 
@@ -78,8 +89,17 @@ def provider(node: NodeTestBed, operator: Operator) -> Iterator[None]:
     node.delete("v1", "Namespace", SERVICES)  # its instance goes with it (not waited for: nothing uses it)
 
 
-operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--backend-image",
-                            Fixture("redis_image_flag"), bed="node", crds=True, inside=True, name="redis-node")
+@pytest.fixture(scope="module")
+def redis_platform(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The operator's platform file: the apps' pods drain (ROLL_DRAIN: the rotation's request loop)."""
+    path = tmp_path_factory.mktemp("platform") / "platform.yaml"
+    path.write_text(ROLL_DRAIN)
+    return str(path)
+
+
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--platform", Fixture("redis_platform"),
+                            "--backend-image", Fixture("redis_image_flag"), bed="node", crds=True, inside=True,
+                            name="redis-node")
 
 
 def app(image: str, bed: str = RUN, **need: str) -> dict[str, Any]:
@@ -87,6 +107,28 @@ def app(image: str, bed: str = RUN, **need: str) -> dict[str, Any]:
     return {"image": image, "replicas": 1, "expose": {"port": 8080},
             "needs": {"redis": {"selector": {"bed": bed}, **need}},
             "env": {"MODE": "serve", "REDIS_URL": {"claim": "redis/url"}}}
+
+
+def shop(image: str) -> dict[str, Any]:
+    """The shop with a redis need on this module's provider: ready once its Redis answers."""
+    return {"image": image, "replicas": 1, "expose": {"port": SHOP_PORT},
+            "health": {"readiness": {"path": "/healthz", "periodSeconds": 1, "failureThreshold": 1}},
+            "needs": {"redis": {"selector": {"bed": RUN}}}, "env": {"REDIS_URL": {"claim": "redis/url"}}}
+
+
+def auth(node: NodeTestBed, fields: dict[str, str]) -> str:
+    """A login as a claim's user with its password, in the instance's container (the password on stdin, never in an
+    argv): PONG, or WRONGPASS."""
+    script = ('read -r P; redis-cli --no-auth-warning --user "$0" --pass "$P" PING 2>&1 '
+              "| grep -o -e PONG -e WRONGPASS | head -1")
+    return node.kubectl("exec", "-i", "-n", SERVICES, f"deploy/{PROVIDER}", "--", "sh", "-c", script, fields["user"],
+                        input=fields["password"] + "\n").stdout.strip()
+
+
+def app_pods(node: NodeTestBed, namespace: str) -> set[str]:
+    """The names of the app's pods (its Deployment's, `demo-...`) in `namespace`."""
+    return {p["metadata"]["name"] for p in node.http.get(f"/api/v1/namespaces/{namespace}/pods").json()["items"]
+            if p["metadata"]["name"].startswith("demo-")}
 
 
 def client_pod(namespace: str, image: str, other_prefix: str, name: str = "redis-client",
@@ -110,13 +152,14 @@ def ran(node: NodeTestBed, namespaces: list[str], image: str, name: str, script:
 
 
 def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_other_apps(
-        node: NodeTestBed, test_app: str, redis_image: str, operator: Operator, provider: None) -> None:
+        node: NodeTestBed, test_app: str, shop_image: str, redis_image: str, operator: Operator,
+        provider: None) -> None:
     started = time.monotonic()
     namespaces = [f"redis-node-{uuid.uuid4().hex[:8]}" for _ in range(2)]
     try:
-        for namespace in namespaces:
+        for namespace, spec in zip(namespaces, (app(test_app), shop(shop_image)), strict=True):
             node.ensure_namespace(namespace)
-            apply(node, cr(namespace, app(test_app)))
+            apply(node, cr(namespace, spec))
         for namespace in namespaces:
             node.wait(API, "Application", "demo", namespace, ready, timeout=180,
                       what=f"Application {namespace}/demo Ready")
@@ -152,6 +195,26 @@ def test_each_apps_pod_reaches_its_own_keys_on_the_integrated_instance_and_no_ot
             assert password not in said
         print(f"two apps Ready with the integrated redis: {to_ready:.1f} s; "
               f"both pods done: {time.monotonic() - started:.1f} s")
+
+        # rotation with the shop answering throughout: a new Redis connection (AUTH) per request, so a password
+        # taken off the user before the old pod is gone would fail one; the pods roll; the old password refused
+        old_pods, looping = app_pods(node, second), time.monotonic()
+        request_loop(node, second, shop_image, f"http://demo.{second}.svc:{SHOP_PORT}/fresh")
+        rotating = time.monotonic()
+        rotated = run_cli("db", "rotate", "demo", "-e", "prod", "--need", "redis", "-n", second, "--kubeconfig",
+                          str(node.kubeconfig), "--timeout", "300")
+        assert rotated.returncode == 0, rotated.stderr
+        rotating = time.monotonic() - rotating
+        looped = loop_result(node, second)
+        assert looped[-1].startswith("sent ") and looped[-1].endswith(", failed 0"), looped
+        assert int(looped[-1].split()[1].rstrip(",")) >= 10, looped  # it ran throughout
+        assert old_pods and not old_pods & app_pods(node, second), old_pods  # the pods rolled
+        secret = node.get("v1", "Secret", SECRET, second) or {}
+        new = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+        assert new["password"] != fields[1]["password"] and new["user"] == fields[1]["user"]
+        assert (auth(node, new), auth(node, fields[1])) == ("PONG", "WRONGPASS")
+        print(f"redis rotation under a request loop: `db rotate` {rotating:.1f} s, {looped[-1]}; the step "
+              f"{time.monotonic() - looping:.1f} s")
     finally:
         node.delete_namespaces(namespaces)  # while its operator runs: the claims' finalizers are its to take off
 

@@ -5,6 +5,8 @@
   GET /items    {"pg": [values, oldest first], "redis": [the same from the list]} as JSON
   DELETE /items every item goes (the rows and the list); answers {"deleted": rows deleted}
   GET /healthz  200 once every backend it was given answers (SELECT 1, PING), 503 with the reason otherwise
+  GET /fresh    the same check on NEW connections, opened for this request and closed after it (what a pod that
+                opens a connection per request sees: a password refused at login shows at once), 200 "ok" or 503
 
 A backend whose URL is not set is left out (and said so at start): the app runs with what its needs give it.
 PORT (default 3000). SIGTERM exits 0 at once. The URLs carry passwords: they are never printed.
@@ -57,6 +59,26 @@ class Backends:
             return f"redis: {type(exc).__name__}"
         return None
 
+    def fresh(self):
+        """None when every backend answers on a connection opened for this call, else why not (no secret in it)."""
+        try:
+            if DATABASE_URL:
+                with psycopg2.connect(DATABASE_URL, connect_timeout=2) as pg, pg.cursor() as cur:
+                    cur.execute("SELECT 1")
+                pg.close()
+        except psycopg2.Error as exc:
+            return f"pg: {type(exc).__name__}"
+        try:
+            if REDIS_URL:
+                client = redis.Redis.from_url(REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+                try:
+                    client.ping()
+                finally:
+                    client.close()
+        except redis.RedisError as exc:
+            return f"redis: {type(exc).__name__}"
+        return None
+
     def add(self, value):
         if DATABASE_URL:
             with self.db().cursor() as cur:
@@ -98,6 +120,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        if self.path == "/fresh":  # its own connections: no lock
+            reason = BACKENDS.fresh()
+            self.answer(503 if reason else 200, reason or "ok", "text/plain")
+            return
         with LOCK:
             if self.path == "/healthz":
                 reason = BACKENDS.check()
@@ -135,8 +161,9 @@ class Handler(BaseHTTPRequestHandler):
                 BACKENDS.pg = None
                 self.answer(503, {"error": type(exc).__name__})
 
-    def log_message(self, fmt, *args):  # the access log, without bodies
-        print(f"shop: {self.command} {self.path}", flush=True)
+    def log_message(self, fmt, *args):  # the access log, without bodies (nor the loops' /fresh)
+        if self.path != "/fresh":
+            print(f"shop: {self.command} {self.path}", flush=True)
 
 
 def main():
