@@ -65,12 +65,11 @@ from lifecycle.backends.pg_cluster import (
     version_wanted,
     without,
 )
-from lifecycle.backends.pg_pooler import POOLER, pooler_name, pooler_writes, pooling_of
+from lifecycle.backends.pg_pooler import POOLER, pooler_writes, pooling_of
+from lifecycle.backends.pg_reads import cluster_read, job_read, pooler_read, tenant_reads
 from lifecycle.backends.pg_roles import (
-    JOB,
     alternate_entry,
     alternate_of,
-    job_name,
     pair,
     retired,
     retired_secret,
@@ -114,9 +113,9 @@ class CloudNativePG:
         numbers = generations(claim)
         tenants = [tenant_of(claim, number) for number in numbers]
         alternates = [alternate_of(claim, number) for number in numbers]
-        return (_cluster_read(config), *(read for tenant in tenants for read in _tenant_reads(config, tenant)),
-                _pooler_read(config), *(read for tenant in alternates for read in _tenant_reads(config, tenant)),
-                _job_read(config, alternate_of(claim)))
+        return (cluster_read(config), *(read for tenant in tenants for read in tenant_reads(config, tenant)),
+                pooler_read(config), *(read for tenant in alternates for read in tenant_reads(config, tenant)),
+                job_read(config, alternate_of(claim)))
 
     def provision(self, claim: Mapping[str, Any], config: Shared, seen: Seen) -> Step:
         """The password Secret first (CloudNativePG reads it when the role appears in the Cluster), made once; then
@@ -127,8 +126,8 @@ class CloudNativePG:
         until CloudNativePG applied it and (the alternate) its set-role Job succeeded, then on the standby; once no
         pod holds the other role's password, that one replaced (retired), and `refused` once it is applied."""
         tenant = tenant_of(claim)
-        database_read, secret_read = _tenant_reads(config, tenant)
-        cluster, database, secret = seen.get(_cluster_read(config)), seen.get(database_read), seen.get(secret_read)
+        database_read, secret_read = tenant_reads(config, tenant)
+        cluster, database, secret = seen.get(cluster_read(config)), seen.get(database_read), seen.get(secret_read)
         held = roles_of(cluster)
         if tenant.name not in held and len(held) >= MAX_ROLES:  # nothing made for a role that cannot be added
             return Step(Waiting("RolesLimitReached", f"Cluster {config.namespace}/{config.name} holds {len(held)} "
@@ -141,7 +140,7 @@ class CloudNativePG:
         tenant, size = admitted
         rotation, given = seen.rotation, seen.connection
         alternate = alternate_of(claim)._replace(connection_limit=tenant.connection_limit, size=tenant.size)
-        secrets = {tenant.name: secret, alternate.name: seen.get(_tenant_reads(config, alternate)[1])}
+        secrets = {tenant.name: secret, alternate.name: seen.get(tenant_reads(config, alternate)[1])}
         active, standby = pair(tenant, alternate, given, secrets)
         active_secret, standby_secret = secrets[active.name], secrets[standby.name]
         if active_secret is None:  # a new claim (its own role), the request it is made for marked if any
@@ -169,7 +168,7 @@ class CloudNativePG:
         schedule = schedule_writes(config.backups, cluster, {**CLUSTER_LABELS, PROVIDER_LABEL: config.provider})
         writes: list[Apply | CreateOnce | Delete] = [*schedule, Apply(cluster_object(config, roles, cluster))]
         # the Pooler (lifecycle.backends.pg_pooler) after the Cluster: the live Cluster owns it
-        writes.extend(pooler_writes(config.pooling, config.provider, cluster, seen.get(_pooler_read(config))))
+        writes.extend(pooler_writes(config.pooling, config.provider, cluster, seen.get(pooler_read(config))))
         login = standby if switching else active
         waits = readiness(config, tenant, cluster, secrets[login.name], None, login)
         if database is not None or (waits is not None and waits.reason == "DatabaseNotReady"):
@@ -178,7 +177,7 @@ class CloudNativePG:
             writes.append(Apply(database_object(config, tenant)))
         waits = readiness(config, tenant, cluster, secrets[login.name], database, login)
         if waits is None and login is alternate:  # its sessions run as the claim's role before it is handed out
-            job = seen.get(_job_read(config, alternate))
+            job = seen.get(job_read(config, alternate))
             if job is None:
                 writes.append(CreateOnce(set_role_job(config, alternate, tenant, secrets[alternate.name] or {})))
             waits = setting_waits(config, alternate, job)
@@ -247,8 +246,8 @@ class CloudNativePG:
            cannotReconcile). Then its entry goes, and the role is done once CloudNativePG lists it nowhere. While it
            lists the role pending-reconciliation, the Cluster is nudged (NUDGE_ANNOTATION) every NUDGE_SECONDS.
         3. The Database resource deleted (retained: CloudNativePG only releases it), then the password Secret."""
-        database_read, secret_read = _tenant_reads(config, tenant)
-        cluster, database = seen.get(_cluster_read(config)), seen.get(database_read)
+        database_read, secret_read = tenant_reads(config, tenant)
+        cluster, database = seen.get(cluster_read(config)), seen.get(database_read)
         what = f"Database {config.namespace}/{tenant.object_name}"
         where = f"Cluster {config.namespace}/{config.name}"
         deleting = database is not None and bool((database.get("metadata") or {}).get("deletionTimestamp"))
@@ -296,8 +295,8 @@ class CloudNativePG:
     def drop_reads(self, claim: Mapping[str, Any], config: Shared, number: int) -> tuple[Read, ...]:
         """What `drop_one` reads of one generation's roles: the provider's Cluster, each role's Database and
         password Secret."""
-        return (_cluster_read(config), *(read for role in self.generation_roles(claim, number)
-                                         for read in _tenant_reads(config, role)))
+        return (cluster_read(config), *(read for role in self.generation_roles(claim, number)
+                                         for read in tenant_reads(config, role)))
 
     def beyond(self, claim: Mapping[str, Any], config: Shared) -> str | None:
         """A size whose share of the Cluster's volume is larger than the volume itself (the provider's: the webhook
@@ -361,23 +360,6 @@ def _where(config: Shared, login: Tenant, tenant: Tenant) -> str:
 def _connection(config: Shared, login: Tenant, tenant: Tenant) -> dict[str, Any]:
     """status.connection: where the app connects, as which role, to which database (nothing secret)."""
     return {"host": config.host, "port": PORT, "user": login.name, "db": tenant.name}
-
-
-def _job_read(config: Shared, alternate: Tenant) -> Read:
-    return Read(JOB, config.namespace, job_name(alternate))
-
-
-def _cluster_read(config: Shared) -> Read:
-    return Read(CLUSTER, config.namespace, config.name)
-
-
-def _pooler_read(config: Shared) -> Read:
-    return Read(POOLER, config.namespace, pooler_name(config.name))
-
-
-def _tenant_reads(config: Shared, tenant: Tenant) -> tuple[Read, Read]:
-    """One generation's Database and role password Secret."""
-    return Read(DATABASE, config.namespace, tenant.object_name), Read(SECRET, config.namespace, tenant.object_name)
 
 
 def _bytes(count: int) -> str:

@@ -30,6 +30,7 @@ def public(namespace: str, hostname: str | None = None, name: str = "parser") ->
     expose = cr["spec"]["environments"]["prod"]["expose"]
     expose["network"] = "public"
     cr["spec"]["base"]["expose"].pop("hostname", None)
+    cr["spec"]["base"]["expose"].pop("sticky", None)  # refused on a public app (no Gateway carries it)
     if hostname:
         expose["hostname"] = hostname
     return cr
