@@ -187,6 +187,9 @@ def test_the_platform_stack_and_the_root_application_name_the_verified_digest(bo
 
 # --- 2. Argo CD syncs the umbrella; our components run as pods -------------------------------------------------------
 
+TOLD_CLASS = {"platform": {"settings": {"gateway": {"implementation": CLASS}}}}
+
+
 def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applications(booted: Booted) -> None:
     stack = booted.stack
     # The PlatformStack controller (the operator pod) took the umbrella over: still the verified digest, and Argo CD
@@ -197,7 +200,9 @@ def test_argo_cd_pulled_the_umbrella_by_digest_and_made_the_component_applicatio
     assert root["spec"]["source"]["targetRevision"] == stack.digest()
     assert root["spec"]["source"]["helm"]["valuesObject"]["overrides"] == {
         **{n: {"enabled": False} for n in LEFT_OUT}, "gateway": {"values": {"gatewayClassName": CLASS}},
-        "apprafter-operator": {"values": operator_values(stack)}}
+        # --gateway-class traefik: the operator and the webhook render for it (their platform file)
+        "apprafter-operator": {"values": {**operator_values(stack), **TOLD_CLASS}},
+        "apprafter-admission": {"values": TOLD_CLASS}}
     apps = stack.node.wait_list(ARGOCD_API, "Application", ARGOCD_NAMESPACE,
                                 lambda items: items if {a["metadata"]["name"] for a in items} ==
                                 set(OURS) | set(UNREACHABLE_REQUIRED) else None,
