@@ -26,12 +26,12 @@ from compatibility.authority import (
 )
 from compatibility.classes import DATA_MIGRATION
 from controller_runtime.outcomes import Done, Requeue
-from lifecycle.backends.common import CLAIM_ANNOTATION
 from lifecycle.backends.contract import Apply, Gone, Read, Seen, Write
 from lifecycle.backends.pg import CORE
 from lifecycle.backends.pg_cluster import Shared, generation_of, generations, tenant_of
+from lifecycle.claim_plans import claim_plan
 from lifecycle.notes import Note
-from renderer.names import API_VERSION, ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
 __all__ = ["DROP_GENERATION_ANNOTATION", "PLAN_LABELS", "Request", "Step", "kept_generations", "notes", "plan_name",
            "plan_object", "reads", "refusal", "requested", "step"]
@@ -94,7 +94,7 @@ def plan_name(claim: Mapping[str, Any], request: Request) -> str:
 
 def plan_object(claim: Mapping[str, Any], config: Shared, request: Request) -> dict[str, Any]:
     """The data-migration MigrationPlan a person approves for the request, owned by the claim (it goes with it)."""
-    meta, labels = claim["metadata"], claim["metadata"].get("labels") or {}
+    meta = claim["metadata"]
     gone, live = tenant_of(claim, request.generation), tenant_of(claim, generation_of(claim))
     need = f"needs.{(claim.get('spec') or {}).get('type')}"
     where = f"Cluster {config.namespace}/{config.name}"
@@ -107,21 +107,9 @@ def plan_object(claim: Mapping[str, Any], config: Shared, request: Request) -> d
              f"drop role {gone.name} on {where}, then its Database resource and password Secret "
              f"{config.namespace}/{gone.object_name}",
              f"take {gone.name} off the claim's kept generations; database {live.name}, the app's, is not touched"]
-    owner = {"apiVersion": claim.get("apiVersion", API_VERSION), "kind": claim.get("kind", "ResourceClaim"),
-             "name": meta["name"], "uid": meta["uid"]}
-    return {"apiVersion": API_VERSION, "kind": "MigrationPlan",
-            "metadata": {"name": plan_name(claim, request), "namespace": meta["namespace"],
-                         "labels": {**PLAN_LABELS, CLAIM_ANNOTATION: str(meta["name"])}, "ownerReferences": [owner]},
-            "spec": {"scope": {"type": "application", "application": {
-                         "ref": {"name": str(labels.get(NAME_LABEL) or meta["name"]), "namespace": meta["namespace"]},
-                         "environment": str(labels.get(ENVIRONMENT_LABEL) or "")}},
-                     "trigger": {"type": "drop-generation", "field": need, "from": request.generation,
-                                 "approvedSpecHash": f"sha256:{hashlib.sha256(content.encode()).hexdigest()}"},
-                     "risks": {"classification": DATA_MIGRATION, "classifications": [DATA_MIGRATION],
-                               "reversible": False, "requiresFullBackup": False},
-                     "changes": [change], "approvers": [],
-                     "plan": [{"step": i, "action": action, "reversible": False}
-                              for i, action in enumerate(steps, start=1)]}}
+    trigger = {"type": "drop-generation", "field": need, "from": request.generation}
+    return claim_plan(claim, plan_name(claim, request), PLAN_LABELS, trigger, change, steps, content,
+                      lambda _: False)
 
 
 def reads(claim: Mapping[str, Any], config: Shared, request: Request) -> tuple[Read, ...]:

@@ -43,10 +43,11 @@ from lifecycle.backends.pg_cluster import (
     roles_of,
     tenant_of,
 )
+from lifecycle.claim_plans import claim_plan
 from lifecycle.conditions import find_condition
 from lifecycle.notes import Note
 from lifecycle.rotation import RESTORE_PREFIX as TEMPLATE_PREFIX
-from renderer.names import API_VERSION, ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
+from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
 __all__ = ["PLAN_LABELS", "RESTORE_ANNOTATION", "TEMPLATE_PREFIX", "Request", "Seen", "Step", "in_flight", "job_name",
            "notes", "outside", "parse_time", "plan_name", "plan_object", "recovered_name", "requested", "restoring",
@@ -170,7 +171,7 @@ def recovered_name(config: Shared, claim: Mapping[str, Any], request: Request) -
 def plan_object(claim: Mapping[str, Any], config: Shared, request: Request, generation: int) -> dict[str, Any]:
     """The data-migration MigrationPlan a person approves for the request, owned by the claim (it goes with it):
     what will happen, step by step, in its spec (which never changes)."""
-    meta, labels = claim["metadata"], claim["metadata"].get("labels") or {}
+    meta = claim["metadata"]
     old, new = tenant_of(claim, generation), tenant_of(claim, generation + 1)
     need = f"needs.{(claim.get('spec') or {}).get('type')}"
     secret = connection_secret_of(claim)
@@ -187,21 +188,9 @@ def plan_object(claim: Mapping[str, Any], config: Shared, request: Request, gene
              f"switch Secret {meta['namespace']}/{secret} to {new.name} and roll the app's pods (writes made since "
              f"{request.at} are not in it)",
              f"keep database {old.name} as it is now, until the claim's data is dropped"]
-    owner = {"apiVersion": claim.get("apiVersion", API_VERSION), "kind": claim.get("kind", "ResourceClaim"),
-             "name": meta["name"], "uid": meta["uid"]}
-    return {"apiVersion": API_VERSION, "kind": "MigrationPlan",
-            "metadata": {"name": plan_name(claim, request), "namespace": meta["namespace"],
-                         "labels": {**PLAN_LABELS, CLAIM_ANNOTATION: str(meta["name"])}, "ownerReferences": [owner]},
-            "spec": {"scope": {"type": "application", "application": {
-                         "ref": {"name": str(labels.get(NAME_LABEL) or meta["name"]), "namespace": meta["namespace"]},
-                         "environment": str(labels.get(ENVIRONMENT_LABEL) or "")}},
-                     "trigger": {"type": "restore", "field": need, "to": request.at,
-                                 "approvedSpecHash": f"sha256:{hashlib.sha256(content.encode()).hexdigest()}"},
-                     "risks": {"classification": DATA_MIGRATION, "classifications": [DATA_MIGRATION],
-                               "reversible": False, "requiresFullBackup": False},
-                     "changes": [change], "approvers": [],
-                     "plan": [{"step": i, "action": action, "reversible": i > 1}
-                              for i, action in enumerate(steps, start=1)]}}
+    trigger = {"type": "restore", "field": need, "to": request.at}
+    return claim_plan(claim, plan_name(claim, request), PLAN_LABELS, trigger, change, steps, content,
+                      lambda i: i > 1)
 
 
 def restoring(claim: Mapping[str, Any], request: Request) -> int:
