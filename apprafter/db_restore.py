@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from apprafter.cluster import refused, wait_for, with_cluster
+from apprafter.cluster import refused, with_cluster
+from apprafter.db_request import Followed, follow
 from apprafter.db_rotate import need_claim, request_id
 from apprafter.errors import reported
 from apprafter.kube_options import kube_options
 from apprafter.options import env_option, namespace_option
-from apprafter.repo_login import environment as environment_failure
 from apprafter.repo_login import fail
 from compatibility.authority import RESTORE_ANNOTATION, RESTORED_TYPES
 
@@ -44,6 +44,9 @@ def _restore(claim: dict[str, Any] | None) -> dict[str, Any]:
 def _asked(claim: dict[str, Any] | None) -> str | None:
     return (((claim or {}).get("metadata") or {}).get("annotations") or {}).get(RESTORE_ANNOTATION)
 
+
+
+RESTORE = Followed("restore", _restore, _asked, OPENED, ENDED, "nothing happens before it", taken_over_ok=True)
 
 @click.command("restore")
 @kube_options
@@ -107,42 +110,6 @@ def restore(kubeconfig: Path | None, kube_context: str | None, app: str, environ
         sys.stdout.flush()
         if timeout == 0:
             return
-        ours = f"{request}@"
-
-        def answered(obj: dict[str, Any] | None, phases: tuple[str, ...]) -> bool:
-            return obj is None or not str(_asked(obj) or "").startswith(ours) or (
-                _restore(obj).get("requested") == request and _restore(obj).get("phase") in phases)
-
-        done = await wait_for(kube, RESOURCE_CLAIM, name, where_ns, lambda obj: answered(obj, OPENED), timeout)
-        if done is None:
-            raise environment_failure(f"{where}: restore {request} not answered within {timeout:g}s",
-                                      "is the operator running? (`kubectl -n apprafter-system get pods`); the "
-                                      "request stays on the claim")
-        if not done:
-            raise fail(where, "deleted while its restore was being requested")
-        if not str(_asked(done) or "").startswith(ours):
-            sys.stdout.write(f"{where}: a later request ({_asked(done) or 'none'}) took over\n")
-            return
-        said = _restore(done)
-        if said.get("phase") == "Failed":
-            raise fail(where, f"restore {request}: {said.get('message')}")
-        plan = said.get("plan")
-        sys.stdout.write(f"{where}: {said.get('message')}\n" if said.get("phase") != "AwaitingApproval" else
-                         f"{where}: MigrationPlan {plan} awaits approval; nothing happens before it:\n"
-                         f"  apprafter migration approve {plan} -n {where_ns}\n")
-        sys.stdout.flush()
-        if not wait or said.get("phase") in ENDED:
-            return
-        done = await wait_for(kube, RESOURCE_CLAIM, name, where_ns, lambda obj: answered(obj, ENDED), timeout)
-        if done is None:
-            raise environment_failure(f"{where}: restore {request} not done within {timeout:g}s ("
-                                      f"{_restore(await kube.get(RESOURCE_CLAIM, name, where_ns)).get('message')})",
-                                      "approve its plan; the restore goes on without this command")
-        if not done or not str(_asked(done) or "").startswith(ours):
-            raise fail(where, "deleted, or another request took over, while it was being restored")
-        said = _restore(done)
-        if said.get("phase") == "Failed":
-            raise fail(where, f"restore {request}: {said.get('message')}")
-        sys.stdout.write(f"{where}: {said.get('message')}\n")
+        await follow(kube, RESTORE, where, name, where_ns, request, wait, timeout)
 
     with_cluster(kubeconfig, kube_context, run)
