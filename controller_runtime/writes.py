@@ -50,10 +50,13 @@ class Ensured(NamedTuple):
 
 async def ensure(kube: Kube, cache: Informer | None, obj: Mapping[str, Any], *,
                  live: Mapping[str, Any] | _Unread | None = UNREAD, force: bool = True,
-                 field_manager: str | None = None) -> Ensured:
+                 field_manager: str | None = None, over: str | None = None) -> Ensured:
     """Server-side apply `obj` (under `field_manager`, else the client's) unless the live object already is what the
     apply would make of it (controller_runtime.compare). The live object is `live` when the caller read it fresh
-    (None: it does not exist), else the one `cache` holds, else read fresh here; the reply goes into `cache`."""
+    (None: it does not exist), else the one `cache` holds, else read fresh here; the reply goes into `cache`.
+    `over`: only over that resourceVersion of the object (the one a decision was made on): a newer one is a 409."""
+    if over is not None:
+        obj = {**obj, "metadata": {**obj["metadata"], "resourceVersion": over}}
     meta = obj["metadata"]
     namespace = str(meta.get("namespace") or "")
     current: Mapping[str, Any] | None

@@ -32,8 +32,8 @@ from renderer.manifests import CLAIM
 from renderer.render import render_loaded
 
 __all__ = ["CLAIMS_READY", "MIGRATION_APPROVED", "PHASES", "READY", "WORKLOAD_FIELDS", "Desired", "Refusal", "Settled",
-           "Waiting", "apply_failed", "assess", "describe", "earned", "read_application", "refused", "settle",
-           "waiting_claims", "waiting_note", "workload_fields"]
+           "Waiting", "apply_failed", "assess", "awaiting_pull_secrets", "describe", "earned", "read_application",
+           "refused", "settle", "waiting_claims", "waiting_note", "workload_fields"]
 
 READY, CLAIMS_READY, MIGRATION_APPROVED = "Ready", "ClaimsReady", "MigrationApproved"
 PHASES = ("Pending", "Progressing", "Ready", "AwaitingMigrationApproval", "Failed")
@@ -301,6 +301,17 @@ def refused(app: Mapping[str, Any], refusal: Refusal) -> StatusUpdate:
     conditions = [Condition(READY, "False", refusal.reason, refusal.message),
                   *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED, IMAGE_RESOLVED)]
     return StatusUpdate(conditions, fields, _generation(app))
+
+
+def awaiting_pull_secrets(app: Mapping[str, Any], names: Sequence[str]) -> StatusUpdate:
+    """Pending: nothing applied until the pull secrets its Deployment lists exist (lifecycle.private_images)."""
+    status = _status(app)
+    fields = {"phase": "Pending", **kept(status, *KEPT, *WORKLOAD_FIELDS, "migrationPlan")}
+    condition = Condition(READY, "False", "WaitingForPullSecret",
+                          f"no workload until the SourceCredentials serving its image have derived their pull secrets "
+                          f"in this namespace (waiting for {', '.join(names)})")
+    return StatusUpdate([condition, *carried(status.get("conditions"), CLAIMS_READY, MIGRATION_APPROVED,
+                                             IMAGE_RESOLVED)], fields, _generation(app))
 
 
 def apply_failed(app: Mapping[str, Any], message: str, retryable: bool) -> StatusUpdate:

@@ -2,18 +2,25 @@
 pulls it every time (imagePullPolicy: Always), so the kubelet asks the registry with the pod's own credentials and a
 node's image cache never runs another team's private image in a pod without them (issue 34: a covered pod pulled it
 onto the node, an uncovered namespace's pod then ran it from the cache). Whose namespace the credential serves does
-not matter: the uncovered pod is the one that must pull. Public images keep the kubelet's default."""
+not matter: the uncovered pod is the one that must pull. Public images keep the kubelet's default.
+
+The pull secrets serving the app's image are in its Deployment from the first apply (co-owned with the credential
+controller's attachment: the list is keyed by name), and the Deployment waits until they exist: the first pod pulls
+with them, and a followed tag's first look at the registry logs in with them (else the tag ran, then its digest)."""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
-from lifecycle.credentials.coverage import coverage_of, covers_image
+from lifecycle.credentials.checks import INVALID
+from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image, serving
+from lifecycle.credentials.outputs import attached, pull_secret_name, pull_secrets_for
+from lifecycle.credentials.reports import NOT_PRESENT, reported
 from lifecycle.credentials.spec import read
 
-__all__ = ["private_hosts", "pull_always"]
+__all__ = ["private_hosts", "pull_always", "pull_secrets_awaited", "with_pull_secrets"]
 
 
 def private_hosts(credentials: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -41,3 +48,33 @@ def pull_always(children: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> 
                 container["imagePullPolicy"] = "Always"
         out.append(changed)
     return out
+
+
+def with_pull_secrets(children: Iterable[Mapping[str, Any]], credentials: Iterable[Mapping[str, Any]]
+                      ) -> list[dict[str, Any]]:
+    """`children` with each Deployment listing the pull secrets the SourceCredentials serving now give its app
+    container's image in its namespace (lifecycle.credentials.outputs.pull_secrets_for: the same list the credential
+    controller attaches)."""
+    serving_now = serving(credentials)
+    out: list[dict[str, Any]] = []
+    for child in children:
+        names = pull_secrets_for(deployment_image(child), str(child["metadata"].get("namespace") or ""),
+                                 serving_now) if child.get("kind") == "Deployment" else []
+        if not names:
+            out.append(dict(child))
+            continue
+        changed = copy.deepcopy(dict(child))
+        changed["spec"]["template"]["spec"]["imagePullSecrets"] = [{"name": n} for n in names]
+        out.append(changed)
+    return out
+
+
+def pull_secrets_awaited(children: Iterable[Mapping[str, Any]], credentials: Iterable[Mapping[str, Any]],
+                         present: Container[str]) -> list[str]:
+    """The pull secrets the Deployments list (with_pull_secrets) that are not in the namespace yet, from credentials
+    that will derive them: not those whose registry material is missing or was refused (their status says so, and
+    the Application's SourceCredentialValid condition names them)."""
+    failing = {pull_secret_name(c["metadata"]["name"]) for c in credentials
+               if any(r.half == "registry" and r.state in (NOT_PRESENT, INVALID) for r in reported(c))}
+    listed = {name for child in children if child.get("kind") == "Deployment" for name in attached(child)}
+    return sorted(n for n in listed if n not in present and n not in failing)

@@ -19,7 +19,7 @@ from controller_runtime.errors import KubeError
 from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
-from controller_runtime.objects import Key, controller_owners, itself
+from controller_runtime.objects import Key, controller_owners, itself, key_of
 from controller_runtime.outcomes import Done, NextCheck, Outcome, Terminal, soonest
 from controller_runtime.writes import ensure, prune, write_status
 from lifecycle import listeners
@@ -28,6 +28,7 @@ from lifecycle.application import (
     Refusal,
     apply_failed,
     assess,
+    awaiting_pull_secrets,
     refused,
     settle,
     waiting_claims,
@@ -37,7 +38,8 @@ from lifecycle.baseline import identity, record, record_name
 from lifecycle.children import in_use, prunable
 from lifecycle.conditions import StatusUpdate
 from lifecycle.crd import BASELINE, HOSTNAME_POLICY, PUBLIC_HOSTNAME
-from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image
+from lifecycle.credentials.coverage import application_image, coverage_of, covers_image, deployment_image
+from lifecycle.credentials.outputs import derived_from
 from lifecycle.credentials.reports import scoped_out
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.credentials.spec import read as read_credential
@@ -48,7 +50,7 @@ from lifecycle.image_digest import pinned
 from lifecycle.notes import Note
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
-from lifecycle.private_images import private_hosts, pull_always
+from lifecycle.private_images import private_hosts, pull_always, pull_secrets_awaited, with_pull_secrets
 from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
 from lifecycle.rotation import stamped
 from reconciler.image_digests import resolve as resolve_images
@@ -70,6 +72,7 @@ MANAGED = {MANAGED_BY_LABEL: MANAGED_BY}
 # The pods of our Deployments (they carry the pod template's labels): their container states are the health.
 POD = GroupVersionKind("v1", "Pod")
 DEPLOYMENT = GroupVersionKind("apps/v1", "Deployment")
+SECRET = GroupVersionKind("v1", "Secret")
 # A removed need's claim held for a pod that still reads it is looked at again this soon at the latest.
 HELD_AGAIN = NextCheck(5.0)
 DRIFT_CORRECTIONS = Counter("apprafter_drift_corrections", "Children put back after another field manager changed "
@@ -134,6 +137,7 @@ class ApplicationController:
                 Watch(BASELINE, {}, baseline_primaries, records),
                 Watch(PUBLIC_HOSTNAME, {}, hostname_primaries, records),
                 Watch(SOURCE_CREDENTIAL, {}, self.credential_primaries, records),
+                Watch(SECRET, MANAGED, self.pull_secret_primaries),
                 # read when a pass checks a hostname: who may use it, and which routes not ours already serve it
                 Watch(HOSTNAME_POLICY, {}, no_primaries, CLUSTER), Watch(HTTPROUTE, {}, no_primaries, CLUSTER)]
 
@@ -144,8 +148,18 @@ class ApplicationController:
         if not hosts:
             return []
         owners = controller_owners(APPLICATION)
-        return sorted({key for d in self.cache(DEPLOYMENT).items()
-                       if (image := deployment_image(d)) and covers_image(hosts, image) for key in owners(d)})
+        running = {key for d in self.cache(DEPLOYMENT).items()
+                   if (image := deployment_image(d)) and covers_image(hosts, image) for key in owners(d)}
+        # and those waiting for its pull secret before their first Deployment (lifecycle.private_images)
+        named = {key_of(a) for a in self.cache(APPLICATION).items()
+                 if (image := application_image(a)) is not None and covers_image(hosts, image)}
+        return sorted(running | named)
+
+    def pull_secret_primaries(self, secret: Mapping[str, Any]) -> Iterable[Key]:
+        """The Applications of the namespace a SourceCredential's derived Secret is in: one may wait for it."""
+        if derived_from(secret) is None:
+            return []
+        return [key_of(a) for a in self.cache(APPLICATION).items(str(secret["metadata"].get("namespace") or ""))]
 
     def bind(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -196,16 +210,24 @@ class ApplicationPass:
         self.namespace, self.name = meta["namespace"], meta["name"]
         self.log = {"controller": "application", "namespace": self.namespace, "object": self.name}
         self.tenancy = Tenancy(controller, self.kube, app)
+        self.recorded_version: str | None = None  # the ApplicationBaseline the gate read (lifecycle.baseline)
 
     async def run(self) -> Outcome:
         recorded = self.controller.records(BASELINE).get(self.controller.records_namespace,
                                                          record_name(*identity(self.app)))
+        self.recorded_version = (recorded or {}).get("metadata", {}).get("resourceVersion")
         desired = assess(self.app, self.plans, self.controller.context, status_manager=self.kube.status_field_manager,
                          recorded=recorded, field_manager=self.kube.field_manager)
         if isinstance(desired, Refusal):
             return await self.refuse(desired)
         credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
-        desired = desired._replace(children=pull_always(desired.children, private_hosts(credentials)))
+        desired = desired._replace(children=with_pull_secrets(pull_always(desired.children, private_hosts(credentials)),
+                                                              credentials))
+        derived = {s["metadata"]["name"] for s in self.controller.cache(SECRET).items(self.namespace)}
+        if awaited := pull_secrets_awaited(desired.children, credentials, derived):
+            # its event brings the next pass (pull_secret_primaries)
+            await self.write_status(awaiting_pull_secrets(self.app, awaited))
+            return Done()
         # a followed tag is applied as its digest (lifecycle.image_digest): the gate compared the spec, not this
         images = await resolve_images(self.kube, self.app, desired.children, credentials,
                                       self.controller.image_registries, self.controller.insecure_registries)
@@ -261,7 +283,9 @@ class ApplicationPass:
         if not isinstance(spec, Mapping):
             return
         wanted = record(self.app, spec, update.fields.get("appliedMigrationPlan"), self.controller.records_namespace)
-        await ensure(self.kube, self.controller.records(BASELINE), wanted)
+        # only over the baseline this pass was gated against: one changed meanwhile (its event not handled yet) is
+        # a 409 and the next pass judges it, never written over
+        await ensure(self.kube, self.controller.records(BASELINE), wanted, over=self.recorded_version)
         if update.fields.get("phase") == "Ready":
             await self.tenancy.release(desired)
 

@@ -1,9 +1,9 @@
 """The SourceCredential controller (spec §3.12), the edge: reads a credential, its unsealed Secrets, what it derived,
-our Deployments, Argo CD's Applications and its MigrationPlans from the caches, and what lifecycle.credentials.assess
-asks it to look at outside the cluster (OpenBao reads, registry and git checks: blocking, bounded, in threads); then
-writes what the core decided, in its order: the plan, the finalizer, the derived Secrets (a hand edit put back and
-named: DriftCorrected), the prune, the Deployments' imagePullSecrets, the status, the plan carried out. Every
-decision is the core's (docs/rules.md). Never logs material."""
+our Deployments and Applications, Argo CD's Applications and its MigrationPlans from the caches, and what
+lifecycle.credentials.assess asks it to look at outside the cluster (OpenBao reads, registry and git checks:
+blocking, bounded, in threads); then writes what the core decided, in its order: the plan, the finalizer, the
+derived Secrets (a hand edit put back and named: DriftCorrected), the prune, the Deployments' imagePullSecrets, the
+status, the plan carried out. Every decision is the core's (docs/rules.md). Never logs material."""
 
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
 from reconciler.stack_sources import in_thread
 from reconciler.status import record
+from renderer.crds import APPLICATION
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 from toolchain.timestamps import time_now
 
@@ -74,6 +75,7 @@ class SourceCredentialController:
                       records),
                 Watch(SECRET, MANAGED, lambda s: self._keys(concerns.deriving(s, self.records_namespace))),
                 Watch(DEPLOYMENT, MANAGED, lambda d: self._keys(concerns.concerned_by_deployment(self._objects(), d))),
+                Watch(APPLICATION, {}, lambda a: self._keys(concerns.concerned_by_image_of(self._objects(), a))),
                 Watch(MIGRATION_PLAN, CREDENTIAL_PLAN_LABELS, lambda p: self._keys(concerns.planning(p)), records),
                 Watch(ARGO_APPLICATION, {}, lambda a: self._keys(concerns.concerned_by_application(self._objects(), a)),
                       (self.settings.argocd_namespace,))]
@@ -104,7 +106,8 @@ class SourceCredentialController:
         return Cluster(self._objects(), self._plans().items(self.records_namespace),
                        {n: materials.get(self.records_namespace, n) for n in (material_names(obj) if obj else [])},
                        self._informer(SECRET, MANAGED).items(), self._informer(DEPLOYMENT, MANAGED).items(),
-                       self._informer(ARGO_APPLICATION, {}, (argocd,)).items(argocd))
+                       self._informer(ARGO_APPLICATION, {}, (argocd,)).items(argocd),
+                       self._informer(APPLICATION, {}).items())
 
     async def reconcile(self, namespace: str, name: str) -> Outcome:
         assert self.runtime is not None

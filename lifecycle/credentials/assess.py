@@ -22,12 +22,12 @@ from lifecycle.credentials.material import Found, Material, Unreadable
 from lifecycle.credentials.outputs import (
     FINALIZER,
     attachments,
-    covered_deployments,
     derived_by,
     half_of,
     pull_secret,
     repo_creds,
     repository_secrets,
+    served_namespaces,
 )
 from lifecycle.credentials.spec import HALVES, Credential, argocd_url, pull_key, read
 from lifecycle.plans import credential_of
@@ -59,6 +59,7 @@ class Cluster(NamedTuple):
     derived: Sequence[Mapping[str, Any]]
     deployments: Sequence[Mapping[str, Any]]
     argo_applications: Sequence[Mapping[str, Any]]
+    applications: Sequence[Mapping[str, Any]] = ()  # ours (apprafter.io): a pull secret precedes the first Deployment
 
 
 class Assessment(NamedTuple):
@@ -175,8 +176,8 @@ def _derive(credential: Credential, found: Mapping[str, Found], deriving: Mappin
         out += (repo_creds(credential, git, argocd_namespace) if credential.git.projects is None
                 else repository_secrets(credential, git, argocd_namespace, cluster.argo_applications))
     if isinstance(registry, Material) and deriving["registry"]:
-        covered = covered_deployments(credential, cluster.deployments)
-        out += [pull_secret(credential, registry, ns) for ns in sorted({d["metadata"]["namespace"] for d in covered})]
+        out += [pull_secret(credential, registry, ns)
+                for ns in served_namespaces(credential, cluster.deployments, cluster.applications)]
     return out
 
 

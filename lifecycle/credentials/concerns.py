@@ -1,18 +1,19 @@
 """Which SourceCredentials an event on an object their controller watches concerns, decided without a cluster: an
 unsealed Secret (the credentials reading their material from it), one of our Deployments (those covering its image
-or whose pull secret its pods reference), an Argo CD Application (those covering a repository it syncs), a derived
-Secret or a MigrationPlan (the credential it names)."""
+or whose pull secret its pods reference) or Applications (those covering its image), an Argo CD Application (those
+covering a repository it syncs), a derived Secret or a MigrationPlan (the credential it names)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lifecycle.credentials.coverage import covering, deployment_image, repository_users, serving
+from lifecycle.credentials.coverage import application_image, covering, deployment_image, repository_users, serving
 from lifecycle.credentials.outputs import attached, derived_from, pull_secret_name
 from lifecycle.plans import credential_of
 
-__all__ = ["backed_by", "concerned_by_application", "concerned_by_deployment", "deriving", "planning"]
+__all__ = ["backed_by", "concerned_by_application", "concerned_by_deployment", "concerned_by_image_of", "deriving",
+           "planning"]
 
 
 def backed_by(credentials: Iterable[Mapping[str, Any]], secret: str) -> list[str]:
@@ -34,6 +35,13 @@ def concerned_by_application(credentials: Sequence[Mapping[str, Any]], applicati
     """The SourceCredentials covering a repository an Argo CD Application syncs."""
     return sorted({name for user in repository_users([application])
                    for name in covering(credentials, "git", user.target)})
+
+
+def concerned_by_image_of(credentials: Sequence[Mapping[str, Any]], application: Mapping[str, Any]) -> list[str]:
+    """The SourceCredentials covering the image one of our Applications names (its pull secret precedes the first
+    Deployment)."""
+    image = application_image(application)
+    return covering(credentials, "registry", image) if image is not None else []
 
 
 def deriving(secret: Mapping[str, Any], namespace: str) -> list[str]:

@@ -10,12 +10,13 @@ from typing import Any, NamedTuple
 
 from lifecycle.credentials.git_urls import template_covers
 from lifecycle.credentials.spec import Backend, Credential, Half, argocd_project, argocd_url, pull_key, read
+from renderer.effective import effective_spec
 from renderer.imageref import split_image
 from renderer.names import NAME_LABEL
 
-__all__ = ["Coverage", "User", "applied_coverage", "as_applied", "coverage_of", "covered", "covering", "covers_image",
-           "covers_repository", "deployment_image", "image_users", "repository_users", "serves_now", "serving",
-           "users"]
+__all__ = ["Coverage", "User", "application_image", "applied_coverage", "as_applied", "coverage_of", "covered",
+           "covering", "covers_image", "covers_repository", "deployment_image", "image_users", "repository_users",
+           "serves_now", "serving", "users"]
 
 APP_CONTAINER = "app"  # the renderer's container name in every Deployment (renderer/manifests/workload.py)
 
@@ -132,6 +133,19 @@ def deployment_image(deployment: Mapping[str, Any]) -> str | None:
     """The image the renderer's app container runs (the rendered image)."""
     containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
     return next((str(c.get("image")) for c in containers if c.get("name") == APP_CONTAINER and c.get("image")), None)
+
+
+def application_image(application: Mapping[str, Any]) -> str | None:
+    """The image one of our Applications runs in its environment (base merged with the environment's override),
+    None when its spec does not say (the webhook refuses such a spec; a cache may still hold one)."""
+    spec = application.get("spec")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("environment"), str):
+        return None
+    try:
+        image = effective_spec(spec, spec["environment"]).get("image")
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return image if isinstance(image, str) and image else None
 
 
 def repository_users(argo_applications: Iterable[Mapping[str, Any]]) -> list[User]:

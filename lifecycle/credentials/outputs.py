@@ -12,15 +12,39 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lifecycle.credentials.coverage import covers_image, covers_repository, deployment_image, repository_users, serving
+from lifecycle.credentials.coverage import (
+    application_image,
+    covers_image,
+    covers_repository,
+    deployment_image,
+    repository_users,
+    serving,
+)
 from lifecycle.credentials.git_urls import normalize_git_url
 from lifecycle.credentials.material import Material
 from lifecycle.credentials.spec import Credential, Half, argocd_url, in_scope, pull_key
 from renderer.names import MANAGED_BY, MANAGED_BY_LABEL
 
-__all__ = ["CREDENTIAL_LABEL", "CREDENTIAL_NAMESPACE_LABEL", "FINALIZER", "attached", "attachment", "attachments",
-           "covered_deployments", "covers", "derived_by", "derived_from", "half_of", "pull_secret", "pull_secret_name",
-           "pull_secrets_for", "repo_creds", "repository_secrets", "serves"]
+__all__ = [
+    "CREDENTIAL_LABEL",
+    "CREDENTIAL_NAMESPACE_LABEL",
+    "FINALIZER",
+    "attached",
+    "attachment",
+    "attachments",
+    "covered_deployments",
+    "covers",
+    "derived_by",
+    "derived_from",
+    "half_of",
+    "pull_secret",
+    "pull_secret_name",
+    "pull_secrets_for",
+    "repo_creds",
+    "repository_secrets",
+    "served_namespaces",
+    "serves",
+]
 
 CREDENTIAL_LABEL = "apprafter.io/source-credential"  # on every derived Secret: which credential it came from
 # ... and that credential's namespace: an operator touches only what its own records namespace's credentials derived
@@ -142,6 +166,19 @@ def covered_deployments(credential: Credential, deployments: Iterable[Mapping[st
     where its pull secret goes."""
     return [d for d in deployments if (image := deployment_image(d))
             and serves(credential.registry, image, str(d["metadata"]["namespace"]))]
+
+
+def served_namespaces(credential: Credential, deployments: Iterable[Mapping[str, Any]],
+                      applications: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """The namespaces the credential's pull secret goes to: those of the Deployments it covers, and those of our
+    Applications whose image it serves before their first Deployment exists (their first pod pulls with it, and a
+    followed tag's first look at the registry logs in with it)."""
+    namespaces = {str(d["metadata"]["namespace"]) for d in covered_deployments(credential, deployments)}
+    for app in applications:
+        image, namespace = application_image(app), str(app["metadata"].get("namespace") or "")
+        if image is not None and serves(credential.registry, image, namespace):
+            namespaces.add(namespace)
+    return sorted(namespaces)
 
 
 def attached(deployment: Mapping[str, Any]) -> list[str]:

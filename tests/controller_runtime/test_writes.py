@@ -94,6 +94,29 @@ def test_ensure_under_another_field_manager_without_force_meets_a_conflict(run: 
     assert run(scenario).code == 409
 
 
+def test_ensure_over_a_version_writes_over_that_one_only(run: Run, server: KubeTestBed, namespace: str) -> None:
+    """A decision made on one version of an object is written over that version only: a change made meanwhile,
+    even under the writer's own field manager and already in its cache, is a 409 and stays."""
+    async def scenario(kube: Kube) -> KubeError:
+        cache = Informer(kube, CONFIG_MAP)
+        decided = (await ensure(kube, cache, config_map(namespace, "gate", a="good"))).obj
+        version = decided["metadata"]["resourceVersion"]
+        same = await ensure(kube, cache, config_map(namespace, "gate", a="good"), over=version)
+        assert not same.written  # nothing changed since: nothing sent
+        spoofed = server.apply(config_map(namespace, "gate", a="spoof"), field_manager="runtime-test")
+        cache.update(spoofed)  # its event came before the write
+        with pytest.raises(KubeError) as refused:
+            await ensure(kube, cache, config_map(namespace, "gate", a="good"), over=version)
+        live = server.get("v1", "ConfigMap", "gate", namespace)
+        assert live is not None and live["data"] == {"a": "spoof"}
+        fresh = await ensure(kube, cache, config_map(namespace, "gate", a="good"),
+                             over=spoofed["metadata"]["resourceVersion"])
+        assert fresh.written and fresh.obj["data"] == {"a": "good"}
+        return refused.value
+
+    assert run(scenario).code == 409
+
+
 def test_the_status_writer_applies_the_whole_status_through_the_subresource_once(run: Run, server: KubeTestBed,
                                                                                  namespace: str) -> None:
     async def scenario(kube: Kube) -> None:

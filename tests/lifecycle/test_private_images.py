@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifecycle.private_images import private_hosts, pull_always
+from lifecycle.private_images import private_hosts, pull_always, pull_secrets_awaited, with_pull_secrets
 
 
 def deployment(*images: str) -> dict[str, Any]:
@@ -28,3 +28,48 @@ def test_private_images_pull_every_time_public_ones_as_before() -> None:
     assert pull_always([deployment("registry.example/teamx/app:1")], hosts)[0] == deployment(
         "registry.example/teamx/app:1")  # path component by component
     assert pull_always(given, ()) == given
+
+
+def credential(name: str, hosts: list[str], namespaces: list[str] | None = None,
+               registry_valid: tuple[str, str] | None = None, present: bool = True) -> dict[str, Any]:
+    registry: dict[str, Any] = {"hosts": hosts, "backend": {"sealedSecretRef": {"name": name}}}
+    if namespaces is not None:
+        registry["namespaces"] = namespaces
+    conditions = [{"type": "Present", "status": "True" if present else "False",
+                   "reason": "Found" if present else "NotFound", "message": ""}]
+    if registry_valid:
+        conditions.append({"type": "Valid", "status": registry_valid[0], "reason": registry_valid[1], "message": ""})
+    return {"metadata": {"name": name, "namespace": "apprafter-system"}, "spec": {"registry": registry},
+            "status": {"registry": {"conditions": conditions}}}
+
+
+def app_deployment(namespace: str, image: str) -> dict[str, Any]:
+    return {"kind": "Deployment", "metadata": {"name": "demo", "namespace": namespace},
+            "spec": {"template": {"spec": {"containers": [{"name": "app", "image": image}]}}}}
+
+
+def test_the_deployment_lists_the_pull_secrets_serving_its_image_and_waits_for_those_still_to_come() -> None:
+    credentials = [credential("team", ["registry.example/team/"], ["shop"]),
+                   credential("wide", ["registry.example/"]),
+                   credential("other", ["registry.example/team/"], ["elsewhere"])]
+    given = [app_deployment("shop", "registry.example/team/app:1"), {"kind": "Service", "metadata": {"name": "s"}}]
+    [listed, service] = with_pull_secrets(given, credentials)
+    assert listed["spec"]["template"]["spec"]["imagePullSecrets"] == [
+        {"name": "apprafter-pull-team"}, {"name": "apprafter-pull-wide"}]  # not another namespace's credential
+    assert "imagePullSecrets" not in given[0]["spec"]["template"]["spec"] and service == given[1]
+    assert with_pull_secrets([app_deployment("shop", "docker.io/library/nginx:1")], credentials) == [
+        app_deployment("shop", "docker.io/library/nginx:1")]  # a public image: nothing listed
+    # those not derived yet are awaited; present ones are not
+    assert pull_secrets_awaited([listed], credentials, set()) == ["apprafter-pull-team", "apprafter-pull-wide"]
+    assert pull_secrets_awaited([listed], credentials, {"apprafter-pull-wide"}) == ["apprafter-pull-team"]
+    assert pull_secrets_awaited([listed], credentials, {"apprafter-pull-team", "apprafter-pull-wide"}) == []
+
+
+def test_a_credential_that_will_not_derive_is_not_waited_for() -> None:
+    """Its material missing or its login refused: the status says so, the Application's condition names it, and
+    the pods' pull failure is what the app shows (a wait would hide it)."""
+    missing = credential("missing", ["registry.example/team/"], present=False)
+    refused = credential("refused", ["registry.example/team/"], registry_valid=("False", "Invalid"))
+    unchecked = credential("unchecked", ["registry.example/team/"], registry_valid=("Unknown", "Unverified"))
+    listed = with_pull_secrets([app_deployment("shop", "registry.example/team/app:1")], [missing, refused, unchecked])
+    assert pull_secrets_awaited(listed, [missing, refused, unchecked], set()) == ["apprafter-pull-unchecked"]

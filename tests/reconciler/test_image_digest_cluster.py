@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lifecycle.credentials.outputs import pull_secret_name
 from lifecycle.image_digest import Resolved, TagGone, Unreachable
 from platform_stack.docker_config import parse_docker_config
 from platform_stack.registry.client import connect
@@ -85,6 +86,11 @@ def test_a_followed_tag_is_applied_by_digest_rolled_out_when_it_moves_and_kept_w
         return ((app_status(bed, namespace).get("images") or [{}])[0])
 
     wait_showing("the tag applied as its digest", lambda: deployed() == f"{image}@{first}" or None, 30, shown)
+    # made so: the pull secret was derived before the first Deployment, which lists it and was the registry's login
+    # for the first look (else the tag ran first, then its digest: generation 2)
+    made = bed.get("apps/v1", "Deployment", "demo", namespace)
+    assert made is not None and made["metadata"]["generation"] == 1, shown()
+    assert made["spec"]["template"]["spec"]["imagePullSecrets"] == [{"name": pull_secret_name("shop-pull")}]
     wait_showing("status.images with the digest", lambda: entry().get("digest") == first or None, 10, shown)
     assert entry()["image"] == image and entry()["container"] == "app"
     resolved = condition(app_status(bed, namespace), "ImageResolved")

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from admission.review import Settings, validating
+from lifecycle.credentials.concerns import concerned_by_image_of
 from lifecycle.credentials.material import Material, material
 from lifecycle.credentials.outputs import (
     attachment,
@@ -17,6 +18,7 @@ from lifecycle.credentials.outputs import (
     pull_secret,
     pull_secrets_for,
     repo_creds,
+    served_namespaces,
 )
 from lifecycle.credentials.spec import Backend, Credential, Half, check, read
 from lifecycle.secrets import granted
@@ -128,6 +130,24 @@ def test_a_scoped_registry_half_serves_only_its_namespaces() -> None:
                    _deployment("team", "ghcr.io/other/app:1")]
     assert [d["metadata"]["namespace"] for d in covered_deployments(scoped, deployments)] == ["team"]
     assert [d["metadata"]["namespace"] for d in covered_deployments(CRED, deployments)] == ["team", "intruder"]
+
+
+def test_the_pull_secret_goes_where_an_application_names_a_served_image_before_its_first_deployment() -> None:
+    scoped = CRED._replace(registry=CRED.registry._replace(namespaces=("team", "new")))  # type: ignore[union-attr]
+    def app(namespace: str, image: str, override: str | None = None) -> dict[str, Any]:
+        """An Application CR: its image in base, or overridden by its environment's."""
+        return {"metadata": {"name": "shop", "namespace": namespace},
+                "spec": {"environment": "prod", "base": {"image": image},
+                         "environments": {"prod": {"image": override} if override else {}}}}
+
+    applications = [app("new", "ghcr.io/other/shop:1", override="ghcr.io/myorg/shop:1"),
+                    app("intruder", "ghcr.io/myorg/app:1"), app("team", "ghcr.io/other/app:1")]
+    assert served_namespaces(scoped, [_deployment("team", "ghcr.io/myorg/app:1")], applications) == ["new", "team"]
+    assert served_namespaces(scoped, [], applications[1:]) == []
+    obj = {"metadata": {"name": "myorg", "namespace": "apprafter-system"},
+           "spec": {"registry": {"hosts": ["ghcr.io/myorg/"], "backend": {"sealedSecretRef": {"name": "login"}}}}}
+    assert concerned_by_image_of([obj], applications[0]) == ["myorg"]
+    assert concerned_by_image_of([obj], applications[2]) == []
 
 
 SCOPE_PROBLEMS = [
