@@ -50,6 +50,7 @@ def check_values(values: Any) -> None:
             _need(component.get(key), (*at, key), kind)
         _need(component.get("values"), (*at, "values"), dict, optional=True)
         _need(component.get("passDomain"), (*at, "passDomain"), bool, optional=True)
+        _need(component.get("passPlatform"), (*at, "passPlatform"), bool, optional=True)
         for key in ("repoURL", "chart", "targetRevision"):
             _need(component["source"].get(key), (*at, "source", key), str)
         for tier, entry in component["tiers"].items():
@@ -120,6 +121,9 @@ def effective_components(values: dict[str, Any], retired: Collection[str] = ()) 
         merged = deep_merge(component.get("values") or {}, component["tiers"][tier].get("values") or {})
         if component.get("passDomain") and values.get("domain"):
             merged["domain"] = values["domain"]
+        if component.get("passPlatform"):
+            merged = deep_merge(merged, {"platform": {"tier": tier, **({"domain": values["domain"]}
+                                                                       if values.get("domain") else {})}})
         merged = deep_merge(merged, override.get("values") or {})
         source = dict(component["source"])
         if override.get("pin"):

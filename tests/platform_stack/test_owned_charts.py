@@ -342,6 +342,30 @@ def test_the_umbrella_passes_its_domain_to_the_gateway_only(stack_all: Path) -> 
     assert overridden["gateway"]["spec"]["source"]["helm"]["valuesObject"]["domain"] == "other.example.org"
 
 
+def test_the_umbrella_gives_the_operator_and_the_webhook_its_tier_and_domain(stack_all: Path,
+                                                                             tmp_path: Path) -> None:
+    """They render and judge with the platform's domain and tier, as the plugin does: through the operator chart's
+    `platform.domain`/`platform.tier`, its flags; an override still wins."""
+    apps = umbrella(stack_all, "team")
+    given = {name: app["spec"]["source"]["helm"]["valuesObject"].get("platform") for name, app in apps.items()
+             if "platform" in app["spec"]["source"]["helm"].get("valuesObject", {})}
+    assert given == {"apprafter-operator": {"tier": "team", "domain": DOMAIN},
+                     "apprafter-admission": {"tier": "team", "domain": DOMAIN}}
+    for name, container in (("apprafter-operator", "operator"), ("apprafter-admission", "webhook")):
+        values = tmp_path / f"{name}.json"
+        values.write_text(json.dumps(apps[name]["spec"]["source"]["helm"]["valuesObject"]))
+        objects = [d for d in yaml.safe_load_all(ok(helm("template", name, str(CHARTS / "apprafter-operator"),
+                                                         "--kube-version", KUBE_VERSION, "-f", str(values)))) if d]
+        [args] = [c["args"] for o in objects if o["kind"] == "Deployment"
+                  for c in o["spec"]["template"]["spec"]["containers"] if c["name"] == container]
+        assert f"--domain={DOMAIN}" in args and "--tier=team" in args, args
+    no_domain = applications(helm_template(stack_all, "--set", "tier=solo"))
+    assert no_domain["apprafter-operator"]["spec"]["source"]["helm"]["valuesObject"]["platform"] == {"tier": "solo"}
+    overridden = umbrella(stack_all, "team", "--set", "overrides.apprafter-operator.values.platform.domain=other.org")
+    assert overridden["apprafter-operator"]["spec"]["source"]["helm"]["valuesObject"]["platform"] == {
+        "tier": "team", "domain": "other.org"}
+
+
 def test_network_policy_chart_lint_and_gateway_chart_lint_are_clean() -> None:
     for chart, args in (("apprafter-gateway", ["--set", f"domain={DOMAIN}"]), ("apprafter-network-policies", []),
                         ("apprafter-service-providers", [])):
