@@ -11,7 +11,7 @@ with them, and a followed tag's first look at the registry logs in with them (el
 from __future__ import annotations
 
 import copy
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lifecycle.credentials.checks import INVALID
@@ -70,11 +70,11 @@ def with_pull_secrets(children: Iterable[Mapping[str, Any]], credentials: Iterab
 
 
 def pull_secrets_awaited(children: Iterable[Mapping[str, Any]], credentials: Iterable[Mapping[str, Any]],
-                         present: Container[str]) -> list[str]:
+                         present: Callable[[str], bool]) -> list[str]:
     """The pull secrets the Deployments list (with_pull_secrets) that are not in the namespace yet, from credentials
     that will derive them: not those whose registry material is missing or was refused (their status says so, and
     the Application's SourceCredentialValid condition names them)."""
     failing = {pull_secret_name(c["metadata"]["name"]) for c in credentials
                if any(r.half == "registry" and r.state in (NOT_PRESENT, INVALID) for r in reported(c))}
     listed = {name for child in children if child.get("kind") == "Deployment" for name in attached(child)}
-    return sorted(n for n in listed if n not in present and n not in failing)
+    return sorted(n for n in listed if n not in failing and not present(n))

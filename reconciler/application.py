@@ -223,8 +223,9 @@ class ApplicationPass:
         credentials = self.controller.records(SOURCE_CREDENTIAL).items(self.controller.records_namespace)
         desired = desired._replace(children=with_pull_secrets(pull_always(desired.children, private_hosts(credentials)),
                                                               credentials))
-        derived = {s["metadata"]["name"] for s in self.controller.cache(SECRET).items(self.namespace)}
-        if awaited := pull_secrets_awaited(desired.children, credentials, derived):
+        secrets = self.controller.cache(SECRET)
+        if awaited := pull_secrets_awaited(desired.children, credentials,
+                                           lambda name: secrets.get(self.namespace, name) is not None):
             # its event brings the next pass (pull_secret_primaries)
             await self.write_status(awaiting_pull_secrets(self.app, awaited))
             return Done()

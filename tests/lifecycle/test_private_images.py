@@ -3,6 +3,7 @@ operator): a container whose image lies under a host a SourceCredential covers p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lifecycle.private_images import private_hosts, pull_always, pull_secrets_awaited, with_pull_secrets
@@ -60,9 +61,12 @@ def test_the_deployment_lists_the_pull_secrets_serving_its_image_and_waits_for_t
     assert with_pull_secrets([app_deployment("shop", "docker.io/library/nginx:1")], credentials) == [
         app_deployment("shop", "docker.io/library/nginx:1")]  # a public image: nothing listed
     # those not derived yet are awaited; present ones are not
-    assert pull_secrets_awaited([listed], credentials, set()) == ["apprafter-pull-team", "apprafter-pull-wide"]
-    assert pull_secrets_awaited([listed], credentials, {"apprafter-pull-wide"}) == ["apprafter-pull-team"]
-    assert pull_secrets_awaited([listed], credentials, {"apprafter-pull-team", "apprafter-pull-wide"}) == []
+    def derived(*names: str) -> Callable[[str], bool]:
+        return set(names).__contains__
+
+    assert pull_secrets_awaited([listed], credentials, derived()) == ["apprafter-pull-team", "apprafter-pull-wide"]
+    assert pull_secrets_awaited([listed], credentials, derived("apprafter-pull-wide")) == ["apprafter-pull-team"]
+    assert pull_secrets_awaited([listed], credentials, derived("apprafter-pull-team", "apprafter-pull-wide")) == []
 
 
 def test_a_credential_that_will_not_derive_is_not_waited_for() -> None:
@@ -72,4 +76,5 @@ def test_a_credential_that_will_not_derive_is_not_waited_for() -> None:
     refused = credential("refused", ["registry.example/team/"], registry_valid=("False", "Invalid"))
     unchecked = credential("unchecked", ["registry.example/team/"], registry_valid=("Unknown", "Unverified"))
     listed = with_pull_secrets([app_deployment("shop", "registry.example/team/app:1")], [missing, refused, unchecked])
-    assert pull_secrets_awaited(listed, [missing, refused, unchecked], set()) == ["apprafter-pull-unchecked"]
+    awaited = pull_secrets_awaited(listed, [missing, refused, unchecked], lambda name: False)
+    assert awaited == ["apprafter-pull-unchecked"]
