@@ -20,7 +20,8 @@ __all__ = ["Handler", "IndexKey", "Informer"]
 
 
 Handler = Callable[[str, dict[str, Any]], None]  # (ADDED|MODIFIED|DELETED, object)
-IndexKey = Callable[[Mapping[str, Any]], str | None]  # an object's value in an index (None: not in it)
+# an object's value in an index, or its values (an HTTPRoute's hostnames); None or none: not in it
+IndexKey = Callable[[Mapping[str, Any]], str | Sequence[str] | None]
 
 
 _MAX_WRITTEN = 64  # written versions remembered per object
@@ -148,8 +149,8 @@ class Informer:
     def _index(self, key: Key, obj: Mapping[str, Any], names: Sequence[str]) -> None:
         pairs = list(self._values.get(key, ()))
         for name in names:
-            value = self._indexes[name][0](obj)
-            if value is not None:
+            found = self._indexes[name][0](obj)
+            for value in (found,) if isinstance(found, str) else found or ():
                 self._indexes[name][1].setdefault(value, set()).add(key)
                 pairs.append((name, value))
         if pairs:

@@ -14,8 +14,8 @@ from lifecycle.crd import PUBLIC_HOSTNAME
 from lifecycle.ownership import owner_of
 from renderer.crds import APPLICATION
 
-__all__ = ["HOLDER_INDEX", "Holding", "holder", "holder_key", "holding", "hostnames", "record", "records_key",
-           "released", "served_by"]
+__all__ = ["FOREIGN_ROUTE_INDEX", "HOLDER_INDEX", "Holding", "foreign_route_hostnames", "holder", "holder_key",
+           "holding", "hostnames", "record", "records_key", "released", "served_by"]
 
 Identity = tuple[str, str, str]  # (namespace, app, environment)
 HOLDER_INDEX = "holder"  # the records' cache index of holder_key
@@ -89,6 +89,17 @@ def _an_applications(obj: Mapping[str, Any]) -> bool:
     return any(ref.get("controller") and ref.get("kind") == APPLICATION.kind
                and str(ref.get("apiVersion", "")).startswith(group)
                for ref in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+FOREIGN_ROUTE_INDEX = "foreign-route-hostname"  # the HTTPRoutes no Application made, by each hostname they serve
+
+
+def foreign_route_hostnames(route: Mapping[str, Any]) -> tuple[str, ...]:
+    """The hostnames an HTTPRoute no Application made serves (none for one of ours): `served_by` needs only those
+    routes of a hostname, not the cluster's every route (a pass taking a hostname read them all: O(N) each)."""
+    if _an_applications(route):
+        return ()
+    return tuple(str(h) for h in (route.get("spec") or {}).get("hostnames") or [] if isinstance(h, str))
 
 
 def served_by(hostname: str, routes: Iterable[Mapping[str, Any]]) -> str:

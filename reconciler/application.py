@@ -16,7 +16,7 @@ from compatibility.crd import MIGRATION_PLAN
 from compatibility.gate import APPLIED, PlanPhase
 from controller_runtime.client import ALL_NAMESPACES
 from controller_runtime.errors import KubeError
-from controller_runtime.informer import IndexKey, Informer
+from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike, gvk_of
 from controller_runtime.manager import Runtime, Watch
 from controller_runtime.objects import Key, controller_owners, itself, key_of
@@ -44,15 +44,15 @@ from lifecycle.credentials.reports import scoped_out
 from lifecycle.credentials.spec import SOURCE_CREDENTIAL
 from lifecycle.credentials.spec import read as read_credential
 from lifecycle.drift import Drift, drift, drift_note
-from lifecycle.health import POD_INDEX, Workload, pod_key, pods_key, workload
-from lifecycle.hostnames import HOLDER_INDEX, holder, holder_key, records_key
+from lifecycle.health import POD_INDEX, Workload, pods_key, workload
+from lifecycle.hostnames import HOLDER_INDEX, holder, records_key
 from lifecycle.image_digest import pinned
 from lifecycle.notes import Note
-from lifecycle.ownership import INSTANCE_INDEX, instance_of
 from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
 from lifecycle.private_images import private_hosts, pull_always, pull_secrets_awaited, with_pull_secrets
 from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
 from lifecycle.rotation import stamped
+from reconciler.cache_indexes import indexed as _indexed
 from reconciler.image_digests import resolve as resolve_images
 from reconciler.plans import ensure as ensure_plans
 from reconciler.plans import set_phase
@@ -174,7 +174,7 @@ class ApplicationController:
     def cluster(self, kind: KindLike) -> Informer:
         """The cache of every object of a kind in the cluster, whoever made it (HostnamePolicies, HTTPRoutes)."""
         assert self.runtime is not None
-        return self.runtime.informer(kind, {}, CLUSTER)
+        return _indexed(self.runtime.informer(kind, {}, CLUSTER), kind)
 
     def records(self, kind: KindLike) -> Informer:
         """The cache of a kind the operator keeps in its own namespace (lifecycle.crd)."""
@@ -373,21 +373,6 @@ class ApplicationPass:
             log.info("status", extra={**self.log, "phase": (self.app.get("status") or {}).get("phase"),
                                       "generation": update.generation,
                                       "reason": update.conditions[0].reason if update.conditions else ""})
-
-
-# The cache indexes a pass reads by (each kind's objects found by one value, not by decoding a namespace's all).
-INDEXES: dict[tuple[str, str], tuple[str, IndexKey]] = {
-    (APPLICATION.api_version, APPLICATION.kind): (INSTANCE_INDEX, instance_of),
-    (POD.api_version, POD.kind): (POD_INDEX, pod_key),
-    (PUBLIC_HOSTNAME.api_version, PUBLIC_HOSTNAME.kind): (HOLDER_INDEX, holder_key),
-}
-
-
-def _indexed(informer: Informer, kind: KindLike) -> Informer:
-    index = INDEXES.get((kind.api_version, kind.kind))
-    if index is not None:
-        informer.add_index(*index)
-    return informer
 
 
 async def _all(calls: Iterable[Awaitable[Any]]) -> None:

@@ -120,7 +120,8 @@ class Tenancy:
                                                            holder_remembered=True).by
 
     def _served_elsewhere(self, host: str) -> str:
-        return hostnames.served_by(host, self.controller.cluster(HTTPROUTE).items())
+        routes = self.controller.cluster(HTTPROUTE).indexed(hostnames.FOREIGN_ROUTE_INDEX, host)
+        return hostnames.served_by(host, routes)
 
     async def _create(self, obj: dict[str, Any], records: Informer) -> dict[str, Any] | None:
         """Create the record; None when it is ours now, else the record someone else created first."""

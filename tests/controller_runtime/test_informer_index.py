@@ -23,8 +23,8 @@ def by_app(obj: Any) -> str | None:
     return f"{obj['metadata']['namespace']}/{app}" if app else None
 
 
-def names(informer: Informer, value: str) -> list[str]:
-    return [o["metadata"]["name"] for o in informer.indexed("app", value)]
+def names(informer: Informer, value: str, index: str = "app") -> list[str]:
+    return [o["metadata"]["name"] for o in informer.indexed(index, value)]
 
 
 def informer() -> Informer:
@@ -65,3 +65,13 @@ def test_an_index_added_late_covers_what_is_cached_and_adding_it_again_changes_n
     copy = cache.indexed("app", "team-a/web")[0]
     copy["metadata"]["labels"]["app"] = "changed"  # a fresh copy: the cache is not changed through it
     assert names(cache, "team-a/web") == ["web-1"]
+
+
+def test_an_object_with_several_values_is_found_by_each_and_by_none_once_changed() -> None:
+    cache = Informer(None, POD)  # type: ignore[arg-type]
+    cache.add_index("hosts", lambda obj: (obj.get("spec") or {}).get("hosts") or ())
+    listed = {**pod("web-1", "web", 1), "spec": {"hosts": ["a.example", "b.example"]}}
+    cache._replace(ALL_NAMESPACES, [listed, pod("loose", None, 2)])
+    assert [names(cache, h, "hosts") for h in ("a.example", "b.example", "c.example")] == [["web-1"], ["web-1"], []]
+    cache._event("MODIFIED", {**pod("web-1", "web", 3), "spec": {"hosts": ["c.example"]}})
+    assert [names(cache, h, "hosts") for h in ("a.example", "b.example", "c.example")] == [[], [], ["web-1"]]

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lifecycle.hostname_policy import check, read_all, refusal
-from lifecycle.hostnames import served_by
+from lifecycle.hostnames import foreign_route_hostnames, served_by
 from renderer.context import PlatformContext
 
 CONTEXT = PlatformContext(domain="apps.example.com")
@@ -99,3 +99,6 @@ def test_a_route_no_application_made_holds_its_exact_hostnames() -> None:
     assert served_by("shop.team-a.com", routes) == ""  # an Application's route: its record decides
     assert served_by("x.team-b.com", routes) == ""  # exact names only (docs/threat-model.md, out of scope)
     assert served_by("grafana.apps.example.com", routes).startswith("HTTPRoute argocd/other (controlled by Application")
+    # the index the operator finds them by: each hostname of a route no Application of ours made, none of ours
+    assert [foreign_route_hostnames(r) for r in routes] == [
+        ("argocd.apps.example.com",), (), ("*.team-b.com",), ("grafana.apps.example.com",)]
