@@ -253,6 +253,10 @@ def test_the_operator_derives_rotates_repairs_and_removes(bed: KubeTestBed, oper
     bed.apply(credential(records, GOOD))
     wait("the pull secret again", lambda: _pull_secrets(bed, covered) == [pull_secret_name("myorg")] or None)
     wait("its Secret again", lambda: _secret(bed, covered, pull_secret_name("myorg")))
+    # and the repo-creds widened back, the narrowed one pruned: that pass is done (the Application controller lists
+    # the pull secret in its own apply, so the reference alone may come before it)
+    wait("the repo-creds widened", lambda: [_decoded(s)["url"] for s in _repo_creds(bed, argocd_namespace)]
+         == GOOD["git"]["repoPrefixes"] or None)
     assert [p["metadata"]["name"] for p in credential_plans(bed, records, "myorg")] == [plan["metadata"]["name"]]
 
     # deleting it while Applications match it: held by our finalizer for a plan; approval removes it all
