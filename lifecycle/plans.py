@@ -10,8 +10,8 @@ from compatibility.gate import APPLIED, PlanPhase
 from compatibility.migrationplan import CREDENTIAL_LABEL
 from renderer.names import ENVIRONMENT_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NAME_LABEL
 
-__all__ = ["APPLICATION_PLAN_LABELS", "CREDENTIAL_PLAN_LABELS", "PLATFORM_PLAN_LABELS", "credential_of", "phase_patch",
-           "plans_of"]
+__all__ = ["APPLICATION_PLAN_LABELS", "CREDENTIAL_PLAN_LABELS", "PLAN_INDEX", "PLATFORM_PLAN_LABELS", "credential_of",
+           "phase_patch", "plan_key", "plans_of"]
 
 APPLICATION_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "application"}
 PLATFORM_PLAN_LABELS = {MANAGED_BY_LABEL: MANAGED_BY, "apprafter.io/scope": "platform"}
@@ -26,6 +26,16 @@ def plans_of(plans: Iterable[Mapping[str, Any]], app: str, environment: str | No
         if labels.get(NAME_LABEL) == app and (environment is None or labels.get(ENVIRONMENT_LABEL) == environment):
             out.append(plan)
     return out
+
+
+PLAN_INDEX = "application-plan"  # the application-scope plans by their Application: `namespace/name`
+
+
+def plan_key(plan: Mapping[str, Any]) -> str | None:
+    """An application-scope plan's Application, as `namespace/name` (by the label the operator writes), else None."""
+    meta = plan.get("metadata", {})
+    app = (meta.get("labels") or {}).get(NAME_LABEL)
+    return f"{meta.get('namespace', '')}/{app}" if app else None
 
 
 def credential_of(plan: Mapping[str, Any]) -> str | None:

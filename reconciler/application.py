@@ -48,7 +48,7 @@ from lifecycle.health import POD_INDEX, Workload, pods_key, workload
 from lifecycle.hostnames import HOLDER_INDEX, holder, records_key
 from lifecycle.image_digest import pinned
 from lifecycle.notes import Note
-from lifecycle.plans import APPLICATION_PLAN_LABELS, plans_of
+from lifecycle.plans import APPLICATION_PLAN_LABELS, PLAN_INDEX, plans_of
 from lifecycle.private_images import private_hosts, pull_always, pull_secrets_awaited, with_pull_secrets
 from lifecycle.retention import DROP_ANNOTATION, claims_to_drop, drop_mark
 from lifecycle.rotation import stamped
@@ -185,7 +185,7 @@ class ApplicationController:
         assert self.runtime is not None
         # The plans first, the Application after: an approval this pass sees is never newer than the spec it
         # is checked against. Plan phase writes carry the plans' resourceVersions (a 409 starts over).
-        plans = [dict(p) for p in plans_of(self.cache(MIGRATION_PLAN).items(namespace), name)]
+        plans = [dict(p) for p in plans_of(self.cache(MIGRATION_PLAN).indexed(PLAN_INDEX, f"{namespace}/{name}"), name)]
         app = await self.runtime.kube.get(APPLICATION, name, namespace)  # fresh: the gate's baseline
         if app is None or app["metadata"].get("deletionTimestamp"):
             self.cache(APPLICATION).forget(namespace, name)

@@ -4,12 +4,14 @@ holding an instance), not by decoding a namespace's or the cluster's every objec
 
 from __future__ import annotations
 
+from compatibility.crd import MIGRATION_PLAN
 from controller_runtime.informer import IndexKey, Informer
 from controller_runtime.kinds import GroupVersionKind, KindLike
 from lifecycle.crd import PUBLIC_HOSTNAME
 from lifecycle.health import POD_INDEX, pod_key
 from lifecycle.hostnames import FOREIGN_ROUTE_INDEX, HOLDER_INDEX, foreign_route_hostnames, holder_key
 from lifecycle.ownership import INSTANCE_INDEX, instance_of
+from lifecycle.plans import PLAN_INDEX, plan_key
 from renderer.crds import APPLICATION
 from renderer.manifests import HTTPROUTE
 
@@ -22,6 +24,7 @@ INDEXES: dict[tuple[str, str], tuple[str, IndexKey]] = {
     (POD.api_version, POD.kind): (POD_INDEX, pod_key),
     (PUBLIC_HOSTNAME.api_version, PUBLIC_HOSTNAME.kind): (HOLDER_INDEX, holder_key),
     (HTTPROUTE.api_version, HTTPROUTE.kind): (FOREIGN_ROUTE_INDEX, foreign_route_hostnames),
+    (MIGRATION_PLAN.api_version, MIGRATION_PLAN.kind): (PLAN_INDEX, plan_key),
 }
 
 
