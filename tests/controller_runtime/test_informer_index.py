@@ -3,9 +3,9 @@ watched, written through, changed (its value moves) or forgotten, and an index a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from controller_runtime.client import ALL_NAMESPACES
+from controller_runtime.client import ALL_NAMESPACES, Kube
 from controller_runtime.informer import Informer
 from controller_runtime.kinds import GroupVersionKind
 
@@ -68,7 +68,7 @@ def test_an_index_added_late_covers_what_is_cached_and_adding_it_again_changes_n
 
 
 def test_an_object_with_several_values_is_found_by_each_and_by_none_once_changed() -> None:
-    cache = Informer(None, POD)  # type: ignore[arg-type]
+    cache = Informer(cast(Kube, None), POD)  # no server: fed by hand
     cache.add_index("hosts", lambda obj: (obj.get("spec") or {}).get("hosts") or ())
     listed = {**pod("web-1", "web", 1), "spec": {"hosts": ["a.example", "b.example"]}}
     cache._replace(ALL_NAMESPACES, [listed, pod("loose", None, 2)])

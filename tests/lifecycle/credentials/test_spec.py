@@ -133,7 +133,8 @@ def test_a_scoped_registry_half_serves_only_its_namespaces() -> None:
 
 
 def test_the_pull_secret_goes_where_an_application_names_a_served_image_before_its_first_deployment() -> None:
-    scoped = CRED._replace(registry=CRED.registry._replace(namespaces=("team", "new")))  # type: ignore[union-attr]
+    assert CRED.registry is not None
+    scoped = CRED._replace(registry=CRED.registry._replace(namespaces=("team", "new")))
     def app(namespace: str, image: str, override: str | None = None) -> dict[str, Any]:
         """An Application CR: its image in base, or overridden by its environment's."""
         return {"metadata": {"name": "shop", "namespace": namespace},
