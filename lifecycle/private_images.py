@@ -15,10 +15,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from lifecycle.credentials.checks import INVALID
-from lifecycle.credentials.coverage import coverage_of, covers_image, deployment_image, serving
-from lifecycle.credentials.outputs import attached, pull_secret_name, pull_secrets_for
+from lifecycle.credentials.coverage import (
+    applied_coverage,
+    as_applied,
+    coverage_of,
+    covers_image,
+    deployment_image,
+    serves_now,
+)
+from lifecycle.credentials.outputs import FINALIZER, attached, pull_secret_name, pull_secrets_for
 from lifecycle.credentials.reports import NOT_PRESENT, reported
-from lifecycle.credentials.spec import read
+from lifecycle.credentials.spec import Credential, read
 
 __all__ = ["private_hosts", "pull_always", "pull_secrets_awaited", "with_pull_secrets"]
 
@@ -52,10 +59,10 @@ def pull_always(children: Iterable[Mapping[str, Any]], hosts: Iterable[str]) -> 
 
 def with_pull_secrets(children: Iterable[Mapping[str, Any]], credentials: Iterable[Mapping[str, Any]]
                       ) -> list[dict[str, Any]]:
-    """`children` with each Deployment listing the pull secrets the SourceCredentials serving now give its app
-    container's image in its namespace (lifecycle.credentials.outputs.pull_secrets_for: the same list the credential
-    controller attaches)."""
-    serving_now = serving(credentials)
+    """`children` with each Deployment listing the pull secrets the SourceCredentials give its app container's image
+    in its namespace (lifecycle.credentials.outputs.pull_secrets_for: the same list the credential controller
+    attaches), as listed_by_apps says they serve."""
+    serving_now = listed_by_apps(credentials)
     out: list[dict[str, Any]] = []
     for child in children:
         names = pull_secrets_for(deployment_image(child), str(child["metadata"].get("namespace") or ""),
@@ -69,12 +76,37 @@ def with_pull_secrets(children: Iterable[Mapping[str, Any]], credentials: Iterab
     return out
 
 
+def _judging(obj: Mapping[str, Any]) -> bool:
+    """Whether the credential controller has yet to carry out what this SourceCredential's object asks: a generation
+    its status has not observed, or a deletion its finalizer still holds."""
+    meta, status = obj["metadata"], obj.get("status") or {}
+    return status.get("observedGeneration") != meta.get("generation") or bool(
+        meta.get("deletionTimestamp") and FINALIZER in (meta.get("finalizers") or []))
+
+
+def listed_by_apps(credentials: Iterable[Mapping[str, Any]]) -> list[Credential]:
+    """What an Application's own apply lists of each SourceCredential: what it serves now (serves_now), but never less
+    than the credential controller keeps attached: while that controller has yet to judge a change or a deletion,
+    what it last applied. The Deployment's list is keyed by name and an entry the app's apply alone owns goes when
+    the apply drops it, so the app never takes a pull secret away before the controller that detaches it does
+    (a narrowing or a deletion may wait for a plan)."""
+    out = []
+    for obj in credentials:
+        applied = applied_coverage(obj.get("status"))
+        if applied is not None and _judging(obj):
+            out.append(as_applied(read(obj), applied))
+        elif (now := serves_now(obj)) is not None:
+            out.append(now)
+    return out
+
+
 def pull_secrets_awaited(children: Iterable[Mapping[str, Any]], credentials: Iterable[Mapping[str, Any]],
                          present: Callable[[str], bool]) -> list[str]:
     """The pull secrets the Deployments list (with_pull_secrets) that are not in the namespace yet, from credentials
     that will derive them: not those whose registry material is missing or was refused (their status says so, and
-    the Application's SourceCredentialValid condition names them)."""
+    the Application's SourceCredentialValid condition names them), nor those of a credential being deleted."""
     failing = {pull_secret_name(c["metadata"]["name"]) for c in credentials
-               if any(r.half == "registry" and r.state in (NOT_PRESENT, INVALID) for r in reported(c))}
+               if c["metadata"].get("deletionTimestamp")
+               or any(r.half == "registry" and r.state in (NOT_PRESENT, INVALID) for r in reported(c))}
     listed = {name for child in children if child.get("kind") == "Deployment" for name in attached(child)}
     return sorted(n for n in listed if n not in failing and not present(n))

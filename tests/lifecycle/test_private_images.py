@@ -78,3 +78,30 @@ def test_a_credential_that_will_not_derive_is_not_waited_for() -> None:
     listed = with_pull_secrets([app_deployment("shop", "registry.example/team/app:1")], [missing, refused, unchecked])
     awaited = pull_secrets_awaited(listed, [missing, refused, unchecked], lambda name: False)
     assert awaited == ["apprafter-pull-unchecked"]
+
+
+def test_the_apps_apply_never_takes_a_pull_secret_away_before_the_credential_controller_judged_it() -> None:
+    """A narrowing or a deletion may wait for a plan, and the Deployment's list entry the app's apply alone owns
+    goes when it drops it: while the credential controller has not judged the change (its status has not observed
+    the generation) or still holds the deletion (its finalizer), the app lists what the credential last applied."""
+    applied = credential("team", ["registry.example/other/"])
+    applied["metadata"]["generation"] = 2
+    applied["status"].update({"observedGeneration": 1, "registry": {**applied["status"]["registry"],
+                                                                    "hosts": ["registry.example/team"]}})
+    shop = [app_deployment("shop", "registry.example/team/app:1")]
+
+    def listed(obj: dict[str, Any]) -> list[Any]:
+        return with_pull_secrets(shop, [obj])[0]["spec"]["template"]["spec"].get("imagePullSecrets") or []
+
+    assert listed(applied) == [{"name": "apprafter-pull-team"}]  # narrowed, not judged yet: as applied
+    judged = {**applied, "status": {**applied["status"], "observedGeneration": 2}}
+    assert listed(judged) == []  # judged and carried out (no plan held it): the spec's coverage
+    held = {**judged, "status": {**judged["status"], "migrationPlan": "team-credential-0123456789"}}
+    assert listed(held) == [{"name": "apprafter-pull-team"}]  # held for its plan: as applied
+    deleting = {**judged, "spec": {"registry": {**judged["spec"]["registry"], "hosts": ["registry.example/team/"]}},
+                "metadata": {**judged["metadata"], "deletionTimestamp": "2026-12-07T00:00:00Z",
+                             "finalizers": ["apprafter.io/derived-secrets"]}}
+    assert listed(deleting) == [{"name": "apprafter-pull-team"}]  # its finalizer holds what it derived
+    assert pull_secrets_awaited(with_pull_secrets(shop, [deleting]), [deleting], lambda name: False) == []
+    gone = {**deleting, "metadata": {**deleting["metadata"], "finalizers": []}}
+    assert listed(gone) == []
