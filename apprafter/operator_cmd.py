@@ -102,12 +102,15 @@ JWT_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
                    "the webhook names other claim providers (--claim-status-user without the operator's account): "
                    "they alone may write claim status, so they bind (docs/platform-services.md).")
 @click.option("--gateway-listeners/--no-gateway-listeners", default=True, show_default=True,
-              help="Add to the platform's public Gateway one HTTPS listener per public hostname an Application holds "
-                   "with TLS, serving that app's certificate (needs patch on Gateways in the gateway namespace).")
-@click.option("--listeners-per-namespace", type=click.IntRange(1, 62), default=16, show_default=True,
-              help="The most per-hostname listeners one namespace's apps hold on the public Gateway (of its 62 for "
-                   "apps), the oldest first: one tenant cannot take every other's (the rest say "
-                   "ListenerUnavailable).")
+              help="Add to the platform's public Gateways one HTTPS listener per public hostname an Application "
+                   "holds with TLS, serving that app's certificate (needs get, list, watch, create, patch and delete "
+                   "on Gateways in the gateway namespace).")
+@click.option("--listeners-per-namespace", type=click.IntRange(1, 4096), default=16, show_default=True,
+              help="The most per-hostname listeners one namespace's apps hold on the public Gateways, the oldest "
+                   "first: one tenant cannot take every other's (the rest say ListenerUnavailable).")
+@click.option("--public-gateways", type=click.IntRange(1, 64), default=16, show_default=True,
+              help="How many public Gateways hostnames are placed on: the chart's, then <name>-2 ... <name>-N, made "
+                   "as the hostnames need them (a Gateway holds 64 listeners: the chart's own and ours).")
 @click.option("--image-registries", "image_registries", multiple=True, metavar="PATTERN",
               help="A registry host (`ghcr.io`, `registry.internal:5000`, `*.example.com`) image updates may ask "
                    "about tags (imagePolicy.resolve: digest; repeatable). None given: every registry an image "
@@ -237,7 +240,8 @@ async def _serve(settings: OperatorSettings, config: KubeConfig, context: Platfo
             controllers.append(PlatformStackController())
         if settings.platform.gateway_listeners:
             controllers.append(GatewayListenerController(context.gateway_name, context.gateway_namespace,
-                                                         records_namespace, settings.platform.listener_share))
+                                                         records_namespace, settings.platform.listener_share,
+                                                         settings.platform.public_gateways))
         if settings.platform.claim_binder:
             controllers.append(ClaimController(sites(context, dict(settings.platform.backend_images))))
         return await Manager(runtime, controllers, health, elector).run(stop)

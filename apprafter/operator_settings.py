@@ -74,6 +74,7 @@ class PlatformFlags(NamedTuple):
     backend_images: tuple[tuple[str, str], ...] = ()
     gateway_listeners: bool = True  # add each TLS-routed public hostname's listener to the public Gateway
     listener_share: int = 16  # --listeners-per-namespace: the most of them one namespace holds
+    public_gateways: int = 16  # --public-gateways: how many Gateways the hostnames are placed on
     image_registries: tuple[str, ...] = ()  # --image-registries: where image updates may ask (none: anywhere)
     insecure_registries: tuple[str, ...] = ()  # --insecure-registries: those asked over plain HTTP
 
@@ -124,7 +125,7 @@ class OperatorSettings:
             platform=PlatformFlags(flags["render_timeout"], flags["platform_file"], flags["domain"], flags["tier"],
                                    flags["platform_stack"], flags["claim_binder"],
                                    _images(flags.get("backend_images") or ()), flags["gateway_listeners"],
-                                   flags.get("listeners_per_namespace") or 16,
+                                   flags.get("listeners_per_namespace") or 16, flags.get("public_gateways") or 16,
                                    tuple(flags.get("image_registries") or ()),
                                    tuple(flags.get("insecure_registries") or ())),
             credentials=SourceCredentialSettings(flags["argocd_namespace"], flags["credential_gate"],

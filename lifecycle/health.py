@@ -21,7 +21,7 @@ State = Literal["Current", "InProgress", "Failed"]
 CURRENT: State = "Current"
 IN_PROGRESS: State = "InProgress"
 FAILED: State = "Failed"
-LISTENER_UNAVAILABLE = "ListenerUnavailable"  # a hostname of the app left without a listener: the Gateway is full
+LISTENER_UNAVAILABLE = "ListenerUnavailable"  # a hostname of the app left without a listener: the Gateways are full
 
 # Container waiting reasons that mean the pod cannot run as declared (the kubelet's words); each is the reason
 # the Application's Ready condition carries.
@@ -150,8 +150,11 @@ def _route_state(obj: Mapping[str, Any]) -> ChildState:
     """An HTTPRoute: current unless a Gateway controller reports it not accepted (or has not seen it yet)."""
     name = f"HTTPRoute {obj.get('metadata', {}).get('name')}"
     generation = obj.get("metadata", {}).get("generation") or 0
+    named = {ref.get("name") for ref in (obj.get("spec") or {}).get("parentRefs") or []}
     for parent in (obj.get("status") or {}).get("parents") or []:
         gateway = (parent.get("parentRef") or {}).get("name")
+        if named and gateway not in named:
+            continue  # a Gateway the route no longer names (it moved to its hostname's: lifecycle.listeners)
         accepted = find_condition(parent.get("conditions"), "Accepted")
         if accepted and (accepted.get("observedGeneration") or generation) < generation:
             return ChildState(IN_PROGRESS, "Progressing", f"{name}: Gateway {gateway} has not seen generation "
@@ -358,10 +361,10 @@ def workload(children: Sequence[Mapping[str, Any]], live: Mapping[tuple[str, str
         return Workload(FAILED, failures[0].reason, failures[0].describe() + extra, *fields)
     if unlistened:
         host, mark = next(iter(sorted(unlistened.items())))
-        why = ("its namespace holds its share of the public Gateway's listeners (the oldest hostnames keep theirs): "
+        why = ("its namespace holds its share of the public Gateways' listeners (the oldest hostnames keep theirs): "
                "another of its apps gives one up, or the platform team raises the share" if mark == "namespace-full"
-               else "the public Gateway is full (its listeners' limit; the oldest hostnames keep theirs): the "
-               "platform team makes room or adds a Gateway")
+               else "every public Gateway is full (64 listeners each, as many Gateways as the operator may make; "
+               "the oldest hostnames keep theirs): the platform team makes room or allows more Gateways")
         others = f" (and {len(unlistened) - 1} more)" if len(unlistened) > 1 else ""
         return Workload(FAILED, LISTENER_UNAVAILABLE, f"hostname {host}{others} has no listener: {why}; it comes once "
                         "there is room", *fields)

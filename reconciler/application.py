@@ -233,6 +233,11 @@ class ApplicationPass:
         images = await resolve_images(self.kube, self.app, desired.children, credentials,
                                       self.controller.image_registries, self.controller.insecure_registries)
         desired = desired._replace(children=pinned(desired.children, images.entries))
+        # a hostname placed on a Gateway past the chart's: its routes attach there (lifecycle.listeners)
+        hostnames = self.controller.records(PUBLIC_HOSTNAME).indexed(HOLDER_INDEX, records_key(self.app))
+        context = self.controller.context
+        desired = desired._replace(children=listeners.on_placed_gateways(
+            desired.children, hostnames, context.gateway_name, context.gateway_namespace))
         try:
             refusal = await self.tenancy.refusal(desired)
         except KubeError as e:

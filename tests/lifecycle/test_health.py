@@ -222,6 +222,13 @@ def test_a_route_or_certificate_counts_only_where_its_controller_reports() -> No
     assert workload(CHILDREN, live_of(deployment(), HTTPRoute=waiting), [])[:3] == (
         IN_PROGRESS, "Progressing", "HTTPRoute web: Gateway public has no listener web.example.com yet (the operator "
                                     "adds it once the app's certificate is issued)")
+    # The route moved to the Gateway its hostname was placed on: what the chart's Gateway said of it is stale.
+    moved = {**refused, "spec": {"parentRefs": [{"name": "public-2", "sectionName": "web.example.com"}]}}
+    assert workload(CHILDREN, live_of(deployment(), HTTPRoute=moved), [])[0] != FAILED
+    moved["status"]["parents"].append({"parentRef": {"name": "public-2"}, "conditions": [
+        {"type": "Accepted", "status": "False", "reason": "NotAllowedByListeners", "message": "no listener"}]})
+    assert workload(CHILDREN, live_of(deployment(), HTTPRoute=moved), [])[2] == (
+        "HTTPRoute web: not accepted by Gateway public-2 (NotAllowedByListeners: no listener)")
     issuing = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "Issuing", "message": "x"}]}}
     assert workload(CHILDREN, live_of(deployment(), Certificate=issuing), [])[:3] == (
         IN_PROGRESS, "Progressing", "Certificate web not ready (Issuing: x)")
@@ -230,13 +237,14 @@ def test_a_route_or_certificate_counts_only_where_its_controller_reports() -> No
     waiting_for_room = workload(CHILDREN, live_of(deployment(), HTTPRoute=waiting), [],
                                 unlistened={"web.example.com": "gateway-full"})
     assert waiting_for_room[:3] == (FAILED, "ListenerUnavailable", (
-        "hostname web.example.com has no listener: the public Gateway is full (its listeners' limit; the oldest "
-        "hostnames keep theirs): the platform team makes room or adds a Gateway; it comes once there is room"))
+        "hostname web.example.com has no listener: every public Gateway is full (64 listeners each, as many "
+        "Gateways as the operator may make; the oldest hostnames keep theirs): the platform team makes room or "
+        "allows more Gateways; it comes once there is room"))
     over_share = workload(CHILDREN, live_of(deployment()), [],
                           unlistened={"web.example.com": "namespace-full", "www.example.com": "namespace-full"})
     assert over_share[:3] == (FAILED, "ListenerUnavailable", (
         "hostname web.example.com (and 1 more) has no listener: its namespace holds its share of the public "
-        "Gateway's listeners (the oldest hostnames keep theirs): another of its apps gives one up, or the platform "
+        "Gateways' listeners (the oldest hostnames keep theirs): another of its apps gives one up, or the platform "
         "team raises the share; it comes once there is room"))
 
 

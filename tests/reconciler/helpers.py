@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from renderer.manifests import KINDS
 from tests.compatibility.cases import BASE
 from tests.testbed.kube import KubeTestBed, _rejected
 from tests.testbed.procs import BedError, wait_for
+
+if TYPE_CHECKING:
+    from tests.reconciler.operator_proc import Operator
 
 API = "apprafter.io/v1alpha1"
 ARGO = "argocd-controller"  # who writes Application specs in a real cluster
@@ -303,3 +307,23 @@ def _finalize_as_kubernetes(bed: KubeTestBed, path: str, obj: dict[str, Any]) ->
         bed.http.patch(path, content=json.dumps({"metadata": {"finalizers": kept,
                                                               "resourceVersion": obj["metadata"]["resourceVersion"]}}),
                        headers={"Content-Type": "application/merge-patch+json"})
+
+
+def gc_deletes_children(bed: KubeTestBed, operator: Operator, ns: str, uid: str, name: str = "demo") -> None:
+    """What the garbage collector does after a background delete (the test bed runs none): the children owned
+    by the deleted Application go. The collector never stops, so it also takes a child the operator's last pass
+    of the Application applied after the delete (that pass read the Application just before it went); this
+    one-shot stand-in waits for the operator to say the Application is gone (no pass of it comes after that)."""
+    def gone_logged() -> bool | None:
+        for line in operator.log().splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if (entry.get("msg"), entry.get("controller"), entry.get("namespace"), entry.get("object")) == (
+                        "gone", "application", ns, name):
+                    return True
+        return None
+
+    wait(f"the operator's last pass of {ns}/{name}", gone_logged)
+    for (kind, child), obj in children(bed, ns, f"{name}-prod").items():
+        if any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences") or []):
+            bed.delete(obj["apiVersion"], kind, child, ns)

@@ -6,7 +6,6 @@ do not collide, Secrets are read only when granted, the new rule classes gate, t
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 from typing import Any
@@ -17,6 +16,7 @@ import pytest
 from compatibility.application import deployment
 from lifecycle.baseline import record_name
 from lifecycle.listeners import MAX_LISTENERS
+from tests.reconciler.gateway_bed import GATEWAY_API, certificate_issued, chart_gateway, listeners_of
 from tests.reconciler.helpers import (
     API,
     BASE,
@@ -26,6 +26,7 @@ from tests.reconciler.helpers import (
     cr,
     edit,
     fresh_namespace,
+    gc_deletes_children,
     grant_secret,
     plan_phase,
     plans,
@@ -50,7 +51,9 @@ HELD = edit(SIMPLE, image="ghcr.io/evil/demo:1.0.0", env={**SIMPLE["env"], "TOKE
 
 
 # The operator as its ServiceAccount, bound by the chart's RBAC only (its records namespace included).
-operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, rbac=(), name="tenant")
+# One public Gateway, so it fills (the Gateways past it: tests/reconciler/test_gateways_cluster.py).
+operator = operator_fixture("--no-leader-elect", "--no-platform-stack", *FAST, "--public-gateways", "1", rbac=(),
+                            name="tenant")
 
 
 class Tenant:
@@ -114,26 +117,6 @@ def refused_with(bed: KubeTestBed, ns: str, reason: str, name: str = "demo") -> 
         return str(cond["message"]) if done and cond.get("reason") == reason else None
     return wait_showing(f"{ns}/{name} Ready=False {reason}", probe, 30,
                         lambda: json.dumps(status(bed, ns, name), indent=1)[:3000], "status now")
-
-
-def gc_deletes_children(bed: KubeTestBed, operator: Operator, ns: str, uid: str, name: str = "demo") -> None:
-    """What the garbage collector does after a background delete (the test bed runs none): the children owned
-    by the deleted Application go. The collector never stops, so it also takes a child the operator's last pass
-    of the Application applied after the delete (that pass read the Application just before it went); this
-    one-shot stand-in waits for the operator to say the Application is gone (no pass of it comes after that)."""
-    def gone_logged() -> bool | None:
-        for line in operator.log().splitlines():
-            with contextlib.suppress(ValueError):
-                entry = json.loads(line)
-                if (entry.get("msg"), entry.get("controller"), entry.get("namespace"), entry.get("object")) == (
-                        "gone", "application", ns, name):
-                    return True
-        return None
-
-    wait(f"the operator's last pass of {ns}/{name}", gone_logged)
-    for (kind, child), obj in children(bed, ns, f"{name}-prod").items():
-        if any(ref["uid"] == uid for ref in obj["metadata"].get("ownerReferences") or []):
-            bed.delete(obj["apiVersion"], kind, child, ns)
 
 
 def gc_orphans_children(bed: KubeTestBed, ns: str, name: str = "demo") -> None:
@@ -620,42 +603,6 @@ def test_the_renderer_keeps_names_apart_across_apps_and_environments() -> None:
             assert seen.setdefault(key, app) == app, f"{key} is read by {seen[key]} and {app}"
 
 
-GATEWAY_API = "gateway.networking.k8s.io/v1"
-
-
-def chart_gateway(bed: KubeTestBed, others: int = 0) -> dict[str, Any]:
-    """The public Gateway as the stack's gateway chart makes it (its wildcard `https` and its `http` listener, and
-    `others` more of the administrator's), server-side applied as Argo CD applies it."""
-    bed.ensure_namespace("apprafter-gateway")
-    every = {"namespaces": {"from": "All"}}
-    https = {"name": "https", "protocol": "HTTPS", "port": 443, "allowedRoutes": every,
-             "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret", "name": "public-tls"}]}}
-    http = {"name": "http", "protocol": "HTTP", "port": 80, "allowedRoutes": every}
-    more = [{"name": f"other-{i}", "protocol": "HTTP", "port": 80, "hostname": f"other-{i}.example.net",
-             "allowedRoutes": every} for i in range(others)]
-    gateway = {"apiVersion": GATEWAY_API, "kind": "Gateway",
-               "metadata": {"name": "public", "namespace": "apprafter-gateway"},
-               "spec": {"gatewayClassName": "cilium", "listeners": [https, http, *more]}}
-    bed.apply(gateway, "apprafter-gateway", field_manager="argocd-controller")
-    return gateway
-
-
-def certificate_issued(bed: KubeTestBed, name: str, namespace: str) -> None:
-    """What cert-manager does once it issued a Certificate (the test bed runs none): Ready, with an expiry."""
-    info = bed.resource_for("cert-manager.io/v1", "Certificate")
-    status = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "issued",
-                              "lastTransitionTime": "2026-12-05T00:00:00Z"}], "notAfter": "2027-03-05T00:00:00Z"}
-    resp = bed.http.patch(info.path(name, namespace) + "/status", params={"fieldManager": "cert-manager"},
-                          content=json.dumps({"status": status}).encode(),
-                          headers={"Content-Type": "application/merge-patch+json"})
-    assert resp.status_code < 300, resp.text
-
-
-def listeners_of(bed: KubeTestBed) -> dict[str, dict[str, Any]]:
-    live = bed.get(GATEWAY_API, "Gateway", "public", "apprafter-gateway") or {}
-    return {item["name"]: item for item in (live.get("spec") or {}).get("listeners") or []}
-
-
 def test_each_public_tls_hostname_gets_a_listener_of_its_own_serving_its_certificate(bed: KubeTestBed,
                                                                                      operator: Operator) -> None:
     """The operator adds to the public Gateway one HTTPS listener per held hostname once its certificate was issued,
@@ -685,7 +632,7 @@ def test_a_full_gateway_leaves_the_newest_hostname_without_a_listener_and_its_ap
         ready(bed, second, "cart")
         certificate_issued(bed, "cart", second)
         said = refused_with(bed, second, "ListenerUnavailable", "cart")
-        assert said.startswith("hostname second.example.com has no listener: the public Gateway is full"), said
+        assert said.startswith("hostname second.example.com has no listener: every public Gateway is full"), said
         assert "second.example.com" not in listeners_of(bed) and len(listeners_of(bed)) == MAX_LISTENERS
         assert (application(bed, second, "cart").get("status") or {}).get("phase") == "Failed"
         # room again: the first app goes, the second gets its listener and is Ready
