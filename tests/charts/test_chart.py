@@ -267,9 +267,11 @@ def test_operator_cluster_role_is_what_the_operator_does_and_no_more(objects: li
         ("apprafter.io", "applicationbaselines", ()): ["get", "list", "watch", "delete"]}
     assert rules(one(objects, "Role", "apprafter:operator", UMBRELLA_NAMESPACE)) == {
         ("argoproj.io", "applications", ()): ["get", "list", "watch", "create", "patch"]}
-    # the public Gateway's per-hostname listeners, in the Gateways' namespace alone (no create, no delete)
+    # the public Gateways' per-hostname listeners, in the Gateways' namespace alone: the chart's patched, the ones
+    # past it made and patched, and deleted by name (never the chart's own)
     assert rules(one(objects, "Role", "apprafter:operator:listeners", "apprafter-gateway")) == {
-        ("gateway.networking.k8s.io", "gateways", ()): ["get", "list", "watch", "patch"]}
+        ("gateway.networking.k8s.io", "gateways", ()): ["get", "list", "watch", "create", "patch"],
+        ("gateway.networking.k8s.io", "gateways", tuple(f"public-{i}" for i in range(2, 17))): ["delete"]}
     bindings = [b for b in find(objects, "ClusterRoleBinding") + find(objects, "RoleBinding")
                 if b["roleRef"]["name"] != "apprafter:admission"]  # the webhook's (its one read grant)
     assert {(b["kind"], b["metadata"].get("namespace"), b["roleRef"]["name"]) for b in bindings} == {

@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from lifecycle.listeners import gateway_names
 from platform_stack.governance import REQUIRED
 from platform_stack.source import evaluate
+from reconciler.gateway_listeners import DEFAULT_GATEWAYS
 from renderer.context import (
     CLUSTER_ISSUER,
     DEFAULTS,
@@ -205,10 +207,13 @@ def check_gateway(objects: list[dict[str, Any]], namespace: str, app: dict[str, 
     [issuer] = [o for o in objects if o["kind"] == "ClusterIssuer"]
     assert issuer["metadata"]["name"] == CLUSTER_ISSUER
     [solver] = issuer["spec"]["acme"]["solvers"]
-    [parent] = solver["http01"]["gatewayHTTPRoute"]["parentRefs"]
+    # HTTP-01 through the public Gateway's http listener, and each Gateway the operator may place hostnames on past
+    # it (lifecycle.listeners.gateway_names: a hostname's challenge comes where its DNS points)
+    parents = solver["http01"]["gatewayHTTPRoute"]["parentRefs"]
     public = gateways[GATEWAYS["public"]]
-    assert (parent["name"], parent["namespace"], parent["sectionName"]) == (
-        public["metadata"]["name"], public["metadata"]["namespace"], HTTP_LISTENER)
+    assert [(p["name"], p["namespace"], p["sectionName"]) for p in parents] == [
+        (name, public["metadata"]["namespace"], HTTP_LISTENER)
+        for name in gateway_names(public["metadata"]["name"], DEFAULT_GATEWAYS)]
     assert app["spec"]["ignoreDifferences"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
                                                  "managedFieldsManagers": [LISTENERS_FIELD_MANAGER]}]
     assert {"ServerSideApply=true", "RespectIgnoreDifferences=true"} <= set(app["spec"]["syncPolicy"]["syncOptions"])

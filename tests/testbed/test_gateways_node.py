@@ -73,6 +73,20 @@ def placed(gateways: list[dict[str, Any]]) -> dict[str, str]:
             for item in (gw.get("spec") or {}).get("listeners") or [] if item["name"].endswith(f".{ENV}.{DOMAIN}")}
 
 
+def managers(node: NodeTestBed) -> dict[str, Any]:
+    """For a failure's message: each Gateway's listeners by the field managers that hold them."""
+    out: dict[str, Any] = {}
+    for gateway in node.wait_list(GATEWAY_API, "Gateway", NAMESPACE, lambda items: items or None, timeout=30):
+        held: dict[str, list[str]] = {}
+        for entry in gateway["metadata"].get("managedFields") or []:
+            for key in ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:listeners") or {}:
+                if key.startswith("k:"):
+                    held.setdefault(key[2:], []).append(f"{entry.get('manager')}/{entry.get('operation')}")
+        out[gateway["metadata"]["name"]] = {k: v for k, v in held.items() if not k.startswith('{"name":"h')} | {
+            "ours": sum(1 for k in held if k.startswith('{"name":"h'))}
+    return out
+
+
 def placed_all(gateways: list[dict[str, Any]], wanted: set[str]) -> dict[str, str] | None:
     """The placement once every hostname of `wanted` has its listener."""
     found = placed(gateways)
@@ -113,7 +127,7 @@ def test_two_hundred_public_hostnames_answer_https_over_four_gateways(
             wanted = {host(name) for name in names}
             where = node.wait_list(GATEWAY_API, "Gateway", NAMESPACE, lambda items, wanted=wanted: placed_all(
                 items, wanted), timeout=300, what=f"wave {wave}'s {size} listeners")
-            assert {where[h] for h in wanted} == {expected}, Counter(where[h] for h in wanted)
+            assert {where[h] for h in wanted} == {expected}, (Counter(where[h] for h in wanted), managers(node))
             print(f"wave {wave}: {size} hostnames on {expected} at {time.monotonic() - started:.1f} s")
         assert Counter(where.values()) == dict(zip(GATEWAYS, WAVES, strict=True))
         for name in GATEWAYS:  # Traefik programmed each, on the one address it serves every Gateway of its class at
